@@ -1,0 +1,83 @@
+"""Diagnostics: what the validator says about a file.
+
+Modelled on ruff's: a stable code users can search and suppress by, an exact position
+(1-based line and column) and a message that names the fix where it can.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+#: Every code with its severity and a one-line summary (the spec's table).
+CODES: dict[str, tuple[Severity, str]] = {
+    "PF001": ("error", "file cannot be read, or is not UTF-8"),
+    "PF002": ("error", "YAML syntax error"),
+    "PF003": ("error", "duplicate key in a mapping"),
+    "PF004": ("error", "empty file, or more than one YAML document"),
+    "PF101": ("error", "a required key is missing"),
+    "PF102": ("error", "unknown key"),
+    "PF103": ("error", "wrong type or value"),
+    "PF110": ("error", "unsupported phaseflow format version"),
+    "PF200": ("error", "initial names no phase"),
+    "PF201": ("error", "a transition's target names no phase"),
+    "PF202": ("warning", "a phase cannot be reached from initial"),
+    "PF203": ("warning", "a non-terminal phase has no transitions"),
+    "PF204": ("error", "a terminal phase has transitions"),
+    "PF205": ("warning", "no terminal phase can be reached from this phase"),
+    "PF206": ("warning", "a transition can never be taken"),
+    "PF207": ("warning", "the same transition is written twice"),
+    "PF300": ("error", "guard expression: syntax error or forbidden construct"),
+    "PF301": ("warning", "guard reads a state key that is not declared"),
+    "PF302": ("error", "template syntax error"),
+    "PF303": ("warning", "template reads a state key that is not declared"),
+    "PF400": ("error", "a phase names a tool that is not in the catalogue"),
+    "PF401": ("warning", "requires/needs names an undeclared state key"),
+    "PF402": ("warning", "a required key can never be produced"),
+    "PF403": ("warning", "a preparation produces an undeclared state key"),
+    "PF404": ("warning", "clear_on_enter or unset names an undeclared state key"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One finding about one node of one file."""
+
+    path: str
+    line: int
+    column: int
+    code: str
+    message: str
+
+    @property
+    def severity(self) -> Severity:
+        return CODES[self.code][0]
+
+    def format(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.severity} {self.code} {self.message}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+        }
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
+    pool = sorted(set(candidates))
+    if not pool or len(word) > 200:
+        return ""
+    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,279 @@
+"""The compiled workflow: immutable values the machine runs on.
+
+This is the neutral model between the readers (YAML today) and the engine, in the manner
+of python-statemachine's readers -> model -> builder layering. Every value is frozen and
+shareable between conversations and threads. The same classes are the public API for hosts
+that build a machine in code, so guards and templates may be given as source text and are
+compiled on construction (a bad one raises :class:`~phaseflow.errors.ConfigError`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from phaseflow.errors import ConfigError
+from phaseflow.expr import Guard, GuardCompileError, compile_guard
+from phaseflow.spec.templates import (
+    NAVIGATION_NAMES,
+    Template,
+    TemplateCompileError,
+    compile_template,
+)
+
+if TYPE_CHECKING:
+    from phaseflow.machine import PhaseMachine
+    from phaseflow.spec.diagnostics import Diagnostic
+
+StateType = Literal["string", "number", "integer", "boolean", "array", "object", "any"]
+Approval = Literal["never", "always"]
+Trigger = Literal["auto", "model"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a value was written: file, 1-based line and column."""
+
+    path: str
+    line: int
+    column: int
+
+
+def _guard(value: Guard | str | None) -> Guard | None:
+    if value is None or isinstance(value, Guard):
+        return value
+    try:
+        return compile_guard(value)
+    except GuardCompileError as exc:
+        raise ConfigError(f"guard {value!r}: {exc.message}") from None
+
+
+def _template(value: Template | str | None, names: frozenset[str] | None = None) -> Template | None:
+    if value is None or isinstance(value, Template):
+        return value
+    try:
+        return compile_template(value) if names is None else compile_template(value, names)
+    except TemplateCompileError as exc:
+        raise ConfigError(f"template: {exc.message}") from None
+
+
+def _frozen(values: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(copy.deepcopy(dict(values))) if values else _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class StateKey:
+    """A declared state key: ``{type, description, default}``."""
+
+    name: str
+    type: StateType = "any"
+    description: str | None = None
+    has_default: bool = False
+    default: Any = None
+    position: Position | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A catalogue entry: what the tool may write and whether every call needs approval."""
+
+    name: str
+    description: str | None = None
+    writes: tuple[str, ...] = ()
+    approval: Approval = "never"
+    position: Position | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SetEffect:
+    """Put literal values into the state."""
+
+    values: Mapping[str, Any]
+    position: Position | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", _frozen(self.values))
+
+
+@dataclass(frozen=True, slots=True)
+class UnsetEffect:
+    """Remove keys from the state."""
+
+    keys: tuple[str, ...]
+    position: Position | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", tuple(self.keys))
+
+
+@dataclass(frozen=True, slots=True)
+class CallEffect:
+    """Call a host callable registered under ``name`` with ``args``; a mapping it returns
+    is merged into the state."""
+
+    name: str
+    args: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    position: Position | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", _frozen(self.args))
+
+
+Effect = SetEffect | UnsetEffect | CallEffect
+
+
+@dataclass(frozen=True, slots=True)
+class Preparation:
+    """One step that fetches what a phase ``requires`` before it can be entered."""
+
+    name: str
+    effect: Effect
+    produces: tuple[str, ...] = ()
+    position: Position | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "produces", tuple(self.produces))
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A guarded edge. ``when`` may be given as source text; ``None`` means always."""
+
+    to: str
+    when: Guard | None = None
+    description: str | None = None
+    trigger: Trigger = "auto"
+    position: Position | None = field(default=None, compare=False)
+
+    def __init__(
+        self,
+        to: str,
+        when: Guard | str | None = None,
+        description: str | None = None,
+        trigger: Trigger = "auto",
+        position: Position | None = None,
+    ) -> None:
+        if trigger not in ("auto", "model"):
+            raise ConfigError(f"transition to {to!r}: trigger must be 'auto' or 'model'")
+        object.__setattr__(self, "to", to)
+        object.__setattr__(self, "when", _guard(when))
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "trigger", trigger)
+        object.__setattr__(self, "position", position)
+
+
+def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        raise ConfigError(f"expected a list of names, got the string {values!r}")
+    return tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One phase of a workflow (see workflow-format.md, "Phase spec")."""
+
+    name: str
+    goal: str = ""
+    instructions: Template | None = None
+    needs: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    guard: Guard | None = None
+    prepare: tuple[Preparation, ...] = ()
+    on_enter: tuple[Effect, ...] = ()
+    on_exit: tuple[Effect, ...] = ()
+    tools: tuple[str, ...] | None = None
+    clear_on_enter: tuple[str, ...] = ()
+    terminal: bool = False
+    transitions: tuple[Transition, ...] = ()
+    position: Position | None = field(default=None, compare=False)
+
+    def __init__(
+        self,
+        name: str,
+        goal: str = "",
+        instructions: Template | str | None = None,
+        needs: Iterable[str] = (),
+        requires: Iterable[str] = (),
+        guard: Guard | str | None = None,
+        prepare: Iterable[Preparation] = (),
+        on_enter: Iterable[Effect] = (),
+        on_exit: Iterable[Effect] = (),
+        tools: Iterable[str] | None = None,
+        clear_on_enter: Iterable[str] = (),
+        terminal: bool = False,
+        transitions: Iterable[Transition] = (),
+        position: Position | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "name", name)
+        setter(self, "goal", goal)
+        setter(self, "instructions", _template(instructions))
+        setter(self, "needs", _names(needs) or ())
+        setter(self, "requires", _names(requires) or ())
+        setter(self, "guard", _guard(guard))
+        setter(self, "prepare", tuple(prepare))
+        setter(self, "on_enter", tuple(on_enter))
+        setter(self, "on_exit", tuple(on_exit))
+        setter(self, "tools", _names(tools))
+        setter(self, "clear_on_enter", _names(clear_on_enter) or ())
+        setter(self, "terminal", bool(terminal))
+        setter(self, "transitions", tuple(transitions))
+        setter(self, "position", position)
+
+
+@dataclass(frozen=True, slots=True)
+class Navigation:
+    """How the navigation block is rendered: how many earlier phases, and an optional
+    template that replaces the default block."""
+
+    history: int = 3
+    template: Template | None = None
+
+    def __init__(self, history: int = 3, template: Template | str | None = None) -> None:
+        object.__setattr__(self, "history", history)
+        object.__setattr__(self, "template", _template(template, NAVIGATION_NAMES))
+
+
+#: A host callable for ``call`` effects: ``fn(context, **with_args)``, sync or async.
+Callable_ = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Workflow:
+    """A compiled, validated workflow: immutable and shared by every conversation."""
+
+    name: str
+    initial: str
+    phases: Mapping[str, Phase]
+    description: str | None = None
+    state: Mapping[str, StateKey] = field(default_factory=lambda: _EMPTY)
+    tools: Mapping[str, Tool] | None = None
+    navigation: Navigation = field(default_factory=Navigation)
+    registry: Mapping[str, Callable_] = field(default_factory=lambda: _EMPTY)
+    path: str | None = None
+    warnings: tuple[Diagnostic, ...] = ()
+
+    def __post_init__(self) -> None:
+        setter = object.__setattr__
+        setter(self, "phases", MappingProxyType(dict(self.phases)))
+        setter(self, "state", MappingProxyType(dict(self.state)))
+        if self.tools is not None:
+            setter(self, "tools", MappingProxyType(dict(self.tools)))
+        setter(self, "registry", MappingProxyType(dict(self.registry)))
+
+    def defaults(self) -> dict[str, Any]:
+        """A fresh copy of every declared default: the state a session starts with."""
+        return {k: copy.deepcopy(s.default) for k, s in self.state.items() if s.has_default}
+
+    def machine(self, clock: Callable[[], float] | None = None) -> PhaseMachine:
+        """A new per-conversation machine at ``initial`` (cheap: the workflow is shared)."""
+        from phaseflow.machine import PhaseMachine
+
+        return PhaseMachine.from_workflow(self, clock=clock)

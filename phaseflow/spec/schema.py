@@ -1,0 +1,249 @@
+"""The JSON Schema of the format, and turning its errors into positioned diagnostics.
+
+The schema lives in one file, ``phaseflow/schemas/workflow.schema.json`` (the repository's
+``schemas/workflow.schema.json`` points at it); ``phaseflow schema`` prints that file and
+the validator is built from it once per process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from phaseflow.spec.diagnostics import Diagnostic, did_you_mean
+from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.schema.json"
+
+
+def schema_text() -> str:
+    """The schema file, byte for byte."""
+    return SCHEMA_PATH.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(schema_text())
+    return data
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema())
+
+
+_WHAT = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "empty",
+}
+
+
+def type_name(value: Any) -> str:
+    """How a user would call the type of a YAML value."""
+    if value is None:
+        return "empty (null)"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+class _Located:
+    """Finds the node for a JSON path, and the key node that names it."""
+
+    def __init__(self, root: Node) -> None:
+        self.root = root
+
+    def find(self, path: list[Any]) -> tuple[Node, Scalar | None]:
+        node: Node = self.root
+        key_node: Scalar | None = None
+        for part in path:
+            child: Node | None = None
+            if isinstance(node, Mapping) and isinstance(part, str):
+                for k, v in entries(node):
+                    if k.value == part:
+                        key_node, child = k, v
+                        break
+            elif isinstance(node, Sequence) and isinstance(part, int):
+                if 0 <= part < len(node.items):
+                    child = node.items[part]
+                    key_node = None
+            if child is None:
+                break
+            node = child
+        return node, key_node
+
+
+def entries(mapping: Mapping) -> list[tuple[Scalar, Node]]:
+    """A mapping's (key, value) pairs with YAML merge keys (``<<: *base``) applied:
+    keys written in the mapping win over merged ones."""
+    if not any(k.value == "<<" and k.style is None for k, _ in mapping.pairs):
+        return mapping.pairs
+    own = [(k, v) for k, v in mapping.pairs if not (k.value == "<<" and k.style is None)]
+    names = {k.value for k, _ in own}
+    merged: list[tuple[Scalar, Node]] = []
+    for k, v in mapping.pairs:
+        if k.value == "<<" and k.style is None:
+            sources = v.items if isinstance(v, Sequence) else [v]
+            for source in sources:
+                if isinstance(source, Mapping):
+                    for mk, mv in entries(source):
+                        if mk.value not in names:
+                            names.add(mk.value)
+                            merged.append((mk, mv))
+    return own + merged
+
+
+def _describe(path: list[Any]) -> str:
+    """A readable location: ``phase 'greet', transition 2`` for a JSON path."""
+    parts: list[str] = []
+    i = 0
+    while i < len(path):
+        part = path[i]
+        if part == "phases" and i + 1 < len(path):
+            parts.append(f"phase '{path[i + 1]}'")
+            i += 2
+            continue
+        if part in ("state", "tools") and i + 1 < len(path):
+            parts.append(f"{'state key' if part == 'state' else 'tool'} '{path[i + 1]}'")
+            i += 2
+            continue
+        if isinstance(part, int) and parts:
+            parts[-1] = f"{parts[-1]} #{part + 1}"
+        elif isinstance(part, str):
+            parts.append(part)
+        i += 1
+    return ", ".join(parts)
+
+
+def _allowed_keys(subschema: dict[str, Any]) -> set[str]:
+    keys = set(subschema.get("properties", {}))
+    ref = subschema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        keys |= set(schema()["$defs"][ref[len("#/$defs/") :]].get("properties", {}))
+    return keys
+
+
+def schema_diagnostics(data: Any, root: Node, path: str) -> list[Diagnostic]:
+    """Validate ``data`` (composed from ``root``) against the schema; one diagnostic per
+    problem, each at the node it is about."""
+    located = _Located(root)
+    found: list[Diagnostic] = []
+    for error in _validator().iter_errors(data):
+        found.extend(_diagnose(error, located, path))
+    unique = {(d.line, d.column, d.code, d.message): d for d in found}
+    return list(unique.values())
+
+
+def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
+    json_path = list(error.absolute_path)
+    node, key_node = located.find(json_path)
+    where = _describe(json_path)
+    at = key_node if key_node is not None else node
+    name = json_path[-1] if json_path and isinstance(json_path[-1], str) else None
+    subject = f"'{name}'" if name else (where or "the file")
+    kind = "propertyNames" if "propertyNames" in error.absolute_schema_path else error.validator
+    value = error.instance
+    sch = error.schema
+
+    def diag(code: str, message: str, where_node: Node | None = None) -> Diagnostic:
+        n = where_node or at
+        return Diagnostic(path, n.line, n.column, code, message)
+
+    if kind == "required":
+        missing = [k for k in sch.get("required", []) if isinstance(value, dict) and k not in value]
+        context = f" in {where}" if where else ""
+        for key in missing:
+            yield diag("PF101", f"missing required key '{key}'{context}")
+    elif kind in ("additionalProperties", "unevaluatedProperties"):
+        if not isinstance(value, dict) or not isinstance(node, Mapping):
+            return
+        allowed = _allowed_keys(sch)
+        for key_scalar, _ in entries(node):
+            key = key_scalar.value
+            if key in allowed or key == "<<":
+                continue
+            hint = did_you_mean(str(key), allowed)
+            if not hint:
+                hint = f" (allowed here: {', '.join(sorted(allowed))})"
+            context = f" in {where}" if where else ""
+            yield diag("PF102", f"unknown key '{key}'{context}{hint}", key_scalar)
+    elif kind == "propertyNames":
+        bad = error.instance if isinstance(error.instance, str) else None
+        # jsonschema reports the bad *name* as the instance, at the mapping's path.
+        key_scalar = node.key(bad) if isinstance(node, Mapping) and bad is not None else None
+        noun = {"phases": "phase", "state": "state key", "tools": "tool"}.get(str(name), "key")
+        rule = (
+            "lowercase letters, digits, '_', '.' and '-'"
+            if noun == "tool"
+            else "lowercase letters, digits and '_'"
+        )
+        yield diag(
+            "PF103",
+            f"'{bad}' is not a valid {noun} name: use {rule}, not starting with a digit "
+            "(so that guards can name it)",
+            key_scalar,
+        )
+    elif kind == "const" and json_path == ["phaseflow"]:
+        yield diag(
+            "PF110",
+            f"unsupported format version {value!r}: this phaseflow reads 'phaseflow: 1'",
+            node,
+        )
+    elif kind == "oneOf" and isinstance(value, dict):
+        present = [k for k in ("set", "unset", "call") if k in value]
+        if not present:
+            yield diag("PF101", f"{where or 'effect'}: needs one of 'set', 'unset' or 'call'")
+        else:
+            listed = " and ".join(f"'{k}'" for k in present)
+            yield diag(
+                "PF103",
+                f"{where or 'effect'}: has {listed}; an effect does exactly one thing "
+                "(write them as separate effects)",
+            )
+    elif kind == "dependentRequired":
+        yield diag("PF103", f"{where}: 'with' gives arguments to a 'call'; add 'call' or remove it")
+    elif kind == "type":
+        expected = sch.get("type")
+        wanted = (
+            " or ".join(_WHAT.get(t, t) for t in expected)
+            if isinstance(expected, list)
+            else _WHAT.get(str(expected), str(expected))
+        )
+        yield diag("PF103", f"{subject} must be {wanted}, not {type_name(value)}", node)
+    elif kind == "enum":
+        options = ", ".join(repr(o) for o in sch["enum"])
+        hint = did_you_mean(str(value), [str(o) for o in sch["enum"]]) if isinstance(value, str) else ""
+        yield diag("PF103", f"{subject} must be one of {options}, not {value!r}{hint}", node)
+    elif kind == "pattern":
+        desc = sch.get("description", "")
+        yield diag("PF103", f"{subject}: {value!r} is not valid. {desc}".strip(), node)
+    elif kind == "minProperties":
+        yield diag("PF103", f"{subject} needs at least one entry", node)
+    elif kind == "minLength":
+        yield diag("PF103", f"{subject} must not be empty", node)
+    elif kind == "uniqueItems":
+        yield diag("PF103", f"{subject} lists the same item more than once", node)
+    elif kind in ("minimum", "maximum"):
+        yield diag("PF103", f"{subject}: {error.message}", node)
+    else:
+        yield diag("PF103", f"{where or 'file'}: {error.message}", node)

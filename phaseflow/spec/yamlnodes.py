@@ -1,0 +1,393 @@
+"""Read YAML into a tree of positioned nodes, safely and in bounded time and memory.
+
+PyYAML's composer is recursive (a C stack overflow at ~100,000 levels of ``[[[...``) and
+its constructor keeps the last of two duplicate keys and reads ``no`` as False. So we take
+only libyaml's *event* stream (an iterative parser) and compose the nodes here:
+
+- every node keeps its 1-based line and column;
+- a key written twice in one mapping is PF003, naming the line of the first one;
+- plain scalars are resolved by the YAML 1.2 core schema: only ``true``/``false`` (any
+  case) are booleans, ``yes``/``no``/``on``/``off`` stay strings, and there are no
+  timestamps or sexagesimal numbers;
+- tags that build objects (``!!python/...``, ``!custom``) are refused;
+- nesting deeper than :data:`MAX_DEPTH` stops the parse early (no deep recursion anywhere);
+- an alias is the *same* node, never a copy, and the size the document would have with
+  every alias expanded is computed once per node; past :data:`MAX_EXPANDED_NODES` the file
+  is refused, so a "billion laughs" file costs what its text costs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+try:  # libyaml's C parser when present; the pure-Python one otherwise
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - PyYAML wheels ship libyaml
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+MAX_DEPTH = 64
+MAX_EXPANDED_NODES = 2_000_000
+
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = re.compile(r"^(?:true|false)$", re.IGNORECASE)
+_INT10 = re.compile(r"^[-+]?[0-9]+$")
+_INT8 = re.compile(r"^0o[0-7]+$")
+_INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
+_NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
+
+_STD = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {f"{_STD}{t}" for t in ("str", "int", "float", "bool", "null")}
+_MERGE_TAG = f"{_STD}merge"
+
+
+class YamlProblem(Exception):
+    """A reason the file cannot be read as a workflow; carries a code and a position."""
+
+    def __init__(self, code: str, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+@dataclass(eq=False, slots=True)
+class Node:
+    """Base of the three node kinds; ``line``/``column`` are 1-based."""
+
+    line: int
+    column: int
+
+
+@dataclass(eq=False, slots=True)
+class Scalar(Node):
+    value: Any
+    text: str = ""
+    style: str | None = None  # None for plain; one of ' " | > otherwise
+
+
+@dataclass(eq=False, slots=True)
+class Sequence(Node):
+    items: list[Node] = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class Mapping(Node):
+    #: (key, value) pairs in the order written; keys are scalars holding strings.
+    pairs: list[tuple[Scalar, Node]] = field(default_factory=list)
+
+    def get(self, key: str) -> Node | None:
+        for k, v in self.pairs:
+            if k.value == key:
+                return v
+        return None
+
+    def key(self, key: str) -> Scalar | None:
+        for k, _ in self.pairs:
+            if k.value == key:
+                return k
+        return None
+
+
+@dataclass(slots=True)
+class Document:
+    """A composed document: its root and the problems found while composing it."""
+
+    root: Node | None
+    problems: list[YamlProblem]
+
+
+def resolve_plain(text: str) -> Any:
+    """The value of a plain (unquoted, untagged) scalar under the YAML 1.2 core schema."""
+    if _NULL.match(text):
+        return None
+    if _BOOL.match(text):
+        return text.lower() == "true"
+    if _INT10.match(text):
+        return int(text) if len(text) <= 4000 else text
+    if _INT8.match(text):
+        return int(text[2:], 8)
+    if _INT16.match(text):
+        return int(text[2:], 16)
+    if _FLOAT.match(text):
+        return float(text)
+    if _INF.match(text):
+        return -math.inf if text.startswith("-") else math.inf
+    if _NAN.match(text):
+        return math.nan
+    return text
+
+
+def _explicit(tag: str, text: str, line: int, column: int) -> Any:
+    """The value of a scalar with a standard tag (``!!str 1``, ``!!int "3"``)."""
+    kind = tag[len(_STD) :]
+    if kind == "str":
+        return text
+    value = resolve_plain(text)
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, int | float) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "null": value is None,
+    }[kind]
+    if not ok:
+        raise YamlProblem("PF002", f"'{text}' is not a valid !!{kind}", line, column)
+    return float(value) if kind == "float" else value
+
+
+def _pos(event: Any) -> tuple[int, int]:
+    mark = event.start_mark
+    return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+
+
+def compose(text: str) -> Document:
+    """Compose the single document in ``text``.
+
+    Problems that stop reading (syntax errors, too deep, unknown alias, bad tag, alias
+    bomb, several documents) are raised as :class:`YamlProblem`; duplicate keys are
+    collected in the returned document and composition goes on, so every one is reported.
+    """
+    problems: list[YamlProblem] = []
+    anchors: dict[str, Node] = {}
+    stack: list[tuple[Node, list[Any]]] = []  # open collections and their pending items
+    root: Node | None = None
+    documents = 0
+    events: Iterator[Any] = yaml.parse(text, Loader=_Loader)
+    try:
+        for event in events:
+            if isinstance(event, yaml.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    line, column = _pos(event)
+                    raise YamlProblem(
+                        "PF004",
+                        "more than one YAML document; a workflow file holds exactly one",
+                        line,
+                        column,
+                    )
+                continue
+            node: Node | None = None
+            if isinstance(event, yaml.ScalarEvent):
+                node = _scalar(event)
+            elif isinstance(event, yaml.AliasEvent):
+                target = anchors.get(event.anchor)
+                if target is None:
+                    line, column = _pos(event)
+                    raise YamlProblem(
+                        "PF002", f"unknown alias '*{event.anchor}'", line, column
+                    )
+                node = target
+            elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+                line, column = _pos(event)
+                _check_collection_tag(event, line, column)
+                if len(stack) >= MAX_DEPTH:
+                    raise YamlProblem(
+                        "PF103",
+                        f"nested more than {MAX_DEPTH} levels deep; "
+                        "no workflow needs that, so the file is not read further",
+                        line,
+                        column,
+                    )
+                opened: Node = (
+                    Sequence(line, column)
+                    if isinstance(event, yaml.SequenceStartEvent)
+                    else Mapping(line, column)
+                )
+                stack.append((opened, [event.anchor]))
+                continue
+            elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+                closed, pending = stack.pop()
+                anchor = pending[0]
+                if isinstance(closed, Sequence):
+                    closed.items = pending[1:]
+                else:
+                    assert isinstance(closed, Mapping)
+                    closed.pairs = _pairs(pending[1:], problems)
+                if anchor is not None:
+                    anchors[anchor] = closed
+                node = closed
+            else:
+                continue
+            if isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
+                anchors[event.anchor] = node
+            if stack:
+                stack[-1][1].append(node)
+            else:
+                root = node
+    except yaml.reader.ReaderError as exc:
+        line, column = _line_column(text, exc.position)
+        char = exc.character
+        shown = f"#x{char:04x}" if isinstance(char, int) else repr(char)
+        raise YamlProblem(
+            "PF002", f"YAML syntax error: {exc.reason} ({shown})", line, column
+        ) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise YamlProblem("PF002", f"YAML syntax error: {problem}", line, column) from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem("PF002", f"YAML syntax error: {exc}", 1, 1) from None
+    if root is not None:
+        _check_expansion(root)
+    return Document(root, problems)
+
+
+def _line_column(text: str, position: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, position) + 1
+    return text.count("\n", 0, position) + 1, position - start + 1
+
+
+def _scalar(event: Any) -> Scalar:
+    line, column = _pos(event)
+    tag = event.tag
+    plain, _quoted = event.implicit
+    text: str = event.value
+    style = event.style or None  # libyaml reports plain as ''
+    if tag in (None, "!") and plain and style is None:
+        value = resolve_plain(text)
+    elif tag in (None, "!"):
+        value = text
+    elif tag in _SCALAR_TAGS:
+        value = _explicit(tag, text, line, column)
+    else:
+        raise YamlProblem(
+            "PF103",
+            f"tag '{tag}' is not allowed: workflow files hold plain data only",
+            line,
+            column,
+        )
+    return Scalar(line, column, value, text, style)
+
+
+def _check_collection_tag(event: Any, line: int, column: int) -> None:
+    tag = event.tag
+    if tag in (None, "!", f"{_STD}seq", f"{_STD}map"):
+        return
+    raise YamlProblem(
+        "PF103", f"tag '{tag}' is not allowed: workflow files hold plain data only", line, column
+    )
+
+
+def _pairs(flat: list[Node], problems: list[YamlProblem]) -> list[tuple[Scalar, Node]]:
+    """Pair up a mapping's items, turning keys into strings and flagging duplicates."""
+    pairs: list[tuple[Scalar, Node]] = []
+    seen: dict[str, Scalar] = {}
+    for i in range(0, len(flat) - 1, 2):
+        key, value = flat[i], flat[i + 1]
+        if not isinstance(key, Scalar):
+            raise YamlProblem(
+                "PF103", "a mapping key must be a plain string, not a collection",
+                key.line, key.column,
+            )
+        if key.value == "<<" and key.style is None:
+            merge = Scalar(key.line, key.column, "<<", "<<", None)
+            pairs.append((merge, value))
+            continue
+        name = key.text if key.style is None else str(key.value)
+        keyed = Scalar(key.line, key.column, name, key.text, key.style)
+        first = seen.get(name)
+        if first is not None:
+            problems.append(
+                YamlProblem(
+                    "PF003",
+                    f"duplicate key '{name}' (first written on line {first.line}); "
+                    "YAML readers would silently keep only one of them",
+                    key.line,
+                    key.column,
+                )
+            )
+            continue
+        seen[name] = keyed
+        pairs.append((keyed, value))
+    return pairs
+
+
+def _check_expansion(root: Node) -> None:
+    """Refuse documents whose aliases expand past :data:`MAX_EXPANDED_NODES`.
+
+    Sizes are computed bottom-up, once per distinct node, without recursion.
+    """
+    size: dict[int, int] = {}
+    todo: list[tuple[Node, bool]] = [(root, False)]
+    while todo:
+        node, ready = todo.pop()
+        if id(node) in size:
+            continue
+        children: list[Node]
+        if isinstance(node, Sequence):
+            children = node.items
+        elif isinstance(node, Mapping):
+            children = [v for _, v in node.pairs]
+        else:
+            size[id(node)] = 1
+            continue
+        if ready:
+            total = 1 + sum(size[id(c)] for c in children) + len(children)
+            if total > MAX_EXPANDED_NODES:
+                raise YamlProblem(
+                    "PF002",
+                    f"aliases expand this value to more than {MAX_EXPANDED_NODES:,} nodes "
+                    "(an alias bomb?)",
+                    node.line,
+                    node.column,
+                )
+            size[id(node)] = total
+        else:
+            todo.append((node, True))
+            todo.extend((c, False) for c in children if id(c) not in size)
+
+
+def to_python(node: Node) -> Any:
+    """Plain Python data for ``node``: dicts, lists and scalars, merge keys applied.
+
+    An aliased node becomes one shared object; callers only read the result.
+    """
+    done: dict[int, Any] = {}
+    todo: list[tuple[Node, bool]] = [(node, False)]
+    while todo:
+        current, ready = todo.pop()
+        if id(current) in done:
+            continue
+        if isinstance(current, Scalar):
+            done[id(current)] = current.value
+            continue
+        children = (
+            current.items if isinstance(current, Sequence)
+            else [v for _, v in current.pairs] if isinstance(current, Mapping) else []
+        )
+        if not ready:
+            todo.append((current, True))
+            todo.extend((c, False) for c in children if id(c) not in done)
+            continue
+        if isinstance(current, Sequence):
+            done[id(current)] = [done[id(c)] for c in current.items]
+        elif isinstance(current, Mapping):
+            done[id(current)] = _merged(current, done)
+    return done[id(node)]
+
+
+def _merged(mapping: Mapping, done: dict[int, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    merged: dict[str, Any] = {}
+    for key, value in mapping.pairs:
+        if key.value == "<<" and key.style is None:
+            sources = value.items if isinstance(value, Sequence) else [value]
+            for source in sources:
+                data = done[id(source)]
+                if isinstance(data, dict):
+                    for k, v in data.items():
+                        merged.setdefault(k, v)
+            continue
+        result[key.value] = done[id(value)]
+    for k, v in merged.items():
+        result.setdefault(k, v)
+    return result
