@@ -1,0 +1,47 @@
+"""phaseflow: declarative phase workflows for guided LLM agents.
+
+Import what you need; heavy modules load lazily so the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from phaseflow.errors import ConfigError, PhaseflowError, WorkflowError
+    from phaseflow.machine import PhaseMachine, State
+    from phaseflow.spec.loader import load_workflow
+    from phaseflow.spec.model import Workflow
+
+_LAZY = {
+    "PhaseflowError": "phaseflow.errors",
+    "ConfigError": "phaseflow.errors",
+    "WorkflowError": "phaseflow.errors",
+    "load_workflow": "phaseflow.spec.loader",
+    "check_file": "phaseflow.spec.loader",
+    "check_text": "phaseflow.spec.loader",
+    "Workflow": "phaseflow.spec.model",
+    "Phase": "phaseflow.spec.model",
+    "Transition": "phaseflow.spec.model",
+    "SetEffect": "phaseflow.spec.model",
+    "UnsetEffect": "phaseflow.spec.model",
+    "CallEffect": "phaseflow.spec.model",
+    "Preparation": "phaseflow.spec.model",
+    "PhaseMachine": "phaseflow.machine",
+    "State": "phaseflow.machine",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'phaseflow' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

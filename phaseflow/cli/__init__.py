@@ -1,0 +1,1 @@
+"""The ``phaseflow`` command line."""

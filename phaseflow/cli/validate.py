@@ -1,0 +1,102 @@
+"""``phaseflow validate``: check workflow files; exit 0 clean, 1 errors, 2 usage."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH",
+        help="workflow files or folders (searched for *.yaml/*.yml with a 'phaseflow' key); "
+        "default: the current folder",
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json", "github"), default="text",
+        help="text (default), json (one object), github (workflow commands for annotations)",
+    )
+    parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
+    parser.add_argument(
+        "--hooks", metavar="MODULE:ATTR",
+        help="check 'call' names against the mapping MODULE.ATTR (the host's registry)",
+    )
+
+
+def _registry(spec: str) -> Mapping[str, Any] | str:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        return f"--hooks takes MODULE:ATTR, got {spec!r}"
+    sys.path.insert(0, os.getcwd())
+    try:
+        value = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:
+        return f"--hooks {spec}: cannot load it: {type(exc).__name__}: {exc}"
+    if not isinstance(value, Mapping):
+        return f"--hooks {spec}: expected a mapping of names to callables, got {type(value).__name__}"
+    return value
+
+
+def _escape(value: str, property_value: bool = False) -> str:
+    value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property_value:
+        value = value.replace(":", "%3A").replace(",", "%2C")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from phaseflow.spec.loader import check_file, discover
+
+    paths = args.paths or ["."]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        for path in missing:
+            print(f"phaseflow validate: error: no such file or folder: {path}", file=sys.stderr)
+        return 2
+    registry = None
+    if args.hooks:
+        loaded = _registry(args.hooks)
+        if isinstance(loaded, str):
+            print(f"phaseflow validate: error: {loaded}", file=sys.stderr)
+            return 2
+        registry = loaded
+    files = discover(paths)
+    results = [check_file(path, registry) for path in files]
+    diagnostics = sorted((d for r in results for d in r.diagnostics), key=lambda d: d.sort_key())
+    errors = sum(1 for d in diagnostics if d.severity == "error")
+    warnings = len(diagnostics) - errors
+    out = sys.stdout
+    if args.format == "json":
+        json.dump(
+            {
+                "files": len(results),
+                "errors": errors,
+                "warnings": warnings,
+                "diagnostics": [d.as_json() for d in diagnostics],
+            },
+            out,
+            indent=2,
+        )
+        out.write("\n")
+    elif args.format == "github":
+        for d in diagnostics:
+            out.write(
+                f"::{d.severity} file={_escape(d.path, True)},line={d.line},col={d.column},"
+                f"title={d.code}::{_escape(d.message)}\n"
+            )
+    else:
+        for d in diagnostics:
+            out.write(d.format() + "\n")
+        noun = "file" if len(results) == 1 else "files"
+        out.write(
+            f"{len(results)} {noun} checked: {errors} error{'s' if errors != 1 else ''}, "
+            f"{warnings} warning{'s' if warnings != 1 else ''}\n"
+        )
+    if errors or (args.strict and warnings):
+        return 1
+    return 0

@@ -1,0 +1,161 @@
+"""Read, check and compile workflow files: the one entry point for CLI and hosts.
+
+``check_text``/``check_file`` return every diagnostic and never raise, whatever the
+input; ``load_workflow`` raises :class:`~phaseflow.errors.WorkflowError` when there are
+errors and otherwise returns the compiled workflow with its warnings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from phaseflow.errors import WorkflowError
+from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.model import Workflow
+
+#: Files larger than this are refused (PF001) before anything is parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckResult:
+    """What checking one file found; ``workflow`` is set when there were no errors."""
+
+    path: str
+    diagnostics: tuple[Diagnostic, ...]
+    workflow: Workflow | None
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity == "warning")
+
+
+def _result(path: str, diags: list[Diagnostic], workflow: Workflow | None) -> CheckResult:
+    return CheckResult(path, tuple(sorted(diags, key=Diagnostic.sort_key)), workflow)
+
+
+def check_text(
+    text: str, path: str = "<string>", registry: Mapping[str, Any] | None = None
+) -> CheckResult:
+    """Check YAML text; never raises for anything in the text."""
+    from phaseflow.spec.compiler import Compiler
+    from phaseflow.spec.schema import schema_diagnostics
+    from phaseflow.spec.yamlnodes import Mapping as MappingNode
+    from phaseflow.spec.yamlnodes import YamlProblem, compose, to_python
+
+    try:
+        document = compose(text)
+    except YamlProblem as problem:
+        return _result(
+            path, [Diagnostic(path, problem.line, problem.column, problem.code, problem.message)], None
+        )
+    except (RecursionError, MemoryError):
+        return _result(path, [Diagnostic(path, 1, 1, "PF002", "the file is too complex to read")], None)
+    diags = [Diagnostic(path, p.line, p.column, p.code, p.message) for p in document.problems]
+    root = document.root
+    if root is None or (hasattr(root, "value") and getattr(root, "value", 0) is None):
+        diags.append(Diagnostic(path, 1, 1, "PF004", "the file is empty: a workflow starts with 'phaseflow: 1'"))
+        return _result(path, diags, None)
+    if not isinstance(root, MappingNode):
+        diags.append(
+            Diagnostic(path, root.line, root.column, "PF103",
+                       "a workflow file is a mapping at the top level (phaseflow: 1, name: ..., phases: ...)")
+        )
+        return _result(path, diags, None)
+    diags.extend(schema_diagnostics(to_python(root), root, path))
+    compiler = Compiler(path, text, root)
+    workflow = compiler.run(registry.keys() if registry is not None else None)
+    diags.extend(compiler.diags)
+    diags = list({(d.line, d.column, d.code, d.message): d for d in diags}.values())
+    if workflow is not None and any(d.severity == "error" for d in diags):
+        workflow = None
+    if workflow is not None:
+        warnings = tuple(sorted(diags, key=Diagnostic.sort_key))
+        workflow = dataclasses.replace(workflow, warnings=warnings, registry=dict(registry or {}))
+    return _result(path, diags, workflow)
+
+
+def read_text(path: str) -> str | Diagnostic:
+    """The file's text, or a PF001 diagnostic saying why it cannot be read."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            return Diagnostic(path, 1, 1, "PF001", f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        return Diagnostic(path, 1, 1, "PF001", f"cannot read file: {exc.strerror or exc}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        return Diagnostic(path, line, column, "PF001",
+                          f"file is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded")
+
+
+def check_file(path: str, registry: Mapping[str, Any] | None = None) -> CheckResult:
+    """Check one file on disk; never raises."""
+    text = read_text(path)
+    if isinstance(text, Diagnostic):
+        return _result(path, [text], None)
+    return check_text(text, path, registry)
+
+
+def load_workflow(
+    source: str | os.PathLike[str],
+    registry: Mapping[str, Callable[..., Any]] | None = None,
+) -> Workflow:
+    """Load and compile a workflow from a path or from YAML text.
+
+    Runs every check of ``phaseflow validate``; with a ``registry``, a ``call`` naming no
+    registered callable is an error too. Raises :class:`WorkflowError` (carrying every
+    diagnostic) when any error is found; warnings are on ``workflow.warnings``.
+    """
+    if isinstance(source, os.PathLike) or (
+        isinstance(source, str) and "\n" not in source and (
+            os.path.exists(source) or source.endswith((".yaml", ".yml"))
+        )
+    ):
+        result = check_file(os.fspath(source), registry)
+    else:
+        result = check_text(str(source), "<string>", registry)
+    if result.workflow is None:
+        raise WorkflowError(result.diagnostics)
+    return result.workflow
+
+
+def is_workflow_text(text: str) -> bool:
+    """Cheap test for folder discovery: does the top-level mapping have a ``phaseflow`` key?"""
+    import re
+
+    return re.search(r"(?m)^(?:phaseflow|\"phaseflow\"|'phaseflow')[ \t]*:", text) is not None
+
+
+def discover(paths: list[str]) -> list[str]:
+    """Expand folders into the workflow files inside them (see docs/validation.md)."""
+    skip_dirs = {"node_modules", "__pycache__", "venv", "site-packages"}
+    found: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            found.append(path)
+            continue
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in skip_dirs)
+            for name in sorted(files):
+                if not name.endswith((".yaml", ".yml")):
+                    continue
+                full = os.path.join(folder, name)
+                text = read_text(full)
+                if isinstance(text, Diagnostic) or is_workflow_text(text):
+                    found.append(full)
+    return [str(Path(p)) if not p.startswith("./") else p for p in found]
