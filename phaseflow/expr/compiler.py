@@ -1,0 +1,539 @@
+"""Compile a guard expression: parse, check against a whitelist, rewrite, compile once.
+
+Why this shape:
+
+* **Whitelist, not blacklist.** Only the node types the spec lists are accepted; anything
+  new that a future Python adds to its grammar is rejected by default.
+* **Rewrite instead of interpret.** After validation the tree is rebuilt from scratch:
+  every attribute access, subscript, ordering comparison, arithmetic operation and call
+  becomes a call of a helper in :mod:`phaseflow.expr._runtime`. The result is compiled
+  once into a ``lambda state, _ctx: ...`` whose globals hold the helpers and an empty
+  ``__builtins__``. Evaluation is then one Python call - about as fast as a guard can be -
+  and the only operations left native are ``and``/``or``/``not``/``==``/``!=``, literals
+  and local-variable loads, none of which can reach Python internals.
+* **Bounded before parsing.** The length limit is checked before ``ast.parse`` sees the
+  text, so a megabyte of parentheses never reaches the parser; nesting depth is measured
+  iteratively, so a deep tree cannot blow the Python stack; the rewriting step recurses
+  only after the depth is known to be small.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import tokenize
+import warnings
+from io import StringIO
+from typing import Any, Literal
+
+from phaseflow.expr._runtime import HELPERS
+from phaseflow.expr.types import Guard, GuardCompileError
+
+__all__ = [
+    "ALLOWED_FUNCTIONS",
+    "CONTEXT_NAMES",
+    "GUARD_NAMES",
+    "MAX_DEPTH",
+    "MAX_LENGTH",
+    "compile_guard",
+]
+
+#: Longest accepted expression, in characters (spec: "longer than 2,000 characters").
+MAX_LENGTH = 2000
+#: Deepest accepted nesting of expression nodes (spec: "nested deeper than 50 levels").
+MAX_DEPTH = 50
+
+#: Functions a guard may call, as plain functions: ``lower(state.name)``.
+ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
+    {
+        "len",
+        "lower",
+        "upper",
+        "startswith",
+        "endswith",
+        "min",
+        "max",
+        "abs",
+        "round",
+        "int",
+        "float",
+        "str",
+    }
+)
+#: Names bound from the :class:`GuardContext`.
+CONTEXT_NAMES: frozenset[str] = frozenset(
+    {"phase", "turn", "turns_in_phase", "seconds_in_phase", "visits"}
+)
+_CONSTANT_NAMES: dict[str, bool | None] = {"true": True, "false": False, "null": None}
+#: Every name a guard may use as a value (for "did you mean").
+GUARD_NAMES: frozenset[str] = frozenset(
+    {"state", *CONTEXT_NAMES, *_CONSTANT_NAMES, "True", "False", "None"}
+)
+
+# (min, max) argument counts; None = unbounded.
+_ARITY: dict[str, tuple[int, int | None]] = {
+    "len": (1, 1),
+    "lower": (1, 1),
+    "upper": (1, 1),
+    "startswith": (2, 2),
+    "endswith": (2, 2),
+    "min": (1, None),
+    "max": (1, None),
+    "abs": (1, 1),
+    "round": (1, 2),
+    "int": (1, 1),
+    "float": (1, 1),
+    "str": (1, 1),
+}
+assert set(_ARITY) == ALLOWED_FUNCTIONS
+
+# A coarse static type, used only to reject repetition visible in the source ('a' * 3).
+_Kind = Literal["str", "list", "num", "bool", "null", "any"]
+_RESULT_KIND: dict[str, _Kind] = {
+    "len": "num",
+    "abs": "num",
+    "round": "num",
+    "int": "num",
+    "float": "num",
+    "lower": "str",
+    "upper": "str",
+    "str": "str",
+    "startswith": "bool",
+    "endswith": "bool",
+    "min": "any",
+    "max": "any",
+}
+
+_ORDERING: dict[type[ast.cmpop], str] = {
+    ast.Lt: "_lt",
+    ast.LtE: "_le",
+    ast.Gt: "_gt",
+    ast.GtE: "_ge",
+    ast.Is: "_is",
+    ast.IsNot: "_is_not",
+    ast.In: "_in",
+    ast.NotIn: "_not_in",
+}
+_ARITHMETIC: dict[type[ast.operator], str] = {
+    ast.Add: "_add",
+    ast.Sub: "_sub",
+    ast.Mult: "_mul",
+    ast.Div: "_truediv",
+    ast.FloorDiv: "_floordiv",
+    ast.Mod: "_mod",
+}
+_OPERATOR_TEXT: dict[type[ast.AST], str] = {
+    ast.Pow: "**",
+    ast.BitOr: "|",
+    ast.BitAnd: "&",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.MatMult: "@",
+    ast.Invert: "~",
+}
+_FORBIDDEN: dict[type[ast.AST], str] = {
+    ast.Lambda: "lambda is not allowed",
+    ast.ListComp: "comprehensions are not allowed",
+    ast.SetComp: "comprehensions are not allowed",
+    ast.DictComp: "comprehensions are not allowed",
+    ast.GeneratorExp: "generator expressions are not allowed",
+    ast.NamedExpr: "assignment expressions (:=) are not allowed",
+    ast.JoinedStr: "f-strings are not allowed",
+    ast.FormattedValue: "f-strings are not allowed",
+    ast.IfExp: "conditional expressions (a if c else b) are not allowed",
+    ast.Dict: "dict literals are not allowed",
+    ast.Set: "set literals are not allowed",
+    ast.Tuple: "tuples are not allowed; use a list: [a, b]",
+    ast.Starred: "starred arguments are not allowed",
+    ast.Slice: "slices are not allowed",
+    ast.Await: "await is not allowed",
+    ast.Yield: "yield is not allowed",
+    ast.YieldFrom: "yield is not allowed",
+}
+
+# The globals of every compiled guard: the helpers and nothing else. No builtins means no
+# __import__, open, eval, getattr... even if a name somehow slipped through validation.
+_GLOBALS: dict[str, Any] = {"__builtins__": {}, **HELPERS}
+_ALLOWED_CONSTANTS = (str, int, float, bool, type(None))
+
+
+def compile_guard(source: str) -> Guard:
+    """Compile ``source`` into a :class:`Guard`, or raise :class:`GuardCompileError`.
+
+    The expression may span several lines (a YAML block scalar): newlines are allowed
+    anywhere a space is. Positions in the error are relative to ``source``.
+    """
+    if not isinstance(source, str):
+        raise GuardCompileError(f"a guard expression must be a string, not {type(source).__name__}")
+    if len(source) > MAX_LENGTH:
+        raise GuardCompileError(
+            f"guard expression is {len(source)} characters long; the limit is {MAX_LENGTH}"
+        )
+    if not source.strip():
+        raise GuardCompileError("empty guard expression")
+    wrapped = _wrap(source)
+    tree = _parse(source, wrapped)
+    locator = _Locator(source, wrapped)
+    _check_depth(tree.body, locator)
+    rewriter = _Rewriter(source, locator)
+    body, _ = rewriter.rewrite(tree.body)
+    function = _build(body)
+    return Guard(source, frozenset(rewriter.reads), rewriter.dynamic_reads, function)
+
+
+def _wrap(source: str) -> str:
+    """Parenthesize so that newlines inside the expression are implicit line joins.
+
+    The closing parenthesis goes on its own line so that a trailing ``# comment`` cannot
+    swallow it. Line numbers are unchanged; columns on line 1 shift by one.
+    """
+    return "(" + source + "\n)"
+
+
+class _Locator:
+    """Maps AST positions (UTF-8 byte columns in the wrapped text) to source positions."""
+
+    def __init__(self, source: str, wrapped: str) -> None:
+        self._source_lines = source.split("\n")
+        self._wrapped_lines = wrapped.split("\n")
+
+    def char_column(self, line: int, byte_col: int) -> int:
+        if 1 <= line <= len(self._wrapped_lines):
+            text = self._wrapped_lines[line - 1].encode("utf-8")[:byte_col]
+            byte_col = len(text.decode("utf-8", errors="ignore"))
+        return byte_col
+
+    def position(self, line: int, char_col: int) -> tuple[int, int]:
+        """Wrapped-text (line, character column) -> source (line, column), clamped."""
+        if line == 1:
+            char_col -= 1
+        if line > len(self._source_lines):  # our closing parenthesis: end of the source
+            line = len(self._source_lines)
+            char_col = len(self._source_lines[-1])
+        line = max(line, 1)
+        return line, max(0, min(char_col, len(self._source_lines[line - 1])))
+
+    def of(self, node: ast.AST) -> tuple[int, int]:
+        line: int = getattr(node, "lineno", 1)
+        col: int = getattr(node, "col_offset", 0)
+        return self.position(line, self.char_column(line, col))
+
+    def error(self, message: str, node: ast.AST) -> GuardCompileError:
+        line, col = self.of(node)
+        return GuardCompileError(message, line, col)
+
+
+def _parse(source: str, wrapped: str) -> ast.Expression:
+    locator = _Locator(source, wrapped)
+    try:
+        with warnings.catch_warnings():
+            # e.g. invalid escape sequences: a guard is data, not the host's code.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(wrapped, "<guard>", mode="eval")
+    except SyntaxError as exc:
+        line, col = locator.position(exc.lineno or 1, (exc.offset or 1) - 1)
+        raise GuardCompileError(f"syntax error: {exc.msg}", line, col) from None
+    except (RecursionError, MemoryError, ValueError, OverflowError) as exc:
+        raise GuardCompileError(f"cannot parse guard expression: {exc}") from None
+    body = tree.body
+    if body.lineno == 1 and body.col_offset == 0:
+        # The root starts at our own opening parenthesis, so the author's text closed it:
+        # "a) or (b" would otherwise parse. (A bare tuple or generator also starts there.)
+        unmatched = _unmatched_closer(source)
+        if unmatched is not None:
+            raise GuardCompileError(f"syntax error: unmatched {unmatched[2]!r}", *unmatched[:2])
+    return tree
+
+
+def _unmatched_closer(source: str) -> tuple[int, int, str] | None:
+    """Position of the first closing bracket without an opening one, if any."""
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(StringIO(source).readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+                if depth < 0:
+                    return tok.start[0], tok.start[1], tok.string
+    except (tokenize.TokenError, SyntaxError):
+        return 1, 0, ")"
+    return None
+
+
+def _check_depth(root: ast.expr, locator: _Locator) -> None:
+    """Reject trees nested deeper than :data:`MAX_DEPTH`, without recursing."""
+    stack: list[tuple[ast.AST, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise locator.error(f"expression is nested deeper than {MAX_DEPTH} levels", node)
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, depth + 1 if isinstance(child, ast.expr) else depth))
+
+
+def _build(body: ast.expr) -> Any:
+    """Compile the rewritten body into ``lambda state, _ctx: body``, once."""
+    arguments = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(arg="state"), ast.arg(arg="_ctx")],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+    tree = ast.Expression(body=ast.Lambda(args=arguments, body=body))
+    ast.fix_missing_locations(tree)
+    code = compile(tree, "<guard>", "eval")
+    return eval(code, _GLOBALS)  # evaluates the lambda expression only: returns the function
+
+
+def _call(helper: str, *args: ast.expr) -> ast.expr:
+    return ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+def _did_you_mean(name: str, candidates: frozenset[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class _Rewriter:
+    """Validates each node and returns its replacement; collects the state keys read.
+
+    Runs after :func:`_check_depth`, so its recursion is bounded by :data:`MAX_DEPTH`.
+    """
+
+    def __init__(self, source: str, locator: _Locator) -> None:
+        self.source = source
+        self.locator = locator
+        self.reads: set[str] = set()
+        self.dynamic_reads = False
+        self._temps = 0
+
+    def error(self, message: str, node: ast.AST) -> GuardCompileError:
+        return self.locator.error(message, node)
+
+    def text(self, node: ast.AST) -> str:
+        """The author's text of ``node`` (for messages), trimmed to a readable length."""
+        text = ast.unparse(node)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def rewrite(self, node: ast.expr) -> tuple[ast.expr, _Kind]:
+        method = getattr(self, "rewrite_" + type(node).__name__, None)
+        if method is None:
+            message = _FORBIDDEN.get(type(node), f"{type(node).__name__} is not allowed")
+            raise self.error(message, node)
+        result: tuple[ast.expr, _Kind] = method(node)
+        return result
+
+    # --- leaves ---------------------------------------------------------------------
+
+    def rewrite_Constant(self, node: ast.Constant) -> tuple[ast.expr, _Kind]:
+        value = node.value
+        if not isinstance(value, _ALLOWED_CONSTANTS):
+            what = {bytes: "bytes literals", complex: "complex numbers"}.get(
+                type(value), f"'{self.text(node)}'"
+            )
+            verb = "is" if what.startswith("'") else "are"
+            raise self.error(f"{what} {verb} not allowed", node)
+        kind: _Kind
+        if value is None:
+            kind = "null"
+        elif isinstance(value, bool):
+            kind = "bool"
+        elif isinstance(value, str):
+            kind = "str"
+        else:
+            kind = "num"
+        return ast.Constant(value=value), kind
+
+    def rewrite_Name(self, node: ast.Name) -> tuple[ast.expr, _Kind]:
+        name = node.id
+        if name in _CONSTANT_NAMES:
+            value = _CONSTANT_NAMES[name]
+            return ast.Constant(value=value), "null" if value is None else "bool"
+        if name == "state":
+            self.dynamic_reads = True  # the state as a whole: len(state), 'k' in state
+            return ast.Name(id="state", ctx=ast.Load()), "any"
+        if name in CONTEXT_NAMES:
+            kind: _Kind = "str" if name == "phase" else "any" if name == "visits" else "num"
+            return _context(name), kind
+        if name in ALLOWED_FUNCTIONS:
+            raise self.error(f"'{name}' is a function; call it: {name}(...)", node)
+        raise self.error(f"unknown name '{name}'{_did_you_mean(name, GUARD_NAMES)}", node)
+
+    def rewrite_List(self, node: ast.List) -> tuple[ast.expr, _Kind]:
+        elements = [self.rewrite(element)[0] for element in node.elts]
+        return ast.List(elts=elements, ctx=ast.Load()), "list"
+
+    # --- access ---------------------------------------------------------------------
+
+    def rewrite_Attribute(self, node: ast.Attribute) -> tuple[ast.expr, _Kind]:
+        if node.attr.startswith("_"):
+            raise GuardCompileError(
+                f"attribute names starting with '_' are not allowed: '{node.attr}'",
+                *self._attribute_position(node),
+            )
+        key = ast.Constant(value=node.attr)
+        target = node.value
+        if isinstance(target, ast.Name) and target.id == "visits":
+            return _call("_visit", _context("visits"), key), "any"
+        if isinstance(target, ast.Name) and target.id == "state":
+            self.reads.add(node.attr)
+            return _call("_get", ast.Name(id="state", ctx=ast.Load()), key), "any"
+        return _call("_get", self.rewrite(target)[0], key), "any"
+
+    def _attribute_position(self, node: ast.Attribute) -> tuple[int, int]:
+        """Point at the attribute name itself, which is the offending part."""
+        line = node.end_lineno or node.lineno
+        end = self.locator.char_column(line, node.end_col_offset or 0)
+        return self.locator.position(line, end - len(node.attr))
+
+    def rewrite_Subscript(self, node: ast.Subscript) -> tuple[ast.expr, _Kind]:
+        index = node.slice
+        if isinstance(index, ast.Slice):
+            raise self.error(_FORBIDDEN[ast.Slice], index)
+        literal_key: str | None = None
+        if isinstance(index, ast.Constant) and isinstance(index.value, str):
+            literal_key = index.value
+        key, _ = self.rewrite(index)
+        target = node.value
+        if isinstance(target, ast.Name) and target.id == "visits":
+            return _call("_visit", _context("visits"), key), "any"
+        if isinstance(target, ast.Name) and target.id == "state":
+            state = ast.Name(id="state", ctx=ast.Load())
+            if literal_key is not None:
+                self.reads.add(literal_key)
+                return _call("_get", state, key), "any"
+            self.dynamic_reads = True
+            return _call("_index", state, key), "any"
+        value, _ = self.rewrite(target)
+        return _call("_index" if literal_key is None else "_get", value, key), "any"
+
+    # --- operators ------------------------------------------------------------------
+
+    def rewrite_BoolOp(self, node: ast.BoolOp) -> tuple[ast.expr, _Kind]:
+        values = [self.rewrite(value)[0] for value in node.values]
+        return ast.BoolOp(op=type(node.op)(), values=values), "any"
+
+    def rewrite_UnaryOp(self, node: ast.UnaryOp) -> tuple[ast.expr, _Kind]:
+        operand, _ = self.rewrite(node.operand)
+        if isinstance(node.op, ast.Not):
+            return ast.UnaryOp(op=ast.Not(), operand=operand), "bool"
+        if isinstance(node.op, ast.USub):
+            return _call("_neg", operand), "num"
+        if isinstance(node.op, ast.UAdd):
+            return _call("_pos", operand), "num"
+        raise self.error(f"operator '{_OPERATOR_TEXT[type(node.op)]}' is not allowed", node)
+
+    def rewrite_BinOp(self, node: ast.BinOp) -> tuple[ast.expr, _Kind]:
+        helper = _ARITHMETIC.get(type(node.op))
+        if helper is None:
+            symbol = _OPERATOR_TEXT.get(type(node.op), type(node.op).__name__)
+            raise self.error(f"operator '{symbol}' is not allowed", node)
+        left, left_kind = self.rewrite(node.left)
+        right, right_kind = self.rewrite(node.right)
+        kinds = {left_kind, right_kind}
+        if isinstance(node.op, ast.Mult) and kinds & {"str", "list"}:
+            raise self.error(f"string or list repetition is not allowed: '{self.text(node)}'", node)
+        if isinstance(node.op, ast.Mod) and left_kind == "str":
+            raise self.error(f"'%' formatting of strings is not allowed: '{self.text(node)}'", node)
+        kind: _Kind = "any"
+        if isinstance(node.op, ast.Add):
+            if "str" in kinds:
+                kind = "str"
+            elif "list" in kinds:
+                kind = "list"
+            elif kinds == {"num"}:
+                kind = "num"
+        else:
+            kind = "num"
+        return _call(helper, left, right), kind
+
+    def rewrite_Compare(self, node: ast.Compare) -> tuple[ast.expr, _Kind]:
+        """``a < b < c`` -> ``_lt(a, (_t0 := b)) and _lt(_t0, c)``: each operand once."""
+        left, _ = self.rewrite(node.left)
+        pairs: list[ast.expr] = []
+        last = len(node.ops) - 1
+        for i, (op, comparator) in enumerate(zip(node.ops, node.comparators, strict=True)):
+            right, _ = self.rewrite(comparator)
+            following: ast.expr = right
+            if i < last:
+                temp = f"_t{self._temps}"
+                self._temps += 1
+                right = ast.NamedExpr(target=ast.Name(id=temp, ctx=ast.Store()), value=right)
+                following = ast.Name(id=temp, ctx=ast.Load())
+            pairs.append(self._compare(op, left, right, comparator))
+            left = following
+        if len(pairs) == 1:
+            return pairs[0], "bool"
+        return ast.BoolOp(op=ast.And(), values=pairs), "bool"
+
+    def _compare(
+        self, op: ast.cmpop, left: ast.expr, right: ast.expr, original: ast.expr
+    ) -> ast.expr:
+        if isinstance(op, ast.Eq | ast.NotEq):
+            # Native: equality cannot reach internals and null == null is plain Python.
+            return ast.Compare(left=left, ops=[type(op)()], comparators=[right])
+        if (
+            isinstance(op, ast.Is | ast.IsNot)
+            and isinstance(original, ast.Constant | ast.Name)
+            and _is_singleton(original)
+        ):
+            # `x is null`: identity with a singleton is exact, so keep it native (fast).
+            return ast.Compare(left=left, ops=[type(op)()], comparators=[right])
+        return _call(_ORDERING[type(op)], left, right)
+
+    # --- calls ----------------------------------------------------------------------
+
+    def rewrite_Call(self, node: ast.Call) -> tuple[ast.expr, _Kind]:
+        func = node.func
+        if not isinstance(func, ast.Name):
+            if isinstance(func, ast.Attribute):
+                message = f"method calls are not allowed: '{self.text(node)}'"
+            else:
+                message = f"only these functions can be called: {_function_list()}"
+            raise self.error(message, node)
+        name = func.id
+        if name not in ALLOWED_FUNCTIONS:
+            hint = _did_you_mean(name, ALLOWED_FUNCTIONS)
+            raise self.error(
+                f"function '{name}' is not allowed{hint or '; allowed: ' + _function_list()}",
+                node,
+            )
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                raise self.error(_FORBIDDEN[ast.Starred], arg)
+        if node.keywords:
+            raise self.error("keyword arguments are not allowed", node.keywords[0])
+        low, high = _ARITY[name]
+        count = len(node.args)
+        if count < low or (high is not None and count > high):
+            expected = (
+                f"{low}"
+                if low == high
+                else f"at least {low}"
+                if high is None
+                else f"{low} to {high}"
+            )
+            plural = "" if (low if high is None else high) == 1 else "s"
+            raise self.error(f"{name}() takes {expected} argument{plural} ({count} given)", node)
+        args = [self.rewrite(arg)[0] for arg in node.args]
+        return _call("_f_" + name, *args), _RESULT_KIND[name]
+
+
+def _context(name: str) -> ast.expr:
+    """``_ctx.<name>``: reads our own :class:`GuardContext`, never an author's object."""
+    return ast.Attribute(value=ast.Name(id="_ctx", ctx=ast.Load()), attr=name, ctx=ast.Load())
+
+
+def _is_singleton(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value is None or isinstance(node.value, bool)
+    return isinstance(node, ast.Name) and node.id in _CONSTANT_NAMES
+
+
+def _function_list() -> str:
+    return ", ".join(sorted(ALLOWED_FUNCTIONS))
