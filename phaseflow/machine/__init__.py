@@ -1,0 +1,45 @@
+"""The runtime: one :class:`PhaseMachine` per conversation, over a shared compiled workflow.
+
+See ``docs/embedding.md`` for how a host drives it.
+"""
+
+from phaseflow.machine.effects import EffectContext
+from phaseflow.machine.machine import HISTORY_LIMIT, TRACE_LIMIT, Clock, PhaseMachine
+from phaseflow.machine.results import (
+    MODEL_REQUEST,
+    Blocked,
+    BoundaryResult,
+    Event,
+    EventKind,
+    GuardTrigger,
+    HistoryRecord,
+    ModelTrigger,
+    ProgrammaticTrigger,
+    Ready,
+    TransitionResult,
+    TransitionTrigger,
+)
+from phaseflow.machine.state import State, StateChange, Writer
+
+__all__ = [
+    "HISTORY_LIMIT",
+    "MODEL_REQUEST",
+    "TRACE_LIMIT",
+    "Blocked",
+    "BoundaryResult",
+    "Clock",
+    "EffectContext",
+    "Event",
+    "EventKind",
+    "GuardTrigger",
+    "HistoryRecord",
+    "ModelTrigger",
+    "PhaseMachine",
+    "ProgrammaticTrigger",
+    "Ready",
+    "State",
+    "StateChange",
+    "TransitionResult",
+    "TransitionTrigger",
+    "Writer",
+]

@@ -1,0 +1,188 @@
+"""Per-workflow lookups, computed once and shared by every machine of that workflow.
+
+A machine must be cheap to make (one per conversation) even for a workflow of a thousand
+phases, so nothing here is computed per machine and nothing is computed eagerly: the
+index of a workflow is created on the first machine and each phase's entry is filled in
+the first time a machine needs it. Entries are immutable, so concurrent fills are
+harmless (the last identical write wins).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from phaseflow.expr import Guard
+from phaseflow.machine.effects import Op, compile_effect, compile_effects
+from phaseflow.machine.results import GuardTrigger
+from phaseflow.spec.model import Navigation, Phase, Tool, Workflow
+
+__all__ = ["AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "index_for"]
+
+_GLOB = frozenset("*?[")
+
+#: ``(transition index, when or None, target, the trigger to record)``.
+AutoEdge = tuple[int, Guard | None, str, GuardTrigger]
+#: ``(transition index, when or None, target)``.
+ModelEdge = tuple[int, Guard | None, str]
+#: ``(name, compiled effect, produces)``.
+Prep = tuple[str, Op, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseInfo:
+    """Everything the hot path needs about one phase, precomputed."""
+
+    phase: Phase
+    auto: tuple[AutoEdge, ...]
+    model: tuple[ModelEdge, ...]
+    exit_ops: tuple[Op, ...]
+    exit_async: bool
+    enter_ops: tuple[Op, ...]
+    enter_async: bool
+    prepare: tuple[Prep, ...]
+    prepare_async: bool
+    tools: tuple[str, ...] | None
+    tool_set: frozenset[str] | None
+    tool_patterns: tuple[str, ...]
+
+
+def expand_tools(
+    names: tuple[str, ...] | None, catalogue: Mapping[str, Tool] | None
+) -> tuple[str, ...] | None:
+    """A phase's ``tools`` with glob patterns expanded against ``catalogue`` (``fnmatch``,
+    case-sensitive, catalogue order, duplicates dropped). Without a catalogue a pattern is
+    kept as written: the host's registry is the only one who can expand it."""
+    if names is None:
+        return None
+    seen: dict[str, None] = {}
+    for name in names:
+        if catalogue is not None and not _GLOB.isdisjoint(name):
+            for tool in catalogue:
+                if fnmatchcase(tool, name):
+                    seen.setdefault(tool)
+        else:
+            seen.setdefault(name)
+    return tuple(seen)
+
+
+class MachineIndex:
+    """The shared, lazily filled lookups of one set of phases (a workflow's, or the
+    phases a host added to a machine built in code)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_info",
+        "catalogue",
+        "description",
+        "name",
+        "navigation",
+        "phases",
+        "registry",
+    )
+
+    def __init__(
+        self,
+        phases: Mapping[str, Phase],
+        *,
+        registry: Mapping[str, Callable[..., Any]] | None = None,
+        catalogue: Mapping[str, Tool] | None = None,
+        navigation: Navigation | None = None,
+        name: str = "",
+        description: str | None = None,
+    ) -> None:
+        self.phases = phases
+        self.registry: Mapping[str, Callable[..., Any]] = registry if registry is not None else {}
+        self.catalogue = catalogue
+        self.navigation = navigation if navigation is not None else Navigation()
+        self.name = name
+        self.description = description
+        self._info: dict[str, PhaseInfo] = {}
+
+    def info(self, name: str) -> PhaseInfo | None:
+        """The precomputed entry of phase ``name``, or ``None`` if there is no such phase."""
+        try:
+            return self._info[name]
+        except KeyError:
+            phase = self.phases.get(name)
+            if phase is None:
+                return None
+            info = self._info[name] = self._compile(phase)
+            return info
+
+    def _compile(self, phase: Phase) -> PhaseInfo:
+        registry = self.registry
+        auto: list[AutoEdge] = []
+        model: list[ModelEdge] = []
+        for i, t in enumerate(phase.transitions):
+            if t.trigger == "model":
+                model.append((i, t.when, t.to))
+            else:
+                auto.append((i, t.when, t.to, GuardTrigger(i)))
+        exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
+        enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
+        prepare = tuple(
+            (p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
+            for p in phase.prepare
+        )
+        prepare_async = any(op[0] == 2 and op[1][2] for _, op, _ in prepare)
+        tools = expand_tools(phase.tools, self.catalogue)
+        patterns: tuple[str, ...] = ()
+        if tools is not None and self.catalogue is None:
+            patterns = tuple(t for t in tools if not _GLOB.isdisjoint(t))
+        return PhaseInfo(
+            phase=phase,
+            auto=tuple(auto),
+            model=tuple(model),
+            exit_ops=exit_ops,
+            exit_async=exit_async,
+            enter_ops=enter_ops,
+            enter_async=enter_async,
+            prepare=prepare,
+            prepare_async=prepare_async,
+            tools=tools,
+            tool_set=frozenset(tools) if tools is not None else None,
+            tool_patterns=patterns,
+        )
+
+
+# A workflow's index lives as long as the workflow. Workflow objects support weak
+# references when the model declares a weakref slot; otherwise a small LRU keyed by id
+# (holding the workflow, so an id cannot be reused while its entry exists) is used.
+_BY_WORKFLOW: weakref.WeakKeyDictionary[Workflow, MachineIndex] = weakref.WeakKeyDictionary()
+_BY_ID: OrderedDict[int, tuple[Workflow, MachineIndex]] = OrderedDict()
+_BY_ID_MAX = 256
+
+
+def _build(workflow: Workflow) -> MachineIndex:
+    return MachineIndex(
+        workflow.phases,
+        registry=workflow.registry,
+        catalogue=workflow.tools,
+        navigation=workflow.navigation,
+        name=workflow.name,
+        description=workflow.description,
+    )
+
+
+def index_for(workflow: Workflow) -> MachineIndex:
+    """The shared index of ``workflow`` (created on first use; O(1))."""
+    try:
+        return _BY_WORKFLOW[workflow]
+    except KeyError:
+        index = _BY_WORKFLOW[workflow] = _build(workflow)
+        return index
+    except TypeError:  # the workflow class has no weakref slot
+        entry = _BY_ID.get(id(workflow))
+        if entry is not None and entry[0] is workflow:
+            _BY_ID.move_to_end(id(workflow))
+            return entry[1]
+        index = _build(workflow)
+        _BY_ID[id(workflow)] = (workflow, index)
+        if len(_BY_ID) > _BY_ID_MAX:
+            _BY_ID.popitem(last=False)
+        return index

@@ -1,0 +1,189 @@
+"""The navigation block: what the model is told about where it is and where it can go.
+
+Built in two steps so that the default text and a workflow's ``navigation.template`` say
+the same thing: :func:`facts` collects structured facts from the machine and the state,
+and :func:`format_block` (or the template) turns them into text. Both are pure.
+
+Rules where the spec leaves a choice (also in docs/embedding.md):
+
+* a transition whose ``when`` is *true* and whose target can be entered is ``ready``: an
+  ``auto`` one shows ``(ready)`` (it will be taken at the end of the turn), a ``model``
+  one ``(you may ask for this)``;
+* a transition whose ``when`` is false shows ``(waiting for: k1, k2)``, the absent keys
+  its ``when`` reads, or ``(when: <condition>)`` when none is absent. A transition with no
+  ``description`` always shows ``(when: <condition>)`` instead: the condition is the only
+  thing that tells the model what it is about (this is the spec's example block, where
+  ``escalate (when: state.amount > 500)`` appears while ``amount`` is absent). A condition
+  that holds although a key it mentions is absent is not waiting for anything;
+* when the ``when`` holds but the target cannot be entered yet, the target's absent
+  required keys (or entry guard keys) are what it waits for, or its false entry guard is
+  shown as ``(when: <guard>)``;
+* a ``model`` transition that is not ready says ``then you may ask for this``;
+* a phase whose tool list is empty shows ``Tools: none``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from phaseflow.expr import GuardContext
+
+if TYPE_CHECKING:
+    from phaseflow.machine.machine import PhaseMachine
+    from phaseflow.spec.model import Phase, Transition
+
+__all__ = ["PhaseName", "describe", "facts", "format_block"]
+
+
+class PhaseName(str):
+    """The current phase's name that also answers ``.name`` and ``.goal``, so that a
+    navigation template can write ``{{ phase }}`` or ``{{ phase.name }}`` alike (an
+    instructions template gets ``phase`` as ``{name, goal}``)."""
+
+    name: str
+    goal: str
+
+    def __new__(cls, name: str, goal: str) -> PhaseName:
+        self = super().__new__(cls, name)
+        self.name = name
+        self.goal = goal
+        return self
+
+
+def _absent(state: Mapping[str, Any], key: str) -> bool:
+    return state.get(key) is None
+
+
+def _next_item(
+    t: Transition, phases: Mapping[str, Phase], state: Mapping[str, Any], ctx: GuardContext
+) -> dict[str, Any]:
+    """One entry of ``next``. ``blocked_by`` says what stops it: ``"when"`` (its condition
+    is false), ``"guard"`` (the target's entry guard is false), ``"requires"`` (the target's
+    required keys are absent), ``"target"`` (no such phase) or ``None`` (ready). ``unmet``
+    is the source of the false condition, if one is."""
+    waiting: list[str] = []
+    unmet: str | None = None
+    blocked_by: str | None = None
+    when = t.when
+    if when is not None and not when.evaluate(state, ctx).value:
+        blocked_by, unmet = "when", when.source
+        waiting = sorted(k for k in when.reads if _absent(state, k))
+    else:
+        target = phases.get(t.to)
+        if target is None:
+            blocked_by = "target"
+        elif target.guard is not None and not target.guard.evaluate(state, ctx).value:
+            blocked_by, unmet = "guard", target.guard.source
+            waiting = sorted(k for k in target.guard.reads if _absent(state, k))
+        else:
+            waiting = [k for k in target.requires if _absent(state, k)]
+            if waiting:
+                blocked_by = "requires"
+    return {
+        "target": t.to,
+        "description": t.description,
+        "trigger": t.trigger,
+        "ready": blocked_by is None,
+        "waiting_for": waiting,
+        "condition": when.source if when is not None else None,
+        "blocked_by": blocked_by,
+        "unmet": unmet,
+    }
+
+
+def facts(machine: PhaseMachine, state: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything the block says, as plain values (the variables of a template)."""
+    index = machine.index
+    phase = machine.current_phase
+    keep = index.navigation.history
+    history = machine.history
+    previous = [
+        {"phase": r.from_phase, "turn": r.turn}
+        for r in (history[-keep:] if keep > 0 else ())
+    ]
+    tools = machine.active_tools()
+    if phase is None:
+        return {
+            "phase": PhaseName(machine.current, ""),
+            "goal": "",
+            "previous": previous,
+            "still_needed": [],
+            "missing_requires": [],
+            "tools": list(tools) if tools is not None else None,
+            "next": [],
+            "terminal": False,
+            "known": False,
+            "state": state,
+            "turn": machine.turn,
+            "workflow": {"name": index.name, "description": index.description},
+        }
+    ctx = machine.guard_context()
+    return {
+        "phase": PhaseName(phase.name, phase.goal),
+        "goal": phase.goal,
+        "previous": previous,
+        "still_needed": [k for k in phase.needs if _absent(state, k)],
+        "missing_requires": [k for k in phase.requires if _absent(state, k)],
+        "tools": list(tools) if tools is not None else None,
+        "next": [] if phase.terminal else [
+            _next_item(t, index.phases, state, ctx) for t in phase.transitions
+        ],
+        "terminal": phase.terminal,
+        "known": True,
+        "state": state,
+        "turn": machine.turn,
+        "workflow": {"name": index.name, "description": index.description},
+    }
+
+
+def _annotation(item: Mapping[str, Any]) -> str:
+    model = item["trigger"] == "model"
+    if item["ready"]:
+        return "you may ask for this" if model else "ready"
+    if item["blocked_by"] == "when" and not item["description"]:
+        text = f"when: {item['unmet']}"  # an undescribed transition is named by its condition
+    elif item["waiting_for"]:
+        text = "waiting for: " + ", ".join(item["waiting_for"])
+    elif item["unmet"] is not None:
+        text = f"when: {item['unmet']}"
+    else:
+        text = "not available"  # the target is not a phase
+    return f"{text}; then you may ask for this" if model else text
+
+
+def format_block(f: Mapping[str, Any]) -> str:
+    """The default block, each line only when it has something to say."""
+    phase = f["phase"]
+    lines = ["[Navigation]"]
+    lines.append(f"Current phase: {phase} — {f['goal']}" if f["goal"] else
+                 f"Current phase: {phase}")
+    if f["previous"]:
+        lines.append("Previous: " + ", ".join(
+            f"{p['phase']} (turn {p['turn']})" for p in f["previous"]))
+    if f["still_needed"]:
+        lines.append("Still needed: " + ", ".join(f["still_needed"]))
+    if f["missing_requires"]:
+        lines.append("Blocked until required state is available: "
+                     + ", ".join(f["missing_requires"]))
+    if f["tools"] is not None:
+        lines.append("Tools: " + (", ".join(f["tools"]) if f["tools"] else "none"))
+    if f["terminal"]:
+        lines.append("This is the final phase.")
+    elif f["next"]:
+        lines.append("Possible next:")
+        for item in f["next"]:
+            head = f"  → {item['target']}"
+            if item["description"]:
+                head += f": {item['description']}"
+            lines.append(f"{head} ({_annotation(item)})")
+    return "\n".join(lines)
+
+
+def describe(machine: PhaseMachine, state: Mapping[str, Any]) -> str:
+    """The block: the workflow's navigation template if it has one, else the default."""
+    f = facts(machine, state)
+    template = machine.index.navigation.template
+    if template is not None:
+        return template.render(f)
+    return format_block(f)

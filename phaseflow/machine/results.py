@@ -1,0 +1,260 @@
+"""Values the machine returns: triggers, evaluation outcomes, history, events, results.
+
+Every domain outcome is a value, never an exception: a false guard, a blocked target, a
+failing host callable. The classes are slotted and frozen so that results can be kept,
+compared and shared; those made on the hot path are as small as possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from phaseflow.spec.model import Position
+
+__all__ = [
+    "MODEL_REQUEST",
+    "Blocked",
+    "BoundaryResult",
+    "Event",
+    "EventKind",
+    "GuardTrigger",
+    "HistoryRecord",
+    "ModelTrigger",
+    "ProgrammaticTrigger",
+    "Ready",
+    "TransitionResult",
+    "TransitionTrigger",
+]
+
+
+# --- triggers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GuardTrigger:
+    """Taken at a turn boundary because the ``when`` of the current phase's transition
+    number ``index`` (0-based, in the order written) held."""
+
+    index: int
+    kind: ClassVar[Literal["guard"]] = "guard"
+
+    def __str__(self) -> str:
+        return f"guard #{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTrigger:
+    """The model asked for a ``model`` transition (see ``PhaseMachine.request``)."""
+
+    kind: ClassVar[Literal["model"]] = "model"
+
+    def __str__(self) -> str:
+        return "model request"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgrammaticTrigger:
+    """The host moved the machine directly; ``source`` says who (e.g. ``"goto"``)."""
+
+    source: str = "host"
+    kind: ClassVar[Literal["programmatic"]] = "programmatic"
+
+    def __str__(self) -> str:
+        return f"programmatic ({self.source})"
+
+
+TransitionTrigger = GuardTrigger | ModelTrigger | ProgrammaticTrigger
+
+#: The one model trigger (it carries no data).
+MODEL_REQUEST = ModelTrigger()
+
+
+# --- evaluation outcomes ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """Transition ``index`` of the current phase can be taken now, to ``target``."""
+
+    target: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """Transition ``index``'s ``when`` holds but ``target`` lacks ``missing`` required
+    keys; the target has preparations that may produce them."""
+
+    target: str
+    index: int
+    missing: tuple[str, ...]
+
+
+# --- history and events -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRecord:
+    """One transition: ``{from, to, turn, at, trigger, duration_in_phase}``.
+
+    ``at`` is the machine clock's reading when the transition happened and
+    ``duration_in_phase`` how long the phase that was left had been current. Indexing by
+    the spec's names (``record["from"]``) works too, because ``from`` is a keyword.
+    """
+
+    from_phase: str
+    to_phase: str
+    turn: int
+    at: float
+    trigger: TransitionTrigger
+    duration_in_phase: float
+
+    _KEYS: ClassVar[dict[str, str]] = {
+        "from": "from_phase",
+        "to": "to_phase",
+        "turn": "turn",
+        "at": "at",
+        "trigger": "trigger",
+        "duration_in_phase": "duration_in_phase",
+    }
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return getattr(self, self._KEYS[key])
+        except KeyError:
+            raise KeyError(key) from None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record with the spec's key names; the trigger as its kind and detail."""
+        trigger = self.trigger
+        detail: dict[str, Any] = {"kind": trigger.kind}
+        if isinstance(trigger, GuardTrigger):
+            detail["index"] = trigger.index
+        elif isinstance(trigger, ProgrammaticTrigger):
+            detail["source"] = trigger.source
+        return {
+            "from": self.from_phase,
+            "to": self.to_phase,
+            "turn": self.turn,
+            "at": self.at,
+            "trigger": detail,
+            "duration_in_phase": self.duration_in_phase,
+        }
+
+
+EventKind = Literal["guard_error", "effect_error", "preparation_failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that went wrong without stopping the machine.
+
+    ``guard_error``: a guard hit a run-time type error and counted as false.
+    ``effect_error``: an effect failed (a ``call`` raised, or names no registered
+    callable); the remaining effects still ran. ``preparation_failed``: a preparation
+    failed, so its target stayed blocked. ``phase`` is the phase the guard or effect
+    belongs to, ``source`` names it (``on_exit[1]``, ``transitions[0].when``, ``prepare:
+    load_policy``) and ``position`` is where it was written, when known.
+    """
+
+    kind: EventKind
+    phase: str
+    turn: int
+    message: str
+    source: str = ""
+    position: Position | None = None
+
+    def format(self) -> str:
+        """One line for logs: ``[kind] phase source: message (at file:line:col)``."""
+        where = ""
+        if self.position is not None:
+            p = self.position
+            where = f" (at {p.path}:{p.line}:{p.column})"
+        src = f" {self.source}" if self.source else ""
+        return f"[{self.kind}] {self.phase}{src}: {self.message}{where}"
+
+
+# --- results ------------------------------------------------------------------------------
+
+_UNRENDERED: Any = object()
+
+
+@dataclass(slots=True, eq=False)
+class TransitionResult:
+    """What a transition did.
+
+    ``instructions`` is the target's rendered ``instructions`` (``None`` when it has none).
+    Rendering a template costs far more than a transition, so it happens on first access,
+    against the state as it is then; read it before changing the state again if you need
+    the text as of the transition.
+    """
+
+    from_phase: str
+    to_phase: str
+    trigger: TransitionTrigger
+    turn: int
+    record: HistoryRecord
+    events: tuple[Event, ...] = ()
+    _render: Callable[[], str | None] | None = field(default=None, repr=False)
+    _instructions: Any = field(default=_UNRENDERED, repr=False)
+
+    @property
+    def instructions(self) -> str | None:
+        if self._instructions is _UNRENDERED:
+            self._instructions = self._render() if self._render is not None else None
+            self._render = None
+        value: str | None = self._instructions
+        return value
+
+    @property
+    def ok(self) -> bool:
+        """True when no effect failed."""
+        return not self.events
+
+
+Outcome = Literal["transitioned", "blocked", "stayed"]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryResult:
+    """What one turn boundary did.
+
+    ``outcome`` is ``"transitioned"`` (``transition`` says from where to where),
+    ``"blocked"`` (``target`` could not be entered: ``missing`` are its absent required
+    keys after ``preparations`` — the names of those that ran — were tried), or
+    ``"stayed"``. ``events`` holds every guard and effect error of the boundary,
+    including those of the transition.
+    """
+
+    outcome: Outcome
+    phase: str
+    turn: int
+    transition: TransitionResult | None = None
+    target: str | None = None
+    missing: tuple[str, ...] = ()
+    preparations: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
+
+    @property
+    def transitioned(self) -> bool:
+        return self.outcome == "transitioned"
+
+    @property
+    def blocked(self) -> bool:
+        return self.outcome == "blocked"
+
+    @property
+    def stayed(self) -> bool:
+        return self.outcome == "stayed"
+
+    @property
+    def from_phase(self) -> str:
+        """The phase the boundary started in."""
+        return self.transition.from_phase if self.transition is not None else self.phase
+
+    @property
+    def to_phase(self) -> str:
+        """The phase the boundary ended in."""
+        return self.phase
