@@ -1,0 +1,796 @@
+"""Part 3 - continuation: the exact history, and tool effects that never run twice.
+
+The continuation is what the *next* provider request is built from, so it must be exact
+(no lossy re-rendering of display text) and it must survive a crash at any point. Two
+mechanisms make that so:
+
+* the **active request** records the identity (request id, turn id, base revision) of
+  the one provider exchange in flight, so an outcome is applied at most once and only to
+  the history it was built on;
+* the **tool checkpoint** is a small ledger written *before* any tool runs: each call is
+  ``pending``, then ``admitted`` (the one token to run it, persisted before running),
+  then ``completed`` with its result. After a crash, :meth:`Continuation.reconcile_interrupted`
+  turns the ledger into history without running anything again.
+
+Histories are :class:`~phaseflow.turn.messages.History` values, so a request on a long
+conversation shares the conversation's messages instead of copying them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from phaseflow.turn import jsonio as j
+from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.messages import (
+    AssistantMessage,
+    Content,
+    History,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolOutcome,
+    ToolResultMessage,
+    UserMessage,
+    as_history,
+    canonical_arguments,
+)
+from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.state import TurnId
+
+__all__ = [
+    "NOT_EXECUTED_TEXT",
+    "OUTCOME_UNKNOWN_TEXT",
+    "ActiveRequest",
+    "Boundary",
+    "Branch",
+    "Continuation",
+    "EffectState",
+    "Provenance",
+    "Reconciled",
+    "RequestOutcome",
+    "ToolCheckpoint",
+    "ToolEffect",
+    "history_problem",
+]
+
+R = RejectionReason
+
+OUTCOME_UNKNOWN_TEXT = (
+    "Tool call outcome unknown: the session was interrupted while this call was running. "
+    "It was not re-run; check its effects before retrying."
+)
+NOT_EXECUTED_TEXT = "Tool call not executed: the session was interrupted before this call ran."
+
+
+class Provenance(StrEnum):
+    NATIVE = "native"
+    LEGACY_RECONSTRUCTED = "legacy_reconstructed"
+    """Rebuilt from display text: tool calls, reasoning and exact wording may be lost."""
+
+
+class EffectState(StrEnum):
+    PENDING = "pending"
+    ADMITTED = "admitted"
+    COMPLETED = "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRequest:
+    """The provider exchange in flight: its identity and the exact messages it sent."""
+
+    id: str
+    turn_id: TurnId
+    revision: int
+    messages: History
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutcome:
+    """What a request produced: the full resulting history, tagged with its identity.
+
+    Build ``messages`` by extending the request's (or the checkpoint's) history, e.g.
+    ``request.messages.extend(new)``; the extension check is then O(new messages).
+    """
+
+    request_id: str
+    turn_id: TurnId
+    revision: int
+    messages: History
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """Completing revision ``revision`` produced display entry ``display_entry``; the
+    history then had ``message_count`` messages (the rewind point for that entry)."""
+
+    display_entry: int
+    revision: int
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    name: str
+    messages: History
+    boundaries: tuple[Boundary, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEffect:
+    call: ToolCall
+    state: EffectState = EffectState.PENDING
+    result: ToolOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCheckpoint:
+    """The ledger of one tool group: ``messages`` ends with the assistant's tool calls."""
+
+    id: str
+    request_id: str
+    messages: History
+    effects: tuple[ToolEffect, ...]
+
+    @property
+    def complete(self) -> bool:
+        return all(e.state is EffectState.COMPLETED for e in self.effects)
+
+    def effect(self, call_id: str) -> ToolEffect | None:
+        for e in self.effects:
+            if e.call.id == call_id:
+                return e
+        return None
+
+    def resolved_messages(self) -> History:
+        """``messages`` plus one result per completed call, in call order. O(calls)."""
+        return self.messages.extend(
+            e.result.to_message(e.call.id) for e in self.effects if e.result is not None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """The checkpoint became history; which calls had which fate."""
+
+    continuation: Continuation
+    completed: tuple[str, ...]
+    outcome_unknown: tuple[str, ...]
+    not_executed: tuple[str, ...]
+
+
+def history_problem(messages: Iterable[Message], *, system_first: bool = True) -> str:
+    """Why ``messages`` is not a well-formed finished history ('' when it is).
+
+    Well-formed: a system message only first (or nowhere when ``system_first`` is
+    false); every tool result answers an earlier, unanswered call; every call is
+    answered exactly once by the end. O(n).
+    """
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            if index != 0 or not system_first:
+                return f"system message at position {index}"
+        elif isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                if not call.id or call.id in open_calls:
+                    return f"tool call id {call.id!r} empty or already open"
+                open_calls.add(call.id)
+        elif isinstance(message, ToolResultMessage):
+            if message.call_id not in open_calls:
+                return f"tool result for unknown or answered call {message.call_id!r}"
+            open_calls.discard(message.call_id)
+    if open_calls:
+        return f"tool calls without a result: {sorted(open_calls)}"
+    return ""
+
+
+def _boundaries_problem(boundaries: tuple[Boundary, ...], length: int, revision: int) -> str:
+    prev: Boundary | None = None
+    for b in boundaries:
+        if b.display_entry < 0 or b.revision < 1 or not 0 <= b.message_count <= length:
+            return f"boundary {b} out of range"
+        if b.revision > revision:
+            return f"boundary revision {b.revision} ahead of revision {revision}"
+        if prev is not None and (
+            b.display_entry <= prev.display_entry
+            or b.revision <= prev.revision
+            or b.message_count < prev.message_count
+        ):
+            return "boundaries are not increasing"
+        prev = b
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """The exact history and everything needed to continue it. See ``docs/turn-core.md``."""
+
+    messages: History = field(default_factory=History)
+    revision: int = 0
+    durable_revision: int = 0
+    provenance: Provenance = Provenance.NATIVE
+    request: ActiveRequest | None = None
+    boundaries: tuple[Boundary, ...] = ()
+    branches: tuple[Branch, ...] = ()
+    checkpoint: ToolCheckpoint | None = None
+    checkpoint_seq: int = 0
+
+    # --- requests ---
+
+    def begin_request(
+        self, request_id: str, turn_id: TurnId, content: Content | None
+    ) -> Continuation | Rejected:
+        """Record a request: the history plus ``content`` as a user message (if given).
+
+        O(1): the request shares the history. The canonical history changes only when
+        the outcome is applied.
+        """
+        if self.checkpoint is not None:
+            return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
+        if self.request is not None:
+            return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
+        if not request_id:
+            return Rejected(R.INVALID_REQUEST, "a request needs a non-empty id")
+        sent = self.messages if content is None else self.messages.append(UserMessage(content))
+        return replace(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
+
+    def abandon_request(self, request_id: str) -> Continuation | Rejected:
+        """Drop a request that produced nothing (provider failed before any tool ran)."""
+        bad = self._request(request_id)
+        if bad:
+            return bad
+        if self.checkpoint is not None:
+            return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
+        return replace(self, request=None)
+
+    def complete(
+        self, outcome: RequestOutcome, display_entry: int | None = None
+    ) -> Continuation | Rejected:
+        """Apply the outcome of the active request, once. O(new messages + nodes walked).
+
+        ``display_entry`` is the display index this completion produced (default: one
+        after the last boundary's).
+        """
+        request = self.request
+        if request is None:
+            return Rejected(R.DUPLICATE_OUTCOME, "no request is active")
+        if (outcome.request_id, outcome.turn_id, outcome.revision) != (
+            request.id,
+            request.turn_id,
+            request.revision,
+        ):
+            return Rejected(
+                R.STALE_OUTCOME,
+                f"outcome for ({outcome.request_id!r}, {outcome.turn_id}, {outcome.revision}),"
+                f" active is ({request.id!r}, {request.turn_id}, {request.revision})",
+            )
+        base = request.messages
+        if self.checkpoint is not None:
+            if not self.checkpoint.complete:
+                return Rejected(R.TOOL_EFFECTS_INCOMPLETE, "every tool call must be completed")
+            base = self.checkpoint.resolved_messages()
+        if len(outcome.messages) <= len(base) or not outcome.messages.starts_with(base):
+            return Rejected(R.HISTORY_MISMATCH, "outcome does not extend the request's messages")
+        new_part = outcome.messages.after(len(request.messages))
+        problem = history_problem(new_part, system_first=False)
+        if problem:
+            return Rejected(R.INVALID_HISTORY, problem)
+        last = self.boundaries[-1].display_entry if self.boundaries else -1
+        entry = last + 1 if display_entry is None else display_entry
+        if entry <= last:
+            return Rejected(R.INVALID_BOUNDARY, f"display entry {entry} is not after {last}")
+        revision = self.revision + 1
+        return replace(
+            self,
+            messages=outcome.messages,
+            revision=revision,
+            request=None,
+            checkpoint=None,
+            boundaries=(*self.boundaries, Boundary(entry, revision, len(outcome.messages))),
+        )
+
+    # --- exactly-once tool effects ---
+
+    def checkpoint_tool_group(
+        self, request_id: str, messages: History | Iterable[Message], calls: Iterable[ToolCall]
+    ) -> Continuation | Rejected:
+        """Record a tool group, every call ``pending``, before any of it runs.
+
+        ``messages`` must extend the request's messages (or, for a later group, the
+        previous checkpoint's messages plus results) and end with the assistant message
+        that makes exactly ``calls``. The new checkpoint id is ``checkpoint.id``.
+        """
+        bad = self._request(request_id)
+        if bad:
+            return bad
+        assert self.request is not None
+        history = as_history(messages)
+        group = tuple(calls)
+        ids = [c.id for c in group]
+        if not group or "" in ids or len(set(ids)) != len(ids):
+            return Rejected(R.INVALID_TOOL_CALLS, "calls need unique, non-empty ids")
+        last = history.last()
+        if not isinstance(last, AssistantMessage) or last.tool_calls != group:
+            return Rejected(
+                R.INVALID_TOOL_CALLS, "messages must end with the assistant message making calls"
+            )
+        base = self.request.messages
+        if self.checkpoint is not None:
+            if not self.checkpoint.complete:
+                return Rejected(R.TOOL_EFFECTS_INCOMPLETE, "the previous group is not completed")
+            base = self.checkpoint.resolved_messages()
+        if len(history) <= len(base) or not history.starts_with(base):
+            return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
+        problem = history_problem(history.after(len(base)), system_first=False)
+        if problem and "without a result" not in problem:
+            return Rejected(R.INVALID_HISTORY, problem)
+        seq = self.checkpoint_seq + 1
+        checkpoint = ToolCheckpoint(
+            f"{request_id}#{seq}", request_id, history, tuple(ToolEffect(c) for c in group)
+        )
+        return replace(self, checkpoint=checkpoint, checkpoint_seq=seq)
+
+    def admit_tool_effect(
+        self, request_id: str, checkpoint_id: str, call_id: str, name: str, arguments: object
+    ) -> Continuation | Rejected:
+        """Grant the one token to run a call (``pending`` to ``admitted``).
+
+        ``arguments`` is the JSON value the host is about to run with; it must equal the
+        checkpointed call's (key order does not matter). Persist the result of this
+        operation *before* running the tool.
+        """
+        found = self._effect(request_id, checkpoint_id, call_id)
+        if isinstance(found, Rejected):
+            return found
+        index, effect = found
+        canonical = canonical_arguments(arguments) if not isinstance(arguments, str) else None
+        if effect.call.name != name or canonical != effect.call.arguments:
+            return Rejected(
+                R.TOOL_CALL_IDENTITY_MISMATCH,
+                f"{call_id!r} was checkpointed with another name or other arguments",
+            )
+        if effect.state is not EffectState.PENDING:
+            return Rejected(R.DUPLICATE_ADMISSION, f"{call_id!r} is already {effect.state}")
+        return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
+
+    def admit_call(
+        self, request_id: str, checkpoint_id: str, call: ToolCall
+    ) -> Continuation | Rejected:
+        """:meth:`admit_tool_effect` for a :class:`ToolCall` value (compares canonical text)."""
+        found = self._effect(request_id, checkpoint_id, call.id)
+        if isinstance(found, Rejected):
+            return found
+        index, effect = found
+        if effect.call != call:
+            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
+        if effect.state is not EffectState.PENDING:
+            return Rejected(R.DUPLICATE_ADMISSION, f"{call.id!r} is already {effect.state}")
+        return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
+
+    def complete_tool_effect(
+        self, request_id: str, checkpoint_id: str, call_id: str, result: ToolOutcome
+    ) -> Continuation | Rejected:
+        """Record an admitted call's result; the same result again is a no-op."""
+        found = self._effect(request_id, checkpoint_id, call_id)
+        if isinstance(found, Rejected):
+            return found
+        index, effect = found
+        if effect.state is EffectState.PENDING:
+            return Rejected(R.NOT_ADMITTED, f"{call_id!r} was never admitted")
+        if effect.state is EffectState.COMPLETED:
+            if effect.result == result:
+                return self
+            return Rejected(R.CONFLICTING_TOOL_OUTCOME, f"{call_id!r} already has another result")
+        return self._set_effect(index, replace(effect, state=EffectState.COMPLETED, result=result))
+
+    def reconcile_interrupted(self) -> Reconciled | Rejected:
+        """After a crash: make the checkpoint history without running anything.
+
+        Completed calls keep their results; admitted ones get an error "outcome unknown,
+        not re-run"; pending ones get an error "not executed". The request ends.
+        """
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return Rejected(R.NO_CHECKPOINT, "there is no tool checkpoint to reconcile")
+        completed: list[str] = []
+        unknown: list[str] = []
+        skipped: list[str] = []
+        results: list[Message] = []
+        for e in checkpoint.effects:
+            if e.result is not None:
+                completed.append(e.call.id)
+                outcome = e.result
+            elif e.state is EffectState.ADMITTED:
+                unknown.append(e.call.id)
+                outcome = ToolOutcome.error(OUTCOME_UNKNOWN_TEXT)
+            else:
+                skipped.append(e.call.id)
+                outcome = ToolOutcome.error(NOT_EXECUTED_TEXT)
+            results.append(outcome.to_message(e.call.id))
+        nxt = replace(
+            self,
+            messages=checkpoint.messages.extend(results),
+            revision=self.revision + 1,
+            request=None,
+            checkpoint=None,
+        )
+        return Reconciled(nxt, tuple(completed), tuple(unknown), tuple(skipped))
+
+    # --- durability ---
+
+    def mark_durable(self) -> Continuation:
+        """The current revision is persisted."""
+        return replace(self, durable_revision=self.revision)
+
+    def durable(self) -> bool:
+        return self.durable_revision == self.revision
+
+    # --- branches and rewriting ---
+
+    def branch_at(self, name: str, display_entry: int) -> Continuation | Rejected:
+        """Save the current history as ``name`` and rewind to a boundary's display entry."""
+        bad = self._idle_history()
+        if bad:
+            return bad
+        if not name or self.branch(name) is not None:
+            return Rejected(R.BRANCH_EXISTS, f"branch name {name!r} is empty or taken")
+        kept: list[Boundary] = []
+        target: Boundary | None = None
+        for b in self.boundaries:
+            kept.append(b)
+            if b.display_entry == display_entry:
+                target = b
+                break
+        if target is None:
+            return Rejected(R.BOUNDARY_NOT_FOUND, f"no boundary for display entry {display_entry}")
+        saved = Branch(name, self.messages, self.boundaries)
+        return replace(
+            self,
+            messages=self.messages.take(target.message_count),
+            boundaries=tuple(kept),
+            revision=self.revision + 1,
+            branches=(*self.branches, saved),
+        )
+
+    def switch_branch(
+        self, name: str, save_current_as: str | None = None
+    ) -> Continuation | Rejected:
+        """Restore a saved branch (it stays saved); optionally save the current one first."""
+        bad = self._idle_history()
+        if bad:
+            return bad
+        target = self.branch(name)
+        if target is None:
+            return Rejected(R.BRANCH_NOT_FOUND, f"no branch {name!r}")
+        branches = self.branches
+        if save_current_as is not None:
+            if not save_current_as or self.branch(save_current_as) is not None:
+                return Rejected(R.BRANCH_EXISTS, f"branch name {save_current_as!r} is taken")
+            branches = (*branches, Branch(save_current_as, self.messages, self.boundaries))
+        return replace(
+            self,
+            messages=target.messages,
+            boundaries=target.boundaries,
+            revision=self.revision + 1,
+            branches=branches,
+        )
+
+    def branch(self, name: str) -> Branch | None:
+        for b in self.branches:
+            if b.name == name:
+                return b
+        return None
+
+    def replace_messages(self, messages: History | Iterable[Message]) -> Continuation | Rejected:
+        """Install a compacted history as a new revision. Boundaries are cleared: they
+        pointed into the old history (save a branch first to keep it). O(n) validation."""
+        bad = self._idle_history()
+        if bad:
+            return bad
+        history = as_history(messages)
+        problem = history_problem(history)
+        if problem:
+            return Rejected(R.INVALID_HISTORY, problem)
+        return replace(self, messages=history, revision=self.revision + 1, boundaries=())
+
+    def replace_system(self, message: SystemMessage) -> Continuation | Rejected:
+        """Change (or add) the system prompt as a new revision. O(n): copies the history."""
+        bad = self._idle_history()
+        if bad:
+            return bad
+        first = self.messages[0] if len(self.messages) else None
+        boundaries = self.boundaries
+        if isinstance(first, SystemMessage):
+            history = History((message,)).extend(self.messages.after(1))
+        else:
+            history = History((message,)).extend(self.messages)
+            boundaries = tuple(replace(b, message_count=b.message_count + 1) for b in boundaries)
+        return replace(self, messages=history, revision=self.revision + 1, boundaries=boundaries)
+
+    # --- restore and legacy import ---
+
+    @classmethod
+    def restore(
+        cls,
+        messages: History | Iterable[Message],
+        revision: int,
+        durable_revision: int,
+        *,
+        provenance: Provenance = Provenance.NATIVE,
+        request: ActiveRequest | None = None,
+        boundaries: Iterable[Boundary] = (),
+        branches: Iterable[Branch] = (),
+        checkpoint: ToolCheckpoint | None = None,
+        checkpoint_seq: int = 0,
+    ) -> Continuation | Rejected:
+        """Rebuild from persisted parts, validating every cross-part invariant."""
+        value = cls(
+            as_history(messages),
+            revision,
+            durable_revision,
+            provenance,
+            request,
+            tuple(boundaries),
+            tuple(branches),
+            checkpoint,
+            checkpoint_seq,
+        )
+        return value.validate()
+
+    def validate(self) -> Continuation | Rejected:
+        problem = _continuation_problem(self)
+        return Rejected(R.INVALID_RESTORE, problem) if problem else self
+
+    @classmethod
+    def import_legacy(cls, display_messages: Iterable[object]) -> Continuation | Rejected:
+        """Build an explicitly lossy history from plain ``(role, text)`` display entries.
+
+        Entries are ``(role, text)`` pairs or ``{"role": ..., "text": ...}`` objects with
+        role ``user`` or ``assistant``. Every assistant entry ends a revision and records
+        a boundary at its display index, so branching works on imported histories.
+        """
+        messages: list[Message] = []
+        boundaries: list[Boundary] = []
+        for index, entry in enumerate(display_messages):
+            if isinstance(entry, Mapping):
+                role, text = entry.get("role"), entry.get("text")
+            elif isinstance(entry, tuple | list) and len(entry) == 2:
+                role, text = entry[0], entry[1]
+            else:
+                return Rejected(R.INVALID_HISTORY, f"entry {index}: expected (role, text)")
+            if not isinstance(text, str):
+                return Rejected(R.INVALID_HISTORY, f"entry {index}: text must be a string")
+            if role == "user":
+                messages.append(UserMessage(text))
+            elif role == "assistant":
+                messages.append(AssistantMessage(text))
+                boundaries.append(Boundary(index, len(boundaries) + 1, len(messages)))
+            else:
+                return Rejected(R.INVALID_HISTORY, f"entry {index}: role {role!r} not importable")
+        return cls(
+            History(messages),
+            len(boundaries),
+            0,
+            Provenance.LEGACY_RECONSTRUCTED,
+            boundaries=tuple(boundaries),
+        )
+
+    # --- JSON ---
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """Plain JSON. The request and checkpoint store only the messages they add."""
+        request: JsonValue = None
+        if self.request is not None:
+            r = self.request
+            request = {
+                "id": r.id,
+                "turn_id": r.turn_id,
+                "revision": r.revision,
+                "added": History(r.messages.after(len(self.messages))).to_json(),
+            }
+        checkpoint: JsonValue = None
+        if self.checkpoint is not None and self.request is not None:
+            c = self.checkpoint
+            checkpoint = {
+                "id": c.id,
+                "request_id": c.request_id,
+                "added": History(c.messages.after(len(self.request.messages))).to_json(),
+                "effects": [_effect_to_json(e) for e in c.effects],
+            }
+        return {
+            "messages": self.messages.to_json(),
+            "revision": self.revision,
+            "durable_revision": self.durable_revision,
+            "provenance": self.provenance.value,
+            "request": request,
+            "boundaries": [_boundary_to_json(b) for b in self.boundaries],
+            "branches": [
+                {
+                    "name": b.name,
+                    "messages": b.messages.to_json(),
+                    "boundaries": [_boundary_to_json(x) for x in b.boundaries],
+                }
+                for b in self.branches
+            ],
+            "checkpoint": checkpoint,
+            "checkpoint_seq": self.checkpoint_seq,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Continuation | Rejected:
+        decoded = j.decode(data, _decode_continuation)
+        return decoded if isinstance(decoded, Rejected) else decoded.validate()
+
+    # --- helpers ---
+
+    def _request(self, request_id: str) -> Rejected | None:
+        if self.request is None:
+            return Rejected(R.NO_ACTIVE_REQUEST, "no request is active")
+        if self.request.id != request_id:
+            return Rejected(R.UNKNOWN_REQUEST, f"active request is {self.request.id!r}")
+        return None
+
+    def _idle_history(self) -> Rejected | None:
+        if self.checkpoint is not None:
+            return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
+        if self.request is not None:
+            return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
+        return None
+
+    def _effect(
+        self, request_id: str, checkpoint_id: str, call_id: str
+    ) -> tuple[int, ToolEffect] | Rejected:
+        bad = self._request(request_id)
+        if bad:
+            return bad
+        if self.checkpoint is None or self.checkpoint.id != checkpoint_id:
+            return Rejected(R.CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id!r}")
+        for index, effect in enumerate(self.checkpoint.effects):
+            if effect.call.id == call_id:
+                return index, effect
+        return Rejected(R.CALL_NOT_FOUND, f"no call {call_id!r} in checkpoint {checkpoint_id!r}")
+
+    def _set_effect(self, index: int, effect: ToolEffect) -> Continuation:
+        assert self.checkpoint is not None
+        effects = self.checkpoint.effects
+        updated = (*effects[:index], effect, *effects[index + 1 :])
+        return replace(self, checkpoint=replace(self.checkpoint, effects=updated))
+
+
+def _continuation_problem(c: Continuation) -> str:
+    if c.revision < 0 or not 0 <= c.durable_revision <= c.revision:
+        return "durable revision must be between 0 and the revision"
+    if c.checkpoint_seq < 0:
+        return "negative checkpoint sequence"
+    problem = history_problem(c.messages)
+    if problem:
+        return f"messages: {problem}"
+    problem = _boundaries_problem(c.boundaries, len(c.messages), c.revision)
+    if problem:
+        return problem
+    names = [b.name for b in c.branches]
+    if "" in names or len(set(names)) != len(names):
+        return "branch names must be unique and non-empty"
+    for b in c.branches:
+        problem = history_problem(b.messages) or _boundaries_problem(
+            b.boundaries, len(b.messages), c.revision
+        )
+        if problem:
+            return f"branch {b.name!r}: {problem}"
+    r = c.request
+    if r is not None:
+        if not r.id or r.turn_id < 1 or r.revision != c.revision:
+            return "the request must have an id, a turn and be built on the current revision"
+        if not len(c.messages) <= len(r.messages) <= len(c.messages) + 1:
+            return "the request adds at most one user message"
+        if not r.messages.starts_with(c.messages):
+            return "the request's messages do not extend the history"
+        added = r.messages.after(len(c.messages))
+        if added and not isinstance(added[0], UserMessage):
+            return "the request adds at most one user message"
+    cp = c.checkpoint
+    if cp is not None:
+        if r is None or cp.request_id != r.id:
+            return "a checkpoint exists only with its request"
+        if not cp.id or not cp.id.startswith(f"{r.id}#") or c.checkpoint_seq < 1:
+            return "checkpoint id does not belong to its request"
+        calls = tuple(e.call for e in cp.effects)
+        ids = [call.id for call in calls]
+        if not calls or "" in ids or len(set(ids)) != len(ids):
+            return "checkpoint calls need unique, non-empty ids"
+        last = cp.messages.last()
+        if not isinstance(last, AssistantMessage) or last.tool_calls != calls:
+            return "checkpoint messages must end with its tool calls"
+        if len(cp.messages) <= len(r.messages) or not cp.messages.starts_with(r.messages):
+            return "checkpoint messages do not extend the request's messages"
+        for e in cp.effects:
+            if (e.result is not None) != (e.state is EffectState.COMPLETED):
+                return f"effect {e.call.id!r}: a result exactly when completed"
+    return ""
+
+
+def _boundary_to_json(b: Boundary) -> dict[str, JsonValue]:
+    return {
+        "display_entry": b.display_entry,
+        "revision": b.revision,
+        "message_count": b.message_count,
+    }
+
+
+def _effect_to_json(e: ToolEffect) -> dict[str, JsonValue]:
+    return {
+        "call": e.call.to_json(),
+        "state": e.state.value,
+        "result": None if e.result is None else e.result.to_json(),
+    }
+
+
+def _decode_boundary(data: object) -> Boundary:
+    d = j.obj(data, "boundary")
+    w = "boundary"
+    return Boundary(
+        j.integer(d, "display_entry", w),
+        j.integer(d, "revision", w),
+        j.integer(d, "message_count", w),
+    )
+
+
+def _decode_branch(data: object) -> Branch:
+    d = j.obj(data, "branch")
+    return Branch(
+        j.string(d, "name", "branch"),
+        History.decode(j.field(d, "messages", "branch")),
+        j.items(d, "boundaries", "branch", _decode_boundary),
+    )
+
+
+def _decode_effect(data: object) -> ToolEffect:
+    d = j.obj(data, "tool effect")
+    raw = d.get("result")
+    return ToolEffect(
+        ToolCall.decode(j.field(d, "call", "tool effect")),
+        j.enum(d, "state", "tool effect", EffectState),
+        None if raw is None else ToolOutcome.decode(raw),
+    )
+
+
+def _decode_continuation(data: object) -> Continuation:
+    d = j.obj(data, "continuation")
+    w = "continuation"
+    messages = History.decode(j.field(d, "messages", w))
+    request = None
+    raw = d.get("request")
+    if raw is not None:
+        r = j.obj(raw, "request")
+        request = ActiveRequest(
+            j.string(r, "id", "request"),
+            TurnId(j.integer(r, "turn_id", "request")),
+            j.integer(r, "revision", "request"),
+            messages.extend(History.decode(j.field(r, "added", "request"))),
+        )
+    checkpoint = None
+    raw = d.get("checkpoint")
+    if raw is not None:
+        if request is None:
+            raise Malformed("checkpoint without a request")
+        cp = j.obj(raw, "checkpoint")
+        checkpoint = ToolCheckpoint(
+            j.string(cp, "id", "checkpoint"),
+            j.string(cp, "request_id", "checkpoint"),
+            request.messages.extend(History.decode(j.field(cp, "added", "checkpoint"))),
+            j.items(cp, "effects", "checkpoint", _decode_effect),
+        )
+    return Continuation(
+        messages,
+        j.integer(d, "revision", w),
+        j.integer(d, "durable_revision", w),
+        j.enum(d, "provenance", w, Provenance),
+        request,
+        j.items(d, "boundaries", w, _decode_boundary),
+        j.items(d, "branches", w, _decode_branch),
+        checkpoint,
+        j.integer(d, "checkpoint_seq", w),
+    )

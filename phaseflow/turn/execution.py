@@ -1,0 +1,732 @@
+"""Part 1 - turn execution: mode, runtime phase, prompt queues, approvals, trust, edits.
+
+This is the user-facing control state of one session: can a prompt be sent now or must
+it queue, which tool is running, is the user being asked to approve something, which
+tools are trusted and for how long. It is a single immutable value, :class:`TurnExecution`;
+every operation returns a new value (or a result wrapping one) or a :class:`Rejected`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+from phaseflow.turn import jsonio as j
+from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.messages import Content, ToolCall, content_from_json, content_to_json
+from phaseflow.turn.rejections import Rejected, RejectionReason
+
+__all__ = [
+    "DEFAULT_SHELL_TOOLS",
+    "ActivePhase",
+    "ActiveTool",
+    "Activity",
+    "Approval",
+    "ApprovalDecision",
+    "ApprovalResolved",
+    "Completion",
+    "CompletionFinished",
+    "EditBoundary",
+    "ExecStatus",
+    "FailurePhase",
+    "IdlePhase",
+    "Mode",
+    "PendingAutoApproval",
+    "Phase",
+    "PromptAdmitted",
+    "PromptKind",
+    "Queued",
+    "SendNext",
+    "SendNow",
+    "Starting",
+    "Thinking",
+    "ToolExecution",
+    "ToolStarted",
+    "TrustEntry",
+    "TrustKey",
+    "TrustKeyKind",
+    "TrustScope",
+    "TurnExecution",
+    "trust_key",
+]
+
+R = RejectionReason
+
+DEFAULT_SHELL_TOOLS: tuple[str, ...] = ("bash", "exec", "shell")
+"""Tools whose trust is keyed by their ``command`` argument rather than an argument hash."""
+
+
+class Mode(StrEnum):
+    EXEC = "exec"
+    PLAN = "plan"
+
+
+class PromptKind(StrEnum):
+    STEERING = "steering"
+    FOLLOW_UP = "follow_up"
+
+
+class TrustScope(StrEnum):
+    SESSION = "session"
+    TURN = "turn"
+
+
+class ApprovalDecision(StrEnum):
+    APPROVE = "approve"
+    APPROVE_SESSION = "approve_session"
+    APPROVE_TURN = "approve_turn"
+    REJECT = "reject"
+
+
+class ExecStatus(StrEnum):
+    """The public one-word summary a UI shows."""
+
+    PLAN = "plan"
+    IDLE = "idle"
+    THINKING = "thinking"
+    TOOL_EXECUTING = "tool_executing"
+    ERROR = "error"
+
+
+# --- activities and phases ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveTool:
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Starting:
+    kind = "starting"
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    kind = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    kind = "completion"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """Tools running now, in start order; never empty (the last one out ends it)."""
+
+    active_tools: tuple[ActiveTool, ...]
+    kind = "tool_execution"
+
+
+Activity = Starting | Thinking | Completion | ToolExecution
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A question put to the user: may this tool call run?"""
+
+    call: ToolCall
+    reason: str = ""
+
+    @property
+    def call_id(self) -> str:
+        return self.call.id
+
+
+@dataclass(frozen=True, slots=True)
+class IdlePhase:
+    kind = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class ActivePhase:
+    activity: Activity
+    pending_approval: Approval | None = None
+    error: str | None = None
+    kind = "active"
+
+
+@dataclass(frozen=True, slots=True)
+class FailurePhase:
+    message: str
+    kind = "failure"
+
+
+Phase = IdlePhase | ActivePhase | FailurePhase
+
+
+# --- trust ---------------------------------------------------------------------------
+
+
+class TrustKeyKind(StrEnum):
+    NAME = "name"
+    COMMAND = "command"
+    ARGUMENTS = "arguments"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TrustKey:
+    """What a trust decision covers: a tool, a shell command, or one exact argument set.
+
+    Structured (not a joined string) so a tool named like ``"bash:rm"`` can never collide
+    with the shell command ``rm`` of ``bash``.
+    """
+
+    tool: str
+    kind: TrustKeyKind = TrustKeyKind.NAME
+    detail: str = ""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"tool": self.tool, "kind": self.kind.value, "detail": self.detail}
+
+    @classmethod
+    def decode(cls, data: object) -> TrustKey:
+        d = j.obj(data, "trust key")
+        key = cls(
+            j.string(d, "tool", "trust key"),
+            j.enum(d, "kind", "trust key", TrustKeyKind),
+            j.string(d, "detail", "trust key"),
+        )
+        if (key.kind is TrustKeyKind.NAME) != (key.detail == ""):
+            raise Malformed("trust key: a name key has no detail, other kinds need one")
+        return key
+
+
+def trust_key(call: ToolCall, shell_tools: Iterable[str] = DEFAULT_SHELL_TOOLS) -> TrustKey:
+    """The specific trust key of a call.
+
+    A shell-like tool with a string ``command`` argument: name + command. A call with no
+    arguments: the bare name. Anything else: name + SHA-256 of the canonical arguments,
+    so approving one argument set never approves another.
+    """
+    args: Any = call.argument_value()
+    if call.name in shell_tools and isinstance(args, dict):
+        command = args.get("command")
+        if isinstance(command, str) and command:
+            return TrustKey(call.name, TrustKeyKind.COMMAND, command)
+    if args == {}:
+        return TrustKey(call.name)
+    return TrustKey(call.name, TrustKeyKind.ARGUMENTS, j.sha256_hex(call.arguments))
+
+
+@dataclass(frozen=True, slots=True)
+class TrustEntry:
+    key: TrustKey
+    scope: TrustScope
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAutoApproval:
+    call_id: str
+    scope: TrustScope
+
+
+@dataclass(frozen=True, slots=True)
+class EditBoundary:
+    """A tool may edit ``path`` only within lines ``start..end`` (1-based, inclusive)."""
+
+    path: str
+    start: int
+    end: int
+
+
+def _absolute(path: str) -> bool:
+    if not path or "\x00" in path:
+        return False
+    return PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute()
+
+
+# --- results of operations that say more than "the next value" ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SendNow:
+    """Start a provider call with this prompt now."""
+
+    content: Content
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The prompt waits in the ``kind`` queue at ``position`` (0-based)."""
+
+    kind: PromptKind
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAdmitted:
+    execution: TurnExecution
+    action: SendNow | Queued
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    execution: TurnExecution
+    auto_approval: TrustScope | None
+    """The pending auto-approval this start consumed, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolved:
+    execution: TurnExecution
+    approval: Approval
+    decision: ApprovalDecision
+
+    @property
+    def approved(self) -> bool:
+        return self.decision is not ApprovalDecision.REJECT
+
+
+@dataclass(frozen=True, slots=True)
+class SendNext:
+    """Everything that was queued, steering first, each in order: the next prompt."""
+
+    contents: tuple[Content, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionFinished:
+    execution: TurnExecution
+    next: SendNext | None
+    """``None``: nothing was queued and the session is idle."""
+
+
+# --- the value -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnExecution:
+    """The control state of one session. See ``docs/turn-core.md`` for each operation."""
+
+    mode: Mode = Mode.EXEC
+    phase: Phase = field(default_factory=IdlePhase)
+    steering: tuple[Content, ...] = ()
+    follow_up: tuple[Content, ...] = ()
+    trust: tuple[TrustEntry, ...] = ()
+    auto_approvals: tuple[PendingAutoApproval, ...] = ()
+    edit_boundaries: tuple[EditBoundary, ...] = ()
+    shell_tools: tuple[str, ...] = DEFAULT_SHELL_TOOLS
+
+    # --- queries ---
+
+    @property
+    def active(self) -> bool:
+        return isinstance(self.phase, ActivePhase)
+
+    @property
+    def pending_approval(self) -> Approval | None:
+        return self.phase.pending_approval if isinstance(self.phase, ActivePhase) else None
+
+    @property
+    def active_tools(self) -> tuple[ActiveTool, ...]:
+        phase = self.phase
+        if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+            return phase.activity.active_tools
+        return ()
+
+    @property
+    def reclaimable(self) -> bool:
+        """No turn, no pending auto-approval, nothing queued: a host may drop the session."""
+        return (
+            not self.active and not self.auto_approvals and not self.steering and not self.follow_up
+        )
+
+    @property
+    def status(self) -> ExecStatus:
+        phase = self.phase
+        if self.mode is Mode.PLAN:
+            return ExecStatus.PLAN
+        if isinstance(phase, FailurePhase) or (isinstance(phase, ActivePhase) and phase.error):
+            return ExecStatus.ERROR
+        if isinstance(phase, IdlePhase):
+            return ExecStatus.IDLE
+        if isinstance(phase.activity, ToolExecution):
+            return ExecStatus.TOOL_EXECUTING
+        return ExecStatus.THINKING
+
+    def trust_key(self, call: ToolCall) -> TrustKey:
+        return trust_key(call, self.shell_tools)
+
+    def trusted_scope(self, call: ToolCall) -> TrustScope | None:
+        """The trust covering ``call``: its specific key first, then its bare tool name."""
+        specific = self.trust_key(call)
+        bare = TrustKey(call.name)
+        for wanted in (specific, bare):
+            for entry in self.trust:
+                if entry.key == wanted:
+                    return entry.scope
+        return None
+
+    def edit_boundary(self, path: str) -> EditBoundary | None:
+        for boundary in self.edit_boundaries:
+            if boundary.path == path:
+                return boundary
+        return None
+
+    def may_edit(self, path: str, start: int, end: int) -> bool:
+        """Whether lines ``start..end`` of ``path`` may be edited (no boundary: yes)."""
+        boundary = self.edit_boundary(path)
+        if boundary is None:
+            return True
+        return boundary.start <= start <= end <= boundary.end
+
+    # --- prompts and the turn ---
+
+    def admit_prompt(self, kind: PromptKind, content: Content) -> PromptAdmitted:
+        """Inactive: begin a turn with ``content`` (send now). ActivePhase: queue it (FIFO)."""
+        if not self.active:
+            started = replace(self, phase=ActivePhase(Starting()))
+            return PromptAdmitted(started, SendNow(content))
+        if kind is PromptKind.STEERING:
+            queued = replace(self, steering=(*self.steering, content))
+            return PromptAdmitted(queued, Queued(kind, len(self.steering)))
+        queued = replace(self, follow_up=(*self.follow_up, content))
+        return PromptAdmitted(queued, Queued(kind, len(self.follow_up)))
+
+    def begin_turn(self) -> TurnExecution | Rejected:
+        if self.active:
+            return Rejected(R.TURN_ACTIVE, "a turn is already active")
+        return replace(self, phase=ActivePhase(Starting()))
+
+    def provider_started(self) -> TurnExecution | Rejected:
+        phase = self.phase
+        if not isinstance(phase, ActivePhase):
+            return Rejected(R.NOT_ACTIVE, "no turn is active")
+        if not isinstance(phase.activity, Starting):
+            return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not starting")
+        if phase.pending_approval is not None:
+            return Rejected(R.APPROVAL_PENDING, "an approval is pending")
+        return replace(self, phase=ActivePhase(Thinking()))
+
+    def tool_started(self, call_id: str, name: str) -> ToolStarted | Rejected:
+        phase = self.phase
+        if not isinstance(phase, ActivePhase):
+            return Rejected(R.NOT_ACTIVE, "no turn is active")
+        running = self.active_tools
+        if any(t.call_id == call_id for t in running):
+            return Rejected(R.TOOL_ALREADY_ACTIVE, f"tool call {call_id!r} is already active")
+        scope: TrustScope | None = None
+        remaining: list[PendingAutoApproval] = []
+        for pending in self.auto_approvals:
+            if pending.call_id == call_id:
+                scope = pending.scope
+            else:
+                remaining.append(pending)
+        activity = ToolExecution((*running, ActiveTool(call_id, name)))
+        nxt = replace(
+            self,
+            phase=ActivePhase(activity, phase.pending_approval, None),
+            auto_approvals=tuple(remaining),
+        )
+        return ToolStarted(nxt, scope)
+
+    def tool_completed(self, call_id: str) -> TurnExecution | Rejected:
+        phase = self.phase
+        running = self.active_tools
+        if not isinstance(phase, ActivePhase) or not any(t.call_id == call_id for t in running):
+            return Rejected(R.TOOL_NOT_ACTIVE, f"tool call {call_id!r} is not active")
+        rest = tuple(t for t in running if t.call_id != call_id)
+        activity: Activity = ToolExecution(rest) if rest else Completion()
+        return replace(self, phase=ActivePhase(activity, phase.pending_approval, phase.error))
+
+    # --- approvals and trust ---
+
+    def request_approval(self, approval: Approval) -> TurnExecution | Rejected:
+        phase = self.phase
+        if not isinstance(phase, ActivePhase):
+            return Rejected(R.NOT_ACTIVE, "no turn is active")
+        if phase.pending_approval is not None:
+            return Rejected(
+                R.APPROVAL_PENDING, f"approval for {phase.pending_approval.call_id!r} is pending"
+            )
+        return replace(self, phase=ActivePhase(phase.activity, approval, phase.error))
+
+    def resolve_approval(
+        self, call_id: str | None, decision: ApprovalDecision
+    ) -> ApprovalResolved | Rejected:
+        phase = self.phase
+        if not isinstance(phase, ActivePhase) or phase.pending_approval is None:
+            return Rejected(R.NO_PENDING_APPROVAL, "no approval is pending")
+        approval = phase.pending_approval
+        if call_id is not None and call_id != approval.call_id:
+            return Rejected(
+                R.APPROVAL_NOT_FOUND, f"pending approval is {approval.call_id!r}, not {call_id!r}"
+            )
+        trust = self.trust
+        if decision is ApprovalDecision.APPROVE_SESSION:
+            trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.SESSION)
+        elif decision is ApprovalDecision.APPROVE_TURN:
+            trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.TURN)
+        nxt = replace(self, phase=ActivePhase(phase.activity, None, phase.error), trust=trust)
+        return ApprovalResolved(nxt, approval, decision)
+
+    def auto_approve(self, call: ToolCall, scope: TrustScope) -> TurnExecution | Rejected:
+        if not self.active:
+            return Rejected(R.NOT_ACTIVE, "no turn is active")
+        rest = tuple(p for p in self.auto_approvals if p.call_id != call.id)
+        return replace(self, auto_approvals=(*rest, PendingAutoApproval(call.id, scope)))
+
+    # --- ending the turn ---
+
+    def begin_completion(self) -> TurnExecution | Rejected:
+        phase = self.phase
+        if not isinstance(phase, ActivePhase):
+            return Rejected(R.NOT_ACTIVE, "no turn is active")
+        if isinstance(phase.activity, ToolExecution):
+            return Rejected(R.INVALID_PHASE, "tools are still executing")
+        if phase.pending_approval is not None:
+            return Rejected(R.APPROVAL_PENDING, "an approval is pending")
+        return replace(self, phase=ActivePhase(Completion(), None, phase.error))
+
+    def finish_completion(self) -> CompletionFinished | Rejected:
+        phase = self.phase
+        if not isinstance(phase, ActivePhase):
+            return Rejected(R.NOT_ACTIVE, "no turn is active")
+        if not isinstance(phase.activity, Completion):
+            return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not completion")
+        if phase.pending_approval is not None:
+            return Rejected(R.APPROVAL_PENDING, "an approval is pending")
+        queued = (*self.steering, *self.follow_up)
+        cleared = replace(
+            self,
+            trust=_session_trust(self.trust),
+            auto_approvals=(),
+            steering=(),
+            follow_up=(),
+        )
+        if not queued:
+            return CompletionFinished(replace(cleared, phase=IdlePhase()), None)
+        return CompletionFinished(replace(cleared, phase=ActivePhase(Starting())), SendNext(queued))
+
+    def abort(self) -> TurnExecution:
+        """Back to idle; turn trust and auto-approvals dropped, queues kept."""
+        return replace(self, phase=IdlePhase(), trust=_session_trust(self.trust), auto_approvals=())
+
+    def fail(self, message: str) -> TurnExecution:
+        return replace(
+            self, phase=FailurePhase(message), trust=_session_trust(self.trust), auto_approvals=()
+        )
+
+    def report_error(self, message: str) -> TurnExecution:
+        """During a turn: keep the work, record the error. Otherwise: like ``fail``."""
+        phase = self.phase
+        if isinstance(phase, ActivePhase):
+            return replace(self, phase=ActivePhase(phase.activity, phase.pending_approval, message))
+        return self.fail(message)
+
+    def recover(self) -> TurnExecution | Rejected:
+        if not isinstance(self.phase, FailurePhase):
+            return Rejected(R.INVALID_PHASE, f"phase is {self.phase.kind}, not failure")
+        return replace(self, phase=IdlePhase())
+
+    # --- mode ---
+
+    def enter_plan(self) -> TurnExecution:
+        """Plan mode; a pending approval is dropped (no tool runs in plan mode)."""
+        phase = self.phase
+        if isinstance(phase, ActivePhase):
+            phase = ActivePhase(phase.activity, None, phase.error)
+        return replace(self, mode=Mode.PLAN, phase=phase)
+
+    def enter_exec(self) -> TurnExecution:
+        return replace(self, mode=Mode.EXEC)
+
+    # --- edit boundaries ---
+
+    def set_edit_boundary(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
+        if not _absolute(path):
+            return Rejected(R.INVALID_EDIT_BOUNDARY, f"not an absolute path: {path!r}")
+        if not 1 <= start <= end:
+            return Rejected(R.INVALID_EDIT_BOUNDARY, f"bad line range {start}..{end}")
+        rest = tuple(b for b in self.edit_boundaries if b.path != path)
+        return replace(self, edit_boundaries=(*rest, EditBoundary(path, start, end)))
+
+    def clear_edit_boundary(self, path: str) -> TurnExecution:
+        return replace(
+            self, edit_boundaries=tuple(b for b in self.edit_boundaries if b.path != path)
+        )
+
+    # --- JSON ---
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "mode": self.mode.value,
+            "phase": _phase_to_json(self.phase),
+            "steering": [content_to_json(c) for c in self.steering],
+            "follow_up": [content_to_json(c) for c in self.follow_up],
+            "trust": [{"key": e.key.to_json(), "scope": e.scope.value} for e in self.trust],
+            "auto_approvals": [
+                {"call_id": p.call_id, "scope": p.scope.value} for p in self.auto_approvals
+            ],
+            "edit_boundaries": [
+                {"path": b.path, "start": b.start, "end": b.end} for b in self.edit_boundaries
+            ],
+            "shell_tools": list(self.shell_tools),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> TurnExecution | Rejected:
+        decoded = j.decode(data, _decode_execution)
+        return decoded if isinstance(decoded, Rejected) else decoded.validate()
+
+    def validate(self) -> TurnExecution | Rejected:
+        """Check the invariants an operation sequence always keeps (for restored values)."""
+        bad = _invalid(self)
+        return Rejected(R.INVALID_RESTORE, bad) if bad else self
+
+
+def _with_trust(
+    trust: tuple[TrustEntry, ...], key: TrustKey, scope: TrustScope
+) -> tuple[TrustEntry, ...]:
+    for entry in trust:
+        if entry.key == key and entry.scope is TrustScope.SESSION:
+            return trust  # never narrow a session decision to the turn
+    rest = tuple(e for e in trust if e.key != key)
+    return (*rest, TrustEntry(key, scope))
+
+
+def _session_trust(trust: tuple[TrustEntry, ...]) -> tuple[TrustEntry, ...]:
+    return tuple(e for e in trust if e.scope is TrustScope.SESSION)
+
+
+def _invalid(value: TurnExecution) -> str:
+    phase = value.phase
+    if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+        ids = [t.call_id for t in phase.activity.active_tools]
+        if not ids:
+            return "tool execution with no active tools"
+        if len(set(ids)) != len(ids):
+            return "a tool call is active twice"
+    keys = [e.key for e in value.trust]
+    if len(set(keys)) != len(keys):
+        return "duplicate trust key"
+    if value.auto_approvals and not isinstance(phase, ActivePhase):
+        return "pending auto-approvals outside a turn"
+    calls = [p.call_id for p in value.auto_approvals]
+    if len(set(calls)) != len(calls):
+        return "duplicate pending auto-approval"
+    if not isinstance(phase, ActivePhase) and any(e.scope is TrustScope.TURN for e in value.trust):
+        return "turn-scoped trust outside a turn"
+    paths = [b.path for b in value.edit_boundaries]
+    if len(set(paths)) != len(paths):
+        return "duplicate edit boundary"
+    for b in value.edit_boundaries:
+        if not _absolute(b.path) or not 1 <= b.start <= b.end:
+            return f"bad edit boundary for {b.path!r}"
+    return ""
+
+
+def _phase_to_json(phase: Phase) -> dict[str, JsonValue]:
+    if isinstance(phase, IdlePhase):
+        return {"kind": "idle"}
+    if isinstance(phase, FailurePhase):
+        return {"kind": "failure", "message": phase.message}
+    activity: dict[str, JsonValue] = {"kind": phase.activity.kind}
+    if isinstance(phase.activity, ToolExecution):
+        activity["active_tools"] = [
+            {"call_id": t.call_id, "name": t.name} for t in phase.activity.active_tools
+        ]
+    approval: JsonValue = None
+    if phase.pending_approval is not None:
+        approval = {
+            "call": phase.pending_approval.call.to_json(),
+            "reason": phase.pending_approval.reason,
+        }
+    return {
+        "kind": "active",
+        "activity": activity,
+        "pending_approval": approval,
+        "error": phase.error,
+    }
+
+
+def _decode_activity(data: object) -> Activity:
+    d = j.obj(data, "activity")
+    kind = j.string(d, "kind", "activity")
+    simple: dict[str, Activity] = {
+        "starting": Starting(),
+        "thinking": Thinking(),
+        "completion": Completion(),
+    }
+    if kind in simple:
+        return simple[kind]
+    if kind == "tool_execution":
+        tools = j.items(d, "active_tools", "activity", _decode_active_tool)
+        return ToolExecution(tools)
+    raise Malformed(f"activity: unknown kind {kind!r}")
+
+
+def _decode_active_tool(data: object) -> ActiveTool:
+    d = j.obj(data, "active tool")
+    return ActiveTool(j.string(d, "call_id", "active tool"), j.string(d, "name", "active tool"))
+
+
+def _decode_phase(data: object) -> Phase:
+    d = j.obj(data, "phase")
+    kind = j.string(d, "kind", "phase")
+    if kind == "idle":
+        return IdlePhase()
+    if kind == "failure":
+        return FailurePhase(j.string(d, "message", "phase"))
+    if kind != "active":
+        raise Malformed(f"phase: unknown kind {kind!r}")
+    activity = _decode_activity(j.field(d, "activity", "phase"))
+    raw = d.get("pending_approval")
+    approval = None
+    if raw is not None:
+        a = j.obj(raw, "approval")
+        approval = Approval(
+            ToolCall.decode(j.field(a, "call", "approval")), j.string(a, "reason", "approval")
+        )
+    return ActivePhase(activity, approval, j.opt_string(d, "error", "phase"))
+
+
+def _decode_trust(data: object) -> TrustEntry:
+    d = j.obj(data, "trust entry")
+    return TrustEntry(
+        TrustKey.decode(j.field(d, "key", "trust entry")),
+        j.enum(d, "scope", "trust entry", TrustScope),
+    )
+
+
+def _decode_auto(data: object) -> PendingAutoApproval:
+    d = j.obj(data, "auto approval")
+    return PendingAutoApproval(
+        j.string(d, "call_id", "auto approval"), j.enum(d, "scope", "auto approval", TrustScope)
+    )
+
+
+def _decode_boundary(data: object) -> EditBoundary:
+    d = j.obj(data, "edit boundary")
+    return EditBoundary(
+        j.string(d, "path", "edit boundary"),
+        j.integer(d, "start", "edit boundary"),
+        j.integer(d, "end", "edit boundary"),
+    )
+
+
+def _decode_name(data: object) -> str:
+    if not isinstance(data, str):
+        raise Malformed("shell tool: expected a string")
+    return data
+
+
+def _decode_execution(data: object) -> TurnExecution:
+    d = j.obj(data, "turn execution")
+    w = "turn execution"
+    return TurnExecution(
+        mode=j.enum(d, "mode", w, Mode),
+        phase=_decode_phase(j.field(d, "phase", w)),
+        steering=j.items(d, "steering", w, content_from_json),
+        follow_up=j.items(d, "follow_up", w, content_from_json),
+        trust=j.items(d, "trust", w, _decode_trust),
+        auto_approvals=j.items(d, "auto_approvals", w, _decode_auto),
+        edit_boundaries=j.items(d, "edit_boundaries", w, _decode_boundary),
+        shell_tools=j.items(d, "shell_tools", w, _decode_name),
+    )

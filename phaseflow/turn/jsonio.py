@@ -1,0 +1,185 @@
+"""Reading untrusted JSON without tracebacks, and canonical JSON for identities.
+
+Persisted turn state comes back from disk, from another process or from an older
+version; it is untrusted. Decoders in this package read it through the small helpers
+below, which raise the private :class:`Malformed` on the first wrong shape. The public
+``from_json`` functions catch it at the boundary (:func:`decode`) and return a typed
+:class:`~phaseflow.turn.rejections.Rejected` instead, so no input of any shape produces
+a traceback. Semantic checks (ordering, cross references) happen after the shape is
+known, in each value's ``restore``-style validation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from phaseflow.turn.rejections import Rejected, RejectionReason
+
+__all__ = [
+    "JsonValue",
+    "Malformed",
+    "canonical_json",
+    "decode",
+    "sha256_hex",
+]
+
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+
+T = TypeVar("T")
+E = TypeVar("E")
+
+
+class Malformed(Exception):
+    """Raised by decoders on a wrong shape; converted to ``Rejected`` by :func:`decode`."""
+
+
+def canonical_json(value: object) -> str:
+    """The canonical text of a JSON value: sorted keys, no spaces, no NaN.
+
+    Used for identities (tool-call arguments, trust keys), so two equal argument
+    objects always produce the same string regardless of key order.
+    Raises ``Malformed`` if ``value`` is not plain JSON.
+    """
+    _check_json(value, 0)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_json(value: object, depth: int) -> None:
+    if depth > 200:
+        raise Malformed("JSON nested too deeply")
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise Malformed("non-finite number")
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check_json(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise Malformed("object keys must be strings")
+            _check_json(item, depth + 1)
+        return
+    raise Malformed(f"not a JSON value: {type(value).__name__}")
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:
+    """Run ``decoder`` on untrusted data; a shape error becomes ``malformed_json``."""
+    try:
+        return decoder(data)
+    except Malformed as exc:
+        return Rejected(RejectionReason.MALFORMED_JSON, str(exc))
+    except RecursionError:
+        return Rejected(RejectionReason.MALFORMED_JSON, "JSON nested too deeply")
+
+
+def unwrap(value: T | Rejected) -> T:
+    """Inside a decoder: turn a nested rejection into ``Malformed`` (keeps the detail)."""
+    if isinstance(value, Rejected):
+        raise Malformed(str(value))
+    return value
+
+
+# --- shape readers -----------------------------------------------------------------
+
+
+def obj(data: object, what: str) -> Mapping[str, object]:
+    if not isinstance(data, dict):
+        raise Malformed(f"{what}: expected an object")
+    return data
+
+
+def field(data: Mapping[str, object], key: str, what: str) -> object:
+    if key not in data:
+        raise Malformed(f"{what}: missing '{key}'")
+    return data[key]
+
+
+def string(data: Mapping[str, object], key: str, what: str) -> str:
+    value = field(data, key, what)
+    if not isinstance(value, str):
+        raise Malformed(f"{what}.{key}: expected a string")
+    return value
+
+
+def opt_string(data: Mapping[str, object], key: str, what: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Malformed(f"{what}.{key}: expected a string or null")
+    return value
+
+
+def integer(data: Mapping[str, object], key: str, what: str) -> int:
+    value = field(data, key, what)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Malformed(f"{what}.{key}: expected an integer")
+    return value
+
+
+def opt_integer(data: Mapping[str, object], key: str, what: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise Malformed(f"{what}.{key}: expected an integer or null")
+    return value
+
+
+def number(data: Mapping[str, object], key: str, what: str) -> float:
+    value = field(data, key, what)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Malformed(f"{what}.{key}: expected a number")
+    if not math.isfinite(value):
+        raise Malformed(f"{what}.{key}: expected a finite number")
+    return float(value)
+
+
+def boolean(data: Mapping[str, object], key: str, what: str) -> bool:
+    value = field(data, key, what)
+    if not isinstance(value, bool):
+        raise Malformed(f"{what}.{key}: expected a boolean")
+    return value
+
+
+def array(data: Mapping[str, object], key: str, what: str) -> list[object]:
+    value = field(data, key, what)
+    if not isinstance(value, list):
+        raise Malformed(f"{what}.{key}: expected an array")
+    return value
+
+
+def items(
+    data: Mapping[str, object], key: str, what: str, each: Callable[[object], T]
+) -> tuple[T, ...]:
+    return tuple(each(item) for item in array(data, key, what))
+
+
+def enum(data: Mapping[str, object], key: str, what: str, kind: Callable[[str], E]) -> E:
+    raw = string(data, key, what)
+    try:
+        return kind(raw)
+    except ValueError:
+        raise Malformed(f"{what}.{key}: unknown value {raw!r}") from None
+
+
+def any_json(value: object, what: str) -> Any:
+    try:
+        _check_json(value, 0)
+    except Malformed as exc:
+        raise Malformed(f"{what}: {exc}") from None
+    return value

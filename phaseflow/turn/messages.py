@@ -1,0 +1,466 @@
+"""A small, provider-neutral message model and a persistent history of messages.
+
+The turn core must describe *exactly* what a provider was sent and what it answered,
+without depending on any one provider's wire format. Four roles cover every provider we
+target: ``system``, ``user``, ``assistant`` (text, optional reasoning, tool calls) and
+``tool`` (one result for one call id). A session layer maps these to its provider.
+
+Tool-call arguments are stored as canonical JSON text, not as a dict, so a call is an
+immutable, hashable value and two calls with the same arguments in a different key order
+are the same call (this is what ``tool_call_identity_mismatch`` compares).
+
+:class:`History` is a persistent (structurally shared) sequence: extending it by ``k``
+messages costs O(k), never a copy of the whole history, and checking that one history
+extends another is O(new tail) when they share structure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, overload
+
+from phaseflow.errors import PhaseflowError
+from phaseflow.turn import jsonio as j
+from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.rejections import Rejected
+
+__all__ = [
+    "AssistantMessage",
+    "Content",
+    "ContentPart",
+    "History",
+    "MediaPart",
+    "Message",
+    "OutcomeStatus",
+    "Role",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolResultMessage",
+    "UserMessage",
+    "content_from_json",
+    "content_to_json",
+    "message_from_json",
+]
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """Non-text content (an image, a file) by opaque reference: bytes never live here."""
+
+    media_type: str
+    token: str
+
+
+ContentPart = TextPart | MediaPart
+Content = str | tuple[ContentPart, ...]
+"""Plain text, or an ordered tuple of parts."""
+
+
+def content_to_json(content: Content) -> JsonValue:
+    if isinstance(content, str):
+        return content
+    out: list[JsonValue] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            out.append({"type": "text", "text": part.text})
+        else:
+            out.append({"type": "media", "media_type": part.media_type, "token": part.token})
+    return out
+
+
+def content_from_json(data: object) -> Content:
+    """Decode content; raises ``Malformed`` (use inside a decoder)."""
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, list):
+        raise Malformed("content: expected a string or an array of parts")
+    parts: list[ContentPart] = []
+    for raw in data:
+        part = j.obj(raw, "content part")
+        kind = j.string(part, "type", "content part")
+        if kind == "text":
+            parts.append(TextPart(j.string(part, "text", "text part")))
+        elif kind == "media":
+            media_type = j.string(part, "media_type", "media part")
+            parts.append(MediaPart(media_type, j.string(part, "token", "media part")))
+        else:
+            raise Malformed(f"content part: unknown type {kind!r}")
+    return tuple(parts)
+
+
+def content_text(content: Content) -> str:
+    """The text of some content (media parts are left out)."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for. ``arguments`` is canonical JSON text."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    @classmethod
+    def of(cls, id: str, name: str, arguments: object = None) -> ToolCall:
+        """Build a call from a JSON value (``None`` means ``{}``), canonicalising it.
+
+        Raises ``PhaseflowError`` if ``arguments`` is not plain JSON: that is a
+        programming error, not a domain outcome.
+        """
+        try:
+            text = j.canonical_json({} if arguments is None else arguments)
+        except Malformed as exc:
+            raise PhaseflowError(f"tool call arguments are not JSON: {exc}") from None
+        return cls(id, name, text)
+
+    def argument_value(self) -> Any:
+        """A fresh, mutable copy of the arguments as a JSON value."""
+        return json.loads(self.arguments)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"id": self.id, "name": self.name, "arguments": json.loads(self.arguments)}
+
+    @classmethod
+    def decode(cls, data: object) -> ToolCall:
+        d = j.obj(data, "tool call")
+        args = j.any_json(j.field(d, "arguments", "tool call"), "tool call.arguments")
+        return cls(
+            j.string(d, "id", "tool call"), j.string(d, "name", "tool call"), j.canonical_json(args)
+        )
+
+    @classmethod
+    def from_json(cls, data: object) -> ToolCall | Rejected:
+        return j.decode(data, cls.decode)
+
+
+class OutcomeStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What one tool call produced, as the model will see it."""
+
+    status: OutcomeStatus
+    content: Content
+
+    @property
+    def is_error(self) -> bool:
+        """Cancelled counts as an error for the model: the call did not do its job."""
+        return self.status is not OutcomeStatus.OK
+
+    @classmethod
+    def ok(cls, content: Content) -> ToolOutcome:
+        return cls(OutcomeStatus.OK, content)
+
+    @classmethod
+    def error(cls, content: Content) -> ToolOutcome:
+        return cls(OutcomeStatus.ERROR, content)
+
+    @classmethod
+    def cancelled(cls, content: Content = "Tool call cancelled.") -> ToolOutcome:
+        return cls(OutcomeStatus.CANCELLED, content)
+
+    def to_message(self, call_id: str) -> ToolResultMessage:
+        return ToolResultMessage(call_id, self.content, self.is_error)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"status": self.status.value, "content": content_to_json(self.content)}
+
+    @classmethod
+    def decode(cls, data: object) -> ToolOutcome:
+        d = j.obj(data, "tool outcome")
+        return cls(
+            j.enum(d, "status", "tool outcome", OutcomeStatus),
+            content_from_json(j.field(d, "content", "tool outcome")),
+        )
+
+    @classmethod
+    def from_json(cls, data: object) -> ToolOutcome | Rejected:
+        return j.decode(data, cls.decode)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    content: Content
+    role: ClassVar[Role] = Role.SYSTEM
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    content: Content
+    role: ClassVar[Role] = Role.USER
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    content: Content
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str = ""
+    role: ClassVar[Role] = Role.ASSISTANT
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    call_id: str
+    content: Content
+    is_error: bool = False
+    role: ClassVar[Role] = Role.TOOL
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
+
+
+def message_to_json(message: Message) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {
+        "role": message.role.value,
+        "content": content_to_json(message.content),
+    }
+    if isinstance(message, AssistantMessage):
+        if message.tool_calls:
+            out["tool_calls"] = [c.to_json() for c in message.tool_calls]
+        if message.reasoning:
+            out["reasoning"] = message.reasoning
+    elif isinstance(message, ToolResultMessage):
+        out["call_id"] = message.call_id
+        out["is_error"] = message.is_error
+    return out
+
+
+def decode_message(data: object) -> Message:
+    d = j.obj(data, "message")
+    role = j.enum(d, "role", "message", Role)
+    content = content_from_json(j.field(d, "content", "message"))
+    if role is Role.SYSTEM:
+        return SystemMessage(content)
+    if role is Role.USER:
+        return UserMessage(content)
+    if role is Role.ASSISTANT:
+        raw_calls = d.get("tool_calls", [])
+        if not isinstance(raw_calls, list):
+            raise Malformed("message.tool_calls: expected an array")
+        calls = tuple(ToolCall.decode(c) for c in raw_calls)
+        reasoning = j.opt_string(d, "reasoning", "message") or ""
+        return AssistantMessage(content, calls, reasoning)
+    return ToolResultMessage(
+        j.string(d, "call_id", "message"), content, j.boolean(d, "is_error", "message")
+    )
+
+
+def message_from_json(data: object) -> Message | Rejected:
+    return j.decode(data, decode_message)
+
+
+class History:
+    """An immutable, structurally shared sequence of messages.
+
+    A history is a chain of nodes, each holding a tuple of messages appended at once and
+    a link to the history it extended. ``extend`` is O(k) for k new messages;
+    ``starts_with`` is O(length of the differing tail + nodes walked), and O(1) when the
+    prefix is an ancestor node; iteration is O(n). Values never change after creation.
+    """
+
+    __slots__ = ("_len", "_parent", "_start", "_tail")
+
+    _parent: History | None
+    _tail: tuple[Message, ...]
+    _start: int
+    _len: int
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        tail = tuple(messages)
+        object.__setattr__(self, "_parent", None)
+        object.__setattr__(self, "_tail", tail)
+        object.__setattr__(self, "_start", 0)
+        object.__setattr__(self, "_len", len(tail))
+
+    @classmethod
+    def _node(cls, parent: History, tail: tuple[Message, ...]) -> History:
+        node = cls.__new__(cls)
+        object.__setattr__(node, "_parent", parent)
+        object.__setattr__(node, "_tail", tail)
+        object.__setattr__(node, "_start", parent._len)
+        object.__setattr__(node, "_len", parent._len + len(tail))
+        return node
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("History is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("History is immutable")
+
+    def __len__(self) -> int:
+        return self._len
+
+    def extend(self, messages: Iterable[Message]) -> History:
+        """A new history: this one plus ``messages``. O(k); shares this one."""
+        tail = tuple(messages)
+        return History._node(self, tail) if tail else self
+
+    def append(self, message: Message) -> History:
+        return History._node(self, (message,))
+
+    def _nodes(self) -> list[History]:
+        nodes: list[History] = []
+        node: History | None = self
+        while node is not None:
+            if node._tail:
+                nodes.append(node)
+            node = node._parent
+        nodes.reverse()
+        return nodes
+
+    def __iter__(self) -> Iterator[Message]:
+        for node in self._nodes():
+            yield from node._tail
+
+    def to_tuple(self) -> tuple[Message, ...]:
+        return tuple(self)
+
+    def last(self) -> Message | None:
+        """The last message, O(1) (the newest node is this one or an empty ancestor)."""
+        node: History | None = self
+        while node is not None and not node._tail:
+            node = node._parent
+        return node._tail[-1] if node is not None else None
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return self.to_tuple()[index]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("history index out of range")
+        node = self
+        while node._start > index:
+            assert node._parent is not None
+            node = node._parent
+        return node._tail[index - node._start]
+
+    def take(self, count: int) -> History:
+        """The first ``count`` messages, sharing structure. O(nodes walked)."""
+        if count >= self._len:
+            return self
+        if count <= 0:
+            return History()
+        node = self
+        while node._start >= count:
+            assert node._parent is not None
+            node = node._parent
+        if node._len == count:
+            return node
+        assert node._parent is not None
+        return History._node(node._parent, node._tail[: count - node._start])
+
+    def after(self, count: int) -> tuple[Message, ...]:
+        """The messages from index ``count`` on. O(k + nodes walked) for a k-message tail."""
+        if count >= self._len:
+            return ()
+        chunks: list[tuple[Message, ...]] = []
+        node: History | None = self
+        while node is not None and node._len > count:
+            lo = max(count - node._start, 0)
+            chunks.append(node._tail[lo:])
+            node = node._parent
+        return tuple(m for chunk in reversed(chunks) for m in chunk)
+
+    def starts_with(self, prefix: History) -> bool:
+        """Whether ``prefix`` is a prefix of this history.
+
+        Walks both node chains from the prefix's end down, comparing messages (identity
+        first, then equality) until both chains reach the same node, which proves the
+        rest equal without looking at it.
+        """
+        n = prefix._len
+        if n > self._len:
+            return False
+        a: History = self
+        b: History = prefix
+        i = n - 1
+        while i >= 0:
+            while a._start > i:
+                assert a._parent is not None
+                a = a._parent
+            while b._start > i:
+                assert b._parent is not None
+                b = b._parent
+            if a is b:
+                return True
+            lo = max(a._start, b._start)
+            at, bt, ast, bst = a._tail, b._tail, a._start, b._start
+            for k in range(i, lo - 1, -1):
+                x, y = at[k - ast], bt[k - bst]
+                if x is not y and x != y:
+                    return False
+            i = lo - 1
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, History):
+            return NotImplemented
+        return self is other or (self._len == other._len and self.starts_with(other))
+
+    def __hash__(self) -> int:
+        return hash(self.to_tuple())
+
+    def __repr__(self) -> str:
+        return f"History({list(self)!r})"
+
+    def to_json(self) -> list[JsonValue]:
+        return [message_to_json(m) for m in self]
+
+    @classmethod
+    def decode(cls, data: object) -> History:
+        if not isinstance(data, list):
+            raise Malformed("messages: expected an array")
+        return cls(decode_message(m) for m in data)
+
+    @classmethod
+    def from_json(cls, data: object) -> History | Rejected:
+        return j.decode(data, cls.decode)
+
+
+def as_history(messages: History | Iterable[Message]) -> History:
+    return messages if isinstance(messages, History) else History(messages)
+
+
+def canonical_arguments(arguments: object) -> str | None:
+    """Canonical JSON for a JSON value or already-canonical text; ``None`` if not JSON."""
+    try:
+        if isinstance(arguments, str):
+            return j.canonical_json(json.loads(arguments))
+        return j.canonical_json({} if arguments is None else arguments)
+    except (Malformed, ValueError):
+        return None
+
+
+def arguments_mapping(call: ToolCall) -> Mapping[str, Any] | None:
+    value = call.argument_value()
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,483 @@
+"""Part 2 - turn state: which turn is running, and that no tool result is ever lost.
+
+Everything that happens during a turn arrives as an event from some asynchronous source
+(a provider stream, a tool runner, a compactor, the user pressing stop). Events for an
+old turn arrive late all the time; each event therefore carries the :data:`TurnId` it
+belongs to, and an event the current state does not accept changes nothing and is
+answered with a :class:`Rejected` that says why (``stale_turn``, ``cancelling``, ...).
+
+Tool results live in slots, one per call, filled first-come-first-served; the turn goes
+on to the follow-up generation only when every slot is filled, and cancelling fills the
+empty ones with a ``cancelled`` result instead of dropping them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import NewType
+
+from phaseflow.turn import jsonio as j
+from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.messages import ToolCall, ToolOutcome
+from phaseflow.turn.rejections import Rejected, RejectionReason
+
+__all__ = [
+    "Cancelling",
+    "Compacting",
+    "CompactionTrigger",
+    "ExecutingTools",
+    "Generating",
+    "Idle",
+    "NextStep",
+    "StopReason",
+    "StreamEnded",
+    "SubPhase",
+    "ToolResultAccepted",
+    "TurnId",
+    "TurnMachine",
+    "TurnStarted",
+    "TurnState",
+]
+
+R = RejectionReason
+
+TurnId = NewType("TurnId", int)
+"""A turn's identity: positive, fresh and strictly increasing within one machine."""
+
+
+class SubPhase(StrEnum):
+    SENDING = "sending"
+    THINKING = "thinking"
+    STREAMING = "streaming"
+
+
+class CompactionTrigger(StrEnum):
+    MANUAL = "manual"
+    AUTO_THRESHOLD = "auto_threshold"
+    CONTEXT_LIMIT_RETRY = "context_limit_retry"
+    TRUNCATION_RECOVERY = "truncation_recovery"
+
+
+class StopReason(StrEnum):
+    """Why a provider stream ended."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    MAX_TOKENS = "max_tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    kind = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class Generating:
+    """A provider call is in flight; text and tool calls stream into it (uncommitted)."""
+
+    turn_id: TurnId
+    text: str = ""
+    reasoning: str = ""
+    token_estimate: int = 0
+    sub_phase: SubPhase = SubPhase.SENDING
+    pending_tool_calls: tuple[ToolCall, ...] = ()
+    continuation: bool = False
+    """This generation continues a reply cut by the output cap: stitch, do not start anew."""
+    kind = "generating"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutingTools:
+    """One outcome slot per call, in call order; ``None`` means not yet filled."""
+
+    turn_id: TurnId
+    calls: tuple[ToolCall, ...]
+    outcomes: tuple[ToolOutcome | None, ...]
+    kind = "executing_tools"
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(c.id for c, o in zip(self.calls, self.outcomes, strict=True) if o is None)
+
+
+@dataclass(frozen=True, slots=True)
+class Compacting:
+    turn_id: TurnId
+    trigger: CompactionTrigger
+    resume_continuation: bool = False
+    kind = "compacting"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelling:
+    """Cancelled; waiting for the runner to confirm the turn's work has stopped.
+
+    ``calls``/``outcomes`` are the turn's tool calls with every slot filled (the empty
+    ones with ``cancelled``), so the host can commit a result for every call.
+    """
+
+    turn_id: TurnId
+    since: float
+    calls: tuple[ToolCall, ...] = ()
+    outcomes: tuple[ToolOutcome, ...] = ()
+    kind = "cancelling"
+
+
+TurnState = Idle | Generating | ExecutingTools | Compacting | Cancelling
+
+
+class NextStep(StrEnum):
+    """What the host does after a stream ends."""
+
+    DONE = "done"
+    RUN_TOOLS = "run_tools"
+    CONTINUE = "continue"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    machine: TurnMachine
+    turn_id: TurnId
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnded:
+    """The committed reply fragment and what to do next.
+
+    ``continuation`` is true when this fragment continues the previous assistant reply
+    (append it to that message rather than starting a new one).
+    """
+
+    machine: TurnMachine
+    text: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    continuation: bool
+    next: NextStep
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultAccepted:
+    machine: TurnMachine
+    completed: tuple[tuple[ToolCall, ToolOutcome], ...] | None
+    """Every call with its outcome, in call order, once the last slot was filled."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnMachine:
+    """The current :data:`TurnState` plus the last turn id handed out."""
+
+    state: TurnState = field(default_factory=Idle)
+    last_turn_id: int = 0
+
+    @property
+    def turn_id(self) -> TurnId | None:
+        state = self.state
+        return None if isinstance(state, Idle) else state.turn_id
+
+    def _check(self, turn: TurnId, *kinds: type) -> Rejected | None:
+        state = self.state
+        if isinstance(state, Idle) or state.turn_id != turn:
+            return Rejected(R.STALE_TURN, f"event for turn {turn}, current is {self.turn_id}")
+        if isinstance(state, Cancelling) and Cancelling not in kinds:
+            return Rejected(R.CANCELLING, f"turn {turn} is cancelling; event ignored")
+        if not isinstance(state, kinds):
+            return Rejected(R.INVALID_STATE, f"turn {turn} is {state.kind}")
+        return None
+
+    def _fresh(self) -> TurnId:
+        return TurnId(self.last_turn_id + 1)
+
+    # --- starting ---
+
+    def start_turn(self) -> TurnStarted | Rejected:
+        """Idle to ``Generating`` under a fresh turn id."""
+        if not isinstance(self.state, Idle):
+            return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.state.kind}")
+        turn = self._fresh()
+        return TurnStarted(TurnMachine(Generating(turn), turn), turn)
+
+    def start_compaction(self) -> TurnStarted | Rejected:
+        """A manual compaction between turns: a turn of its own, ending in ``Idle``."""
+        if not isinstance(self.state, Idle):
+            return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.state.kind}")
+        turn = self._fresh()
+        return TurnStarted(
+            TurnMachine(Compacting(turn, CompactionTrigger.MANUAL, False), turn), turn
+        )
+
+    # --- streaming ---
+
+    def reasoning_delta(self, turn: TurnId, text: str) -> TurnMachine | Rejected:
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        s = self.state
+        assert isinstance(s, Generating)
+        return self._to(replace(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
+
+    def text_delta(self, turn: TurnId, text: str) -> TurnMachine | Rejected:
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        s = self.state
+        assert isinstance(s, Generating)
+        return self._to(replace(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
+
+    def tool_call(self, turn: TurnId, call: ToolCall) -> TurnMachine | Rejected:
+        """A complete tool call parsed from the stream (ids must be unique and non-empty)."""
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        s = self.state
+        assert isinstance(s, Generating)
+        if not call.id or any(c.id == call.id for c in s.pending_tool_calls):
+            return Rejected(R.INVALID_TOOL_CALLS, f"tool call id {call.id!r} empty or repeated")
+        return self._to(
+            replace(
+                s, pending_tool_calls=(*s.pending_tool_calls, call), sub_phase=SubPhase.STREAMING
+            )
+        )
+
+    def token_estimate(self, turn: TurnId, tokens: int) -> TurnMachine | Rejected:
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        s = self.state
+        assert isinstance(s, Generating)
+        return self._to(replace(s, token_estimate=max(0, tokens)))
+
+    def stream_ended(self, turn: TurnId, stop: StopReason) -> StreamEnded | Rejected:
+        """Commit the streamed reply. While cancelling this is refused: nothing commits."""
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        s = self.state
+        assert isinstance(s, Generating)
+        nxt: TurnState
+        if s.pending_tool_calls:
+            calls = s.pending_tool_calls
+            nxt, step = ExecutingTools(turn, calls, (None,) * len(calls)), NextStep.RUN_TOOLS
+        elif stop is StopReason.MAX_TOKENS:
+            nxt, step = Generating(turn, continuation=True), NextStep.CONTINUE
+        else:
+            nxt, step = Idle(), NextStep.DONE
+        return StreamEnded(
+            self._to(nxt), s.text, s.reasoning, s.pending_tool_calls, s.continuation, step
+        )
+
+    def fail(self, turn: TurnId) -> TurnMachine | Rejected:
+        """The provider call or compaction failed: back to ``Idle``, nothing committed.
+
+        Refused (``invalid_state``) while tools execute: use :meth:`cancel`, which gives
+        every call a result.
+        """
+        bad = self._check(turn, Generating, Compacting)
+        return bad or self._to(Idle())
+
+    # --- tools ---
+
+    def tool_result(
+        self, turn: TurnId, call_id: str, outcome: ToolOutcome
+    ) -> ToolResultAccepted | Rejected:
+        """Fill one slot. Unknown call: ``unknown_call``; filled slot: ``duplicate_result``."""
+        state = self.state
+        if isinstance(state, Cancelling) and state.turn_id == turn:
+            if any(c.id == call_id for c in state.calls):
+                return Rejected(R.DUPLICATE_RESULT, f"{call_id!r} already has a result")
+            return Rejected(R.UNKNOWN_CALL, f"no tool call {call_id!r} in turn {turn}")
+        bad = self._check(turn, ExecutingTools)
+        if bad:
+            return bad
+        assert isinstance(state, ExecutingTools)
+        for index, call in enumerate(state.calls):
+            if call.id != call_id:
+                continue
+            if state.outcomes[index] is not None:
+                return Rejected(R.DUPLICATE_RESULT, f"{call_id!r} already has a result")
+            outcomes = (*state.outcomes[:index], outcome, *state.outcomes[index + 1 :])
+            if any(o is None for o in outcomes):
+                return ToolResultAccepted(self._to(replace(state, outcomes=outcomes)), None)
+            done = tuple((c, o) for c, o in zip(state.calls, outcomes, strict=True) if o)
+            return ToolResultAccepted(self._to(Generating(turn)), done)
+        return Rejected(R.UNKNOWN_CALL, f"no tool call {call_id!r} in turn {turn}")
+
+    # --- compaction ---
+
+    def compact(self, turn: TurnId, trigger: CompactionTrigger) -> TurnMachine | Rejected:
+        """Compact before (re)sending. The continuation flag survives; a
+        ``truncation_recovery`` compaction always resumes as a continuation."""
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        if trigger is CompactionTrigger.MANUAL:
+            return Rejected(R.INVALID_STATE, "manual compaction happens between turns")
+        s = self.state
+        assert isinstance(s, Generating)
+        resume = s.continuation or trigger is CompactionTrigger.TRUNCATION_RECOVERY
+        return self._to(Compacting(turn, trigger, resume))
+
+    def compaction_finished(self, turn: TurnId) -> TurnMachine | Rejected:
+        bad = self._check(turn, Compacting)
+        if bad:
+            return bad
+        s = self.state
+        assert isinstance(s, Compacting)
+        if s.trigger is CompactionTrigger.MANUAL:
+            return self._to(Idle())
+        return self._to(Generating(turn, continuation=s.resume_continuation))
+
+    # --- cancellation ---
+
+    def cancel(self, turn: TurnId, now: float) -> TurnMachine | Rejected:
+        """Stop the turn: every empty slot gets ``cancelled``; wait for confirmation.
+
+        Uncommitted stream content (partial text, tool calls of an unfinished stream)
+        is discarded: it never reached the history, so no call lacks a result.
+        """
+        bad = self._check(turn, Generating, ExecutingTools, Compacting)
+        if bad:
+            return bad
+        s = self.state
+        if isinstance(s, ExecutingTools):
+            filled = tuple(o if o is not None else ToolOutcome.cancelled() for o in s.outcomes)
+            return self._to(Cancelling(turn, now, s.calls, filled))
+        return self._to(Cancelling(turn, now))
+
+    def confirm_stopped(self, turn: TurnId) -> TurnMachine | Rejected:
+        """The runner confirms the cancelled turn's work has stopped: back to ``Idle``."""
+        bad = self._check(turn, Cancelling)
+        return bad or self._to(Idle())
+
+    def _to(self, state: TurnState) -> TurnMachine:
+        return TurnMachine(state, self.last_turn_id)
+
+    # --- JSON ---
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"last_turn_id": self.last_turn_id, "state": _state_to_json(self.state)}
+
+    @classmethod
+    def from_json(cls, data: object) -> TurnMachine | Rejected:
+        decoded = j.decode(data, _decode_machine)
+        return decoded if isinstance(decoded, Rejected) else decoded.validate()
+
+    def validate(self) -> TurnMachine | Rejected:
+        bad = _invalid(self)
+        return Rejected(R.INVALID_RESTORE, bad) if bad else self
+
+
+def _invalid(m: TurnMachine) -> str:
+    s = m.state
+    if m.last_turn_id < 0:
+        return "negative last turn id"
+    if isinstance(s, Idle):
+        return ""
+    if not 1 <= s.turn_id <= m.last_turn_id:
+        return f"turn id {s.turn_id} was never handed out (last {m.last_turn_id})"
+    if isinstance(s, Generating):
+        ids = [c.id for c in s.pending_tool_calls]
+        if s.token_estimate < 0 or "" in ids or len(set(ids)) != len(ids):
+            return "bad generating state"
+    if isinstance(s, ExecutingTools | Cancelling):
+        ids = [c.id for c in s.calls]
+        if "" in ids or len(set(ids)) != len(ids) or len(s.outcomes) != len(s.calls):
+            return f"bad tool slots in {s.kind}"
+    if isinstance(s, ExecutingTools) and (not s.calls or all(o is not None for o in s.outcomes)):
+        return "executing tools with no empty slot"
+    if (
+        isinstance(s, Compacting)
+        and s.trigger is CompactionTrigger.MANUAL
+        and s.resume_continuation
+    ):
+        return "a manual compaction has no continuation to resume"
+    return ""
+
+
+def _calls_json(calls: tuple[ToolCall, ...]) -> list[JsonValue]:
+    return [c.to_json() for c in calls]
+
+
+def _state_to_json(s: TurnState) -> dict[str, JsonValue]:
+    if isinstance(s, Idle):
+        return {"kind": "idle"}
+    if isinstance(s, Generating):
+        return {
+            "kind": s.kind,
+            "turn_id": s.turn_id,
+            "text": s.text,
+            "reasoning": s.reasoning,
+            "token_estimate": s.token_estimate,
+            "sub_phase": s.sub_phase.value,
+            "pending_tool_calls": _calls_json(s.pending_tool_calls),
+            "continuation": s.continuation,
+        }
+    if isinstance(s, ExecutingTools):
+        return {
+            "kind": s.kind,
+            "turn_id": s.turn_id,
+            "calls": _calls_json(s.calls),
+            "outcomes": [None if o is None else o.to_json() for o in s.outcomes],
+        }
+    if isinstance(s, Compacting):
+        return {
+            "kind": s.kind,
+            "turn_id": s.turn_id,
+            "trigger": s.trigger.value,
+            "resume_continuation": s.resume_continuation,
+        }
+    return {
+        "kind": s.kind,
+        "turn_id": s.turn_id,
+        "since": s.since,
+        "calls": _calls_json(s.calls),
+        "outcomes": [o.to_json() for o in s.outcomes],
+    }
+
+
+def _opt_outcome(data: object) -> ToolOutcome | None:
+    return None if data is None else ToolOutcome.decode(data)
+
+
+def _decode_state(data: object) -> TurnState:
+    d = j.obj(data, "turn state")
+    w = "turn state"
+    kind = j.string(d, "kind", w)
+    if kind == "idle":
+        return Idle()
+    turn = TurnId(j.integer(d, "turn_id", w))
+    if kind == "generating":
+        return Generating(
+            turn,
+            j.string(d, "text", w),
+            j.string(d, "reasoning", w),
+            j.integer(d, "token_estimate", w),
+            j.enum(d, "sub_phase", w, SubPhase),
+            j.items(d, "pending_tool_calls", w, ToolCall.decode),
+            j.boolean(d, "continuation", w),
+        )
+    if kind == "executing_tools":
+        return ExecutingTools(
+            turn, j.items(d, "calls", w, ToolCall.decode), j.items(d, "outcomes", w, _opt_outcome)
+        )
+    if kind == "compacting":
+        return Compacting(
+            turn, j.enum(d, "trigger", w, CompactionTrigger), j.boolean(d, "resume_continuation", w)
+        )
+    if kind == "cancelling":
+        return Cancelling(
+            turn,
+            j.number(d, "since", w),
+            j.items(d, "calls", w, ToolCall.decode),
+            j.items(d, "outcomes", w, ToolOutcome.decode),
+        )
+    raise Malformed(f"turn state: unknown kind {kind!r}")
+
+
+def _decode_machine(data: object) -> TurnMachine:
+    d = j.obj(data, "turn machine")
+    return TurnMachine(
+        _decode_state(j.field(d, "state", "turn machine")),
+        j.integer(d, "last_turn_id", "turn machine"),
+    )
