@@ -245,7 +245,7 @@ class Navigation:
 Callable_ = Callable[..., Any]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Workflow:
     """A compiled, validated workflow: immutable and shared by every conversation."""
 
