@@ -87,8 +87,13 @@ class _Refs:
 class Compiler:
     """Builds one workflow from one composed file, collecting diagnostics."""
 
-    def __init__(self, path: str, text: str, root: Mapping) -> None:
+    def __init__(
+        self, path: str, text: str, root: Mapping, broken_phases: Iterable[str] = ()
+    ) -> None:
         self.path = path
+        #: phases the schema found errors inside: their transitions and ``terminal`` may be
+        #: wrong, so graph warnings that depend on them would only add noise.
+        self.broken_phases = set(broken_phases)
         self.lines = text.splitlines()
         self.root = root
         self.diags: list[Diagnostic] = []
@@ -157,8 +162,11 @@ class Compiler:
         try:
             return compile_template(source, names)
         except TemplateCompileError as exc:
-            line = node.line + exc.line if node.style in ("|", ">") else node.line
-            column = 1 if node.style in ("|", ">") else node.column
+            line, column = node.line, node.column
+            if node.style in ("|", ">"):
+                line = node.line + exc.line
+                content = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+                column = len(content) - len(content.lstrip(" ")) + 1
             self.diags.append(Diagnostic(self.path, line, column, "PF302", f"{what}: {exc.message}"))
             return None
 
@@ -321,6 +329,8 @@ class Compiler:
                     if when is None:
                         refs.broken_guards.add(len(transitions))
                 trigger = self.text(t_fields.get("trigger")) or "auto"
+                if trigger not in ("auto", "model"):  # PF103 already; skip PF206/PF207
+                    refs.broken_guards.add(len(transitions))
                 transition = Transition(
                     target,
                     when,
@@ -417,13 +427,21 @@ class Compiler:
                     f"phase '{name}' is terminal but has transitions; remove them or drop "
                     "'terminal: true'",
                 )
-            elif not phase.terminal and not phase.transitions:
+            elif not phase.terminal and not phase.transitions and name not in self.broken_phases:
                 self.report(
                     refs.key,
                     "PF203",
                     f"phase '{name}' has no transitions and is not terminal: a conversation "
                     "that gets here is stuck; add a transition or 'terminal: true'",
                 )
+        # Reachability (PF202, PF205) is only meaningful on a sound graph: with an unknown
+        # initial phase, an unknown target or a phase the schema rejected, every warning
+        # would be a consequence of that error, not news.
+        sound = not self.broken_phases and initial in phases and all(
+            t.to in phases for p in phases.values() for t in p.transitions
+        )
+        if not sound:
+            return
         if initial in phases:
             reached = self._reach([initial], lambda p: (t.to for t in phases[p].transitions))
             for name in phases:
@@ -448,7 +466,7 @@ class Compiler:
                         "PF205",
                         f"phase '{name}' is a trap: no terminal phase can be reached from it",
                     )
-        elif phases and initial in phases:
+        elif phases:
             self.report(
                 self.refs[initial].key,
                 "PF205",
@@ -500,7 +518,9 @@ class Compiler:
                         self.report(node, "PF400", f"phase '{name}': unknown tool '{tool_name}'{hint}")
             if tools is not None:
                 for key, node in refs.requires:
-                    if key not in producible:
+                    # an undeclared key is PF401 already: probably a typo, not news
+                    undeclared = self.state_declared and key not in declared
+                    if key not in producible and not undeclared:
                         self.report(
                             node,
                             "PF402",
@@ -537,4 +557,9 @@ class Compiler:
         for name, refs in self.refs.items():
             for call, node in refs.calls:
                 if call not in known:
-                    self.report(node, "PF405", f"phase '{name}': 'call: {call}' names no registered callable{did_you_mean(call, known)}")
+                    self.report(
+                        node,
+                        "PF405",
+                        f"phase '{name}': call '{call}' names no callable in the host's "
+                        f"registry{did_you_mean(call, known)}",
+                    )

@@ -143,13 +143,19 @@ def _allowed_keys(subschema: dict[str, Any]) -> set[str]:
     return keys
 
 
-def schema_diagnostics(data: Any, root: Node, path: str) -> list[Diagnostic]:
+def schema_diagnostics(
+    data: Any, root: Node, path: str, broken_phases: set[str] | None = None
+) -> list[Diagnostic]:
     """Validate ``data`` (composed from ``root``) against the schema; one diagnostic per
-    problem, each at the node it is about."""
+    problem, each at the node it is about. The names of phases with an error inside them
+    are added to ``broken_phases`` when it is given."""
     located = _Located(root)
     found: list[Diagnostic] = []
     for error in _validator().iter_errors(data):
         found.extend(_diagnose(error, located, path))
+        where = list(error.absolute_path)
+        if broken_phases is not None and len(where) >= 2 and where[0] == "phases":
+            broken_phases.add(str(where[1]))
     unique = {(d.line, d.column, d.code, d.message): d for d in found}
     return list(unique.values())
 
