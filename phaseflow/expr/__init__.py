@@ -23,7 +23,8 @@ Decisions where the spec is silent (tests pin each one down):
 * Functions propagate null: ``len(null)``, ``lower(null)``, ``str(null)`` are null.
   ``min``/``max`` take a list or several arguments. ``startswith``/``endswith`` accept a
   list of alternatives. ``int``/``float`` parse strings of up to 100 characters;
-  ``round(x, n)`` needs ``|n| <= 100``; an integer product may not exceed 10,000 bits.
+  ``round(x, n)`` needs ``|n| <= 100``; an integer product may not exceed 10,000 bits;
+  ``+`` may not build a string or list over 1,000,000 long. ``str(true)`` is ``'True'``.
 * Nesting depth counts expression nodes, so ``1+1+...`` with more than 50 terms is
   too deep as well as 51 nested calls.
 * Error positions are 1-based lines and 0-based character columns within the expression

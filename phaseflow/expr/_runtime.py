@@ -30,6 +30,8 @@ __all__ = ["HELPERS", "GuardTypeError"]
 #: Largest integer (in bits) a product may have. Multiplication is the only operation whose
 #: result can grow much faster than the expression, so it is the one that is capped.
 MAX_INT_BITS = 10_000
+#: Longest string or list ``+`` may build.
+MAX_CONCAT = 1_000_000
 #: Longest string ``int()``/``float()`` will parse; real numbers in a state are short.
 MAX_NUMBER_STRING = 100
 #: ``round(x, n)`` with a huge negative ``n`` makes CPython compute ``10 ** -n``.
@@ -212,10 +214,18 @@ def add(a: Any, b: Any) -> Any:
     if _is_num(a) and _is_num(b):
         return a + b
     if _is_str(a) and _is_str(b):
+        _check_concat(a, b)
         return str(a) + str(b)
     if _is_seq(a) and _is_seq(b):
+        _check_concat(a, b)
         return [*a, *b]
     _binary_type_error("+", a, b)
+
+
+def _check_concat(a: Any, b: Any) -> None:
+    """Cap concatenation: 50 chained ``+`` of a large state value would copy it 50 times."""
+    if len(a) + len(b) > MAX_CONCAT:
+        raise GuardTypeError(f"'+' result too long (over {MAX_CONCAT:,} items or characters)")
 
 
 def _numeric(op: str, a: Any, b: Any) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import threading
 import tokenize
 import warnings
 from io import StringIO
@@ -156,6 +157,7 @@ _FORBIDDEN: dict[type[ast.AST], str] = {
 # __import__, open, eval, getattr... even if a name somehow slipped through validation.
 _GLOBALS: dict[str, Any] = {"__builtins__": {}, **HELPERS}
 _ALLOWED_CONSTANTS = (str, int, float, bool, type(None))
+_WARNINGS_LOCK = threading.Lock()
 
 
 def compile_guard(source: str) -> Guard:
@@ -178,7 +180,11 @@ def compile_guard(source: str) -> Guard:
     _check_depth(tree.body, locator)
     rewriter = _Rewriter(source, locator)
     body, _ = rewriter.rewrite(tree.body)
-    function = _build(body)
+    try:
+        function = _build(body)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        # Not expected for a validated tree; kept so compile_guard's contract holds.
+        raise GuardCompileError(f"cannot compile guard expression: {exc}") from None
     return Guard(source, frozenset(rewriter.reads), rewriter.dynamic_reads, function)
 
 
@@ -197,6 +203,11 @@ class _Locator:
     def __init__(self, source: str, wrapped: str) -> None:
         self._source_lines = source.split("\n")
         self._wrapped_lines = wrapped.split("\n")
+
+    def line_bytes(self, line: int) -> bytes:
+        if 1 <= line <= len(self._wrapped_lines):
+            return self._wrapped_lines[line - 1].encode("utf-8")
+        return b""
 
     def char_column(self, line: int, byte_col: int) -> int:
         if 1 <= line <= len(self._wrapped_lines):
@@ -227,8 +238,10 @@ class _Locator:
 def _parse(source: str, wrapped: str) -> ast.Expression:
     locator = _Locator(source, wrapped)
     try:
-        with warnings.catch_warnings():
-            # e.g. invalid escape sequences: a guard is data, not the host's code.
+        # Silence e.g. invalid-escape warnings: a guard is data, not the host's code, and a
+        # host running with -W error must not see '\d' become a syntax error. The lock keeps
+        # concurrent compilations from restoring each other's filter lists.
+        with _WARNINGS_LOCK, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(wrapped, "<guard>", mode="eval")
     except SyntaxError as exc:
@@ -371,27 +384,47 @@ class _Rewriter:
     # --- access ---------------------------------------------------------------------
 
     def rewrite_Attribute(self, node: ast.Attribute) -> tuple[ast.expr, _Kind]:
+        target = node.value
+        special = _special_name(target)
+        # The target first, so the leftmost offending part is the one reported.
+        value = None if special else self.rewrite(target)[0]
         if node.attr.startswith("_"):
             raise GuardCompileError(
                 f"attribute names starting with '_' are not allowed: '{node.attr}'",
                 *self._attribute_position(node),
             )
         key = ast.Constant(value=node.attr)
-        target = node.value
-        if isinstance(target, ast.Name) and target.id == "visits":
+        if special == "visits":
             return _call("_visit", _context("visits"), key), "any"
-        if isinstance(target, ast.Name) and target.id == "state":
+        if special == "state":
             self.reads.add(node.attr)
             return _call("_get", ast.Name(id="state", ctx=ast.Load()), key), "any"
-        return _call("_get", self.rewrite(target)[0], key), "any"
+        assert value is not None
+        return _call("_get", value, key), "any"
 
     def _attribute_position(self, node: ast.Attribute) -> tuple[int, int]:
-        """Point at the attribute name itself, which is the offending part."""
+        """Point at the attribute name itself, which is the offending part.
+
+        Found as the text after the last ``.`` between the target and the end of the node,
+        because the name in the AST is NFKC-normalized and may differ from the source.
+        """
         line = node.end_lineno or node.lineno
+        value = node.value
+        if value.end_lineno == line and value.end_col_offset is not None:
+            raw = self.locator.line_bytes(line)[value.end_col_offset : node.end_col_offset]
+            between = raw.decode("utf-8", errors="ignore")
+            dot = between.rfind(".")
+            gap = between[dot + 1 :]
+            start = self.locator.char_column(line, value.end_col_offset) + dot + 1
+            start += len(gap) - len(gap.lstrip())
+            return self.locator.position(line, start)
         end = self.locator.char_column(line, node.end_col_offset or 0)
         return self.locator.position(line, end - len(node.attr))
 
     def rewrite_Subscript(self, node: ast.Subscript) -> tuple[ast.expr, _Kind]:
+        target = node.value
+        special = _special_name(target)
+        value = None if special else self.rewrite(target)[0]
         index = node.slice
         if isinstance(index, ast.Slice):
             raise self.error(_FORBIDDEN[ast.Slice], index)
@@ -399,17 +432,16 @@ class _Rewriter:
         if isinstance(index, ast.Constant) and isinstance(index.value, str):
             literal_key = index.value
         key, _ = self.rewrite(index)
-        target = node.value
-        if isinstance(target, ast.Name) and target.id == "visits":
+        if special == "visits":
             return _call("_visit", _context("visits"), key), "any"
-        if isinstance(target, ast.Name) and target.id == "state":
+        if special == "state":
             state = ast.Name(id="state", ctx=ast.Load())
             if literal_key is not None:
                 self.reads.add(literal_key)
                 return _call("_get", state, key), "any"
             self.dynamic_reads = True
             return _call("_index", state, key), "any"
-        value, _ = self.rewrite(target)
+        assert value is not None
         return _call("_index" if literal_key is None else "_get", value, key), "any"
 
     # --- operators ------------------------------------------------------------------
@@ -522,6 +554,14 @@ class _Rewriter:
             raise self.error(f"{name}() takes {expected} argument{plural} ({count} given)", node)
         args = [self.rewrite(arg)[0] for arg in node.args]
         return _call("_f_" + name, *args), _RESULT_KIND[name]
+
+
+def _special_name(node: ast.expr) -> str | None:
+    """``state`` or ``visits`` when ``node`` is that bare name: their access is rewritten
+    specially (``reads`` bookkeeping, visit counts default to 0)."""
+    if isinstance(node, ast.Name) and node.id in ("state", "visits"):
+        return node.id
+    return None
 
 
 def _context(name: str) -> ast.expr:

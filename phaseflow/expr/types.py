@@ -37,6 +37,9 @@ class GuardCompileError(PhaseflowError):
         self.line = line
         self.column = column
 
+    def __reduce__(self) -> tuple[type[GuardCompileError], tuple[str, int, int]]:
+        return type(self), (self.message, self.line, self.column)
+
     def __repr__(self) -> str:
         return f"GuardCompileError({self.message!r}, line={self.line}, column={self.column})"
 

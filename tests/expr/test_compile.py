@@ -192,3 +192,26 @@ def test_exported_names() -> None:
 def test_is_with_literal_compiles_quietly(recwarn: pytest.WarningsRecorder) -> None:
     compile_guard("state.x is 1 and state.y is 'a' and '\\d' == state.z")
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
+
+
+def test_compile_error_pickles_with_position() -> None:
+    import pickle
+
+    error = reject("state.ok and\n  foo")
+    clone = pickle.loads(pickle.dumps(error))
+    assert (clone.message, clone.line, clone.column) == (error.message, 2, 2)
+
+
+def test_guard_shared_across_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from phaseflow.expr import GuardContext
+
+    guard = compile_guard("1 < state.n < 10 and visits[phase] == state.n")
+
+    def run(n: int) -> bool:
+        ctx = GuardContext(phase="p", visits={"p": n})
+        return all(guard({"n": n}, ctx) is (1 < n < 10) for _ in range(200))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(run, range(40)))
