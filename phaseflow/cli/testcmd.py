@@ -1,0 +1,79 @@
+"""``phaseflow test``: run workflow test files; the last line is ``N passed, N failed``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH",
+        help="test files or folders (searched for YAML files with 'phaseflow-test: 1'); "
+        "default: the current folder",
+    )
+    parser.add_argument("--coverage", action="store_true",
+                        help="report the phases and transitions no scenario exercised")
+
+
+def discover(paths: list[str]) -> list[str]:
+    from phaseflow.spec.diagnostics import Diagnostic
+    from phaseflow.spec.loader import read_text
+    from phaseflow.testing.testfile import is_test_text
+
+    found: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            found.append(path)
+            continue
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                             and d not in {"node_modules", "__pycache__", "venv"})
+            for name in sorted(files):
+                if name.endswith((".yaml", ".yml")):
+                    full = os.path.join(folder, name)
+                    text = read_text(full)
+                    if not isinstance(text, Diagnostic) and is_test_text(text):
+                        found.append(full)
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    from phaseflow.testing import Coverage, run_test_file
+
+    paths = args.paths or ["."]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        for path in missing:
+            print(f"phaseflow test: error: no such file or folder: {path}", file=sys.stderr)
+        return 2
+    files = discover(paths)
+    out = sys.stdout
+    passed = failed = 0
+    coverage: dict[str, Coverage] = {}
+    for path in files:
+        result = run_test_file(path)
+        out.write(f"{path}\n")
+        for scenario in result.scenarios:
+            mark = "ok  " if scenario.passed else "FAIL"
+            out.write(f"  {mark} {scenario.name}\n")
+            if scenario.failure:
+                out.write("".join(f"       {line}\n" for line in scenario.failure.splitlines()))
+        if result.error:
+            out.write("".join(f"  ERROR {line}\n" for line in result.error.splitlines()))
+        passed += result.passed
+        failed += result.failed
+        if result.coverage is not None:
+            key = result.coverage.workflow
+            if key in coverage:
+                coverage[key].merge(result.coverage)
+            else:
+                coverage[key] = result.coverage
+    if not files:
+        out.write("no workflow test files found (files with 'phaseflow-test: 1')\n")
+    if args.coverage:
+        for report in coverage.values():
+            out.write("".join(f"{line}\n" for line in report.report()))
+    out.write(f"{passed} passed, {failed} failed\n")
+    return 1 if failed or not files else 0

@@ -1,0 +1,68 @@
+"""Which phases and transitions of a workflow the test scenarios exercised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from phaseflow.spec.model import Workflow
+
+
+@dataclass(slots=True)
+class Coverage:
+    """Phases entered (the initial phase counts) and transitions taken by a guard or a
+    model request; a ``goto`` enters a phase but takes no transition."""
+
+    workflow: str
+    phases: tuple[str, ...]
+    transitions: tuple[tuple[str, int, str, str], ...]  # (phase, index, target, trigger)
+    seen_phases: set[str] = field(default_factory=set)
+    seen_transitions: set[tuple[str, int]] = field(default_factory=set)
+
+    @classmethod
+    def for_workflow(cls, workflow: Workflow) -> Coverage:
+        edges = tuple(
+            (name, index, t.to, t.trigger)
+            for name, phase in workflow.phases.items()
+            for index, t in enumerate(phase.transitions)
+        )
+        return cls(workflow.path or workflow.name, tuple(workflow.phases), edges)
+
+    def phase(self, name: str) -> None:
+        self.seen_phases.add(name)
+
+    def transition(self, phase: str, index: int) -> None:
+        self.seen_transitions.add((phase, index))
+
+    def merge(self, other: Coverage) -> None:
+        self.seen_phases |= other.seen_phases
+        self.seen_transitions |= other.seen_transitions
+
+    @property
+    def missed_phases(self) -> list[str]:
+        return [p for p in self.phases if p not in self.seen_phases]
+
+    @property
+    def missed_transitions(self) -> list[tuple[str, int, str, str]]:
+        return [t for t in self.transitions if (t[0], t[1]) not in self.seen_transitions]
+
+    @property
+    def percent(self) -> float:
+        total = len(self.phases) + len(self.transitions)
+        if total == 0:
+            return 100.0
+        missed = len(self.missed_phases) + len(self.missed_transitions)
+        return 100.0 * (total - missed) / total
+
+    def report(self) -> list[str]:
+        phases_hit = len(self.phases) - len(self.missed_phases)
+        edges_hit = len(self.transitions) - len(self.missed_transitions)
+        lines = [
+            f"coverage {self.workflow}: phases {phases_hit}/{len(self.phases)}, "
+            f"transitions {edges_hit}/{len(self.transitions)} ({self.percent:.0f}%)"
+        ]
+        for phase in self.missed_phases:
+            lines.append(f"  not exercised: phase {phase}")
+        for phase, index, target, trigger in self.missed_transitions:
+            extra = ", model" if trigger == "model" else ""
+            lines.append(f"  not exercised: transition {phase} -> {target} (#{index + 1}{extra})")
+        return lines

@@ -1,0 +1,294 @@
+"""Running workflow test scenarios against fresh machines, with a clock that starts at 0
+and moves only when a step says so. Failures are values (the scenario, the step's line,
+what was expected and what was found), never exceptions."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from phaseflow.machine import GuardTrigger, ModelTrigger, PhaseMachine, State, TransitionResult
+from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.spec.model import CallEffect, Effect, Workflow
+from phaseflow.testing.coverage import Coverage
+from phaseflow.testing.testfile import Mock, Scenario, Step, TestFile
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioResult:
+    """One scenario's outcome; ``failure`` is the readable reason when it failed."""
+
+    name: str
+    line: int
+    failure: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(slots=True)
+class TestFileResult:
+    """What running one test file found; ``error`` is set when it could not run at all."""
+
+    __test__ = False
+
+    path: str
+    workflow_path: str | None = None
+    scenarios: list[ScenarioResult] = field(default_factory=list)
+    error: str | None = None
+    coverage: Coverage | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for s in self.scenarios if s.passed)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for s in self.scenarios if not s.passed) + (1 if self.error else 0)
+
+
+def call_names(workflow: Workflow) -> set[str]:
+    """Every callable name the workflow's effects and preparations call."""
+    names: set[str] = set()
+
+    def add(effects: Iterator[Effect]) -> None:
+        names.update(e.name for e in effects if isinstance(e, CallEffect))
+
+    for phase in workflow.phases.values():
+        add(iter(phase.on_enter))
+        add(iter(phase.on_exit))
+        add(p.effect for p in phase.prepare)
+    return names
+
+
+class _StepFailed(Exception):
+    """Internal: stops a scenario at the failing step."""
+
+
+def _subset(expected: Any, found: Any) -> bool:
+    """Does ``found`` match ``expected``? Mappings match when every expected key matches
+    (recursively); everything else must be equal."""
+    if isinstance(expected, dict):
+        return isinstance(found, dict) and all(
+            (v is None and found.get(k) is None) or (k in found and _subset(v, found[k]))
+            for k, v in expected.items()
+        )
+    return bool(expected == found and type(expected) is type(found)) or (
+        isinstance(expected, int | float) and not isinstance(expected, bool)
+        and isinstance(found, int | float) and not isinstance(found, bool) and expected == found
+    )
+
+
+def _show(values: Any) -> str:
+    if isinstance(values, list | tuple | set | frozenset):
+        return "[" + ", ".join(str(v) for v in values) + "]"
+    return repr(values)
+
+
+class _Run:
+    """One scenario's run: the machine, the state, the clock and what was called."""
+
+    def __init__(self, test: TestFile, scenario: Scenario, workflow: Workflow,
+                 coverage: Coverage) -> None:
+        self.test = test
+        self.scenario = scenario
+        self.workflow = workflow
+        self.coverage = coverage
+        self.now = 0.0
+        self.turn = 0
+        self.called: list[str] = []
+        self.unmocked: list[str] = []
+        self.entered: list[str] = []
+        self.blocked_missing: tuple[str, ...] = ()
+        mocks = {**test.mocks, **scenario.mocks}
+        registry: dict[str, Callable[..., Any]] = {}
+        for name in call_names(workflow) | set(mocks):
+            registry[name] = self._mock(mocks[name]) if name in mocks else self._unmocked(name)
+        values = workflow.defaults()
+        values.update(copy.deepcopy(scenario.state))
+        self.state = State(values)
+        self.machine = PhaseMachine(workflow.initial, clock=lambda: self.now, workflow=workflow,
+                                    registry=registry)
+        coverage.phase(workflow.initial)
+
+    def _mock(self, mock: Mock) -> Callable[..., Any]:
+        def call(context: Any, **kwargs: Any) -> Any:
+            self.called.append(mock.name)
+            if mock.raises is not None:
+                raise RuntimeError(mock.raises)
+            return copy.deepcopy(mock.returns) if mock.returns is not None else None
+
+        return call
+
+    def _unmocked(self, name: str) -> Callable[..., Any]:
+        def call(context: Any, **kwargs: Any) -> Any:
+            self.called.append(name)
+            self.unmocked.append(name)
+            return None
+
+        return call
+
+    def fail(self, step: Step, message: str) -> _StepFailed:
+        return _StepFailed(f"{self.test.path}:{step.line}: {message}")
+
+    def _moved(self, result: TransitionResult | None) -> None:
+        if result is None:
+            return
+        self.entered.append(result.to_phase)
+        self.coverage.phase(result.to_phase)
+        trigger = result.trigger
+        if isinstance(trigger, GuardTrigger):
+            self.coverage.transition(result.from_phase, trigger.index)
+        elif isinstance(trigger, ModelTrigger):
+            phase = self.workflow.phases.get(result.from_phase)
+            if phase is not None:
+                for index, t in enumerate(phase.transitions):
+                    if t.trigger == "model" and t.to == result.to_phase:
+                        self.coverage.transition(result.from_phase, index)
+                        break
+
+    def boundary(self) -> None:
+        self.turn += 1
+        result = self.machine.advance_sync(self.state, turn=self.turn)
+        self.blocked_missing = result.missing if result.blocked else ()
+        self._moved(result.transition)
+
+    def step(self, step: Step) -> None:
+        kind = step.kind
+        if kind == "set":
+            for key, value in step.value.items():
+                self.state.set(key, copy.deepcopy(value))
+            self.boundary()
+        elif kind == "unset":
+            for key in step.value:
+                self.state.unset(key)
+            self.boundary()
+        elif kind == "turns":
+            for _ in range(step.value):
+                self.boundary()
+        elif kind == "wait":
+            self.now += float(step.value)
+            self.boundary()
+        elif kind == "request":
+            result = self.machine.take_request_sync(step.value, self.state, turn=self.turn + 1)
+            self._moved(result)
+            taken = "taken" if result is not None else "refused"
+            if taken != step.expect:
+                raise self.fail(step, f"request {step.value}: expected {step.expect}, found "
+                                f"{taken} (in phase '{self.machine.current}')")
+        elif kind == "tool":
+            allowed = "allowed" if self.machine.tool_allowed(step.value) else "refused"
+            if allowed != step.expect:
+                tools = self.machine.active_tools()
+                shown = "all tools" if tools is None else _show(tools)
+                raise self.fail(step, f"tool {step.value}: expected {step.expect}, found "
+                                f"{allowed} (phase '{self.machine.current}' allows {shown})")
+        elif kind == "goto":
+            if step.value not in self.workflow.phases:
+                hint = did_you_mean(step.value, self.workflow.phases)
+                raise self.fail(step, f"goto: no phase '{step.value}'{hint}")
+            self._moved(self.machine.goto_sync(step.value, self.state, turn=self.turn + 1))
+        elif kind == "expect":
+            self.expect(step)
+        if self.unmocked:
+            names = ", ".join(sorted(set(self.unmocked)))
+            raise self.fail(step, f"the workflow called {names}, which the test file does not "
+                            "mock; add it under 'mocks'")
+
+    def expect(self, step: Step) -> None:
+        checks: dict[str, Any] = step.expect
+        problems: list[str] = []
+        machine = self.machine
+        phase = machine.current_phase
+        for key, expected in checks.items():
+            found: Any
+            if key == "phase":
+                found = machine.current
+                if found != expected:
+                    hint = did_you_mean(expected, self.workflow.phases) if expected not in self.workflow.phases else ""
+                    problems.append(f"phase: expected '{expected}'{hint}, found '{found}'")
+            elif key == "terminal":
+                found = bool(phase is not None and phase.terminal)
+                if found != expected:
+                    problems.append(f"terminal: expected {str(expected).lower()}, found "
+                                    f"{str(found).lower()} (phase '{machine.current}')")
+            elif key == "tools":
+                tools = machine.active_tools()
+                if expected == "all":
+                    if tools is not None:
+                        problems.append(f"tools: expected all, found {_show(sorted(tools))}")
+                elif tools is None or sorted(set(tools)) != sorted(set(expected)):
+                    shown = "all" if tools is None else _show(sorted(tools))
+                    problems.append(f"tools: expected {_show(sorted(expected))}, found {shown}")
+            elif key == "state":
+                for name, value in expected.items():
+                    actual = self.state.get(name, _ABSENT)
+                    if value is None:
+                        if actual is not _ABSENT and actual is not None:
+                            problems.append(f"state.{name}: expected absent, found {actual!r}")
+                    elif actual is _ABSENT or not _subset(value, actual):
+                        shown = "absent" if actual is _ABSENT else repr(actual)
+                        problems.append(f"state.{name}: expected {value!r}, found {shown}")
+            elif key == "needs":
+                still = [k for k in (phase.needs if phase else ()) if self.state.get(k) is None]
+                if sorted(still) != sorted(expected):
+                    problems.append(f"needs: expected {_show(sorted(expected))}, found {_show(sorted(still))}")
+            elif key == "missing":
+                if sorted(self.blocked_missing) != sorted(expected):
+                    problems.append(f"missing: expected {_show(sorted(expected))}, found "
+                                    f"{_show(sorted(self.blocked_missing))}")
+            elif key == "navigation":
+                block = machine.describe_navigation(self.state)
+                absent = [s for s in expected if s not in block]
+                if absent:
+                    quoted = ", ".join(repr(s) for s in absent)
+                    problems.append(f"navigation: expected to contain {quoted}, found:\n"
+                                    + "\n".join(f"      | {line}" for line in block.splitlines()))
+            elif key == "called":
+                if self.called != list(expected):
+                    problems.append(f"called: expected {_show(expected)}, found {_show(self.called)}")
+            elif key == "history":
+                if self.entered != list(expected):
+                    problems.append(f"history: expected {_show(expected)}, found {_show(self.entered)}")
+        self.called = []
+        if problems:
+            raise self.fail(step, "expect failed:\n  " + "\n  ".join(problems))
+
+
+def run_scenario(test: TestFile, scenario: Scenario, workflow: Workflow,
+                 coverage: Coverage) -> ScenarioResult:
+    run = _Run(test, scenario, workflow, coverage)
+    for step in scenario.steps:
+        try:
+            run.step(step)
+        except _StepFailed as failed:
+            return ScenarioResult(scenario.name, scenario.line, str(failed))
+    return ScenarioResult(scenario.name, scenario.line)
+
+
+def run_test_file(path: str) -> TestFileResult:
+    """Load ``path`` and its workflow and run every scenario. Never raises for anything
+    in the files: problems become the result's ``error`` or a scenario's failure."""
+    from phaseflow.spec.loader import check_file
+    from phaseflow.testing.testfile import TestFileError, load_test_file
+
+    try:
+        test = load_test_file(path)
+    except TestFileError as exc:
+        return TestFileResult(path, error=str(exc))
+    result = TestFileResult(path, test.workflow_path)
+    checked = check_file(test.workflow_path)
+    if checked.workflow is None:
+        shown = "\n".join(d.format() for d in checked.diagnostics if d.severity == "error")
+        result.error = f"{path}: workflow {test.workflow_path} cannot be loaded:\n{shown}"
+        return result
+    workflow = checked.workflow
+    result.coverage = Coverage.for_workflow(workflow)
+    for scenario in test.scenarios:
+        result.scenarios.append(run_scenario(test, scenario, workflow, result.coverage))
+    return result
