@@ -215,6 +215,7 @@ def test_one_megabyte_expression() -> None:
         "state" + ".a" * 997,
         "state" + "[0]" * 600,
     ],
+    ids=["parentheses", "lists", "unary-minus", "not", "calls", "attributes", "subscripts"],
 )
 def test_deep_nesting_is_a_compile_error(source: str) -> None:
     assert len(source) <= 2000
