@@ -23,6 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
     parser.add_argument(
+        "--skip-non-workflows", action="store_true",
+        help="apply the folder filter to named files too: a YAML file whose top-level "
+        "mapping has no 'phaseflow' key is skipped (for pre-commit, which names every file)",
+    )
+    parser.add_argument(
         "--hooks", metavar="MODULE:ATTR",
         help="check 'call' names against the mapping MODULE.ATTR (the host's registry)",
     )
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"phaseflow validate: error: {loaded}", file=sys.stderr)
             return 2
         registry = loaded
-    files = discover(paths)
+    files = discover(paths, filter_files=args.skip_non_workflows)
     results = [check_file(path, registry) for path in files]
     diagnostics = sorted((d for r in results for d in r.diagnostics), key=lambda d: d.sort_key())
     errors = sum(1 for d in diagnostics if d.severity == "error")

@@ -142,21 +142,39 @@ def is_workflow_text(text: str) -> bool:
     return re.search(r"(?m)^(?:phaseflow|\"phaseflow\"|'phaseflow')[ \t]*:", text) is not None
 
 
-def discover(paths: list[str]) -> list[str]:
-    """Expand folders into the workflow files inside them (see docs/validation.md)."""
-    skip_dirs = {"node_modules", "__pycache__", "venv", "site-packages"}
+#: Folders never searched (besides hidden ones, whose names start with ".").
+SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
+
+
+def _is_workflow_file(path: str) -> bool:
+    text = read_text(path)
+    # a file that cannot be read or decoded is reported (PF001) rather than skipped
+    return isinstance(text, Diagnostic) or is_workflow_text(text)
+
+
+def discover(paths: list[str], filter_files: bool = False) -> list[str]:
+    """Expand folders into the workflow files inside them (see docs/validation.md).
+
+    A folder is searched recursively for ``*.yaml``/``*.yml`` files whose top-level mapping
+    has a ``phaseflow`` key, skipping hidden folders and :data:`SKIPPED_FOLDERS`. A file
+    named in ``paths`` is always kept, unless ``filter_files`` is true: then it is kept only
+    when it passes the same test. Each file is listed once.
+    """
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
-            found.append(path)
+            if not filter_files or _is_workflow_file(path):
+                found.append(path)
             continue
         for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in skip_dirs)
+            dirs[:] = sorted(
+                d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS
+            )
             for name in sorted(files):
                 if not name.endswith((".yaml", ".yml")):
                     continue
                 full = os.path.join(folder, name)
-                text = read_text(full)
-                if isinstance(text, Diagnostic) or is_workflow_text(text):
+                if _is_workflow_file(full):
                     found.append(full)
-    return [str(Path(p)) if not p.startswith("./") else p for p in found]
+    normalised = (str(Path(p)) if not p.startswith("./") else p for p in found)
+    return list(dict.fromkeys(normalised))
