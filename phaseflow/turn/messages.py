@@ -376,7 +376,8 @@ class History:
             node = node._parent
         if node._len == count:
             return node
-        assert node._parent is not None
+        if node._parent is None:
+            return History(node._tail[:count])
         return History._node(node._parent, node._tail[: count - node._start])
 
     def after(self, count: int) -> tuple[Message, ...]:

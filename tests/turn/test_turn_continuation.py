@@ -1,0 +1,601 @@
+"""Part 3: continuation - exact history, requests, exactly-once tool effects, restore."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from phaseflow.turn import (
+    NOT_EXECUTED_TEXT,
+    OUTCOME_UNKNOWN_TEXT,
+    ActiveRequest,
+    AssistantMessage,
+    Boundary,
+    Continuation,
+    EffectState,
+    History,
+    Provenance,
+    Rejected,
+    RequestOutcome,
+    SystemMessage,
+    ToolCall,
+    ToolOutcome,
+    ToolResultMessage,
+    TurnId,
+    UserMessage,
+    history_problem,
+)
+
+from .helpers import (
+    PROPERTY,
+    STATEFUL,
+    arguments,
+    assert_json_identity,
+    contents,
+    names,
+    ok,
+    outcomes,
+    rejected,
+    well_formed_history,
+)
+
+T1 = TurnId(1)
+LS = ToolCall.of("c1", "bash", {"command": "ls"})
+CAT = ToolCall.of("c2", "read_file", {"path": "/etc/hosts"})
+
+
+def started(content: str = "hi") -> Continuation:
+    base = ok(Continuation().replace_system(SystemMessage("be brief")))
+    return ok(base.begin_request("r1", T1, content))
+
+
+def with_group(calls: tuple[ToolCall, ...] = (LS, CAT)) -> Continuation:
+    c = started()
+    assert c.request is not None
+    return ok(c.checkpoint_tool_group("r1", c.request.messages.append(
+        AssistantMessage("", calls)), calls))
+
+
+def cp_id(c: Continuation) -> str:
+    assert c.checkpoint is not None
+    return c.checkpoint.id
+
+
+def finished(c: Continuation) -> Continuation:
+    """Admit and complete every call of the checkpoint."""
+    for e in c.checkpoint.effects:  # type: ignore[union-attr]
+        c = ok(c.admit_tool_effect("r1", cp_id(c), e.call.id, e.call.name, e.call.argument_value()))
+        c = ok(c.complete_tool_effect("r1", cp_id(c), e.call.id, ToolOutcome.ok(e.call.id)))
+    return c
+
+
+def reply(c: Continuation, text: str = "done") -> RequestOutcome:
+    assert c.request is not None
+    base = c.checkpoint.resolved_messages() if c.checkpoint else c.request.messages
+    return RequestOutcome(c.request.id, c.request.turn_id, c.request.revision,
+                          base.append(AssistantMessage(text)))
+
+
+# --- requests ----------------------------------------------------------------------
+
+
+def test_begin_request_shares_history_and_does_not_change_revision() -> None:
+    c = started("hello")
+    assert c.request == ActiveRequest("r1", T1, 1, c.request.messages)  # type: ignore[union-attr]
+    assert c.request.messages.after(len(c.messages)) == (UserMessage("hello"),)  # type: ignore[union-attr]
+    assert c.revision == 1 and len(c.messages) == 1
+
+
+def test_begin_request_rejections_in_order() -> None:
+    rejected(started().begin_request("r2", T1, "x"), "request_active")
+    rejected(with_group().begin_request("r2", T1, "x"), "effect_reconciliation_required")
+    rejected(Continuation().begin_request("", T1, "x"), "invalid_request")
+
+
+def test_complete_applies_once_and_records_a_boundary() -> None:
+    c = started()
+    outcome = reply(c)
+    done = ok(c.complete(outcome, display_entry=3))
+    assert done.revision == 2 and done.request is None
+    assert done.boundaries == (Boundary(3, 2, 3),)
+    assert done.messages.last() == AssistantMessage("done")
+    rejected(done.complete(outcome), "duplicate_outcome")
+
+
+def test_complete_stale_outcome() -> None:
+    c = started()
+    good = reply(c)
+    for bad in (
+        RequestOutcome("other", good.turn_id, good.revision, good.messages),
+        RequestOutcome(good.request_id, TurnId(9), good.revision, good.messages),
+        RequestOutcome(good.request_id, good.turn_id, good.revision + 1, good.messages),
+    ):
+        rejected(c.complete(bad), "stale_outcome")
+
+
+def test_complete_must_extend_the_request() -> None:
+    c = started("question")
+    forged = History([SystemMessage("be brief"), UserMessage("another"), AssistantMessage("a")])
+    rejected(c.complete(RequestOutcome("r1", T1, 1, forged)), "history_mismatch")
+    rejected(c.complete(RequestOutcome("r1", T1, 1, c.request.messages)), "history_mismatch")  # type: ignore[union-attr]
+    # an equal but separately built history is accepted (slow path of the prefix check)
+    rebuilt = History(list(c.request.messages) + [AssistantMessage("a")])  # type: ignore[union-attr]
+    assert ok(c.complete(RequestOutcome("r1", T1, 1, rebuilt))).revision == 2
+
+
+def test_complete_refuses_unanswered_tool_calls_and_bad_boundaries() -> None:
+    c = started()
+    dangling = c.request.messages.append(AssistantMessage("", (LS,)))  # type: ignore[union-attr]
+    rejected(c.complete(RequestOutcome("r1", T1, 1, dangling)), "invalid_history")
+    done = ok(c.complete(reply(c), display_entry=5))
+    again = ok(done.begin_request("r2", TurnId(2), "more"))
+    rejected(again.complete(reply(again), display_entry=5), "invalid_boundary")
+
+
+def test_complete_with_checkpoint_needs_every_call_completed_and_results() -> None:
+    c = with_group()
+    rejected(c.complete(reply(c)), "tool_effects_incomplete")
+    c = finished(c)
+    no_results = RequestOutcome("r1", T1, 1, c.checkpoint.messages.append(  # type: ignore[union-attr]
+        AssistantMessage("x")))
+    rejected(c.complete(no_results), "history_mismatch")
+    done = ok(c.complete(reply(c)))
+    assert done.checkpoint is None
+    assert history_problem(done.messages) == ""
+    assert [m for m in done.messages if isinstance(m, ToolResultMessage)] == [
+        ToolResultMessage("c1", "c1"), ToolResultMessage("c2", "c2")]
+
+
+def test_abandon_request() -> None:
+    rejected(Continuation().abandon_request("r1"), "no_active_request")
+    rejected(started().abandon_request("zz"), "unknown_request")
+    rejected(with_group().abandon_request("r1"), "effect_reconciliation_required")
+    assert ok(started().abandon_request("r1")).request is None
+
+
+# --- tool effects ----------------------------------------------------------------------
+
+
+def test_checkpoint_tool_group_rejections() -> None:
+    c = started()
+    msgs = c.request.messages.append(AssistantMessage("", (LS,)))  # type: ignore[union-attr]
+    rejected(Continuation().checkpoint_tool_group("r1", msgs, [LS]), "no_active_request")
+    rejected(c.checkpoint_tool_group("r9", msgs, [LS]), "unknown_request")
+    rejected(c.checkpoint_tool_group("r1", msgs, []), "invalid_tool_calls")
+    rejected(c.checkpoint_tool_group("r1", msgs, [LS, LS]), "invalid_tool_calls")
+    rejected(c.checkpoint_tool_group("r1", msgs, [CAT]), "invalid_tool_calls")
+    foreign = History([UserMessage("x"), AssistantMessage("", (LS,))])
+    rejected(c.checkpoint_tool_group("r1", foreign, [LS]), "history_mismatch")
+    g = ok(c.checkpoint_tool_group("r1", msgs, [LS]))
+    assert g.checkpoint.effects[0].state is EffectState.PENDING  # type: ignore[union-attr]
+    second = g.checkpoint.resolved_messages().append(AssistantMessage("", (CAT,)))  # type: ignore[union-attr]
+    rejected(g.checkpoint_tool_group("r1", second, [CAT]), "tool_effects_incomplete")
+
+
+def test_second_group_extends_the_first_groups_results() -> None:
+    c = finished(with_group((LS,)))
+    first_id = cp_id(c)
+    nxt = c.checkpoint.resolved_messages().append(AssistantMessage("", (CAT,)))  # type: ignore[union-attr]
+    c = ok(c.checkpoint_tool_group("r1", nxt, [CAT]))
+    assert cp_id(c) != first_id
+    c = finished(c)
+    done = ok(c.complete(reply(c)))
+    assert [m.call_id for m in done.messages if isinstance(m, ToolResultMessage)] == ["c1", "c2"]
+
+
+def test_admission_is_granted_once() -> None:
+    c = with_group()
+    c = ok(c.admit_tool_effect("r1", cp_id(c), "c1", "bash", {"command": "ls"}))
+    assert c.checkpoint.effect("c1").state is EffectState.ADMITTED  # type: ignore[union-attr]
+    rejected(c.admit_tool_effect("r1", cp_id(c), "c1", "bash", {"command": "ls"}),
+             "duplicate_admission")
+    rejected(c.admit_call("r1", cp_id(c), LS), "duplicate_admission")
+
+
+def test_admission_identity_and_lookup_rejections() -> None:
+    c = with_group()
+    cid = cp_id(c)
+    rejected(c.admit_tool_effect("r1", cid, "c1", "shell", {"command": "ls"}),
+             "tool_call_identity_mismatch")
+    rejected(c.admit_tool_effect("r1", cid, "c1", "bash", {"command": "rm"}),
+             "tool_call_identity_mismatch")
+    rejected(c.admit_call("r1", cid, ToolCall.of("c1", "bash", {})), "tool_call_identity_mismatch")
+    rejected(c.admit_tool_effect("r1", "r1#99", "c1", "bash", {"command": "ls"}),
+             "checkpoint_not_found")
+    rejected(c.admit_tool_effect("r1", cid, "nope", "bash", {}), "call_not_found")
+    rejected(c.admit_tool_effect("r2", cid, "c1", "bash", {}), "unknown_request")
+    # key order does not matter
+    two = ToolCall.of("c3", "t", {"a": 1, "b": 2})
+    g = with_group((two,))
+    assert ok(g.admit_tool_effect("r1", cp_id(g), "c3", "t", {"b": 2, "a": 1}))
+
+
+def test_complete_tool_effect_is_idempotent_and_refuses_conflicts() -> None:
+    c = with_group()
+    cid = cp_id(c)
+    rejected(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")), "not_admitted")
+    c = ok(c.admit_call("r1", cid, LS))
+    c = ok(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")))
+    assert c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")) is c
+    rejected(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("y")),
+             "conflicting_tool_outcome")
+    rejected(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.error("x")),
+             "conflicting_tool_outcome")
+
+
+def test_reconcile_never_reruns_and_gives_every_call_a_result() -> None:
+    third = ToolCall.of("c3", "write_file", {"path": "/a"})
+    c = with_group((LS, CAT, third))
+    cid = cp_id(c)
+    c = ok(c.admit_call("r1", cid, LS))
+    c = ok(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("files")))
+    c = ok(c.admit_call("r1", cid, CAT))
+    crashed = ok(Continuation.from_json(c.to_json()))  # the host dies here and restarts
+    rec = ok(crashed.reconcile_interrupted())
+    assert (rec.completed, rec.outcome_unknown, rec.not_executed) == (("c1",), ("c2",), ("c3",))
+    tail = rec.continuation.messages.after(len(rec.continuation.messages) - 3)
+    assert tail == (
+        ToolResultMessage("c1", "files", False),
+        ToolResultMessage("c2", OUTCOME_UNKNOWN_TEXT, True),
+        ToolResultMessage("c3", NOT_EXECUTED_TEXT, True),
+    )
+    after = rec.continuation
+    assert after.request is None and after.checkpoint is None and after.revision == 2
+    assert history_problem(after.messages) == ""
+    rejected(after.reconcile_interrupted(), "no_checkpoint")
+    assert ok(after.begin_request("r2", TurnId(2), "go on"))
+
+
+# --- durability, branches, rewriting ------------------------------------------------------
+
+
+def test_durability() -> None:
+    c = Continuation()
+    assert c.durable()
+    c = ok(c.replace_system(SystemMessage("s")))
+    assert not c.durable()
+    c = c.mark_durable()
+    assert c.durable() and c.durable_revision == 1
+
+
+def conversation(turns: int) -> Continuation:
+    c = ok(Continuation().replace_system(SystemMessage("s")))
+    for i in range(turns):
+        c = ok(c.begin_request(f"r{i}", TurnId(i + 1), f"q{i}"))
+        c = ok(c.complete(reply(c, f"a{i}"), display_entry=2 * i + 1))
+    return c
+
+
+def test_branch_at_saves_and_rewinds_and_switch_restores() -> None:
+    c = conversation(3)
+    full = c.messages
+    b = ok(c.branch_at("alt", 3))
+    assert b.messages.to_tuple() == full.to_tuple()[:5]
+    assert [x.display_entry for x in b.boundaries] == [1, 3]
+    assert b.branch("alt").messages == full  # type: ignore[union-attr]
+    b = ok(b.begin_request("rx", TurnId(9), "different"))
+    b = ok(b.complete(reply(b, "other answer")))
+    back = ok(b.switch_branch("alt", save_current_as="mine"))
+    assert back.messages == full and back.revision > b.revision
+    assert back.branch("mine").messages.last() == AssistantMessage("other answer")  # type: ignore[union-attr]
+
+
+def test_branch_rejections() -> None:
+    c = conversation(2)
+    rejected(c.branch_at("x", 99), "boundary_not_found")
+    b = ok(c.branch_at("x", 1))
+    rejected(b.branch_at("x", 1), "branch_exists")
+    rejected(b.branch_at("", 1), "branch_exists")
+    rejected(b.switch_branch("nope"), "branch_not_found")
+    rejected(b.switch_branch("x", save_current_as="x"), "branch_exists")
+    active = ok(c.begin_request("r", TurnId(5), "q"))
+    rejected(active.branch_at("y", 1), "request_active")
+    rejected(active.switch_branch("x"), "request_active")
+
+
+def test_replace_messages_and_system_refused_while_active() -> None:
+    c = conversation(1)
+    compacted = [SystemMessage("s"), UserMessage("summary"), AssistantMessage("ok")]
+    r = ok(c.replace_messages(compacted))
+    assert r.revision == c.revision + 1 and r.boundaries == () and len(r.messages) == 3
+    rejected(c.replace_messages([UserMessage("x"), SystemMessage("late")]), "invalid_history")
+    rejected(c.replace_messages([AssistantMessage("", (LS,))]), "invalid_history")
+    s = ok(c.replace_system(SystemMessage("new")))
+    assert s.messages[0] == SystemMessage("new") and len(s.messages) == len(c.messages)
+    active = ok(c.begin_request("r", TurnId(5), "q"))
+    rejected(active.replace_messages(compacted), "request_active")
+    rejected(active.replace_system(SystemMessage("x")), "request_active")
+
+
+def test_replace_system_prepending_shifts_boundaries() -> None:
+    c = ok(Continuation().begin_request("r", T1, "q"))
+    c = ok(c.complete(reply(c)))
+    s = ok(c.replace_system(SystemMessage("sys")))
+    assert s.boundaries[0].message_count == 3
+    b = ok(s.branch_at("x", 0))
+    assert b.messages.to_tuple() == (SystemMessage("sys"), UserMessage("q"), AssistantMessage("done"))
+
+
+# --- restore and legacy -----------------------------------------------------------------------
+
+
+def test_restore_validates() -> None:
+    msgs = [UserMessage("q"), AssistantMessage("a")]
+    assert ok(Continuation.restore(msgs, 1, 1, boundaries=[Boundary(0, 1, 2)]))
+    rejected(Continuation.restore(msgs, 1, 2), "invalid_restore")  # durable ahead
+    rejected(Continuation.restore(msgs, 2, 0, boundaries=[Boundary(3, 2, 2), Boundary(1, 1, 1)]),
+             "invalid_restore")  # not increasing
+    rejected(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 9)]), "invalid_restore")
+    history = History(msgs)
+    req = ActiveRequest("r", T1, 1, history.append(UserMessage("n")))
+    assert ok(Continuation.restore(history, 1, 0, request=req))
+    rejected(Continuation.restore(history, 2, 0, request=req), "invalid_restore")
+    g = with_group()
+    rejected(Continuation.restore(g.messages, g.revision, 0, checkpoint=g.checkpoint,
+                                  checkpoint_seq=1), "invalid_restore")  # no request
+    assert ok(Continuation.restore(g.messages, g.revision, 0, request=g.request,
+                                   checkpoint=g.checkpoint, checkpoint_seq=1)) == g
+    rejected(Continuation.restore([AssistantMessage("", (LS,))], 0, 0), "invalid_restore")
+
+
+def test_from_json_rejects_tampered_state() -> None:
+    g = with_group()
+    data = g.to_json()
+    data["checkpoint"]["effects"][0]["state"] = "completed"  # type: ignore[index]
+    rejected(Continuation.from_json(data), "invalid_restore")  # completed without a result
+    data = g.to_json()
+    data["request"] = None
+    rejected(Continuation.from_json(data), "malformed_json")
+    rejected(Continuation.from_json({"messages": [{"role": "wizard", "content": ""}]}),
+             "malformed_json")
+
+
+def test_import_legacy() -> None:
+    c = ok(Continuation.import_legacy([("user", "hi"), {"role": "assistant", "text": "yo"},
+                                       ("user", "more"), ("assistant", "ok")]))
+    assert c.provenance is Provenance.LEGACY_RECONSTRUCTED
+    assert c.messages.to_tuple() == (UserMessage("hi"), AssistantMessage("yo"),
+                                     UserMessage("more"), AssistantMessage("ok"))
+    assert c.boundaries == (Boundary(1, 1, 2), Boundary(3, 2, 4))
+    assert ok(c.branch_at("old", 1)).messages.to_tuple() == (UserMessage("hi"), AssistantMessage("yo"))
+    assert_json_identity(c, Continuation.from_json)
+    rejected(Continuation.import_legacy([("system", "x")]), "invalid_history")
+    rejected(Continuation.import_legacy([("user", 5)]), "invalid_history")
+    rejected(Continuation.import_legacy(["oops"]), "invalid_history")
+
+
+# --- History --------------------------------------------------------------------------------
+
+
+@PROPERTY
+@given(well_formed_history(), st.integers(0, 30), st.integers(0, 30))
+def test_history_behaves_like_a_tuple(messages: tuple, cut: int, split: int) -> None:  # type: ignore[type-arg]
+    split = min(split, len(messages))
+    h = History(messages[:split]).extend(messages[split:])
+    assert h.to_tuple() == messages and len(h) == len(messages)
+    assert h.take(cut).to_tuple() == messages[:cut]
+    assert h.after(cut) == messages[cut:]
+    assert h.starts_with(h.take(cut)) and h.starts_with(History(messages[:cut]))
+    assert h == History(messages) and hash(h) == hash(History(messages))
+    if messages:
+        assert h[-1] == messages[-1] and h.last() == messages[-1]
+        changed = History((*messages[:-1], UserMessage("different!")))
+        assert not h.starts_with(changed)
+    assert_json_identity(h, History.from_json)
+
+
+# --- stateful ---------------------------------------------------------------------------------
+
+
+class ContinuationMachine(RuleBasedStateMachine):
+    """Every operation in random order, with crashes (restore from JSON) at any point."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = Continuation()
+        self.n = 0
+        self.admitted: set[tuple[str, str]] = set()
+        self.runs: dict[tuple[str, str], int] = {}
+        self.results: dict[tuple[str, str], ToolOutcome] = {}
+        self.last_revision = 0
+        self.display = 0
+
+    def _id(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    @rule(content=st.one_of(st.none(), contents))
+    def begin_request(self, content: object) -> None:
+        result = self.c.begin_request(self._id("r"), TurnId(self.n), content)  # type: ignore[arg-type]
+        if self.c.checkpoint is not None:
+            rejected(result, "effect_reconciliation_required")
+        elif self.c.request is not None:
+            rejected(result, "request_active")
+        else:
+            self.c = ok(result)
+
+    @rule(n=st.integers(1, 3), name=names, args=arguments, duplicate=st.booleans())
+    def checkpoint_group(self, n: int, name: str, args: object, duplicate: bool) -> None:
+        req = self.c.request
+        if req is None:
+            return
+        calls = [ToolCall.of(self._id("c"), name, args) for _ in range(n)]
+        if duplicate:
+            calls.append(calls[0])
+        cp = self.c.checkpoint
+        base = cp.resolved_messages() if cp else req.messages
+        msgs = base.append(AssistantMessage("", tuple(calls)))
+        result = self.c.checkpoint_tool_group(req.id, msgs, calls)
+        if duplicate:
+            rejected(result, "invalid_tool_calls")
+        elif cp is not None and not cp.complete:
+            rejected(result, "tool_effects_incomplete")
+        else:
+            self.c = ok(result)
+
+    @rule(pick=st.integers(0, 5), tamper=st.booleans())
+    def admit(self, pick: int, tamper: bool) -> None:
+        cp, req = self.c.checkpoint, self.c.request
+        if cp is None or req is None:
+            return
+        effect = cp.effects[pick % len(cp.effects)]
+        args = {"tampered": True} if tamper else effect.call.argument_value()
+        result = self.c.admit_tool_effect(req.id, cp.id, effect.call.id, effect.call.name, args)
+        key = (cp.id, effect.call.id)
+        if tamper:
+            rejected(result, "tool_call_identity_mismatch")
+        elif effect.state is not EffectState.PENDING:
+            rejected(result, "duplicate_admission")
+            assert key in self.admitted
+        else:
+            assert key not in self.admitted, "a call was admitted twice"
+            self.c = ok(result)
+            self.admitted.add(key)
+            self.runs[key] = self.runs.get(key, 0) + 1  # the host runs it now, once
+
+    @rule(pick=st.integers(0, 5), outcome=outcomes, repeat=st.booleans())
+    def complete_effect(self, pick: int, outcome: ToolOutcome, repeat: bool) -> None:
+        cp, req = self.c.checkpoint, self.c.request
+        if cp is None or req is None:
+            return
+        effect = cp.effects[pick % len(cp.effects)]
+        if repeat and effect.result is not None:
+            outcome = effect.result
+        result = self.c.complete_tool_effect(req.id, cp.id, effect.call.id, outcome)
+        if effect.state is EffectState.PENDING:
+            rejected(result, "not_admitted")
+        elif effect.state is EffectState.COMPLETED:
+            if outcome == effect.result:
+                assert result is self.c
+            else:
+                rejected(result, "conflicting_tool_outcome")
+        else:
+            self.c = ok(result)
+            self.results[(cp.id, effect.call.id)] = outcome
+
+    @rule()
+    def crash_and_restore(self) -> None:
+        restored = ok(Continuation.from_json(self.c.to_json()))
+        assert restored == self.c
+        self.c = restored
+
+    @rule()
+    def reconcile(self) -> None:
+        cp = self.c.checkpoint
+        result = self.c.reconcile_interrupted()
+        if cp is None:
+            rejected(result, "no_checkpoint")
+            return
+        rec = ok(result)
+        tail = rec.continuation.messages.after(len(cp.messages))
+        assert len(tail) == len(cp.effects)
+        for effect, message in zip(cp.effects, tail, strict=True):
+            assert isinstance(message, ToolResultMessage) and message.call_id == effect.call.id
+            if effect.state is EffectState.COMPLETED:
+                assert effect.result == self.results[(cp.id, effect.call.id)]
+                assert message == effect.result.to_message(effect.call.id)  # type: ignore[union-attr]
+            elif effect.state is EffectState.ADMITTED:
+                assert message.is_error and message.content == OUTCOME_UNKNOWN_TEXT
+            else:
+                assert message.is_error and message.content == NOT_EXECUTED_TEXT
+        self.c = rec.continuation
+
+    @rule(variant=st.sampled_from(["good", "stale", "not_extending"]))
+    def complete(self, variant: str) -> None:
+        req, cp = self.c.request, self.c.checkpoint
+        if req is None:
+            fake = RequestOutcome("x", TurnId(1), 0, History([AssistantMessage("x")]))
+            rejected(self.c.complete(fake), "duplicate_outcome")
+            return
+        base = cp.resolved_messages() if cp else req.messages
+        messages = base.append(AssistantMessage("answer"))
+        if variant == "not_extending":
+            messages = History([UserMessage("forged"), AssistantMessage("answer")])
+        rid = req.id if variant != "stale" else "stale"
+        result = self.c.complete(RequestOutcome(rid, req.turn_id, req.revision, messages))
+        if variant == "stale":
+            rejected(result, "stale_outcome")
+        elif cp is not None and not cp.complete:
+            rejected(result, "tool_effects_incomplete")
+        elif variant == "not_extending":
+            rejected(result, "history_mismatch")
+        else:
+            self.c = ok(result)
+            assert self.c.messages is messages
+
+    @rule()
+    def abandon(self) -> None:
+        if self.c.request is not None:
+            r = self.c.abandon_request(self.c.request.id)
+            if self.c.checkpoint is None:
+                self.c = ok(r)
+            else:
+                rejected(r, "effect_reconciliation_required")
+
+    @rule()
+    def mark_durable(self) -> None:
+        self.c = self.c.mark_durable()
+        assert self.c.durable()
+
+    @rule(pick=st.integers(0, 5))
+    def branch_at(self, pick: int) -> None:
+        if not self.c.boundaries:
+            return
+        b = self.c.boundaries[pick % len(self.c.boundaries)]
+        result = self.c.branch_at(self._id("b"), b.display_entry)
+        if self.c.request is not None:
+            rejected(result, "request_active" if self.c.checkpoint is None
+                     else "effect_reconciliation_required")
+        else:
+            nxt = ok(result)
+            assert len(nxt.messages) == b.message_count
+            self.c = nxt
+
+    @rule(pick=st.integers(0, 5), save=st.booleans())
+    def switch_branch(self, pick: int, save: bool) -> None:
+        if not self.c.branches or self.c.request is not None:
+            return
+        target = self.c.branches[pick % len(self.c.branches)]
+        self.c = ok(self.c.switch_branch(target.name, self._id("s") if save else None))
+        assert self.c.messages == target.messages
+
+    @rule(history=well_formed_history())
+    def replace_messages(self, history: tuple) -> None:  # type: ignore[type-arg]
+        result = self.c.replace_messages(history)
+        if self.c.request is None:
+            self.c = ok(result)
+        else:
+            assert isinstance(result, Rejected)
+
+    @rule(text=st.text("ab", max_size=3))
+    def replace_system(self, text: str) -> None:
+        result = self.c.replace_system(SystemMessage(text))
+        if self.c.request is None:
+            self.c = ok(result)
+            assert self.c.messages[0] == SystemMessage(text)
+
+    @invariant()
+    def no_call_runs_twice(self) -> None:
+        assert all(count == 1 for count in self.runs.values())
+
+    @invariant()
+    def history_is_well_formed(self) -> None:
+        # every tool call in the canonical history has exactly one result
+        assert history_problem(self.c.messages) == ""
+
+    @invariant()
+    def revisions(self) -> None:
+        assert 0 <= self.c.durable_revision <= self.c.revision
+        assert self.c.revision >= self.last_revision
+        self.last_revision = self.c.revision
+        if self.c.checkpoint is not None:
+            assert self.c.request is not None
+
+    @invariant()
+    def json_round_trip_is_identity(self) -> None:
+        assert_json_identity(self.c, Continuation.from_json)
+
+
+TestContinuationMachine = ContinuationMachine.TestCase
+TestContinuationMachine.settings = STATEFUL

@@ -1,0 +1,328 @@
+"""Part 2: turn state - stale events, tool-result slots, cancellation, compaction."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from phaseflow.turn import (
+    Cancelling,
+    Compacting,
+    CompactionTrigger,
+    ExecutingTools,
+    Generating,
+    Idle,
+    NextStep,
+    OutcomeStatus,
+    Rejected,
+    StopReason,
+    SubPhase,
+    ToolCall,
+    ToolOutcome,
+    TurnId,
+    TurnMachine,
+)
+
+from .helpers import STATEFUL, assert_json_identity, ok, outcomes, rejected
+
+A = ToolCall.of("a", "bash", {"command": "ls"})
+B = ToolCall.of("b", "read_file", {"path": "/x"})
+
+
+def generating() -> tuple[TurnMachine, TurnId]:
+    started = ok(TurnMachine().start_turn())
+    return started.machine, started.turn_id
+
+
+def executing() -> tuple[TurnMachine, TurnId]:
+    m, t = generating()
+    m = ok(ok(m.tool_call(t, A)).tool_call(t, B))
+    return ok(m.stream_ended(t, StopReason.TOOL_USE)).machine, t
+
+
+def test_turn_ids_are_fresh_and_increasing() -> None:
+    m, t1 = generating()
+    rejected(m.start_turn(), "turn_active")
+    m = ok(m.stream_ended(t1, StopReason.END_TURN)).machine
+    t2 = ok(m.start_turn()).turn_id
+    assert t2 > t1
+    restored = ok(TurnMachine.from_json(m.to_json()))
+    assert ok(restored.start_turn()).turn_id == t2
+
+
+def test_stale_events_change_nothing_and_say_so() -> None:
+    m, t = generating()
+    old = TurnId(t - 1)
+    for result in (
+        m.text_delta(old, "x"),
+        m.reasoning_delta(old, "x"),
+        m.tool_call(old, A),
+        m.stream_ended(old, StopReason.END_TURN),
+        m.cancel(old, 0.0),
+        m.confirm_stopped(old),
+        m.compact(old, CompactionTrigger.AUTO_THRESHOLD),
+        m.tool_result(old, "a", ToolOutcome.ok("")),
+    ):
+        rejected(result, "stale_turn")
+    rejected(TurnMachine().text_delta(TurnId(1), "x"), "stale_turn")
+
+
+def test_streaming_sub_phases_and_commit() -> None:
+    m, t = generating()
+    assert isinstance(m.state, Generating) and m.state.sub_phase is SubPhase.SENDING
+    m = ok(m.reasoning_delta(t, "hmm"))
+    assert m.state.sub_phase is SubPhase.THINKING  # type: ignore[union-attr]
+    m = ok(ok(m.text_delta(t, "Hel")).text_delta(t, "lo"))
+    m = ok(m.token_estimate(t, 42))
+    ended = ok(m.stream_ended(t, StopReason.END_TURN))
+    assert (ended.text, ended.reasoning, ended.next) == ("Hello", "hmm", NextStep.DONE)
+    assert ended.machine.state == Idle()
+
+
+def test_duplicate_tool_call_id_in_stream_is_refused() -> None:
+    m, t = generating()
+    m = ok(m.tool_call(t, A))
+    rejected(m.tool_call(t, A), "invalid_tool_calls")
+
+
+def test_slots_first_result_wins_and_follow_up_only_when_all_filled() -> None:
+    m, t = executing()
+    assert isinstance(m.state, ExecutingTools) and m.state.missing == ("a", "b")
+    step = ok(m.tool_result(t, "b", ToolOutcome.ok("B")))
+    assert step.completed is None and isinstance(step.machine.state, ExecutingTools)
+    rejected(step.machine.tool_result(t, "b", ToolOutcome.ok("other")), "duplicate_result")
+    rejected(step.machine.tool_result(t, "zzz", ToolOutcome.ok("")), "unknown_call")
+    rejected(step.machine.text_delta(t, "x"), "invalid_state")
+    rejected(step.machine.fail(t), "invalid_state")
+    done = ok(step.machine.tool_result(t, "a", ToolOutcome.ok("A")))
+    assert done.completed == ((A, ToolOutcome.ok("A")), (B, ToolOutcome.ok("B")))
+    assert done.machine.state == Generating(t)
+
+
+def test_cancel_fills_empty_slots_and_waits_for_confirmation() -> None:
+    m, t = executing()
+    m = ok(m.tool_result(t, "a", ToolOutcome.ok("A"))).machine
+    m = ok(m.cancel(t, 12.5))
+    assert isinstance(m.state, Cancelling) and m.state.since == 12.5
+    assert m.state.outcomes == (ToolOutcome.ok("A"), ToolOutcome.cancelled())
+    assert m.state.outcomes[1].status is OutcomeStatus.CANCELLED
+    rejected(m.tool_result(t, "b", ToolOutcome.ok("late")), "duplicate_result")
+    rejected(m.cancel(t, 13.0), "cancelling")
+    rejected(m.start_turn(), "turn_active")
+    assert ok(m.confirm_stopped(t)).state == Idle()
+
+
+def test_stream_end_while_cancelling_commits_nothing() -> None:
+    m, t = generating()
+    m = ok(ok(m.text_delta(t, "partial")).cancel(t, 1.0))
+    rejected(m.stream_ended(t, StopReason.END_TURN), "cancelling")
+    rejected(m.text_delta(t, "more"), "cancelling")
+    assert isinstance(m.state, Cancelling)
+    rejected(TurnMachine().confirm_stopped(TurnId(1)), "stale_turn")
+    g, tg = generating()
+    rejected(g.confirm_stopped(tg), "invalid_state")
+
+
+def test_truncation_keeps_the_continuation_flag_through_compaction() -> None:
+    m, t = generating()
+    ended = ok(ok(m.text_delta(t, "first half")).stream_ended(t, StopReason.MAX_TOKENS))
+    assert ended.next is NextStep.CONTINUE and not ended.continuation
+    m = ended.machine
+    assert m.state == Generating(t, continuation=True)
+    m = ok(m.compact(t, CompactionTrigger.TRUNCATION_RECOVERY))
+    assert m.state == Compacting(t, CompactionTrigger.TRUNCATION_RECOVERY, True)
+    m = ok(ok(TurnMachine.from_json(m.to_json())).compaction_finished(t))
+    assert m.state == Generating(t, continuation=True)
+    second = ok(ok(m.text_delta(t, " second half")).stream_ended(t, StopReason.END_TURN))
+    assert second.continuation and second.next is NextStep.DONE
+
+
+def test_other_compactions() -> None:
+    m, t = generating()
+    rejected(m.compact(t, CompactionTrigger.MANUAL), "invalid_state")
+    m = ok(m.compact(t, CompactionTrigger.CONTEXT_LIMIT_RETRY))
+    assert m.state == Compacting(t, CompactionTrigger.CONTEXT_LIMIT_RETRY, False)
+    assert ok(m.compaction_finished(t)).state == Generating(t)
+    assert ok(m.fail(t)).state == Idle()
+    manual = ok(TurnMachine(last_turn_id=4).start_compaction())
+    assert manual.turn_id == 5
+    assert ok(manual.machine.compaction_finished(manual.turn_id)).state == Idle()
+    rejected(manual.machine.start_compaction(), "turn_active")
+
+
+def test_restore_validation() -> None:
+    rejected(TurnMachine.from_json({"last_turn_id": 1, "state": {"kind": "nope"}}), "malformed_json")
+    bad = {"last_turn_id": 1, "state": {"kind": "compacting", "turn_id": 7,
+                                        "trigger": "manual", "resume_continuation": False}}
+    rejected(TurnMachine.from_json(bad), "invalid_restore")
+    m, t = executing()
+    data = m.to_json()
+    data["state"]["outcomes"] = [{"status": "ok", "content": ""}] * 2  # type: ignore[index]
+    rejected(TurnMachine.from_json(data), "invalid_restore")
+
+
+class TurnStateMachine(RuleBasedStateMachine):
+    """Random event streams, with events for the wrong turn mixed in, and crashes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.m = TurnMachine()
+        self.ids: list[int] = []
+        self.committed: dict[str, ToolCall] = {}
+        self.results: dict[str, ToolOutcome] = {}
+        self.first: dict[str, ToolOutcome] = {}
+        self.n = 0
+
+    def _turn(self, stale: bool) -> TurnId:
+        current = self.m.turn_id
+        if stale or current is None:
+            return TurnId(self.m.last_turn_id + 1 if current is None else current - 1)
+        return current
+
+    def _event(self, stale: bool, result: object) -> object:
+        if stale or self.m.turn_id is None:
+            rejected(result, "stale_turn")
+            return None
+        return result
+
+    @rule()
+    def start(self) -> None:
+        result = self.m.start_turn()
+        if isinstance(result, Rejected):
+            assert self.m.turn_id is not None
+            return
+        assert all(result.turn_id > i for i in self.ids)
+        self.ids.append(result.turn_id)
+        self.committed, self.results, self.first = {}, {}, {}
+        self.m = result.machine
+
+    @rule()
+    def start_manual_compaction(self) -> None:
+        result = self.m.start_compaction()
+        if not isinstance(result, Rejected):
+            assert all(result.turn_id > i for i in self.ids)
+            self.ids.append(result.turn_id)
+            self.committed, self.results, self.first = {}, {}, {}
+            self.m = result.machine
+
+    @rule(stale=st.booleans(), text=st.text("ab", max_size=3), reasoning=st.booleans())
+    def delta(self, stale: bool, text: str, reasoning: bool) -> None:
+        t = self._turn(stale)
+        r = self.m.reasoning_delta(t, text) if reasoning else self.m.text_delta(t, text)
+        self._keep(self._event(stale, r))
+
+    @rule(stale=st.booleans(), name=st.sampled_from(["bash", "read"]))
+    def tool_call(self, stale: bool, name: str) -> None:
+        self.n += 1
+        r = self.m.tool_call(self._turn(stale), ToolCall.of(f"k{self.n}", name, {}))
+        self._keep(self._event(stale, r))
+
+    @rule(stale=st.booleans(), stop=st.sampled_from(StopReason))
+    def stream_ended(self, stale: bool, stop: StopReason) -> None:
+        before = self.m.state
+        r = self._event(stale, self.m.stream_ended(self._turn(stale), stop))
+        if r is None or isinstance(r, Rejected):
+            return
+        assert isinstance(before, Generating)
+        assert r.text == before.text  # type: ignore[attr-defined]
+        for call in r.tool_calls:  # type: ignore[attr-defined]
+            self.committed[call.id] = call
+        self.m = r.machine  # type: ignore[attr-defined]
+
+    @rule(stale=st.booleans(), pick=st.integers(0, 5), outcome=outcomes)
+    def tool_result(self, stale: bool, pick: int, outcome: ToolOutcome) -> None:
+        ids = sorted(self.committed) + ["unknown"]
+        call_id = ids[pick % len(ids)]
+        r = self._event(stale, self.m.tool_result(self._turn(stale), call_id, outcome))
+        if r is None:
+            return
+        if isinstance(r, Rejected):
+            assert r.reason in {"unknown_call", "duplicate_result", "invalid_state", "cancelling"}
+            if r.reason == "duplicate_result":
+                assert call_id in self.first
+            return
+        assert call_id not in self.first, "a filled slot was overwritten"
+        self.first[call_id] = outcome
+        if r.completed is not None:  # type: ignore[attr-defined]
+            for call, got in r.completed:  # type: ignore[attr-defined]
+                assert got == self.first[call.id]
+                self.results[call.id] = got
+        self.m = r.machine  # type: ignore[attr-defined]
+
+    @rule(stale=st.booleans())
+    def cancel(self, stale: bool) -> None:
+        r = self._event(stale, self.m.cancel(self._turn(stale), 3.0))
+        if r is None or isinstance(r, Rejected):
+            return
+        assert isinstance(r, TurnMachine) and isinstance(r.state, Cancelling)
+        for call, got in zip(r.state.calls, r.state.outcomes, strict=True):
+            if call.id in self.first:
+                assert got == self.first[call.id]
+            else:
+                assert got.status is OutcomeStatus.CANCELLED
+            self.results[call.id] = got
+        self.m = r
+
+    @rule(stale=st.booleans())
+    def confirm(self, stale: bool) -> None:
+        self._keep(self._event(stale, self.m.confirm_stopped(self._turn(stale))))
+
+    @rule(stale=st.booleans(), trigger=st.sampled_from(CompactionTrigger))
+    def compact(self, stale: bool, trigger: CompactionTrigger) -> None:
+        before = self.m.state
+        r = self._event(stale, self.m.compact(self._turn(stale), trigger))
+        if isinstance(r, TurnMachine):
+            assert isinstance(before, Generating) and isinstance(r.state, Compacting)
+            if before.continuation:
+                assert r.state.resume_continuation
+        self._keep(r)
+
+    @rule(stale=st.booleans())
+    def compaction_finished(self, stale: bool) -> None:
+        before = self.m.state
+        r = self._event(stale, self.m.compaction_finished(self._turn(stale)))
+        if isinstance(r, TurnMachine) and isinstance(r.state, Generating):
+            assert isinstance(before, Compacting)
+            assert r.state.continuation == before.resume_continuation
+        self._keep(r)
+
+    @rule(stale=st.booleans())
+    def fail(self, stale: bool) -> None:
+        self._keep(self._event(stale, self.m.fail(self._turn(stale))))
+
+    @rule()
+    def crash_and_restore(self) -> None:
+        self.m = ok(TurnMachine.from_json(self.m.to_json()))
+
+    def _keep(self, r: object) -> None:
+        if isinstance(r, TurnMachine):
+            self.m = r
+
+    @invariant()
+    def no_tool_call_without_a_result_once_past_tools(self) -> None:
+        if isinstance(self.m.state, Idle | Generating | Cancelling):
+            assert set(self.committed) <= set(self.results) | (
+                set(self.committed) if isinstance(self.m.state, Cancelling) else set()
+            )
+            if not isinstance(self.m.state, Cancelling):
+                assert set(self.committed) == set(self.results)
+
+    @invariant()
+    def executing_tools_has_an_empty_slot(self) -> None:
+        s = self.m.state
+        if isinstance(s, ExecutingTools):
+            assert any(o is None for o in s.outcomes)
+            assert {c.id for c in s.calls} <= set(self.committed)
+
+    @invariant()
+    def turn_id_is_the_latest(self) -> None:
+        if self.m.turn_id is not None:
+            assert self.m.turn_id == self.ids[-1] == self.m.last_turn_id
+
+    @invariant()
+    def json_round_trip_is_identity(self) -> None:
+        assert_json_identity(self.m, TurnMachine.from_json)
+
+
+TestTurnStateMachine = TurnStateMachine.TestCase
+TestTurnStateMachine.settings = STATEFUL
