@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from phaseflow.errors import ConfigError, PhaseflowError, WorkflowError
-    from phaseflow.machine import PhaseMachine, State
-    from phaseflow.spec.loader import load_workflow
-    from phaseflow.spec.model import Workflow
+    from phaseflow.errors import ConfigError as ConfigError
+    from phaseflow.errors import PhaseflowError as PhaseflowError
+    from phaseflow.errors import WorkflowError as WorkflowError
+    from phaseflow.machine import PhaseMachine as PhaseMachine
+    from phaseflow.machine import State as State
+    from phaseflow.spec.loader import load_workflow as load_workflow
+    from phaseflow.spec.model import Workflow as Workflow
 
 _LAZY = {
     "PhaseflowError": "phaseflow.errors",

@@ -21,7 +21,9 @@ def load_or_report(path: str, command: str) -> Workflow | int:
     if result.workflow is None:
         for diagnostic in result.diagnostics:
             print(diagnostic.format(), file=sys.stderr)
-        print(f"phaseflow {command}: {path} has errors; fix them first "
-              f"(phaseflow validate {path})", file=sys.stderr)
+        print(
+            f"phaseflow {command}: {path} has errors; fix them first (phaseflow validate {path})",
+            file=sys.stderr,
+        )
         return 1
     return result.workflow

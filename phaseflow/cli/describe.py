@@ -12,7 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workflow", metavar="WORKFLOW", help="the workflow file")
     parser.add_argument("--phase", metavar="NAME", help="the phase (default: the initial phase)")
     parser.add_argument(
-        "--state", metavar="FILE_OR_JSON",
+        "--state",
+        metavar="FILE_OR_JSON",
         help="the state: a JSON/YAML file, or inline JSON/YAML such as '{\"amount\": 120}'; "
         "added to the declared defaults",
     )

@@ -8,8 +8,12 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workflow", metavar="WORKFLOW", help="the workflow file")
-    parser.add_argument("--format", choices=("mermaid", "dot"), default="mermaid",
-                        help="mermaid (default; paste into Markdown) or dot (Graphviz)")
+    parser.add_argument(
+        "--format",
+        choices=("mermaid", "dot"),
+        default="mermaid",
+        help="mermaid (default; paste into Markdown) or dot (Graphviz)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

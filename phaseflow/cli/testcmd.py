@@ -9,12 +9,17 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="*", metavar="PATH",
+        "paths",
+        nargs="*",
+        metavar="PATH",
         help="test files or folders (searched for YAML files with 'phaseflow-test: 1'); "
         "default: the current folder",
     )
-    parser.add_argument("--coverage", action="store_true",
-                        help="report the phases and transitions no scenario exercised")
+    parser.add_argument(
+        "--coverage",
+        action="store_true",
+        help="report the phases and transitions no scenario exercised",
+    )
 
 
 def discover(paths: list[str]) -> list[str]:
@@ -28,8 +33,11 @@ def discover(paths: list[str]) -> list[str]:
             found.append(path)
             continue
         for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                             and d not in {"node_modules", "__pycache__", "venv"})
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not d.startswith(".") and d not in {"node_modules", "__pycache__", "venv"}
+            )
             for name in sorted(files):
                 if name.endswith((".yaml", ".yml")):
                     full = os.path.join(folder, name)

@@ -122,10 +122,13 @@ def _state_reads(tree: nodes.Template) -> set[str]:
     """Top-level keys read as ``state.key`` or ``state['key']`` anywhere in the template."""
     keys: set[str] = set()
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
-        target = node.node
-        if isinstance(target, nodes.Name) and target.name == "state":
-            if isinstance(node, nodes.Getattr):
-                keys.add(node.attr)
-            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
-                keys.add(node.arg.value)
+        target = getattr(node, "node", None)
+        if not (isinstance(target, nodes.Name) and target.name == "state"):
+            continue
+        if isinstance(node, nodes.Getattr):
+            keys.add(node.attr)
+        elif isinstance(node, nodes.Getitem):
+            arg = node.arg
+            if isinstance(arg, nodes.Const) and isinstance(arg.value, str):
+                keys.add(arg.value)
     return keys

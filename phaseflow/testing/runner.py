@@ -79,8 +79,11 @@ def _subset(expected: Any, found: Any) -> bool:
             for k, v in expected.items()
         )
     return bool(expected == found and type(expected) is type(found)) or (
-        isinstance(expected, int | float) and not isinstance(expected, bool)
-        and isinstance(found, int | float) and not isinstance(found, bool) and expected == found
+        isinstance(expected, int | float)
+        and not isinstance(expected, bool)
+        and isinstance(found, int | float)
+        and not isinstance(found, bool)
+        and expected == found
     )
 
 
@@ -93,8 +96,9 @@ def _show(values: Any) -> str:
 class _Run:
     """One scenario's run: the machine, the state, the clock and what was called."""
 
-    def __init__(self, test: TestFile, scenario: Scenario, workflow: Workflow,
-                 coverage: Coverage) -> None:
+    def __init__(
+        self, test: TestFile, scenario: Scenario, workflow: Workflow, coverage: Coverage
+    ) -> None:
         self.test = test
         self.scenario = scenario
         self.workflow = workflow
@@ -112,8 +116,9 @@ class _Run:
         values = workflow.defaults()
         values.update(copy.deepcopy(scenario.state))
         self.state = State(values)
-        self.machine = PhaseMachine(workflow.initial, clock=lambda: self.now, workflow=workflow,
-                                    registry=registry)
+        self.machine = PhaseMachine(
+            workflow.initial, clock=lambda: self.now, workflow=workflow, registry=registry
+        )
         coverage.phase(workflow.initial)
 
     def _mock(self, mock: Mock) -> Callable[..., Any]:
@@ -179,15 +184,21 @@ class _Run:
             self._moved(result)
             taken = "taken" if result is not None else "refused"
             if taken != step.expect:
-                raise self.fail(step, f"request {step.value}: expected {step.expect}, found "
-                                f"{taken} (in phase '{self.machine.current}')")
+                raise self.fail(
+                    step,
+                    f"request {step.value}: expected {step.expect}, found "
+                    f"{taken} (in phase '{self.machine.current}')",
+                )
         elif kind == "tool":
             allowed = "allowed" if self.machine.tool_allowed(step.value) else "refused"
             if allowed != step.expect:
                 tools = self.machine.active_tools()
                 shown = "all tools" if tools is None else _show(tools)
-                raise self.fail(step, f"tool {step.value}: expected {step.expect}, found "
-                                f"{allowed} (phase '{self.machine.current}' allows {shown})")
+                raise self.fail(
+                    step,
+                    f"tool {step.value}: expected {step.expect}, found "
+                    f"{allowed} (phase '{self.machine.current}' allows {shown})",
+                )
         elif kind == "goto":
             if step.value not in self.workflow.phases:
                 hint = did_you_mean(step.value, self.workflow.phases)
@@ -197,8 +208,11 @@ class _Run:
             self.expect(step)
         if self.unmocked:
             names = ", ".join(sorted(set(self.unmocked)))
-            raise self.fail(step, f"the workflow called {names}, which the test file does not "
-                            "mock; add it under 'mocks'")
+            raise self.fail(
+                step,
+                f"the workflow called {names}, which the test file does not "
+                "mock; add it under 'mocks'",
+            )
 
     def expect(self, step: Step) -> None:
         checks: dict[str, Any] = step.expect
@@ -210,13 +224,19 @@ class _Run:
             if key == "phase":
                 found = machine.current
                 if found != expected:
-                    hint = did_you_mean(expected, self.workflow.phases) if expected not in self.workflow.phases else ""
+                    hint = (
+                        did_you_mean(expected, self.workflow.phases)
+                        if expected not in self.workflow.phases
+                        else ""
+                    )
                     problems.append(f"phase: expected '{expected}'{hint}, found '{found}'")
             elif key == "terminal":
                 found = bool(phase is not None and phase.terminal)
                 if found != expected:
-                    problems.append(f"terminal: expected {str(expected).lower()}, found "
-                                    f"{str(found).lower()} (phase '{machine.current}')")
+                    problems.append(
+                        f"terminal: expected {str(expected).lower()}, found "
+                        f"{str(found).lower()} (phase '{machine.current}')"
+                    )
             elif key == "tools":
                 tools = machine.active_tools()
                 if expected == "all":
@@ -237,31 +257,41 @@ class _Run:
             elif key == "needs":
                 still = [k for k in (phase.needs if phase else ()) if self.state.get(k) is None]
                 if sorted(still) != sorted(expected):
-                    problems.append(f"needs: expected {_show(sorted(expected))}, found {_show(sorted(still))}")
+                    problems.append(
+                        f"needs: expected {_show(sorted(expected))}, found {_show(sorted(still))}"
+                    )
             elif key == "missing":
                 if sorted(self.blocked_missing) != sorted(expected):
-                    problems.append(f"missing: expected {_show(sorted(expected))}, found "
-                                    f"{_show(sorted(self.blocked_missing))}")
+                    problems.append(
+                        f"missing: expected {_show(sorted(expected))}, found "
+                        f"{_show(sorted(self.blocked_missing))}"
+                    )
             elif key == "navigation":
                 block = machine.describe_navigation(self.state)
                 absent = [s for s in expected if s not in block]
                 if absent:
                     quoted = ", ".join(repr(s) for s in absent)
-                    problems.append(f"navigation: expected to contain {quoted}, found:\n"
-                                    + "\n".join(f"      | {line}" for line in block.splitlines()))
+                    problems.append(
+                        f"navigation: expected to contain {quoted}, found:\n"
+                        + "\n".join(f"      | {line}" for line in block.splitlines())
+                    )
             elif key == "called":
                 if self.called != list(expected):
-                    problems.append(f"called: expected {_show(expected)}, found {_show(self.called)}")
-            elif key == "history":
-                if self.entered != list(expected):
-                    problems.append(f"history: expected {_show(expected)}, found {_show(self.entered)}")
+                    problems.append(
+                        f"called: expected {_show(expected)}, found {_show(self.called)}"
+                    )
+            elif key == "history" and self.entered != list(expected):
+                problems.append(
+                    f"history: expected {_show(expected)}, found {_show(self.entered)}"
+                )
         self.called = []
         if problems:
             raise self.fail(step, "expect failed:\n  " + "\n  ".join(problems))
 
 
-def run_scenario(test: TestFile, scenario: Scenario, workflow: Workflow,
-                 coverage: Coverage) -> ScenarioResult:
+def run_scenario(
+    test: TestFile, scenario: Scenario, workflow: Workflow, coverage: Coverage
+) -> ScenarioResult:
     run = _Run(test, scenario, workflow, coverage)
     for step in scenario.steps:
         try:

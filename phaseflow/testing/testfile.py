@@ -14,7 +14,15 @@ from typing import Any
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.schema import entries
-from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, YamlProblem, compose, to_python
+from phaseflow.spec.yamlnodes import (
+    Mapping,
+    Node,
+    Scalar,
+    Sequence,
+    YamlProblem,
+    compose,
+    to_python,
+)
 
 STEP_KINDS = ("set", "unset", "turns", "wait", "request", "tool", "goto", "expect")
 EXPECT_KEYS = frozenset(
@@ -97,7 +105,10 @@ class _Reader:
         fields: dict[str, Node] = {}
         for key, value in entries(node):
             if key.value not in allowed:
-                hint = did_you_mean(str(key.value), allowed) or f" (allowed: {', '.join(sorted(allowed))})"
+                hint = (
+                    did_you_mean(str(key.value), allowed)
+                    or f" (allowed: {', '.join(sorted(allowed))})"
+                )
                 raise self.fail(key, f"unknown key '{key.value}' in {what}{hint}")
             fields[key.value] = value
         return fields
@@ -134,7 +145,9 @@ class _Reader:
 
     def step(self, node: Node) -> Step:
         if not isinstance(node, Mapping):
-            raise self.fail(node, "a step is a mapping such as {set: {key: value}} or {expect: {...}}")
+            raise self.fail(
+                node, "a step is a mapping such as {set: {key: value}} or {expect: {...}}"
+            )
         fields = {k.value: (k, v) for k, v in entries(node)}
         kinds = [k for k in fields if k in STEP_KINDS]
         others = [k for k in fields if k not in STEP_KINDS]
@@ -162,10 +175,15 @@ class _Reader:
             if expect_node is not None:
                 outcome = self.string(expect_node, "expect")
                 if outcome not in options:
-                    raise self.fail(expect_node, f"a {kind} step expects {' or '.join(options)}, not '{outcome}'")
+                    raise self.fail(
+                        expect_node,
+                        f"a {kind} step expects {' or '.join(options)}, not '{outcome}'",
+                    )
             return Step(kind, node.line, name, outcome)
         if expect_node is not None:
-            raise self.fail(expect_node, f"a '{kind}' step takes no expect; add a separate expect step")
+            raise self.fail(
+                expect_node, f"a '{kind}' step takes no expect; add a separate expect step"
+            )
         if kind == "set":
             values = to_python(value_node)
             if not isinstance(values, dict):
@@ -178,9 +196,8 @@ class _Reader:
         number = value_node.value if isinstance(value_node, Scalar) else None
         if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
             raise self.fail(value_node, f"{kind} takes a number that is 0 or more")
-        if kind == "turns":
-            if not isinstance(number, int) or number > 10_000:
-                raise self.fail(value_node, "turns takes a whole number up to 10,000")
+        if kind == "turns" and (not isinstance(number, int) or number > 10_000):
+            raise self.fail(value_node, "turns takes a whole number up to 10,000")
         return Step(kind, node.line, number)
 
     def checks(self, fields: dict[str, Node]) -> dict[str, Any]:
@@ -205,7 +222,11 @@ class _Reader:
 
     def scenario(self, node: Node, index: int) -> Scenario:
         fields = self.mapping(node, f"scenario {index}", SCENARIO_KEYS)
-        name = self.string(fields.get("name"), f"scenario {index} name") if "name" in fields else f"scenario {index}"
+        name = (
+            self.string(fields.get("name"), f"scenario {index} name")
+            if "name" in fields
+            else f"scenario {index}"
+        )
         state = to_python(fields["state"]) if "state" in fields else {}
         if state is None:
             state = {}
@@ -223,8 +244,8 @@ class _Reader:
         except YamlProblem as problem:
             raise TestFileError(self.path, problem.line, problem.message) from None
         if document.problems:
-            problem = document.problems[0]
-            raise TestFileError(self.path, problem.line, problem.message)
+            first = document.problems[0]
+            raise TestFileError(self.path, first.line, first.message)
         fields = self.mapping(document.root, "the test file", TOP_KEYS)
         version = fields.get("phaseflow-test")
         if not isinstance(version, Scalar) or version.value != 1:
@@ -233,10 +254,15 @@ class _Reader:
         base = os.path.dirname(self.path)
         scenarios_node = fields.get("scenarios")
         if not isinstance(scenarios_node, Sequence) or not scenarios_node.items:
-            raise self.fail(scenarios_node or document.root, "the test file needs a list of scenarios")
+            raise self.fail(
+                scenarios_node or document.root, "the test file needs a list of scenarios"
+            )
         scenarios = tuple(self.scenario(item, i) for i, item in enumerate(scenarios_node.items, 1))
         return TestFile(
-            self.path, os.path.normpath(os.path.join(base, workflow)), self.mocks(fields.get("mocks")), scenarios
+            self.path,
+            os.path.normpath(os.path.join(base, workflow)),
+            self.mocks(fields.get("mocks")),
+            scenarios,
         )
 
 

@@ -61,8 +61,9 @@ def test_dot_output_renders_in_graphviz(path: Path, tmp_path: Path) -> None:
     dot = _need(shutil.which("dot"), "Graphviz dot")
     proc = run_cli("graph", str(path), "--format", "dot")
     assert proc.returncode == 0, proc.stderr
-    rendered = subprocess.run([dot, "-Tsvg"], input=proc.stdout, capture_output=True, text=True,
-                              timeout=60)
+    rendered = subprocess.run(
+        [dot, "-Tsvg"], input=proc.stdout, capture_output=True, text=True, timeout=60
+    )
     assert rendered.returncode == 0, rendered.stderr
     assert "<svg" in rendered.stdout
     # every phase is drawn, terminal phases double-bordered
@@ -70,7 +71,9 @@ def test_dot_output_renders_in_graphviz(path: Path, tmp_path: Path) -> None:
 
     workflow = load_workflow(str(path))
     for name, phase in workflow.phases.items():
-        line = next(line for line in proc.stdout.splitlines() if line.strip().startswith(f'"{name}" ['))
+        line = next(
+            line for line in proc.stdout.splitlines() if line.strip().startswith(f'"{name}" [')
+        )
         assert ("peripheries=2" in line) == phase.terminal
 
 
@@ -82,8 +85,8 @@ def test_model_transitions_are_dashed_and_edges_labelled(tmp_path: Path) -> None
     assert '"graph" -> "subgraph" [label="always"];' in dot
     assert 'state.note == \\"a|b\\"' in dot
     mermaid = run_cli("graph", str(src)).stdout
-    assert "p_end -.->|\"model\"| p_subgraph" in mermaid
-    assert "p_graph -->|\"always\"| p_subgraph" in mermaid
+    assert 'p_end -.->|"model"| p_subgraph' in mermaid
+    assert 'p_graph -->|"always"| p_subgraph' in mermaid
 
 
 def _render_mermaid(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -91,16 +94,30 @@ def _render_mermaid(text: str, tmp_path: Path) -> subprocess.CompletedProcess[st
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     chromium = _need(chromium, "Chromium")
     config = tmp_path / "puppeteer.json"
-    config.write_text(json.dumps({
-        "executablePath": chromium,
-        "args": ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"],
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "executablePath": chromium,
+                "args": [
+                    "--no-sandbox",
+                    "--headless",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ],
+            }
+        )
+    )
     source = tmp_path / "graph.mmd"
     source.write_text(text)
     out = tmp_path / "graph.svg"
-    return subprocess.run([mmdc, "-p", str(config), "-i", str(source), "-o", str(out)],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [mmdc, "-p", str(config), "-i", str(source), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_mermaid_output_renders_in_mermaid_cli(tmp_path: Path) -> None:
@@ -119,13 +136,15 @@ def test_mermaid_output_renders_in_mermaid_cli(tmp_path: Path) -> None:
 
 def test_mermaid_cli_rejects_broken_input(tmp_path: Path) -> None:
     """The renderer test can fail: mermaid-cli really refuses bad syntax."""
-    rendered = _render_mermaid("flowchart TD\n  a -->|\"x\"| end\n  b[[[\n", tmp_path)
+    rendered = _render_mermaid('flowchart TD\n  a -->|"x"| end\n  b[[[\n', tmp_path)
     assert rendered.returncode != 0
 
 
 def test_graph_of_a_broken_workflow_reports_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("phaseflow: 1\nname: bad\ninitial: nowhere\nphases:\n  a: {goal: x, terminal: true}\n")
+    bad.write_text(
+        "phaseflow: 1\nname: bad\ninitial: nowhere\nphases:\n  a: {goal: x, terminal: true}\n"
+    )
     proc = run_cli("graph", str(bad))
     assert proc.returncode == 1
     assert "PF200" in proc.stderr
