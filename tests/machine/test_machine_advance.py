@@ -5,13 +5,26 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from phaseflow.machine import BoundaryResult, EffectContext, GuardTrigger, State
 from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Transition
 
 from ._support import FakeClock, calls_of, refund_desk, workflow
 
 
+MODE = ["async"]
+
+
+@pytest.fixture(autouse=True, params=["async", "sync"])
+def _mode(request: pytest.FixtureRequest) -> None:
+    MODE[0] = request.param
+
+
 def _advance(m: Any, s: Any, turn: int) -> BoundaryResult:
+    """One boundary through ``advance`` or ``advance_sync`` (every test runs with both)."""
+    if MODE[0] == "sync":
+        return m.advance_sync(s, turn=turn)  # type: ignore[no-any-return]
     r: BoundaryResult = asyncio.run(m.advance(s, turn=turn))
     return r
 
@@ -122,8 +135,8 @@ def test_preparation_without_produces_always_runs() -> None:
                    Phase("b", requires=["k"], prepare=[Preparation("p", CallEffect("h"))])],
                   registry={"h": lambda ctx: n.append(1)})
     m = wf.machine()
-    r = m.advance_sync(State(), turn=1)
-    r = m.advance_sync(State(), turn=2)
+    r = _advance(m, State(), turn=1)
+    r = _advance(m, State(), turn=2)
     assert r.blocked and n == [1, 1]
 
 
@@ -134,7 +147,7 @@ def test_second_evaluation_may_pick_another_transition() -> None:
         Phase("c"),
     ])
     m = wf.machine()
-    r = m.advance_sync(State(), turn=1)
+    r = _advance(m, State(), turn=1)
     assert r.transitioned and r.phase == "c" and r.preparations == ("p",)
 
 
@@ -143,7 +156,7 @@ def test_second_evaluation_may_find_nothing() -> None:
         Phase("a", transitions=[Transition("b", "not state.k")]),
         Phase("b", requires=["j"], prepare=[Preparation("p", SetEffect({"k": 2}), ["k"])]),
     ])
-    r = wf.machine().advance_sync(State(), turn=1)
+    r = _advance(wf.machine(), State(), 1)
     assert r.stayed and r.preparations == ("p",)
 
 
@@ -157,7 +170,7 @@ def test_async_preparation_in_async_advance() -> None:
                   registry={"f": fetch})
     m = wf.machine()
     s = State()
-    r = _advance(m, s, 1)
+    r = asyncio.run(m.advance(s, turn=1))
     assert r.transitioned and s["k"] == "b"
     m2 = wf.machine()
     assert asyncio.run(m2.prepare_target("b", State())) is True
@@ -166,8 +179,8 @@ def test_async_preparation_in_async_advance() -> None:
 def test_without_writer_a_plain_dict_is_written() -> None:
     m = refund_desk().machine()
     d: dict[str, Any] = {"customer_id": "C", "amount": 1, "order_id": "O"}
-    m.advance_sync(d, turn=1)
-    m.advance_sync(d, turn=2)
+    _advance(m, d, turn=1)
+    _advance(m, d, turn=2)
     assert m.current == "refund" and d["policy"] == {"name": "standard"}
 
 
@@ -181,16 +194,16 @@ def test_read_only_state_needs_a_writer() -> None:
     m = workflow([Phase("a", transitions=[Transition("b")]),
                   Phase("b", on_enter=[SetEffect({"x": 1})])]).machine()
     with pytest.raises(ConfigError):
-        m.advance_sync(MappingProxyType({}), turn=1)
+        _advance(m, MappingProxyType({}), turn=1)
 
 
 def test_turns_in_phase_resets_on_entry_and_counts_boundaries() -> None:
     m = workflow([Phase("a", transitions=[Transition("b", "state.go")]), Phase("b")]).machine(
         clock=FakeClock())
     for t in range(1, 4):
-        m.advance_sync({}, turn=t)
+        _advance(m, {}, turn=t)
     assert m.turns_in_phase == 3
-    m.advance_sync({"go": 1}, turn=4)
+    _advance(m, {"go": 1}, turn=4)
     assert m.turns_in_phase == 0 and m.turn == 4
-    m.advance_sync({}, turn=5)
+    _advance(m, {}, turn=5)
     assert m.turns_in_phase == 1

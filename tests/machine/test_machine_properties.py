@@ -1,0 +1,222 @@
+"""Property and stateful tests of the machine's invariants.
+
+A random workflow is driven by random state changes, turn boundaries, requests and gotos.
+Alongside the machine under test (``advance``) runs a second machine driven by the spec's
+definition of a turn boundary composed from the public pure/async members
+(``evaluate_for_transition``, ``prepare_target``, ``transition``); both must agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from phaseflow.machine import Blocked, GuardTrigger, PhaseMachine, Ready, State
+from phaseflow.spec.model import (
+    CallEffect,
+    Phase,
+    Preparation,
+    SetEffect,
+    Transition,
+    UnsetEffect,
+    Workflow,
+)
+
+from ._support import FakeClock
+
+KEYS = ["a", "b", "c"]
+WHENS = [None, "state.a", "not state.b", "state.c > 1", "turns_in_phase >= 2",
+         "visits.p0 < 3", "state.a and state.c", "state.c < 'x'"]  # the last one can error
+VALUES = st.sampled_from([None, 0, 1, 2, 3, True, "s"])
+
+
+def _effect(draw: Any) -> Any:
+    kind = draw(st.sampled_from(["set", "unset", "call", "failcall"]))
+    key = draw(st.sampled_from(KEYS))
+    if kind == "set":
+        return SetEffect({key: draw(VALUES)})
+    if kind == "unset":
+        return UnsetEffect([key])
+    return CallEffect("bump" if kind == "call" else "fail", {"key": key})
+
+
+def _bump(ctx: Any, key: str) -> dict[str, Any]:
+    v = ctx.state.get(key)
+    return {key: (v + 1) if type(v) is int else 1}
+
+
+def _fail(ctx: Any, key: str) -> None:
+    raise RuntimeError(key)
+
+
+@st.composite
+def workflows(draw: Any) -> Workflow:
+    n = draw(st.integers(2, 6))
+    names = [f"p{i}" for i in range(n)]
+    phases = []
+    for name in names:
+        terminal = name != "p0" and draw(st.booleans()) and draw(st.booleans())
+        transitions = [] if terminal else [
+            Transition(draw(st.sampled_from(names)), draw(st.sampled_from(WHENS)),
+                       trigger=draw(st.sampled_from(["auto", "auto", "model"])))
+            for _ in range(draw(st.integers(0, 3)))
+        ]
+        requires = draw(st.lists(st.sampled_from(KEYS), max_size=2, unique=True))
+        prepare = []
+        for i in range(draw(st.integers(0, 2))):
+            produces = draw(st.sampled_from(KEYS))
+            effect = SetEffect({produces: 1}) if draw(st.booleans()) else _effect(draw)
+            prepare.append(Preparation(f"prep{i}", effect, [produces]))
+        phases.append(Phase(
+            name, goal=f"Goal of {name}.", requires=requires, prepare=prepare,
+            guard=draw(st.sampled_from([None, None, "state.b != 3", "visits.p1 < 2"])),
+            on_enter=[_effect(draw) for _ in range(draw(st.integers(0, 2)))],
+            on_exit=[_effect(draw) for _ in range(draw(st.integers(0, 2)))],
+            clear_on_enter=draw(st.lists(st.sampled_from(KEYS), max_size=1)),
+            terminal=terminal, transitions=transitions,
+        ))
+    return Workflow(name="gen", initial="p0", phases={p.name: p for p in phases},
+                    registry={"bump": _bump, "fail": _fail})
+
+
+def _snapshot(m: PhaseMachine) -> Any:
+    return (m.current, m.history, dict(m.visits), m.turns_in_phase, m.turn, m.trace)
+
+
+def _history(m: PhaseMachine) -> list[Any]:
+    return [(r.from_phase, r.to_phase, r.turn, r.trigger) for r in m.history]
+
+
+async def _reference_boundary(m: PhaseMachine, s: State, turn: int) -> None:
+    """The spec's turn boundary, composed from the public members."""
+    m.begin_boundary(turn)
+    phase = m.current_phase
+    if phase is None or phase.terminal:
+        return
+    found = m.evaluate_for_transition(s)
+    if isinstance(found, Blocked):
+        await m.prepare_target(found.target, s, s)
+        found = m.evaluate_for_transition(s)
+    if isinstance(found, Ready):
+        await m.transition(found.target, s, s, turn=turn, trigger=GuardTrigger(found.index))
+
+
+class MachineInvariants(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.turn = 0
+        self.transitions = 0
+
+    @initialize(wf=workflows())
+    def start(self, wf: Workflow) -> None:
+        self.wf = wf
+        self.clock = FakeClock()
+        self.m = wf.machine(clock=self.clock)
+        self.ref = wf.machine(clock=self.clock)
+        self.s = State(wf.defaults())
+        self.rs = State(wf.defaults())
+
+    @rule(key=st.sampled_from(KEYS), value=VALUES)
+    def set_key(self, key: str, value: Any) -> None:
+        self.s.set(key, value)
+        self.rs.set(key, copy.deepcopy(value))
+
+    @rule(key=st.sampled_from(KEYS))
+    def unset_key(self, key: str) -> None:
+        self.s.unset(key)
+        self.rs.unset(key)
+
+    @rule(seconds=st.sampled_from([0, 1, 30]))
+    def wait(self, seconds: int) -> None:
+        self.clock.advance(seconds)
+
+    @rule(use_async=st.booleans())
+    def boundary(self, use_async: bool) -> None:
+        self.turn += 1
+        before = self.m.current
+        before_visits = sum(self.m.visits.values())
+        was_terminal = self.m.current_phase is not None and self.m.current_phase.terminal
+        r = (asyncio.run(self.m.advance(self.s, turn=self.turn)) if use_async
+             else self.m.advance_sync(self.s, turn=self.turn))
+        asyncio.run(_reference_boundary(self.ref, self.rs, self.turn))
+        moved = sum(self.m.visits.values()) - before_visits
+        assert moved <= 1  # at most one transition per boundary
+        assert moved == (1 if r.transitioned else 0)
+        if was_terminal:
+            assert r.stayed and self.m.current == before
+        if r.transitioned:
+            assert r.transition is not None and r.transition.from_phase == before
+            assert self.m.history[-1].to_phase == self.m.current == r.phase
+        else:
+            assert self.m.current == before == r.phase
+        if r.blocked:
+            assert r.missing and all(self.s.get(k) is None for k in r.missing)
+        # advance == the spec's composition
+        assert self.m.current == self.ref.current
+        assert _history(self.m) == _history(self.ref)
+        assert dict(self.s) == dict(self.rs)
+        assert dict(self.m.visits) == dict(self.ref.visits)
+
+    @rule(name=st.sampled_from([f"p{i}" for i in range(6)]))
+    def model_request(self, name: str) -> None:
+        self.turn += 1
+        allowed = self.m.request(name, self.s)
+        r = self.m.take_request_sync(name, self.s, turn=self.turn)
+        r2 = self.ref.take_request_sync(name, self.rs, turn=self.turn)
+        if allowed:
+            assert r is not None and self.m.current == name
+        assert (r is None) == (r2 is None)
+
+    @rule(name=st.sampled_from([f"p{i}" for i in range(6)]))
+    def goto(self, name: str) -> None:
+        self.turn += 1
+        r = self.m.goto_sync(name, self.s, turn=self.turn)
+        self.ref.goto_sync(name, self.rs, turn=self.turn)
+        assert (r is None) == (name not in self.wf.phases)
+
+    @rule()
+    def evaluate_is_pure(self) -> None:
+        before_state, before_changes = dict(self.s), self.s.changes
+        before = _snapshot(self.m)
+        self.m.evaluate_for_transition(self.s)
+        self.m.evaluate(self.s)
+        self.m.describe_navigation(self.s)
+        for p in self.wf.phases:
+            self.m.request(p, self.s)
+        assert dict(self.s) == before_state and self.s.changes == before_changes
+        assert _snapshot(self.m) == before
+
+    @invariant()
+    def history_is_bounded_and_consistent(self) -> None:
+        if not hasattr(self, "m"):
+            return
+        h = self.m.history
+        assert len(h) <= 100
+        if h:
+            assert h[-1].to_phase == self.m.current
+        for a, b in zip(h, h[1:], strict=False):
+            assert a.to_phase == b.from_phase and a.turn <= b.turn
+        assert self.m.current in self.wf.phases
+
+
+MachineInvariants.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestMachineInvariants = MachineInvariants.TestCase
+
+
+@settings(max_examples=30, deadline=None)
+@given(wf=workflows(), steps=st.integers(101, 140))
+def test_history_never_exceeds_100(wf: Workflow, steps: int) -> None:
+    m = wf.machine(clock=FakeClock())
+    s = State()
+    for t in range(steps):
+        m.goto_sync(f"p{t % len(wf.phases)}", s, turn=t)
+    assert len(m.history) == 100
+    assert m.history[-1].to_phase == m.current
