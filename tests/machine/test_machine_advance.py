@@ -12,7 +12,6 @@ from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Tran
 
 from ._support import FakeClock, calls_of, refund_desk, workflow
 
-
 MODE = ["async"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -199,7 +200,7 @@ class MachineInvariants(RuleBasedStateMachine):
         assert len(h) <= 100
         if h:
             assert h[-1].to_phase == self.m.current
-        for a, b in zip(h, h[1:], strict=False):
+        for a, b in itertools.pairwise(h):
             assert a.to_phase == b.from_phase and a.turn <= b.turn
         assert self.m.current in self.wf.phases
 
