@@ -40,14 +40,19 @@ names = st.sampled_from(["bash", "shell", "read_file", "write_file", "search"])
 
 content_parts = st.one_of(
     short_text.map(TextPart),
-    st.builds(MediaPart, st.sampled_from(["image/png", "text/plain"]), st.sampled_from(["t1", "t2"])),
+    st.builds(
+        MediaPart, st.sampled_from(["image/png", "text/plain"]), st.sampled_from(["t1", "t2"])
+    ),
 )
 contents: st.SearchStrategy[Content] = st.one_of(
     short_text, st.lists(content_parts, max_size=3).map(tuple)
 )
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False),
     short_text,
 )
 json_values = st.recursive(

@@ -53,8 +53,9 @@ def started(content: str = "hi") -> Continuation:
 def with_group(calls: tuple[ToolCall, ...] = (LS, CAT)) -> Continuation:
     c = started()
     assert c.request is not None
-    return ok(c.checkpoint_tool_group("r1", c.request.messages.append(
-        AssistantMessage("", calls)), calls))
+    return ok(
+        c.checkpoint_tool_group("r1", c.request.messages.append(AssistantMessage("", calls)), calls)
+    )
 
 
 def cp_id(c: Continuation) -> str:
@@ -73,8 +74,9 @@ def finished(c: Continuation) -> Continuation:
 def reply(c: Continuation, text: str = "done") -> RequestOutcome:
     assert c.request is not None
     base = c.checkpoint.resolved_messages() if c.checkpoint else c.request.messages
-    return RequestOutcome(c.request.id, c.request.turn_id, c.request.revision,
-                          base.append(AssistantMessage(text)))
+    return RequestOutcome(
+        c.request.id, c.request.turn_id, c.request.revision, base.append(AssistantMessage(text))
+    )
 
 
 # --- requests ----------------------------------------------------------------------
@@ -120,7 +122,7 @@ def test_complete_must_extend_the_request() -> None:
     rejected(c.complete(RequestOutcome("r1", T1, 1, forged)), "history_mismatch")
     rejected(c.complete(RequestOutcome("r1", T1, 1, c.request.messages)), "history_mismatch")  # type: ignore[union-attr]
     # an equal but separately built history is accepted (slow path of the prefix check)
-    rebuilt = History(list(c.request.messages) + [AssistantMessage("a")])  # type: ignore[union-attr]
+    rebuilt = History([*c.request.messages, AssistantMessage("a")])  # type: ignore[union-attr]
     assert ok(c.complete(RequestOutcome("r1", T1, 1, rebuilt))).revision == 2
 
 
@@ -137,14 +139,22 @@ def test_complete_with_checkpoint_needs_every_call_completed_and_results() -> No
     c = with_group()
     rejected(c.complete(reply(c)), "tool_effects_incomplete")
     c = finished(c)
-    no_results = RequestOutcome("r1", T1, 1, c.checkpoint.messages.append(  # type: ignore[union-attr]
-        AssistantMessage("x")))
+    no_results = RequestOutcome(
+        "r1",
+        T1,
+        1,
+        c.checkpoint.messages.append(  # type: ignore[union-attr]
+            AssistantMessage("x")
+        ),
+    )
     rejected(c.complete(no_results), "history_mismatch")
     done = ok(c.complete(reply(c)))
     assert done.checkpoint is None
     assert history_problem(done.messages) == ""
     assert [m for m in done.messages if isinstance(m, ToolResultMessage)] == [
-        ToolResultMessage("c1", "c1"), ToolResultMessage("c2", "c2")]
+        ToolResultMessage("c1", "c1"),
+        ToolResultMessage("c2", "c2"),
+    ]
 
 
 def test_abandon_request() -> None:
@@ -188,21 +198,27 @@ def test_admission_is_granted_once() -> None:
     c = with_group()
     c = ok(c.admit_tool_effect("r1", cp_id(c), "c1", "bash", {"command": "ls"}))
     assert c.checkpoint.effect("c1").state is EffectState.ADMITTED  # type: ignore[union-attr]
-    rejected(c.admit_tool_effect("r1", cp_id(c), "c1", "bash", {"command": "ls"}),
-             "duplicate_admission")
+    rejected(
+        c.admit_tool_effect("r1", cp_id(c), "c1", "bash", {"command": "ls"}), "duplicate_admission"
+    )
     rejected(c.admit_call("r1", cp_id(c), LS), "duplicate_admission")
 
 
 def test_admission_identity_and_lookup_rejections() -> None:
     c = with_group()
     cid = cp_id(c)
-    rejected(c.admit_tool_effect("r1", cid, "c1", "shell", {"command": "ls"}),
-             "tool_call_identity_mismatch")
-    rejected(c.admit_tool_effect("r1", cid, "c1", "bash", {"command": "rm"}),
-             "tool_call_identity_mismatch")
+    rejected(
+        c.admit_tool_effect("r1", cid, "c1", "shell", {"command": "ls"}),
+        "tool_call_identity_mismatch",
+    )
+    rejected(
+        c.admit_tool_effect("r1", cid, "c1", "bash", {"command": "rm"}),
+        "tool_call_identity_mismatch",
+    )
     rejected(c.admit_call("r1", cid, ToolCall.of("c1", "bash", {})), "tool_call_identity_mismatch")
-    rejected(c.admit_tool_effect("r1", "r1#99", "c1", "bash", {"command": "ls"}),
-             "checkpoint_not_found")
+    rejected(
+        c.admit_tool_effect("r1", "r1#99", "c1", "bash", {"command": "ls"}), "checkpoint_not_found"
+    )
     rejected(c.admit_tool_effect("r1", cid, "nope", "bash", {}), "call_not_found")
     rejected(c.admit_tool_effect("r2", cid, "c1", "bash", {}), "unknown_request")
     # key order does not matter
@@ -218,10 +234,12 @@ def test_complete_tool_effect_is_idempotent_and_refuses_conflicts() -> None:
     c = ok(c.admit_call("r1", cid, LS))
     c = ok(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")))
     assert c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")) is c
-    rejected(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("y")),
-             "conflicting_tool_outcome")
-    rejected(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.error("x")),
-             "conflicting_tool_outcome")
+    rejected(
+        c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("y")), "conflicting_tool_outcome"
+    )
+    rejected(
+        c.complete_tool_effect("r1", cid, "c1", ToolOutcome.error("x")), "conflicting_tool_outcome"
+    )
 
 
 def test_reconcile_never_reruns_and_gives_every_call_a_result() -> None:
@@ -314,7 +332,11 @@ def test_replace_system_prepending_shifts_boundaries() -> None:
     s = ok(c.replace_system(SystemMessage("sys")))
     assert s.boundaries[0].message_count == 3
     b = ok(s.branch_at("x", 0))
-    assert b.messages.to_tuple() == (SystemMessage("sys"), UserMessage("q"), AssistantMessage("done"))
+    assert b.messages.to_tuple() == (
+        SystemMessage("sys"),
+        UserMessage("q"),
+        AssistantMessage("done"),
+    )
 
 
 # --- restore and legacy -----------------------------------------------------------------------
@@ -324,18 +346,33 @@ def test_restore_validates() -> None:
     msgs = [UserMessage("q"), AssistantMessage("a")]
     assert ok(Continuation.restore(msgs, 1, 1, boundaries=[Boundary(0, 1, 2)]))
     rejected(Continuation.restore(msgs, 1, 2), "invalid_restore")  # durable ahead
-    rejected(Continuation.restore(msgs, 2, 0, boundaries=[Boundary(3, 2, 2), Boundary(1, 1, 1)]),
-             "invalid_restore")  # not increasing
+    rejected(
+        Continuation.restore(msgs, 2, 0, boundaries=[Boundary(3, 2, 2), Boundary(1, 1, 1)]),
+        "invalid_restore",
+    )  # not increasing
     rejected(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 9)]), "invalid_restore")
     history = History(msgs)
     req = ActiveRequest("r", T1, 1, history.append(UserMessage("n")))
     assert ok(Continuation.restore(history, 1, 0, request=req))
     rejected(Continuation.restore(history, 2, 0, request=req), "invalid_restore")
     g = with_group()
-    rejected(Continuation.restore(g.messages, g.revision, 0, checkpoint=g.checkpoint,
-                                  checkpoint_seq=1), "invalid_restore")  # no request
-    assert ok(Continuation.restore(g.messages, g.revision, 0, request=g.request,
-                                   checkpoint=g.checkpoint, checkpoint_seq=1)) == g
+    rejected(
+        Continuation.restore(g.messages, g.revision, 0, checkpoint=g.checkpoint, checkpoint_seq=1),
+        "invalid_restore",
+    )  # no request
+    assert (
+        ok(
+            Continuation.restore(
+                g.messages,
+                g.revision,
+                0,
+                request=g.request,
+                checkpoint=g.checkpoint,
+                checkpoint_seq=1,
+            )
+        )
+        == g
+    )
     rejected(Continuation.restore([AssistantMessage("", (LS,))], 0, 0), "invalid_restore")
 
 
@@ -347,18 +384,34 @@ def test_from_json_rejects_tampered_state() -> None:
     data = g.to_json()
     data["request"] = None
     rejected(Continuation.from_json(data), "malformed_json")
-    rejected(Continuation.from_json({"messages": [{"role": "wizard", "content": ""}]}),
-             "malformed_json")
+    rejected(
+        Continuation.from_json({"messages": [{"role": "wizard", "content": ""}]}), "malformed_json"
+    )
 
 
 def test_import_legacy() -> None:
-    c = ok(Continuation.import_legacy([("user", "hi"), {"role": "assistant", "text": "yo"},
-                                       ("user", "more"), ("assistant", "ok")]))
+    c = ok(
+        Continuation.import_legacy(
+            [
+                ("user", "hi"),
+                {"role": "assistant", "text": "yo"},
+                ("user", "more"),
+                ("assistant", "ok"),
+            ]
+        )
+    )
     assert c.provenance is Provenance.LEGACY_RECONSTRUCTED
-    assert c.messages.to_tuple() == (UserMessage("hi"), AssistantMessage("yo"),
-                                     UserMessage("more"), AssistantMessage("ok"))
+    assert c.messages.to_tuple() == (
+        UserMessage("hi"),
+        AssistantMessage("yo"),
+        UserMessage("more"),
+        AssistantMessage("ok"),
+    )
     assert c.boundaries == (Boundary(1, 1, 2), Boundary(3, 2, 4))
-    assert ok(c.branch_at("old", 1)).messages.to_tuple() == (UserMessage("hi"), AssistantMessage("yo"))
+    assert ok(c.branch_at("old", 1)).messages.to_tuple() == (
+        UserMessage("hi"),
+        AssistantMessage("yo"),
+    )
     assert_json_identity(c, Continuation.from_json)
     rejected(Continuation.import_legacy([("system", "x")]), "invalid_history")
     rejected(Continuation.import_legacy([("user", 5)]), "invalid_history")
@@ -511,7 +564,10 @@ class ContinuationMachine(RuleBasedStateMachine):
         base = cp.resolved_messages() if cp else req.messages
         messages = base.append(AssistantMessage("answer"))
         if variant == "not_extending":
-            messages = History([UserMessage("forged"), AssistantMessage("answer")])
+            if not len(base):
+                return
+            forged = base.take(len(base) - 1).append(UserMessage("forged"))
+            messages = forged.append(AssistantMessage("answer"))
         rid = req.id if variant != "stale" else "stale"
         result = self.c.complete(RequestOutcome(rid, req.turn_id, req.revision, messages))
         if variant == "stale":
@@ -545,8 +601,10 @@ class ContinuationMachine(RuleBasedStateMachine):
         b = self.c.boundaries[pick % len(self.c.boundaries)]
         result = self.c.branch_at(self._id("b"), b.display_entry)
         if self.c.request is not None:
-            rejected(result, "request_active" if self.c.checkpoint is None
-                     else "effect_reconciliation_required")
+            rejected(
+                result,
+                "request_active" if self.c.checkpoint is None else "effect_reconciliation_required",
+            )
         else:
             nxt = ok(result)
             assert len(nxt.messages) == b.message_count

@@ -170,7 +170,11 @@ def test_approve_session_and_turn_store_trust_by_key() -> None:
     assert ex.trusted_scope(other_cmd) is None
 
     read = ToolCall.of("r1", "read_file", {"path": "/a"})
-    ex = ok(ok(ex.request_approval(Approval(read))).resolve_approval(None, ApprovalDecision.APPROVE_TURN)).execution
+    ex = ok(
+        ok(ex.request_approval(Approval(read))).resolve_approval(
+            None, ApprovalDecision.APPROVE_TURN
+        )
+    ).execution
     assert ex.trusted_scope(ToolCall.of("r2", "read_file", {"path": "/a"})) is TrustScope.TURN
     assert ex.trusted_scope(ToolCall.of("r2", "read_file", {"path": "/b"})) is None
     done = ok(ok(ex.begin_completion()).finish_completion()).execution
@@ -229,7 +233,11 @@ def test_completion_rejections() -> None:
 def test_abort_keeps_queues_and_drops_turn_state() -> None:
     ex = thinking().admit_prompt(PromptKind.STEERING, "s").execution
     ex = ok(ex.auto_approve(BASH_LS, TrustScope.TURN))
-    ex = ok(ok(ex.request_approval(Approval(BASH_LS))).resolve_approval(None, ApprovalDecision.APPROVE_TURN)).execution
+    ex = ok(
+        ok(ex.request_approval(Approval(BASH_LS))).resolve_approval(
+            None, ApprovalDecision.APPROVE_TURN
+        )
+    ).execution
     aborted = ex.abort()
     assert aborted.phase == IdlePhase()
     assert aborted.steering == ("s",)
@@ -275,12 +283,20 @@ def test_edit_boundaries() -> None:
 
 def test_json_restore_rejects_inconsistent_values() -> None:
     good = ok(thinking().tool_started("a", "bash")).execution.to_json()
-    bad = dict(good, phase={"kind": "active", "activity": {"kind": "tool_execution",
-                                                          "active_tools": []},
-                            "pending_approval": None, "error": None})
+    bad = dict(
+        good,
+        phase={
+            "kind": "active",
+            "activity": {"kind": "tool_execution", "active_tools": []},
+            "pending_approval": None,
+            "error": None,
+        },
+    )
     rejected(TurnExecution.from_json(bad), "invalid_restore")
-    turn_trust = dict(TurnExecution().to_json(), trust=[
-        {"key": {"tool": "t", "kind": "name", "detail": ""}, "scope": "turn"}])
+    turn_trust = dict(
+        TurnExecution().to_json(),
+        trust=[{"key": {"tool": "t", "kind": "name", "detail": ""}, "scope": "turn"}],
+    )
     rejected(TurnExecution.from_json(turn_trust), "invalid_restore")
     rejected(TurnExecution.from_json({"mode": "exec"}), "malformed_json")
     rejected(TurnExecution.from_json([1, 2]), "malformed_json")
@@ -355,7 +371,9 @@ class ExecutionMachine(RuleBasedStateMachine):
     @rule(name=names, args=arguments)
     def request_approval(self, name: str, args: object) -> None:
         self.call_ids += 1
-        self._apply(self.ex.request_approval(Approval(ToolCall.of(f"c{self.call_ids}", name, args))))
+        self._apply(
+            self.ex.request_approval(Approval(ToolCall.of(f"c{self.call_ids}", name, args)))
+        )
 
     @rule(decision=st.sampled_from(ApprovalDecision), by_id=st.booleans())
     def resolve(self, decision: ApprovalDecision, by_id: bool) -> None:

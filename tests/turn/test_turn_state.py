@@ -151,11 +151,20 @@ def test_other_compactions() -> None:
 
 
 def test_restore_validation() -> None:
-    rejected(TurnMachine.from_json({"last_turn_id": 1, "state": {"kind": "nope"}}), "malformed_json")
-    bad = {"last_turn_id": 1, "state": {"kind": "compacting", "turn_id": 7,
-                                        "trigger": "manual", "resume_continuation": False}}
+    rejected(
+        TurnMachine.from_json({"last_turn_id": 1, "state": {"kind": "nope"}}), "malformed_json"
+    )
+    bad = {
+        "last_turn_id": 1,
+        "state": {
+            "kind": "compacting",
+            "turn_id": 7,
+            "trigger": "manual",
+            "resume_continuation": False,
+        },
+    }
     rejected(TurnMachine.from_json(bad), "invalid_restore")
-    m, t = executing()
+    m, _ = executing()
     data = m.to_json()
     data["state"]["outcomes"] = [{"status": "ok", "content": ""}] * 2  # type: ignore[index]
     rejected(TurnMachine.from_json(data), "invalid_restore")
@@ -231,7 +240,7 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @rule(stale=st.booleans(), pick=st.integers(0, 5), outcome=outcomes)
     def tool_result(self, stale: bool, pick: int, outcome: ToolOutcome) -> None:
-        ids = sorted(self.committed) + ["unknown"]
+        ids = [*sorted(self.committed), "unknown"]
         call_id = ids[pick % len(ids)]
         r = self._event(stale, self.m.tool_result(self._turn(stale), call_id, outcome))
         if r is None:
