@@ -17,16 +17,19 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from phaseflow.expr import Guard
-from phaseflow.machine.effects import Op, compile_effect, compile_effects
+from phaseflow.machine.effects import SET, Op, compile_effect, compile_effects
 from phaseflow.machine.results import GuardTrigger
-from phaseflow.spec.model import Navigation, Phase, Tool, Workflow
+from phaseflow.spec.model import Navigation, Phase, Position, Tool, Workflow
 
 __all__ = ["AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "index_for"]
 
 _GLOB = frozenset("*?[")
 
-#: ``(transition index, when or None, target, the trigger to record)``.
-AutoEdge = tuple[int, Guard | None, str, GuardTrigger]
+#: ``(transition index, when or None, target name, the trigger to record, target phase
+#: or None when no such phase)``.
+AutoEdge = tuple[int, Guard | None, str, GuardTrigger, Phase | None]
+#: ``(key, value, label, position)`` of an effect list made only of scalar ``set``s.
+Plain = tuple[tuple[str, Any, str, Position | None], ...]
 #: ``(transition index, when or None, target)``.
 ModelEdge = tuple[int, Guard | None, str]
 #: ``(name, compiled effect, produces)``.
@@ -42,8 +45,10 @@ class PhaseInfo:
     model: tuple[ModelEdge, ...]
     exit_ops: tuple[Op, ...]
     exit_async: bool
+    exit_plain: Plain | None
     enter_ops: tuple[Op, ...]
     enter_async: bool
+    enter_plain: Plain | None
     prepare: tuple[Prep, ...]
     prepare_async: bool
     tools: tuple[str, ...] | None
@@ -70,6 +75,20 @@ def expand_tools(
     return tuple(seen)
 
 
+def _plain(ops: tuple[Op, ...]) -> Plain | None:
+    """The flat list of writes when every op is a ``set`` of scalars (the common case,
+    run inline by the machine), else ``None``."""
+    pairs: list[tuple[str, Any, str, Position | None]] = []
+    for kind, payload, label, position in ops:
+        if kind != SET:
+            return None
+        for key, value, needs_copy in payload:
+            if needs_copy:
+                return None
+            pairs.append((key, value, label, position))
+    return tuple(pairs)
+
+
 class MachineIndex:
     """The shared, lazily filled lookups of one set of phases (a workflow's, or the
     phases a host added to a machine built in code)."""
@@ -77,6 +96,7 @@ class MachineIndex:
     __slots__ = (
         "__weakref__",
         "_info",
+        "boundary_async",
         "catalogue",
         "description",
         "name",
@@ -102,6 +122,8 @@ class MachineIndex:
         self.name = name
         self.description = description
         self._info: dict[str, PhaseInfo] = {}
+        #: phase name -> may a turn boundary from it run an async callable?
+        self.boundary_async: dict[str, bool] = {}
 
     def info(self, name: str) -> PhaseInfo | None:
         """The precomputed entry of phase ``name``, or ``None`` if there is no such phase."""
@@ -114,6 +136,11 @@ class MachineIndex:
             info = self._info[name] = self._compile(phase)
             return info
 
+    def forget(self) -> None:
+        """Drop every entry (a phase was replaced: entries refer to their targets)."""
+        self._info.clear()
+        self.boundary_async.clear()
+
     def _compile(self, phase: Phase) -> PhaseInfo:
         registry = self.registry
         auto: list[AutoEdge] = []
@@ -122,7 +149,7 @@ class MachineIndex:
             if t.trigger == "model":
                 model.append((i, t.when, t.to))
             else:
-                auto.append((i, t.when, t.to, GuardTrigger(i)))
+                auto.append((i, t.when, t.to, GuardTrigger(i), self.phases.get(t.to)))
         exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
         enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
         prepare = tuple(
@@ -140,8 +167,10 @@ class MachineIndex:
             model=tuple(model),
             exit_ops=exit_ops,
             exit_async=exit_async,
+            exit_plain=_plain(exit_ops),
             enter_ops=enter_ops,
             enter_async=enter_async,
+            enter_plain=_plain(enter_ops),
             prepare=prepare,
             prepare_async=prepare_async,
             tools=tools,

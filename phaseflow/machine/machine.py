@@ -35,9 +35,9 @@ from phaseflow.machine.results import (
     TransitionResult,
     TransitionTrigger,
 )
-from phaseflow.machine.state import Writer, writer_for
+from phaseflow.machine.state import State, Writer, writer_for
 from phaseflow.spec.diagnostics import did_you_mean
-from phaseflow.spec.model import Phase, Workflow
+from phaseflow.spec.model import Phase, Position, Workflow
 
 __all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine"]
 
@@ -53,6 +53,55 @@ TRACE_LIMIT = 100
 _Scan = tuple[AutoEdge, tuple[str, ...]]
 
 
+class _LiveContext(GuardContext):
+    """The machine's guard context, read live from the machine.
+
+    A boundary evaluates guards many times per second across conversations; a fresh
+    frozen ``GuardContext`` per evaluation would be most of a boundary's cost. This view
+    is made once per machine and answers each name from the machine's current values, so
+    evaluating a guard allocates nothing. It never escapes: ``guard_context()`` returns a
+    snapshot.
+    """
+
+    __slots__ = ("_m",)
+    _m: PhaseMachine
+
+    def __init__(self, machine: PhaseMachine) -> None:
+        object.__setattr__(self, "_m", machine)
+
+    @property
+    def phase(self) -> str:
+        return self._m._current
+
+    @property
+    def turn(self) -> int:
+        return self._m._turn
+
+    @property
+    def turns_in_phase(self) -> int:
+        return self._m._turns_in_phase
+
+    @property
+    def seconds_in_phase(self) -> float:
+        m = self._m
+        return m._clock() - m._entered_at
+
+    @property
+    def visits(self) -> Mapping[str, int]:
+        return self._m._visits
+
+
+#: ``tuple.__new__``: makes a named tuple from a tuple without the Python-level ``__new__``
+#: frame (the hot path makes two per transition).
+_new_tuple: Any = tuple.__new__
+
+
+def _guard_view(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What guards read: a :class:`State`'s own dict (guards cannot write, and the
+    guard runtime has a fast path for plain dicts), else the state itself."""
+    return state._data if type(state) is State else state
+
+
 class PhaseMachine:
     """One conversation's position in a set of phases.
 
@@ -64,11 +113,13 @@ class PhaseMachine:
     __slots__ = (
         "__weakref__",
         "_clock",
+        "_cur",
         "_current",
         "_entered_at",
         "_history",
         "_index",
         "_initial",
+        "_live",
         "_owns_index",
         "_trace",
         "_turn",
@@ -114,6 +165,8 @@ class PhaseMachine:
         self._visits: dict[str, int] = {initial: 1}
         self._turn = 0
         self._turns_in_phase = 0
+        self._cur: PhaseInfo | None = None  # the current phase's entry, once looked up
+        self._live: _LiveContext | None = None
 
     @classmethod
     def from_workflow(cls, workflow: Workflow, clock: Clock | None = None) -> PhaseMachine:
@@ -144,7 +197,8 @@ class PhaseMachine:
         phases = index.phases
         assert isinstance(phases, dict)
         phases[phase.name] = phase
-        index._info.pop(phase.name, None)
+        index.forget()
+        self._cur = None
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` if the phases cannot run: none registered, the
@@ -229,13 +283,13 @@ class PhaseMachine:
         """The current phase's allowed tools: ``None`` when every tool is allowed,
         otherwise the names, with glob patterns expanded against the workflow's tool
         catalogue when there is one (kept as written when there is none)."""
-        info = self._index.info(self._current)
+        info = self._info()
         return None if info is None else info.tools
 
     def tool_allowed(self, name: str) -> bool:
         """May the model use tool ``name`` in the current phase? Without a catalogue, a
         pattern in the phase's list matches names too."""
-        info = self._index.info(self._current)
+        info = self._info()
         if info is None or info.tool_set is None:
             return True
         if name in info.tool_set:
@@ -256,8 +310,21 @@ class PhaseMachine:
             self._turn,
             self._turns_in_phase,
             self._clock() - self._entered_at,
-            self._visits,
+            MappingProxyType(dict(self._visits)),
         )
+
+    def _info(self) -> PhaseInfo | None:
+        """The current phase's entry (cached until the next move)."""
+        info = self._cur
+        if info is None:
+            info = self._cur = self._index.info(self._current)
+        return info
+
+    def _ctx(self) -> _LiveContext:
+        live = self._live
+        if live is None:
+            live = self._live = _LiveContext(self)
+        return live
 
     # -- pure evaluation -------------------------------------------------------------------
 
@@ -272,7 +339,6 @@ class PhaseMachine:
 
         ``events``, when given, collects guard run-time errors (pure callers pass None).
         """
-        phases = self._index.phases
         for edge in info.auto:
             when = edge[1]
             if when is not None:
@@ -281,7 +347,7 @@ class PhaseMachine:
                     if r.error is not None and events is not None:
                         events.append(self._guard_event(info, edge[0], r.error))
                     continue
-            target = phases.get(edge[2])
+            target = edge[4]
             if target is None:
                 continue
             guard = target.guard
@@ -321,10 +387,10 @@ class PhaseMachine:
         skip; target's ``requires`` present -> Ready; absent and the target has
         preparations -> Blocked; absent and none -> skip.
         """
-        info = self._index.info(self._current)
+        info = self._info()
         if info is None or info.phase.terminal:
             return None
-        found = self._scan(info, state, self.guard_context(), None)
+        found = self._scan(info, state, self._ctx(), None)
         if found is None:
             return None
         edge, missing = found
@@ -341,7 +407,7 @@ class PhaseMachine:
     def _model_edges(self, target: str, state: Mapping[str, Any], ctx: GuardContext) -> bool:
         """Is there a ``model`` transition of the current phase to ``target`` whose
         ``when`` holds?"""
-        info = self._index.info(self._current)
+        info = self._info()
         if info is None or info.phase.terminal:
             return False
         for _, when, to in info.model:
@@ -364,7 +430,7 @@ class PhaseMachine:
         phase = self._index.phases.get(target)
         if phase is None:
             return False
-        ctx = self.guard_context()
+        ctx = self._ctx()
         if not self._model_edges(target, state, ctx):
             return False
         return self._enterable(phase, state, ctx) == ()
@@ -380,14 +446,16 @@ class PhaseMachine:
         trace.extend(events)
         return tuple(events)
 
-    def _switch(self, target: str, turn: int, trigger: TransitionTrigger) -> HistoryRecord:
-        """Make ``target`` current, restart its timer and counters, count the visit and
-        append the history record."""
+    def _switch(self, tinfo: PhaseInfo, turn: int, trigger: TransitionTrigger) -> HistoryRecord:
+        """Make ``tinfo``'s phase current, restart its timer and counters, count the visit
+        and append the history record."""
         now = self._clock()
-        record = HistoryRecord(
+        target = tinfo.phase.name
+        record: HistoryRecord = _new_tuple(HistoryRecord, (
             self._current, target, turn, now, trigger, now - self._entered_at
-        )
+        ))
         self._current = target
+        self._cur = tinfo
         self._entered_at = now
         self._turns_in_phase = 0
         visits = self._visits
@@ -469,23 +537,50 @@ class PhaseMachine:
         events: list[Event] | None,
     ) -> TransitionResult:
         source = self._current
-        info = self._index.info(source)
-        name = self._index.name
+        info = self._info()
         if info is not None and info.exit_ops:
-            failed = run_sync(info.exit_ops, state, writer, source, turn, name, transcript)
-            if failed:
-                events = (events or []) + failed
+            plain = info.exit_plain
+            if plain is not None:  # only scalar sets: no call, no copy, no dispatch
+                for key, value, label, position in plain:
+                    try:
+                        writer.set(key, value)
+                    except Exception as exc:
+                        events = self._write_failed(events, source, turn, exc, label, position)
+            else:
+                failed = run_sync(info.exit_ops, state, writer, source, turn, self._index.name,
+                                  transcript)
+                if failed:
+                    events = (events or []) + failed
         target = tinfo.phase
-        record = self._switch(target.name, turn, trigger)
+        record = self._switch(tinfo, turn, trigger)
         if target.clear_on_enter:
             failed = self._clear(target.clear_on_enter, writer, target.name, turn)
             if failed:
                 events = (events or []) + failed
         if tinfo.enter_ops:
-            failed = run_sync(tinfo.enter_ops, state, writer, target.name, turn, name, transcript)
-            if failed:
-                events = (events or []) + failed
+            plain = tinfo.enter_plain
+            if plain is not None:
+                for key, value, label, position in plain:
+                    try:
+                        writer.set(key, value)
+                    except Exception as exc:
+                        events = self._write_failed(events, target.name, turn, exc, label,
+                                                    position)
+            else:
+                failed = run_sync(tinfo.enter_ops, state, writer, target.name, turn,
+                                  self._index.name, transcript)
+                if failed:
+                    events = (events or []) + failed
         return self._result(source, tinfo, record, state, turn, trigger, events)
+
+    @staticmethod
+    def _write_failed(
+        events: list[Event] | None, phase: str, turn: int, exc: Exception, label: str,
+        position: Position | None,
+    ) -> list[Event]:
+        event = Event("effect_error", phase, turn, f"{type(exc).__name__}: {exc}", label,
+                      position)
+        return [*(events or ()), event]
 
     async def _do_transition_async(
         self,
@@ -498,7 +593,7 @@ class PhaseMachine:
         events: list[Event] | None,
     ) -> TransitionResult:
         source = self._current
-        info = self._index.info(source)
+        info = self._info()
         name = self._index.name
         if info is not None and info.exit_ops:
             failed = await run_async(info.exit_ops, state, writer, source, turn, name,
@@ -506,7 +601,7 @@ class PhaseMachine:
             if failed:
                 events = (events or []) + failed
         target = tinfo.phase
-        record = self._switch(target.name, turn, trigger)
+        record = self._switch(tinfo, turn, trigger)
         if target.clear_on_enter:
             failed = self._clear(target.clear_on_enter, writer, target.name, turn)
             if failed:
@@ -519,7 +614,7 @@ class PhaseMachine:
         return self._result(source, tinfo, record, state, turn, trigger, events)
 
     def _needs_async(self, tinfo: PhaseInfo, *, prepare: bool = False) -> bool:
-        info = self._index.info(self._current)
+        info = self._info()
         return (
             (info is not None and info.exit_async)
             or tinfo.enter_async
@@ -656,7 +751,7 @@ class PhaseMachine:
         tinfo = self._index.info(target)
         if tinfo is None:
             return None
-        ctx = self.guard_context()
+        ctx = self._ctx()
         if not self._model_edges(target, state, ctx):
             return None
         missing = self._enterable(tinfo.phase, state, ctx)
@@ -732,20 +827,32 @@ class PhaseMachine:
         callable still works if it never suspends; one that does is reported as an event."""
         self._turn = turn
         self._turns_in_phase += 1
-        info = self._index.info(self._current)
-        if info is None or info.phase.terminal or not info.auto:
+        info = self._cur
+        if info is None:
+            info = self._info()
+            if info is None:
+                return BoundaryResult("stayed", self._current, turn)
+        if not info.auto or info.phase.terminal:
             return BoundaryResult("stayed", self._current, turn)
+        view = state._data if type(state) is State else state
         events: list[Event] = []
-        found = self._scan(info, state, self.guard_context(), events)
+        ctx = self._live or self._ctx()
+        found = self._scan(info, view, ctx, events)
         if found is None:
-            return BoundaryResult("stayed", self._current, turn, events=self._record(events))
-        w = writer_for(state, writer)
-        ran: list[str] = []
+            stayed: BoundaryResult = _new_tuple(BoundaryResult, (
+                "stayed", self._current, turn, None, None, (), (),
+                self._record(events) if events else ()))
+            return stayed
+        if writer is None:
+            writer = state if type(state) is State else writer_for(state, None)
+        assert writer is not None
+        ran: list[str] | None = None
         if found[1]:
+            ran = []
             tinfo = self._index.info(found[0][2])
             assert tinfo is not None
-            self._prepare_sync(tinfo, state, w, turn, ran, events)
-            found = self._scan(info, state, self.guard_context(), events)
+            self._prepare_sync(tinfo, view, writer, turn, ran, events)
+            found = self._scan(info, view, ctx, events)
             if found is None:
                 return BoundaryResult("stayed", self._current, turn,
                                       preparations=tuple(ran), events=self._record(events))
@@ -755,9 +862,11 @@ class PhaseMachine:
         edge = found[0]
         tinfo = self._index.info(edge[2])
         assert tinfo is not None
-        result = self._do_transition(tinfo, state, w, turn, edge[3], None, events)
-        return BoundaryResult("transitioned", tinfo.phase.name, turn, result,
-                              preparations=tuple(ran), events=result.events)
+        result = self._do_transition(tinfo, state, writer, turn, edge[3], None, events)
+        moved: BoundaryResult = _new_tuple(BoundaryResult, (
+            "transitioned", tinfo.phase.name, turn, result, None, (),
+            tuple(ran) if ran else (), result.events))
+        return moved
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int
@@ -766,7 +875,7 @@ class PhaseMachine:
         once more; when Ready, transition with a guard trigger. At most one transition.
         Without a writer the state is its own writer. Runs synchronously unless an effect
         it runs calls an ``async def`` callable."""
-        info = self._index.info(self._current)
+        info = self._info()
         if info is None or not self._boundary_may_await(info):
             return self.advance_sync(state, writer, turn=turn)
         self._turn = turn
@@ -774,7 +883,7 @@ class PhaseMachine:
         if info.phase.terminal or not info.auto:
             return BoundaryResult("stayed", self._current, turn)
         events: list[Event] = []
-        found = self._scan(info, state, self.guard_context(), events)
+        found = self._scan(info, state, self._ctx(), events)
         if found is None:
             return BoundaryResult("stayed", self._current, turn, events=self._record(events))
         w = writer_for(state, writer)
@@ -783,7 +892,7 @@ class PhaseMachine:
             tinfo = self._index.info(found[0][2])
             assert tinfo is not None
             await self._prepare_async(tinfo, state, w, turn, ran, events)
-            found = self._scan(info, state, self.guard_context(), events)
+            found = self._scan(info, state, self._ctx(), events)
             if found is None:
                 return BoundaryResult("stayed", self._current, turn,
                                       preparations=tuple(ran), events=self._record(events))
@@ -799,15 +908,18 @@ class PhaseMachine:
 
     def _boundary_may_await(self, info: PhaseInfo) -> bool:
         """Could a boundary from this phase run an async callable (its on_exit, or a
-        target's on_enter or preparations)?"""
-        if info.exit_async:
-            return True
+        target's on_enter or preparations)? Cached per phase in the shared index."""
         index = self._index
-        for edge in info.auto:
-            tinfo = index.info(edge[2])
-            if tinfo is not None and (tinfo.enter_async or tinfo.prepare_async):
-                return True
-        return False
+        name = info.phase.name
+        cached = index.boundary_async.get(name)
+        if cached is None:
+            cached = info.exit_async
+            for edge in info.auto:
+                tinfo = index.info(edge[2])
+                if tinfo is not None and (tinfo.enter_async or tinfo.prepare_async):
+                    cached = True
+            index.boundary_async[name] = cached
+        return cached
 
     # -- navigation ------------------------------------------------------------------------
 

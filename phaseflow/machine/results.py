@@ -8,8 +8,8 @@ compared and shared; those made on the hot path are as small as possible.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from phaseflow.spec.model import Position
 
@@ -95,13 +95,18 @@ class Blocked:
 # --- history and events -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryRecord:
+_RECORD_KEYS = {
+    "from": 0, "to": 1, "turn": 2, "at": 3, "trigger": 4, "duration_in_phase": 5,
+}
+
+
+class HistoryRecord(NamedTuple):
     """One transition: ``{from, to, turn, at, trigger, duration_in_phase}``.
 
     ``at`` is the machine clock's reading when the transition happened and
     ``duration_in_phase`` how long the phase that was left had been current. Indexing by
-    the spec's names (``record["from"]``) works too, because ``from`` is a keyword.
+    the spec's names (``record["from"]``) works too, because ``from`` is a keyword. A named
+    tuple: immutable, and the cheapest immutable value to make on the hot path.
     """
 
     from_phase: str
@@ -111,20 +116,13 @@ class HistoryRecord:
     trigger: TransitionTrigger
     duration_in_phase: float
 
-    _KEYS: ClassVar[dict[str, str]] = {
-        "from": "from_phase",
-        "to": "to_phase",
-        "turn": "turn",
-        "at": "at",
-        "trigger": "trigger",
-        "duration_in_phase": "duration_in_phase",
-    }
-
-    def __getitem__(self, key: str) -> Any:
-        try:
-            return getattr(self, self._KEYS[key])
-        except KeyError:
-            raise KeyError(key) from None
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                key = _RECORD_KEYS[key]
+            except KeyError:
+                raise KeyError(key) from None
+        return tuple.__getitem__(self, key)
 
     def as_dict(self) -> dict[str, Any]:
         """The record with the spec's key names; the trigger as its kind and detail."""
@@ -181,30 +179,43 @@ class Event:
 _UNRENDERED: Any = object()
 
 
-@dataclass(slots=True, eq=False)
 class TransitionResult:
-    """What a transition did.
+    """What a transition did: ``from_phase``, ``to_phase``, ``trigger``, ``turn``, the
+    history ``record`` and the error ``events`` of its effects.
 
     ``instructions`` is the target's rendered ``instructions`` (``None`` when it has none).
     Rendering a template costs far more than a transition, so it happens on first access,
     against the state as it is then; read it before changing the state again if you need
-    the text as of the transition.
+    the text as of the transition. Treat the object as read-only.
     """
 
-    from_phase: str
-    to_phase: str
-    trigger: TransitionTrigger
-    turn: int
-    record: HistoryRecord
-    events: tuple[Event, ...] = ()
-    _render: Callable[[], str | None] | None = field(default=None, repr=False)
-    _instructions: Any = field(default=_UNRENDERED, repr=False)
+    __slots__ = ("_instructions", "_render", "events", "from_phase", "record", "to_phase",
+                 "trigger", "turn")
+
+    def __init__(
+        self,
+        from_phase: str,
+        to_phase: str,
+        trigger: TransitionTrigger,
+        turn: int,
+        record: HistoryRecord,
+        events: tuple[Event, ...] = (),
+        render: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.from_phase = from_phase
+        self.to_phase = to_phase
+        self.trigger = trigger
+        self.turn = turn
+        self.record = record
+        self.events = events
+        self._render = render
+        self._instructions: Any = _UNRENDERED if render is not None else None
 
     @property
     def instructions(self) -> str | None:
         if self._instructions is _UNRENDERED:
-            self._instructions = self._render() if self._render is not None else None
-            self._render = None
+            render, self._render = self._render, None
+            self._instructions = render() if render is not None else None
         value: str | None = self._instructions
         return value
 
@@ -213,19 +224,22 @@ class TransitionResult:
         """True when no effect failed."""
         return not self.events
 
+    def __repr__(self) -> str:
+        return (f"TransitionResult(from_phase={self.from_phase!r}, to_phase={self.to_phase!r},"
+                f" trigger={self.trigger!r}, turn={self.turn!r}, events={self.events!r})")
+
 
 Outcome = Literal["transitioned", "blocked", "stayed"]
 
 
-@dataclass(frozen=True, slots=True)
-class BoundaryResult:
-    """What one turn boundary did.
+class BoundaryResult(NamedTuple):
+    """What one turn boundary did (an immutable named tuple).
 
     ``outcome`` is ``"transitioned"`` (``transition`` says from where to where),
     ``"blocked"`` (``target`` could not be entered: ``missing`` are its absent required
     keys after ``preparations`` — the names of those that ran — were tried), or
-    ``"stayed"``. ``events`` holds every guard and effect error of the boundary,
-    including those of the transition.
+    ``"stayed"``. ``phase`` is the current phase after the boundary. ``events`` holds
+    every guard and effect error of the boundary, including those of the transition.
     """
 
     outcome: Outcome

@@ -11,9 +11,8 @@ mapping that reflects those writes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from phaseflow.errors import ConfigError
 
@@ -29,9 +28,9 @@ class Writer(Protocol):
     def unset(self, key: str) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    """One change made through a :class:`State`: ``removed`` is true for an ``unset``."""
+class StateChange(NamedTuple):
+    """One change made through a :class:`State`: ``removed`` is true for an ``unset``.
+    (A named tuple: one is made per write, so it must be cheap.)"""
 
     key: str
     value: Any = None
@@ -50,7 +49,8 @@ class State(Mapping[str, Any]):
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._data: dict[str, Any] = dict(values) if values else {}
-        self._changes: list[StateChange] = []
+        # plain tuples on the hot path; StateChange values are made when the log is read
+        self._changes: list[tuple[str, Any, bool]] = []
 
     # -- Mapping (the fast paths are the dict's own methods: guards call get() a lot) --
     def __getitem__(self, key: str) -> Any:
@@ -84,24 +84,30 @@ class State(Mapping[str, Any]):
     def set(self, key: str, value: Any) -> None:
         """Put ``key`` into the state (``None`` is stored, and reads as absent)."""
         self._data[key] = value
-        self._changes.append(StateChange(key, value))
+        self._changes.append((key, value, False))
 
     def unset(self, key: str) -> None:
         """Remove ``key``; logged only when the key was there."""
         if key in self._data:
             del self._data[key]
-            self._changes.append(StateChange(key, None, True))
+            self._changes.append((key, None, True))
 
     # -- the change log --
     @property
     def changes(self) -> tuple[StateChange, ...]:
         """Every change since the last :meth:`take_changes`, oldest first."""
-        return tuple(self._changes)
+        make = StateChange._make
+        return tuple(make(c) for c in self._changes)
 
     def take_changes(self) -> list[StateChange]:
         """Return the change log and start a new one (call it once per persisted turn)."""
         changes, self._changes = self._changes, []
-        return changes
+        make = StateChange._make
+        return [make(c) for c in changes]
+
+    def clear_changes(self) -> None:
+        """Forget the change log (for hosts that do not persist changes)."""
+        self._changes.clear()
 
     def view(self) -> Mapping[str, Any]:
         """A live read-only view (no ``set``/``unset``): what host callables receive."""
