@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
-from phaseflow.spec.diagnostics import Diagnostic, did_you_mean
+from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
 from phaseflow.spec.model import (
     CallEffect,
     Effect,
@@ -380,7 +380,7 @@ class Compiler:
     def check_graph(self, initial: str | None, initial_node: Node | None) -> None:
         phases = self.phases
         if initial is not None and initial_node is not None and initial not in phases:
-            self.report(initial_node, "PF200", f"initial phase '{initial}' is not defined{did_you_mean(initial, phases) or self._phase_list()}")
+            self.report(initial_node, "PF200", f"initial phase '{clip(initial)}' is not defined{did_you_mean(initial, phases) or self._phase_list()}")
         for name, phase in phases.items():
             refs = self.refs[name]
             seen: dict[tuple[str, str | None, str], int] = {}
@@ -391,7 +391,7 @@ class Compiler:
                     self.report(
                         to_at,
                         "PF201",
-                        f"phase '{name}': transition to unknown phase '{transition.to}'"
+                        f"phase '{name}': transition to unknown phase '{clip(transition.to)}'"
                         f"{did_you_mean(transition.to, phases) or self._phase_list()}",
                     )
                 when_source = transition.when.source.strip() if transition.when else None
@@ -510,12 +510,12 @@ class Compiler:
                 for tool_name, node in refs.tools:
                     if any(c in tool_name for c in "*?["):
                         if not any(fnmatch.fnmatchcase(t, tool_name) for t in tools):
-                            self.report(node, "PF400", f"phase '{name}': tool pattern '{tool_name}' matches no tool in the catalogue")
+                            self.report(node, "PF400", f"phase '{name}': tool pattern '{clip(tool_name)}' matches no tool in the catalogue")
                     elif tool_name not in tools:
                         hint = did_you_mean(tool_name, tools) or (
                             " (the catalogue has: " + ", ".join(sorted(tools)) + ")" if 0 < len(tools) <= 12 else ""
                         )
-                        self.report(node, "PF400", f"phase '{name}': unknown tool '{tool_name}'{hint}")
+                        self.report(node, "PF400", f"phase '{name}': unknown tool '{clip(tool_name)}'{hint}")
             if tools is not None:
                 for key, node in refs.requires:
                     # an undeclared key is PF401 already: probably a typo, not news
@@ -524,7 +524,7 @@ class Compiler:
                         self.report(
                             node,
                             "PF402",
-                            f"phase '{name}' requires '{key}', but nothing can produce it: no default, "
+                            f"phase '{name}' requires '{clip(key)}', but nothing can produce it: no default, "
                             "no tool writes it, no preparation produces it, no 'set' effect sets it",
                         )
             if not self.state_declared:
@@ -538,18 +538,18 @@ class Compiler:
             ):
                 for key, node in items:
                     if key not in declared:
-                        self.report(node, code, f"phase '{name}': {label} names undeclared state key '{key}'{did_you_mean(key, declared)}")
+                        self.report(node, code, f"phase '{name}': {label} names undeclared state key '{clip(key)}'{did_you_mean(key, declared)}")
             for guard, node in refs.guards:
                 for key in sorted(guard.reads - declared.keys()):
                     line, column = node.line, node.column
-                    self.diags.append(Diagnostic(self.path, line, column, "PF301", f"phase '{name}': guard '{guard.source.strip()}' reads undeclared state key '{key}'{did_you_mean(key, declared)}"))
+                    self.diags.append(Diagnostic(self.path, line, column, "PF301", f"phase '{name}': guard '{guard.source.strip()}' reads undeclared state key '{clip(key)}'{did_you_mean(key, declared)}"))
             for template, node in refs.templates:
                 for key in sorted(template.reads - declared.keys()):
-                    self.report(node, "PF303", f"phase '{name}': instructions read undeclared state key '{key}'{did_you_mean(key, declared)}")
+                    self.report(node, "PF303", f"phase '{name}': instructions read undeclared state key '{clip(key)}'{did_you_mean(key, declared)}")
         if self.state_declared:
             for template, node in self.nav_template_refs:
                 for key in sorted(template.reads - declared.keys()):
-                    self.report(node, "PF303", f"navigation template reads undeclared state key '{key}'{did_you_mean(key, declared)}")
+                    self.report(node, "PF303", f"navigation template reads undeclared state key '{clip(key)}'{did_you_mean(key, declared)}")
 
     def check_registry(self, registry: Iterable[str]) -> None:
         """PF405: every ``call`` names a callable the host registered."""
@@ -560,6 +560,6 @@ class Compiler:
                     self.report(
                         node,
                         "PF405",
-                        f"phase '{name}': call '{call}' names no callable in the host's "
+                        f"phase '{name}': call '{clip(call)}' names no callable in the host's "
                         f"registry{did_you_mean(call, known)}",
                     )

@@ -76,6 +76,11 @@ class Diagnostic:
         return (self.path, self.line, self.column, self.code, self.message)
 
 
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (with "...") so one message stays one line's worth."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
     pool = sorted(set(candidates))

@@ -43,6 +43,9 @@ _FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
 _INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
 _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
 
+#: The first characters a plain scalar that is not a string can start with.
+_NON_STRING_STARTS = frozenset("0123456789+-.~nNtTfF")
+
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {f"{_STD}{t}" for t in ("str", "int", "float", "bool", "null")}
 _MERGE_TAG = f"{_STD}merge"
@@ -107,6 +110,8 @@ class Document:
 
 def resolve_plain(text: str) -> Any:
     """The value of a plain (unquoted, untagged) scalar under the YAML 1.2 core schema."""
+    if text and text[0] not in _NON_STRING_STARTS:  # fast path: most scalars are words
+        return text
     if _NULL.match(text):
         return None
     if _BOOL.match(text):
