@@ -58,7 +58,8 @@ class Coverage:
         edges_hit = len(self.transitions) - len(self.missed_transitions)
         lines = [
             f"coverage {self.workflow}: phases {phases_hit}/{len(self.phases)}, "
-            f"transitions {edges_hit}/{len(self.transitions)} ({self.percent:.0f}%)"
+            f"transitions {edges_hit}/{len(self.transitions)} "
+            f"({self.percent:.0f}% of phases and transitions)"
         ]
         for phase in self.missed_phases:
             lines.append(f"  not exercised: phase {phase}")
