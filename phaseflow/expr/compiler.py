@@ -185,7 +185,13 @@ def compile_guard(source: str) -> Guard:
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
         # Not expected for a validated tree; kept so compile_guard's contract holds.
         raise GuardCompileError(f"cannot compile guard expression: {exc}") from None
-    return Guard(source, frozenset(rewriter.reads), rewriter.dynamic_reads, function)
+    return Guard(
+        source,
+        frozenset(rewriter.reads),
+        rewriter.dynamic_reads,
+        function,
+        frozenset(rewriter.visits),
+    )
 
 
 def _wrap(source: str) -> str:
@@ -322,6 +328,7 @@ class _Rewriter:
         self.source = source
         self.locator = locator
         self.reads: set[str] = set()
+        self.visits: set[str] = set()
         self.dynamic_reads = False
         self._temps = 0
 
@@ -395,6 +402,7 @@ class _Rewriter:
             )
         key = ast.Constant(value=node.attr)
         if special == "visits":
+            self.visits.add(node.attr)
             return _call("_visit", _context("visits"), key), "any"
         if special == "state":
             self.reads.add(node.attr)
@@ -433,6 +441,8 @@ class _Rewriter:
             literal_key = index.value
         key, _ = self.rewrite(index)
         if special == "visits":
+            if literal_key is not None:
+                self.visits.add(literal_key)
             return _call("_visit", _context("visits"), key), "any"
         if special == "state":
             state = ast.Name(id="state", ctx=ast.Load())

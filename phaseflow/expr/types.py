@@ -93,13 +93,15 @@ class Guard:
     state keys the expression names literally (``state.amount``, ``state['x'].y``); when
     ``dynamic_reads`` is true it also reads keys that are only known at run time
     (``state[phase]``) or uses the state as a whole (``len(state)``), so ``reads`` is then a
-    lower bound.
+    lower bound. ``visits`` is the set of phase names it reads visit counts of
+    (``visits.implement``), so a loader can flag a misspelt phase.
     """
 
     source: str
     reads: frozenset[str]
     dynamic_reads: bool = field(compare=False)
     _function: GuardFunction = field(repr=False, compare=False)
+    visits: frozenset[str] = field(default=frozenset(), compare=False)
 
     def evaluate(self, state: Mapping[str, Any], ctx: GuardContext | None = None) -> GuardResult:
         """Evaluate against ``state``; never raises, never mutates ``state``.

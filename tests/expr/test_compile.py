@@ -215,3 +215,9 @@ def test_guard_shared_across_threads() -> None:
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(run, range(40)))
+
+
+def test_visits_names_the_phases_a_guard_counts() -> None:
+    guard = compile_guard("visits.implement < 3 and visits['plan'] > 0 and visits[phase] > 1")
+    assert guard.visits == frozenset({"implement", "plan"})
+    assert compile_guard("state.visits > 1").visits == frozenset()
