@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
 
@@ -25,8 +23,3 @@ def run_cli(
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
-
-
-@pytest.fixture
-def cli():  # type: ignore[no-untyped-def]
-    return run_cli
