@@ -37,7 +37,6 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-@pytest.mark.timeout(600) if hasattr(pytest.mark, "timeout") else (lambda f: f)
 def test_pre_commit_try_repo(tmp_path: Path) -> None:
     pre_commit = _pre_commit()
     if shutil.which("git") is None:
@@ -69,6 +68,6 @@ def test_pre_commit_try_repo(tmp_path: Path) -> None:
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "Failed" in broken.stdout
     assert "broken.yaml:10:13: error PF201" in broken.stdout
-    assert "compose.yml" not in broken.stdout.split("phaseflow validate", 1)[-1].split(
-        "Failed")[-1] or "compose.yml:" not in broken.stdout
+    # three files passed by name, two checked: compose.yml is no workflow and is skipped
+    assert "compose.yml:" not in broken.stdout
     assert "2 files checked: 1 error, 0 warnings" in broken.stdout
