@@ -13,22 +13,28 @@ from typing import Any
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="*", metavar="PATH",
+        "paths",
+        nargs="*",
+        metavar="PATH",
         help="workflow files or folders (searched for *.yaml/*.yml with a 'phaseflow' key); "
         "default: the current folder",
     )
     parser.add_argument(
-        "--format", choices=("text", "json", "github"), default="text",
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
         help="text (default), json (one object), github (workflow commands for annotations)",
     )
     parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
     parser.add_argument(
-        "--skip-non-workflows", action="store_true",
+        "--skip-non-workflows",
+        action="store_true",
         help="apply the folder filter to named files too: a YAML file whose top-level "
         "mapping has no 'phaseflow' key is skipped (for pre-commit, which names every file)",
     )
     parser.add_argument(
-        "--hooks", metavar="MODULE:ATTR",
+        "--hooks",
+        metavar="MODULE:ATTR",
         help="check 'call' names against the mapping MODULE.ATTR (the host's registry)",
     )
 
@@ -43,7 +49,9 @@ def _registry(spec: str) -> Mapping[str, Any] | str:
     except Exception as exc:
         return f"--hooks {spec}: cannot load it: {type(exc).__name__}: {exc}"
     if not isinstance(value, Mapping):
-        return f"--hooks {spec}: expected a mapping of names to callables, got {type(value).__name__}"
+        return (
+            f"--hooks {spec}: expected a mapping of names to callables, got {type(value).__name__}"
+        )
     return value
 
 

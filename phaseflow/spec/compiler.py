@@ -41,13 +41,27 @@ from phaseflow.spec.templates import (
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
 
 #: The keys the compiler reads at each level. A test proves these equal the JSON Schema's.
-TOP_KEYS = frozenset({"phaseflow", "name", "description", "initial", "state", "tools", "phases",
-                      "navigation"})
+TOP_KEYS = frozenset(
+    {"phaseflow", "name", "description", "initial", "state", "tools", "phases", "navigation"}
+)
 STATE_KEY_KEYS = frozenset({"type", "description", "default"})
 TOOL_KEYS = frozenset({"description", "writes", "approval"})
-PHASE_KEYS = frozenset({"goal", "instructions", "needs", "requires", "guard", "prepare",
-                        "on_enter", "on_exit", "tools", "clear_on_enter", "terminal",
-                        "transitions"})
+PHASE_KEYS = frozenset(
+    {
+        "goal",
+        "instructions",
+        "needs",
+        "requires",
+        "guard",
+        "prepare",
+        "on_enter",
+        "on_exit",
+        "tools",
+        "clear_on_enter",
+        "terminal",
+        "transitions",
+    }
+)
 TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger"})
 EFFECT_KEYS = frozenset({"set", "unset", "call", "with"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name", "produces"}
@@ -121,7 +135,9 @@ class Compiler:
     def names(node: Node | None) -> list[tuple[str, Node]]:
         if not isinstance(node, Sequence):
             return []
-        return [(n.value, n) for n in node.items if isinstance(n, Scalar) and isinstance(n.value, str)]
+        return [
+            (n.value, n) for n in node.items if isinstance(n, Scalar) and isinstance(n.value, str)
+        ]
 
     def expr_position(self, node: Scalar, line: int, column: int) -> tuple[int, int]:
         """File position of (line, column) inside the expression held by ``node``."""
@@ -148,7 +164,9 @@ class Compiler:
             compiled = compile_guard(source)
         except GuardCompileError as exc:
             line, column = self.expr_position(node, exc.line, exc.column)
-            self.diags.append(Diagnostic(self.path, line, column, "PF300", f"{what}: {exc.message}"))
+            self.diags.append(
+                Diagnostic(self.path, line, column, "PF300", f"{what}: {exc.message}")
+            )
             return None
         if refs is not None:
             refs.guards.append((compiled, node))
@@ -167,7 +185,9 @@ class Compiler:
                 line = node.line + exc.line
                 content = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
                 column = len(content) - len(content.lstrip(" ")) + 1
-            self.diags.append(Diagnostic(self.path, line, column, "PF302", f"{what}: {exc.message}"))
+            self.diags.append(
+                Diagnostic(self.path, line, column, "PF302", f"{what}: {exc.message}")
+            )
             return None
 
     # -- the pass --------------------------------------------------------------
@@ -211,7 +231,9 @@ class Compiler:
         )
 
     def state_key(self, key: Scalar, value: Node) -> None:
-        if not isinstance(value, Mapping | Scalar) or (isinstance(value, Scalar) and value.value is not None):
+        if not isinstance(value, Mapping | Scalar) or (
+            isinstance(value, Scalar) and value.value is not None
+        ):
             return
         fields = {k.value: v for k, v in entries(value)} if isinstance(value, Mapping) else {}
         kind = self.text(fields.get("type")) or "any"
@@ -225,10 +247,15 @@ class Compiler:
             self.report(
                 fields["default"],
                 "PF103",
-                f"state key '{key.value}': default must be of type {kind}, not {type_name(default)}",
+                f"state key '{key.value}': default must be of type {kind}, "
+                f"not {type_name(default)}",
             )
         self.state[key.value] = StateKey(
-            key.value, kind, self.text(fields.get("description")), has_default, default,  # type: ignore[arg-type]
+            key.value,
+            kind,  # type: ignore[arg-type]  # one of _TYPE_CHECK's keys
+            self.text(fields.get("description")),
+            has_default,
+            default,
             self.position(key),
         )
 
@@ -284,8 +311,11 @@ class Compiler:
         def get(field_name: str) -> Node | None:
             return fields[field_name][1] if field_name in fields else None
 
-        guard = self.guard(get("guard"), refs, f"phase '{name}' guard") if get("guard") else None
-        instructions = self.template(get("instructions"), INSTRUCTION_NAMES, f"phase '{name}' instructions")
+        guard_node = get("guard")
+        guard = self.guard(guard_node, refs, f"phase '{name}' guard") if guard_node else None
+        instructions = self.template(
+            get("instructions"), INSTRUCTION_NAMES, f"phase '{name}' instructions"
+        )
         if instructions is not None:
             refs.templates.append((instructions, get("instructions")))  # type: ignore[arg-type]
         refs.requires = self.names(get("requires"))
@@ -306,7 +336,9 @@ class Compiler:
                 refs.produces.extend(produces)
                 if prep_name and effect is not None:
                     preparations.append(
-                        Preparation(prep_name, effect, tuple(p for p, _ in produces), self.position(item))
+                        Preparation(
+                            prep_name, effect, tuple(p for p, _ in produces), self.position(item)
+                        )
                     )
         on_enter = self.effects(get("on_enter"), refs)
         on_exit = self.effects(get("on_exit"), refs)
@@ -367,8 +399,10 @@ class Compiler:
         fields = {k.value: v for k, v in entries(node)}
         history_node = fields.get("history")
         history = 3
-        if isinstance(history_node, Scalar) and isinstance(history_node.value, int) and not isinstance(
-            history_node.value, bool
+        if (
+            isinstance(history_node, Scalar)
+            and isinstance(history_node.value, int)
+            and not isinstance(history_node.value, bool)
         ):
             history = max(0, min(100, history_node.value))
         template = self.template(fields.get("template"), NAVIGATION_NAMES, "navigation template")
@@ -380,7 +414,12 @@ class Compiler:
     def check_graph(self, initial: str | None, initial_node: Node | None) -> None:
         phases = self.phases
         if initial is not None and initial_node is not None and initial not in phases:
-            self.report(initial_node, "PF200", f"initial phase '{clip(initial)}' is not defined{did_you_mean(initial, phases) or self._phase_list()}")
+            self.report(
+                initial_node,
+                "PF200",
+                f"initial phase '{clip(initial)}' is not defined"
+                f"{did_you_mean(initial, phases) or self._phase_list()}",
+            )
         for name, phase in phases.items():
             refs = self.refs[name]
             seen: dict[tuple[str, str | None, str], int] = {}
@@ -412,7 +451,8 @@ class Compiler:
                         item,
                         "PF206",
                         f"phase '{name}': this transition to '{transition.to}' can never be taken: "
-                        f"transition {unconditional + 1} before it has no 'when' and is always taken "
+                        f"transition {unconditional + 1} before it has no 'when' and is always "
+                        "taken "
                         "first; add a 'when' to it or move this one above it",
                     )
                 elif transition.trigger == "auto" and transition.when is None:
@@ -437,8 +477,10 @@ class Compiler:
         # Reachability (PF202, PF205) is only meaningful on a sound graph: with an unknown
         # initial phase, an unknown target or a phase the schema rejected, every warning
         # would be a consequence of that error, not news.
-        sound = not self.broken_phases and initial in phases and all(
-            t.to in phases for p in phases.values() for t in p.transitions
+        sound = (
+            not self.broken_phases
+            and initial in phases
+            and all(t.to in phases for p in phases.values() for t in p.transitions)
         )
         if not sound:
             return
@@ -466,7 +508,7 @@ class Compiler:
                         "PF205",
                         f"phase '{name}' is a trap: no terminal phase can be reached from it",
                     )
-        elif phases:
+        elif phases and initial is not None:
             self.report(
                 self.refs[initial].key,
                 "PF205",
@@ -510,12 +552,21 @@ class Compiler:
                 for tool_name, node in refs.tools:
                     if any(c in tool_name for c in "*?["):
                         if not any(fnmatch.fnmatchcase(t, tool_name) for t in tools):
-                            self.report(node, "PF400", f"phase '{name}': tool pattern '{clip(tool_name)}' matches no tool in the catalogue")
+                            self.report(
+                                node,
+                                "PF400",
+                                f"phase '{name}': tool pattern '{clip(tool_name)}' matches no "
+                                "tool in the catalogue",
+                            )
                     elif tool_name not in tools:
                         hint = did_you_mean(tool_name, tools) or (
-                            " (the catalogue has: " + ", ".join(sorted(tools)) + ")" if 0 < len(tools) <= 12 else ""
+                            " (the catalogue has: " + ", ".join(sorted(tools)) + ")"
+                            if 0 < len(tools) <= 12
+                            else ""
                         )
-                        self.report(node, "PF400", f"phase '{name}': unknown tool '{clip(tool_name)}'{hint}")
+                        self.report(
+                            node, "PF400", f"phase '{name}': unknown tool '{clip(tool_name)}'{hint}"
+                        )
             if tools is not None:
                 for key, node in refs.requires:
                     # an undeclared key is PF401 already: probably a typo, not news
@@ -524,8 +575,9 @@ class Compiler:
                         self.report(
                             node,
                             "PF402",
-                            f"phase '{name}' requires '{clip(key)}', but nothing can produce it: no default, "
-                            "no tool writes it, no preparation produces it, no 'set' effect sets it",
+                            f"phase '{name}' requires '{clip(key)}', but nothing can produce "
+                            "it: no default, no tool writes it, no preparation produces it, "
+                            "no 'set' effect sets it",
                         )
             if not self.state_declared:
                 continue
@@ -538,18 +590,42 @@ class Compiler:
             ):
                 for key, node in items:
                     if key not in declared:
-                        self.report(node, code, f"phase '{name}': {label} names undeclared state key '{clip(key)}'{did_you_mean(key, declared)}")
+                        self.report(
+                            node,
+                            code,
+                            f"phase '{name}': {label} names undeclared state key "
+                            f"'{clip(key)}'{did_you_mean(key, declared)}",
+                        )
             for guard, node in refs.guards:
                 for key in sorted(guard.reads - declared.keys()):
                     line, column = node.line, node.column
-                    self.diags.append(Diagnostic(self.path, line, column, "PF301", f"phase '{name}': guard '{guard.source.strip()}' reads undeclared state key '{clip(key)}'{did_you_mean(key, declared)}"))
+                    self.diags.append(
+                        Diagnostic(
+                            self.path,
+                            line,
+                            column,
+                            "PF301",
+                            f"phase '{name}': guard '{clip(guard.source.strip())}' reads "
+                            f"undeclared state key '{clip(key)}'{did_you_mean(key, declared)}",
+                        )
+                    )
             for template, node in refs.templates:
                 for key in sorted(template.reads - declared.keys()):
-                    self.report(node, "PF303", f"phase '{name}': instructions read undeclared state key '{clip(key)}'{did_you_mean(key, declared)}")
+                    self.report(
+                        node,
+                        "PF303",
+                        f"phase '{name}': instructions read undeclared state key "
+                        f"'{clip(key)}'{did_you_mean(key, declared)}",
+                    )
         if self.state_declared:
             for template, node in self.nav_template_refs:
                 for key in sorted(template.reads - declared.keys()):
-                    self.report(node, "PF303", f"navigation template reads undeclared state key '{clip(key)}'{did_you_mean(key, declared)}")
+                    self.report(
+                        node,
+                        "PF303",
+                        f"navigation template reads undeclared state key '{clip(key)}'"
+                        f"{did_you_mean(key, declared)}",
+                    )
 
     def check_registry(self, registry: Iterable[str]) -> None:
         """PF405: every ``call`` names a callable the host registered."""

@@ -55,19 +55,33 @@ def check_text(
         document = compose(text)
     except YamlProblem as problem:
         return _result(
-            path, [Diagnostic(path, problem.line, problem.column, problem.code, problem.message)], None
+            path,
+            [Diagnostic(path, problem.line, problem.column, problem.code, problem.message)],
+            None,
         )
     except (RecursionError, MemoryError):
-        return _result(path, [Diagnostic(path, 1, 1, "PF002", "the file is too complex to read")], None)
+        return _result(
+            path, [Diagnostic(path, 1, 1, "PF002", "the file is too complex to read")], None
+        )
     diags = [Diagnostic(path, p.line, p.column, p.code, p.message) for p in document.problems]
     root = document.root
     if root is None or (hasattr(root, "value") and getattr(root, "value", 0) is None):
-        diags.append(Diagnostic(path, 1, 1, "PF004", "the file is empty: a workflow starts with 'phaseflow: 1'"))
+        diags.append(
+            Diagnostic(
+                path, 1, 1, "PF004", "the file is empty: a workflow starts with 'phaseflow: 1'"
+            )
+        )
         return _result(path, diags, None)
     if not isinstance(root, MappingNode):
         diags.append(
-            Diagnostic(path, root.line, root.column, "PF103",
-                       "a workflow file is a mapping at the top level (phaseflow: 1, name: ..., phases: ...)")
+            Diagnostic(
+                path,
+                root.line,
+                root.column,
+                "PF103",
+                "a workflow file is a mapping at the top level "
+                "(phaseflow: 1, name: ..., phases: ...)",
+            )
         )
         return _result(path, diags, None)
     broken: set[str] = set()
@@ -89,7 +103,9 @@ def read_text(path: str) -> str | Diagnostic:
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
-            return Diagnostic(path, 1, 1, "PF001", f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+            return Diagnostic(
+                path, 1, 1, "PF001", f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
+            )
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as exc:
@@ -100,8 +116,13 @@ def read_text(path: str) -> str | Diagnostic:
         before = data[: exc.start]
         line = before.count(b"\n") + 1
         column = exc.start - (before.rfind(b"\n") + 1) + 1
-        return Diagnostic(path, line, column, "PF001",
-                          f"file is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded")
+        return Diagnostic(
+            path,
+            line,
+            column,
+            "PF001",
+            f"file is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
+        )
 
 
 def check_file(path: str, registry: Mapping[str, Any] | None = None) -> CheckResult:
@@ -123,9 +144,9 @@ def load_workflow(
     diagnostic) when any error is found; warnings are on ``workflow.warnings``.
     """
     if isinstance(source, os.PathLike) or (
-        isinstance(source, str) and "\n" not in source and (
-            os.path.exists(source) or source.endswith((".yaml", ".yml"))
-        )
+        isinstance(source, str)
+        and "\n" not in source
+        and (os.path.exists(source) or source.endswith((".yaml", ".yml")))
     ):
         result = check_file(os.fspath(source), registry)
     else:
@@ -167,9 +188,7 @@ def discover(paths: list[str], filter_files: bool = False) -> list[str]:
                 found.append(path)
             continue
         for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(
-                d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS
-            )
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS)
             for name in sorted(files):
                 if not name.endswith((".yaml", ".yml")):
                     continue

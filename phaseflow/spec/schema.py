@@ -106,10 +106,11 @@ class _Located:
                     if k.value == part:
                         key_node, child = k, v
                         break
-            elif isinstance(node, Sequence) and isinstance(part, int):
-                if 0 <= part < len(node.items):
-                    child = node.items[part]
-                    key_node = None
+            elif (
+                isinstance(node, Sequence) and isinstance(part, int) and 0 <= part < len(node.items)
+            ):
+                child = node.items[part]
+                key_node = None
             if child is None:
                 break
             node = child
@@ -226,12 +227,13 @@ def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
             # a "did you mean" is for a human reading a few mistakes; past that, keep a
             # garbage file with 100,000 unknown keys fast
             hint = did_you_mean(str(key), allowed) if unknown <= _HINTED_KEYS else ""
-            yield diag("PF102", f"unknown key '{clip(str(key))}'{context}{hint or listed}",
-                       key_scalar)
+            yield diag(
+                "PF102", f"unknown key '{clip(str(key))}'{context}{hint or listed}", key_scalar
+            )
     elif kind == "propertyNames":
         bad = error.instance if isinstance(error.instance, str) else None
         # jsonschema reports the bad *name* as the instance, at the mapping's path.
-        key_scalar = node.key(bad) if isinstance(node, Mapping) and bad is not None else None
+        bad_key = node.key(bad) if isinstance(node, Mapping) and bad is not None else None
         noun = {"phases": "phase", "state": "state key", "tools": "tool"}.get(str(name), "key")
         rule = (
             "lowercase letters, digits, '_', '.' and '-'"
@@ -242,13 +244,12 @@ def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
             "PF103",
             f"'{clip(str(bad))}' is not a valid {noun} name: use {rule}, not starting with a digit "
             "(so that guards can name it)",
-            key_scalar,
+            bad_key,
         )
     elif kind == "const" and json_path == ["phaseflow"]:
         yield diag(
             "PF110",
-            f"unsupported format version {clip(repr(value))}: this phaseflow reads "
-            "'phaseflow: 1'",
+            f"unsupported format version {clip(repr(value))}: this phaseflow reads 'phaseflow: 1'",
             node,
         )
     elif kind == "oneOf" and isinstance(value, dict):
@@ -267,15 +268,21 @@ def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
     elif kind == "type":
         expected = sch.get("type")
         wanted = (
-            " or ".join(_WHAT.get(t, t) for t in expected)
+            " or ".join(_WHAT.get(str(t), str(t)) for t in expected)
             if isinstance(expected, list)
             else _WHAT.get(str(expected), str(expected))
         )
         yield diag("PF103", f"{subject} must be {wanted}, not {type_name(value)}", node)
     elif kind == "enum":
         options = ", ".join(repr(o) for o in sch["enum"])
-        hint = did_you_mean(str(value), [str(o) for o in sch["enum"]]) if isinstance(value, str) else ""
-        yield diag("PF103", f"{subject} must be one of {options}, not {clip(repr(value))}{hint}", node)
+        hint = (
+            did_you_mean(str(value), [str(o) for o in sch["enum"]])
+            if isinstance(value, str)
+            else ""
+        )
+        yield diag(
+            "PF103", f"{subject} must be one of {options}, not {clip(repr(value))}{hint}", node
+        )
     elif kind == "pattern":
         desc = sch.get("description", "")
         yield diag("PF103", f"{subject}: {clip(repr(value))} is not valid. {desc}".strip(), node)

@@ -183,7 +183,7 @@ def compose(text: str) -> Document:
             if isinstance(event, yaml.ScalarEvent):
                 node = _scalar(event)
             elif isinstance(event, yaml.AliasEvent):
-                target = anchors.get(event.anchor)
+                target = anchors.get(event.anchor or "")
                 if target is None:
                     line, column = _pos(event)
                     raise YamlProblem(

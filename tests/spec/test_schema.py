@@ -46,10 +46,16 @@ def test_every_property_and_definition_has_a_description() -> None:
     data = schema()
     props = _properties(data)
     assert len(props) >= 38  # 8 top-level + 30 in the definitions
-    missing = [where for where, sub in props
-               if not (isinstance(sub, dict) and str(sub.get("description", "")).strip())]
-    missing += [f"#/$defs/{name}" for name, sub in data["$defs"].items()
-                if not str(sub.get("description", "")).strip()]
+    missing = [
+        where
+        for where, sub in props
+        if not (isinstance(sub, dict) and str(sub.get("description", "")).strip())
+    ]
+    missing += [
+        f"#/$defs/{name}"
+        for name, sub in data["$defs"].items()
+        if not str(sub.get("description", "")).strip()
+    ]
     assert missing == []
     assert data["description"]
 
@@ -132,14 +138,23 @@ LEVELS = {
     "top": ("description: Every key.", "", compiler.TOP_KEYS),
     "state key": ("  k: {type: string, description: d, default: x}", None, compiler.STATE_KEY_KEYS),
     "tool": ("  t: {description: d, writes: [k], approval: always}", None, compiler.TOOL_KEYS),
-    "navigation": ('navigation: {history: 2, template: "{{ goal }}"}', None,
-                   compiler.NAVIGATION_KEYS),
+    "navigation": (
+        'navigation: {history: 2, template: "{{ goal }}"}',
+        None,
+        compiler.NAVIGATION_KEYS,
+    ),
     "phase": ("    goal: g\n    instructions", "    ", compiler.PHASE_KEYS),
-    "transition": ("      - {to: b, when: state.k, description: d, trigger: model}", None,
-                   compiler.TRANSITION_KEYS),
+    "transition": (
+        "      - {to: b, when: state.k, description: d, trigger: model}",
+        None,
+        compiler.TRANSITION_KEYS,
+    ),
     "effect": ("      - {call: c, with: {x: 1}}", None, compiler.EFFECT_KEYS),
-    "preparation": ("      - {name: p, produces: [k], call: c, with: {x: 1}}", None,
-                    compiler.PREPARATION_KEYS),
+    "preparation": (
+        "      - {name: p, produces: [k], call: c, with: {x: 1}}",
+        None,
+        compiler.PREPARATION_KEYS,
+    ),
 }
 
 
@@ -156,8 +171,9 @@ def _with_extra(level: str, key: str, value: str = "1") -> str:
         head, _, tail = anchor.rpartition("}")
         return FULL.replace(anchor, f"{head}, {key}: {value}}}{tail}", 1)
     first, _, rest = anchor.partition("\n")
-    return FULL.replace(anchor, f"{first}\n{indent}{key}: {value}" + (f"\n{rest}" if rest else ""),
-                        1)
+    return FULL.replace(
+        anchor, f"{first}\n{indent}{key}: {value}" + (f"\n{rest}" if rest else ""), 1
+    )
 
 
 @pytest.mark.parametrize("level", sorted(LEVELS))
@@ -190,5 +206,7 @@ def test_each_known_key_is_accepted_at_each_level() -> None:
 @pytest.mark.parametrize("effect", ["{set: {k: v}}", "{unset: [k]}", "{call: c}"])
 def test_a_preparation_takes_each_kind_of_effect(effect: str) -> None:
     prep = effect.replace("{", "{name: p, produces: [k], ", 1)
-    text = FULL.replace("      - {name: p, produces: [k], call: c, with: {x: 1}}", f"      - {prep}")
+    text = FULL.replace(
+        "      - {name: p, produces: [k], call: c, with: {x: 1}}", f"      - {prep}"
+    )
     assert check_text(text).diagnostics == ()

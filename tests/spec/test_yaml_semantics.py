@@ -23,20 +23,42 @@ def test_yaml11_booleans_stay_strings(word: str) -> None:
     assert value(word) == word
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("true", True), ("false", False), ("TRUE", True), ("False", False), ("True", True),
-    ("FALSE", False),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("true", True),
+        ("false", False),
+        ("TRUE", True),
+        ("False", False),
+        ("True", True),
+        ("FALSE", False),
+    ],
+)
 def test_true_false_in_any_case_are_booleans(text: str, expected: bool) -> None:
     assert value(text) is expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("1:20", "1:20"), ("2024-01-01", "2024-01-01"), ("2024-01-01T10:00:00Z", "2024-01-01T10:00:00Z"),
-    ("0b101", "0b101"), ("1_000", "1_000"), ("012", 12), ("0o17", 15), ("0x1f", 31),
-    ("1.5", 1.5), ("1e3", 1000.0), ("~", None), ("null", None), ("", None),
-    ("'true'", "true"), ('"1"', "1"), ("!!str 5", "5"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:20", "1:20"),
+        ("2024-01-01", "2024-01-01"),
+        ("2024-01-01T10:00:00Z", "2024-01-01T10:00:00Z"),
+        ("0b101", "0b101"),
+        ("1_000", "1_000"),
+        ("012", 12),
+        ("0o17", 15),
+        ("0x1f", 31),
+        ("1.5", 1.5),
+        ("1e3", 1000.0),
+        ("~", None),
+        ("null", None),
+        ("", None),
+        ("'true'", "true"),
+        ('"1"', "1"),
+        ("!!str 5", "5"),
+    ],
+)
 def test_yaml12_core_schema(text: str, expected: object) -> None:
     assert value(text) == expected
     assert type(value(text)) is type(expected)
@@ -44,7 +66,9 @@ def test_yaml12_core_schema(text: str, expected: object) -> None:
 
 def test_on_enter_as_a_value_means_what_it_says() -> None:
     # under YAML 1.1, `on` would be the boolean True and `answer: no` would be False
-    text = SPEC_EXAMPLE.replace("        with: {channel: email}", "        with: {channel: no, on: off}")
+    text = SPEC_EXAMPLE.replace(
+        "        with: {channel: email}", "        with: {channel: no, on: off}"
+    )
     result = check_text(text)
     assert result.diagnostics == ()
     assert result.workflow is not None
@@ -53,24 +77,30 @@ def test_on_enter_as_a_value_means_what_it_says() -> None:
 
 
 def test_terminal_yes_is_a_type_error_not_true() -> None:
-    text = SPEC_EXAMPLE.replace("    goal: Close the conversation politely.\n    terminal: true",
-                                "    goal: Close the conversation politely.\n    terminal: yes")
+    text = SPEC_EXAMPLE.replace(
+        "    goal: Close the conversation politely.\n    terminal: true",
+        "    goal: Close the conversation politely.\n    terminal: yes",
+    )
     diags = check_text(text).diagnostics
     assert [d.code for d in diags] == ["PF103"]
     assert "'terminal' must be true or false, not a string" in diags[0].message
 
 
 def test_duplicate_keys_name_the_first_line() -> None:
-    text = ("phaseflow: 1\nname: x\ninitial: a\nphases:\n  a:\n    goal: one\n"
-            "    terminal: true\n    goal: two\n")
+    text = (
+        "phaseflow: 1\nname: x\ninitial: a\nphases:\n  a:\n    goal: one\n"
+        "    terminal: true\n    goal: two\n"
+    )
     diags = check_text(text).diagnostics
     assert [(d.code, d.line, d.column) for d in diags] == [("PF003", 8, 5)]
     assert "duplicate key 'goal' (first written on line 6)" in diags[0].message
 
 
 def test_every_duplicate_is_reported() -> None:
-    text = ("phaseflow: 1\nname: x\nname: y\ninitial: a\nphases:\n  a: {goal: g, goal: h, "
-            "terminal: true}\nname: z\n")
+    text = (
+        "phaseflow: 1\nname: x\nname: y\ninitial: a\nphases:\n  a: {goal: g, goal: h, "
+        "terminal: true}\nname: z\n"
+    )
     diags = check_text(text).diagnostics
     assert [(d.code, d.line) for d in diags] == [("PF003", 3), ("PF003", 6), ("PF003", 7)]
     assert all("first written on line" in d.message for d in diags)
@@ -106,15 +136,20 @@ def test_merge_of_a_list_of_mappings() -> None:
     )
     result = check_text(text)
     assert [(d.code, d.line) for d in result.diagnostics] == [
-        ("PF203", 5), ("PF202", 6), ("PF202", 7)]
+        ("PF203", 5),
+        ("PF202", 6),
+        ("PF202", 7),
+    ]
     assert result.workflow is not None
     c = result.workflow.phases["c"]
     assert (c.goal, c.terminal) == ("g", True)  # the first mapping listed wins
 
 
 def test_unknown_key_through_a_merge_points_at_the_anchor() -> None:
-    text = ("phaseflow: 1\nname: x\ninitial: a\nbase: &base {goal: g, terminl: true}\n"
-            "phases:\n  a:\n    <<: *base\n")
+    text = (
+        "phaseflow: 1\nname: x\ninitial: a\nbase: &base {goal: g, terminl: true}\n"
+        "phases:\n  a:\n    <<: *base\n"
+    )
     codes = [d.code for d in check_text(text).diagnostics]
     assert "PF102" in codes
 
@@ -138,7 +173,9 @@ def test_explicit_document_markers_are_fine() -> None:
 
 
 def test_a_non_string_key_is_read_as_its_text() -> None:
-    text = SPEC_EXAMPLE.replace("        with: {channel: email}", "        with: {1: email, true: x}")
+    text = SPEC_EXAMPLE.replace(
+        "        with: {channel: email}", "        with: {1: email, true: x}"
+    )
     result = check_text(text)
     assert result.diagnostics == ()
 

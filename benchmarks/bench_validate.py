@@ -1,0 +1,116 @@
+"""Whole-process wall time of ``phaseflow validate`` (run by hand, not by pytest).
+
+    python benchmarks/bench_validate.py [--rounds 10]
+
+1. ``phaseflow validate FILE`` against ``check-jsonschema --schemafile
+   schemas/workflow.schema.json FILE`` (pip install check-jsonschema), runs interleaved
+   (ours, theirs, ours, theirs...) so that machine noise hits both alike, on the spec's
+   small example and on a generated 5,000-phase workflow. Prints the medians and the
+   ratio ours/theirs: it must be <= 1.0 (phaseflow does everything check-jsonschema does
+   plus the graph, guard and template checks).
+2. ``phaseflow validate`` on generated 1,000 / 5,000 / 10,000-phase workflows, with the
+   time per phase: it should stay flat (linear growth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "schemas" / "workflow.schema.json"
+SMALL = REPO / "tests" / "spec" / "data" / "refund_desk.yaml"
+
+
+def generate(phases: int) -> str:
+    """A valid workflow: a chain of phases, each with a goal, an instructions template,
+    a guarded transition onward and a model-triggered way back to the start."""
+    lines = ["phaseflow: 1", "name: generated", "initial: p0", "state:",
+             "  counter: {type: integer, default: 0}", "phases:"]
+    for i in range(phases):
+        lines += [
+            f"  p{i}:",
+            f"    goal: Phase number {i} of a long and winding conversation.",
+            f"    instructions: Step {i}; the counter is {{{{ state.counter }}}}.",
+        ]
+        if i + 1 < phases:
+            lines += ["    transitions:",
+                      f"      - to: p{i + 1}", f"        when: state.counter > {i}",
+                      "        description: onwards",
+                      "      - to: p0", "        trigger: model"]
+        else:
+            lines += ["    terminal: true"]
+    return "\n".join(lines) + "\n"
+
+
+def wall(command: list[str], expect: int = 0) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != expect:
+        raise SystemExit(f"{' '.join(command)} exited {proc.returncode}:\n{proc.stdout}"
+                         f"{proc.stderr}")
+    return elapsed
+
+
+def ours(path: Path) -> list[str]:
+    exe = shutil.which("phaseflow")
+    return [exe, "validate", str(path)] if exe else [
+        sys.executable, "-m", "phaseflow.cli.main", "validate", str(path)]
+
+
+def theirs(path: Path) -> list[str]:
+    exe = shutil.which("check-jsonschema")
+    if exe is None:
+        raise SystemExit("check-jsonschema is not installed: pip install check-jsonschema")
+    return [exe, "--schemafile", str(SCHEMA), str(path)]
+
+
+def compare(label: str, path: Path, rounds: int) -> float:
+    a: list[float] = []
+    b: list[float] = []
+    wall(ours(path))  # warm the file cache and .pyc files for both
+    wall(theirs(path))
+    for _ in range(rounds):
+        a.append(wall(ours(path)))
+        b.append(wall(theirs(path)))
+    ma, mb = statistics.median(a), statistics.median(b)
+    print(f"{label:<22} phaseflow {ma * 1000:8.0f} ms   check-jsonschema {mb * 1000:8.0f} ms"
+          f"   ratio {ma / mb:5.2f}")
+    return ma / mb
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for n in (1000, 5000, 10000):
+            files[n] = Path(tmp) / f"generated_{n}.yaml"
+            files[n].write_text(generate(n))
+        print(f"median of {args.rounds} interleaved rounds, whole process wall time\n")
+        ratios = [compare("spec example", SMALL, args.rounds),
+                  compare("5,000 phases "
+                          f"({files[5000].stat().st_size / 1e6:.1f} MB)", files[5000],
+                          args.rounds)]
+        print("\nphaseflow validate, growth with size (median of 3):")
+        base = statistics.median(wall(ours(SMALL)) for _ in range(3))
+        for n, path in files.items():
+            t = statistics.median(wall(ours(path)) for _ in range(3))
+            print(f"  {n:>6,} phases  {t * 1000:8.0f} ms   {(t - base) / n * 1e6:6.0f} µs/phase "
+                  "(start-up excluded)")
+        print(f"  start-up (spec example): {base * 1000:.0f} ms")
+    worst = max(ratios)
+    print(f"\nworst ratio ours/theirs: {worst:.2f} ({'OK' if worst <= 1.0 else 'TOO SLOW'})")
+    return 0 if worst <= 1.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
