@@ -251,8 +251,9 @@ class Continuation:
     ) -> Continuation | Rejected:
         """Apply the outcome of the active request, once. O(new messages + nodes walked).
 
-        ``display_entry`` is the display index this completion produced (default: one
-        after the last boundary's).
+        The outcome may equal its base (a turn cancelled before any reply keeps its
+        prompt and its tool results). ``display_entry`` is the display index this
+        completion produced (default: one after the last boundary's).
         """
         request = self.request
         if request is None:
@@ -272,7 +273,7 @@ class Continuation:
             if not self.checkpoint.complete:
                 return Rejected(R.TOOL_EFFECTS_INCOMPLETE, "every tool call must be completed")
             base = self.checkpoint.resolved_messages()
-        if len(outcome.messages) <= len(base) or not outcome.messages.starts_with(base):
+        if not outcome.messages.starts_with(base):
             return Rejected(R.HISTORY_MISMATCH, "outcome does not extend the request's messages")
         new_part = outcome.messages.after(len(request.messages))
         problem = history_problem(new_part, system_first=False)

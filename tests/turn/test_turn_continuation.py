@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from phaseflow.turn import (
     NOT_EXECUTED_TEXT,
@@ -120,7 +120,9 @@ def test_complete_must_extend_the_request() -> None:
     c = started("question")
     forged = History([SystemMessage("be brief"), UserMessage("another"), AssistantMessage("a")])
     rejected(c.complete(RequestOutcome("r1", T1, 1, forged)), "history_mismatch")
-    rejected(c.complete(RequestOutcome("r1", T1, 1, c.request.messages)), "history_mismatch")  # type: ignore[union-attr]
+    # equal is allowed: a turn cancelled before any reply keeps its prompt
+    kept = ok(c.complete(RequestOutcome("r1", T1, 1, c.request.messages)))  # type: ignore[union-attr]
+    assert kept.messages.last() == UserMessage("question")
     # an equal but separately built history is accepted (slow path of the prefix check)
     rebuilt = History([*c.request.messages, AssistantMessage("a")])  # type: ignore[union-attr]
     assert ok(c.complete(RequestOutcome("r1", T1, 1, rebuilt))).revision == 2
@@ -468,6 +470,7 @@ class ContinuationMachine(RuleBasedStateMachine):
         else:
             self.c = ok(result)
 
+    @precondition(lambda self: self.c.request is not None)
     @rule(n=st.integers(1, 3), name=names, args=arguments, duplicate=st.booleans())
     def checkpoint_group(self, n: int, name: str, args: object, duplicate: bool) -> None:
         req = self.c.request
@@ -487,6 +490,7 @@ class ContinuationMachine(RuleBasedStateMachine):
         else:
             self.c = ok(result)
 
+    @precondition(lambda self: self.c.checkpoint is not None)
     @rule(pick=st.integers(0, 5), tamper=st.booleans())
     def admit(self, pick: int, tamper: bool) -> None:
         cp, req = self.c.checkpoint, self.c.request
@@ -505,8 +509,10 @@ class ContinuationMachine(RuleBasedStateMachine):
             assert key not in self.admitted, "a call was admitted twice"
             self.c = ok(result)
             self.admitted.add(key)
+            event("admitted")
             self.runs[key] = self.runs.get(key, 0) + 1  # the host runs it now, once
 
+    @precondition(lambda self: self.c.checkpoint is not None)
     @rule(pick=st.integers(0, 5), outcome=outcomes, repeat=st.booleans())
     def complete_effect(self, pick: int, outcome: ToolOutcome, repeat: bool) -> None:
         cp, req = self.c.checkpoint, self.c.request
@@ -526,21 +532,48 @@ class ContinuationMachine(RuleBasedStateMachine):
         else:
             self.c = ok(result)
             self.results[(cp.id, effect.call.id)] = outcome
+            event("effect completed")
+
+    @precondition(lambda self: self.c.checkpoint is not None)
+    @rule(outcome=outcomes, leave_one=st.booleans())
+    def run_the_group(self, outcome: ToolOutcome, leave_one: bool) -> None:
+        """What a host does: admit and complete every remaining call (maybe all but one)."""
+        cp, req = self.c.checkpoint, self.c.request
+        assert cp is not None and req is not None
+        effects = cp.effects[:-1] if leave_one else cp.effects
+        for effect in effects:
+            key = (cp.id, effect.call.id)
+            if effect.state is EffectState.PENDING:
+                assert key not in self.admitted
+                self.c = ok(self.c.admit_call(req.id, cp.id, effect.call))
+                self.admitted.add(key)
+                self.runs[key] = self.runs.get(key, 0) + 1
+            if effect.state is not EffectState.COMPLETED:
+                self.c = ok(self.c.complete_tool_effect(req.id, cp.id, effect.call.id, outcome))
+                self.results[key] = outcome
+        event("ran a group")
 
     @rule()
     def crash_and_restore(self) -> None:
         restored = ok(Continuation.from_json(self.c.to_json()))
         assert restored == self.c
+        if self.c.checkpoint is not None:
+            event("restored in the middle of a tool group")
         self.c = restored
 
-    @rule()
-    def reconcile(self) -> None:
+    @rule(dice=st.integers(0, 3))
+    def reconcile(self, dice: int) -> None:
+        if dice != 3:
+            return  # rare: it ends the request
         cp = self.c.checkpoint
         result = self.c.reconcile_interrupted()
         if cp is None:
             rejected(result, "no_checkpoint")
             return
         rec = ok(result)
+        for fate in ("completed", "outcome_unknown", "not_executed"):
+            if getattr(rec, fate):
+                event(f"reconciled with {fate} calls")
         tail = rec.continuation.messages.after(len(cp.messages))
         assert len(tail) == len(cp.effects)
         for effect, message in zip(cp.effects, tail, strict=True):
@@ -579,10 +612,11 @@ class ContinuationMachine(RuleBasedStateMachine):
         else:
             self.c = ok(result)
             assert self.c.messages is messages
+            event("completed after a tool group" if cp else "completed")
 
-    @rule()
-    def abandon(self) -> None:
-        if self.c.request is not None:
+    @rule(dice=st.integers(0, 3))
+    def abandon(self, dice: int) -> None:
+        if self.c.request is not None and dice == 3:
             r = self.c.abandon_request(self.c.request.id)
             if self.c.checkpoint is None:
                 self.c = ok(r)
@@ -608,6 +642,7 @@ class ContinuationMachine(RuleBasedStateMachine):
         else:
             nxt = ok(result)
             assert len(nxt.messages) == b.message_count
+            event("branched")
             self.c = nxt
 
     @rule(pick=st.integers(0, 5), save=st.booleans())
@@ -618,8 +653,10 @@ class ContinuationMachine(RuleBasedStateMachine):
         self.c = ok(self.c.switch_branch(target.name, self._id("s") if save else None))
         assert self.c.messages == target.messages
 
-    @rule(history=well_formed_history())
-    def replace_messages(self, history: tuple) -> None:  # type: ignore[type-arg]
+    @rule(history=well_formed_history(), dice=st.integers(0, 3))
+    def replace_messages(self, history: tuple, dice: int) -> None:  # type: ignore[type-arg]
+        if dice != 3:
+            return
         result = self.c.replace_messages(history)
         if self.c.request is None:
             self.c = ok(result)
@@ -656,4 +693,4 @@ class ContinuationMachine(RuleBasedStateMachine):
 
 
 TestContinuationMachine = ContinuationMachine.TestCase
-TestContinuationMachine.settings = STATEFUL
+TestContinuationMachine.settings = settings(STATEFUL, stateful_step_count=60)

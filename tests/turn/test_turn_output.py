@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
@@ -236,4 +237,4 @@ class OutputMachine(RuleBasedStateMachine):
 
 
 TestOutputMachine = OutputMachine.TestCase
-TestOutputMachine.settings = STATEFUL
+TestOutputMachine.settings = settings(STATEFUL, stateful_step_count=20)

@@ -269,6 +269,7 @@ class TurnStateMachine(RuleBasedStateMachine):
                 assert got == self.first[call.id]
             else:
                 assert got.status is OutcomeStatus.CANCELLED
+                self.first[call.id] = got  # cancelling filled the slot: it is the first result
             self.results[call.id] = got
         self.m = r
 
