@@ -45,7 +45,10 @@ def canonical_json(value: object) -> str:
     Raises ``Malformed`` if ``value`` is not plain JSON.
     """
     _check_json(value, 0)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except ValueError as exc:  # e.g. an integer beyond the interpreter's digit limit
+        raise Malformed(f"not representable as JSON: {exc}") from None
 
 
 def _check_json(value: object, depth: int) -> None:
@@ -84,6 +87,9 @@ def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:
         return Rejected(RejectionReason.MALFORMED_JSON, str(exc))
     except RecursionError:
         return Rejected(RejectionReason.MALFORMED_JSON, "JSON nested too deeply")
+    except (ValueError, OverflowError) as exc:
+        # Defence in depth: a number no shape check anticipated must still not escape.
+        return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {exc}")
 
 
 def unwrap(value: T | Rejected) -> T:
@@ -144,9 +150,13 @@ def number(data: Mapping[str, object], key: str, what: str) -> float:
     value = field(data, key, what)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise Malformed(f"{what}.{key}: expected a number")
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:
+        raise Malformed(f"{what}.{key}: number out of range") from None
+    if not math.isfinite(number):
         raise Malformed(f"{what}.{key}: expected a finite number")
-    return float(value)
+    return number
 
 
 def boolean(data: Mapping[str, object], key: str, what: str) -> bool:

@@ -149,3 +149,20 @@ def test_mutated_real_documents_never_raise() -> None:
     for _ in range(5000):
         deep = [deep]
     assert isinstance(Continuation.from_json({"messages": deep}), Rejected)
+    huge = {
+        "last_turn_id": 1,
+        "state": {
+            "kind": "cancelling",
+            "turn_id": 1,
+            "since": 10**400,
+            "calls": [],
+            "outcomes": [],
+        },
+    }
+    assert isinstance(TurnMachine.from_json(huge), Rejected)
+    assert isinstance(
+        ToolCall.from_json({"id": "a", "name": "b", "arguments": {"x": 10**5000}}), Rejected
+    )
+    assert isinstance(
+        ToolCall.from_json({"id": "a", "name": "b", "arguments": {"x": float("nan")}}), Rejected
+    )
