@@ -161,12 +161,15 @@ class Reconciled:
     not_executed: tuple[str, ...]
 
 
-def history_problem(messages: Iterable[Message], *, system_first: bool = True) -> str:
+def history_problem(
+    messages: Iterable[Message], *, system_first: bool = True, open_calls_ok: bool = False
+) -> str:
     """Why ``messages`` is not a well-formed finished history ('' when it is).
 
     Well-formed: a system message only first (or nowhere when ``system_first`` is
     false); every tool result answers an earlier, unanswered call; every call is
-    answered exactly once by the end. O(n).
+    answered exactly once by the end (unless ``open_calls_ok``: a tool group being
+    checkpointed is unanswered by definition). O(n).
     """
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
@@ -182,7 +185,7 @@ def history_problem(messages: Iterable[Message], *, system_first: bool = True) -
             if message.call_id not in open_calls:
                 return f"tool result for unknown or answered call {message.call_id!r}"
             open_calls.discard(message.call_id)
-    if open_calls:
+    if open_calls and not open_calls_ok:
         return f"tool calls without a result: {sorted(open_calls)}"
     return ""
 
@@ -325,8 +328,8 @@ class Continuation:
             base = self.checkpoint.resolved_messages()
         if len(history) <= len(base) or not history.starts_with(base):
             return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
-        problem = history_problem(history.after(len(base)), system_first=False)
-        if problem and "without a result" not in problem:
+        problem = history_problem(history.after(len(base)), system_first=False, open_calls_ok=True)
+        if problem:
             return Rejected(R.INVALID_HISTORY, problem)
         seq = self.checkpoint_seq + 1
         checkpoint = ToolCheckpoint(
