@@ -28,12 +28,12 @@ from phaseflow.turn import (
 )
 
 STATEFUL = settings(
-    max_examples=250,
+    max_examples=300,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-PROPERTY = settings(max_examples=300, deadline=None)
+PROPERTY = settings(max_examples=500, deadline=None)
 
 short_text = st.text(alphabet="abcxyz \n", max_size=12)
 names = st.sampled_from(["bash", "shell", "read_file", "write_file", "search"])

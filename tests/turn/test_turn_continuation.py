@@ -657,10 +657,11 @@ class ContinuationMachine(RuleBasedStateMachine):
         self.c = ok(self.c.switch_branch(target.name, self._id("s") if save else None))
         assert self.c.messages == target.messages
 
-    @rule(history=well_formed_history(), dice=st.integers(0, 3))
-    def replace_messages(self, history: tuple, dice: int) -> None:  # type: ignore[type-arg]
+    @rule(data=st.data(), dice=st.integers(0, 3))
+    def replace_messages(self, data: st.DataObject, dice: int) -> None:
         if dice != 3:
             return
+        history = data.draw(well_formed_history())
         result = self.c.replace_messages(history)
         if self.c.request is None:
             self.c = ok(result)
