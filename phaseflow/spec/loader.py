@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -100,14 +101,18 @@ def check_text(
 
 def read_text(path: str) -> str | Diagnostic:
     """The file's text, or a PF001 diagnostic saying why it cannot be read."""
+    too_big = f"file is larger than the limit of {MAX_FILE_BYTES:,} bytes"
     try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            return Diagnostic(
-                path, 1, 1, "PF001", f"file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}"
-            )
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            # a folder, a device (/dev/zero never ends), a FIFO (would block)
+            return Diagnostic(path, 1, 1, "PF001", "cannot read file: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            return Diagnostic(path, 1, 1, "PF001", too_big)
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(MAX_FILE_BYTES + 1)  # the file may grow after stat()
+        if len(data) > MAX_FILE_BYTES:
+            return Diagnostic(path, 1, 1, "PF001", too_big)
     except OSError as exc:
         return Diagnostic(path, 1, 1, "PF001", f"cannot read file: {exc.strerror or exc}")
     try:

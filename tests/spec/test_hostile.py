@@ -7,6 +7,7 @@ hang or a C stack overflow fails the test instead of killing the suite.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -279,3 +280,17 @@ def test_recursive_aliases_are_unknown() -> None:
 def test_alias_used_as_a_key_is_refused() -> None:
     diags = check_text("base: &b {x: 1}\n*b : 2\n").diagnostics
     assert diags and diags[0].code in ("PF002", "PF103")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists() or not hasattr(os, "mkfifo"),
+                    reason="needs /dev/zero and FIFOs (POSIX)")
+def test_devices_and_fifos_are_refused_not_read(tmp_path: Path, phaseflow_cli: RunCli) -> None:
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)  # opening it for reading would block forever
+    for path in ("/dev/zero", str(fifo)):
+        proc = phaseflow_cli("validate", path, timeout=20)
+        assert proc.returncode == 1
+        assert f"{path}:1:1: error PF001 cannot read file: not a regular file" in proc.stdout
+    # found by folder discovery, it is reported too, not waited on
+    proc = phaseflow_cli("validate", str(tmp_path), timeout=20)
+    assert "PF001" in proc.stdout and proc.returncode == 1
