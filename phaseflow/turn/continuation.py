@@ -350,7 +350,7 @@ class Continuation:
         if isinstance(found, Rejected):
             return found
         index, effect = found
-        canonical = canonical_arguments(arguments) if not isinstance(arguments, str) else None
+        canonical = canonical_arguments(arguments)
         if effect.call.name != name or canonical != effect.call.arguments:
             return Rejected(
                 R.TOOL_CALL_IDENTITY_MISMATCH,

@@ -17,7 +17,7 @@ extends another is O(new tail) when they share structure.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, overload
@@ -103,13 +103,6 @@ def content_from_json(data: object) -> Content:
         else:
             raise Malformed(f"content part: unknown type {kind!r}")
     return tuple(parts)
-
-
-def content_text(content: Content) -> str:
-    """The text of some content (media parts are left out)."""
-    if isinstance(content, str):
-        return content
-    return "".join(p.text for p in content if isinstance(p, TextPart))
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,15 +446,8 @@ def as_history(messages: History | Iterable[Message]) -> History:
 
 
 def canonical_arguments(arguments: object) -> str | None:
-    """Canonical JSON for a JSON value or already-canonical text; ``None`` if not JSON."""
+    """Canonical JSON text of a JSON value (``None`` means ``{}``); ``None`` if not JSON."""
     try:
-        if isinstance(arguments, str):
-            return j.canonical_json(json.loads(arguments))
         return j.canonical_json({} if arguments is None else arguments)
-    except (Malformed, ValueError):
+    except Malformed:
         return None
-
-
-def arguments_mapping(call: ToolCall) -> Mapping[str, Any] | None:
-    value = call.argument_value()
-    return value if isinstance(value, dict) else None
