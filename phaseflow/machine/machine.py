@@ -923,6 +923,15 @@ class PhaseMachine:
 
     # -- navigation ------------------------------------------------------------------------
 
+    def render_instructions(self, state: Mapping[str, Any]) -> str | None:
+        """The current phase's ``instructions`` rendered for ``state`` (``None`` when it has
+        none): what the model is told to do here. Pure; a template error is returned as
+        bracketed text, never raised."""
+        info = self._info()
+        if info is None:
+            return None
+        return self._render(info.phase, state, self._turn)
+
     def describe_navigation(self, state: Mapping[str, Any]) -> str:
         """The navigation block for ``state`` (the workflow's ``navigation.template`` if it
         has one, else the default block). Pure."""
