@@ -567,6 +567,15 @@ class Compiler:
                         self.report(
                             node, "PF400", f"phase '{name}': unknown tool '{clip(tool_name)}'{hint}"
                         )
+            for guard, node in refs.guards:
+                for unknown in sorted(guard.visits - self.phases.keys()):
+                    self.report(
+                        node,
+                        "PF208",
+                        f"phase '{name}': guard '{clip(guard.source.strip())}' counts visits "
+                        f"of '{clip(unknown)}', which is not a phase (its count is always 0)"
+                        f"{did_you_mean(unknown, self.phases)}",
+                    )
             if tools is not None:
                 for key, node in refs.requires:
                     # an undeclared key is PF401 already: probably a typo, not news

@@ -19,7 +19,7 @@ from phaseflow.spec.loader import check_file, check_text
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "invalid"
 
 #: The spec's severities, written out here so that a change in CODES is caught.
-WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF301", "PF303", "PF401", "PF402",
+WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF401", "PF402",
             "PF403", "PF404"}
 
 # file, [(code, line, column)], words the (first) message must contain
@@ -46,6 +46,8 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
      ["'other'", "never be taken", "transition 1"]),
     ("pf207_duplicate_transition.yaml", [("PF207", 10, 9)],
      ["'done'", "written twice", "transition 1"]),
+    ("pf208_unknown_visits.yaml", [("PF208", 9, 15)],
+     ["'implemnt'", "not a phase", "did you mean 'implement'?"]),
     ("pf300_code_in_guard.yaml", [("PF300", 9, 15)], ["not allowed"]),
     ("pf300_misspelt_name.yaml", [("PF300", 9, 16)],
      ["unknown name 'stat'", "did you mean 'state'?"]),
