@@ -568,7 +568,7 @@ class Compiler:
                             node, "PF400", f"phase '{name}': unknown tool '{clip(tool_name)}'{hint}"
                         )
             for guard, node in refs.guards:
-                for unknown in sorted(guard.visits - self.phases.keys()):
+                for unknown in sorted(v for v in guard.visits if v not in self.phases):
                     self.report(
                         node,
                         "PF208",
@@ -606,7 +606,7 @@ class Compiler:
                             f"'{clip(key)}'{did_you_mean(key, declared)}",
                         )
             for guard, node in refs.guards:
-                for key in sorted(guard.reads - declared.keys()):
+                for key in sorted(k for k in guard.reads if k not in declared):
                     line, column = node.line, node.column
                     self.diags.append(
                         Diagnostic(
@@ -619,7 +619,7 @@ class Compiler:
                         )
                     )
             for template, node in refs.templates:
-                for key in sorted(template.reads - declared.keys()):
+                for key in sorted(k for k in template.reads if k not in declared):
                     self.report(
                         node,
                         "PF303",
@@ -628,7 +628,7 @@ class Compiler:
                     )
         if self.state_declared:
             for template, node in self.nav_template_refs:
-                for key in sorted(template.reads - declared.keys()):
+                for key in sorted(k for k in template.reads if k not in declared):
                     self.report(
                         node,
                         "PF303",

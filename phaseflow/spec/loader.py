@@ -158,7 +158,14 @@ def load_workflow(
         result = check_text(str(source), "<string>", registry)
     if result.workflow is None:
         raise WorkflowError(result.diagnostics)
-    return result.workflow
+    workflow = result.workflow
+    # Generate every template's code now, so that no turn ever pays for it.
+    templates = [p.instructions for p in workflow.phases.values()]
+    templates.append(workflow.navigation.template)
+    for template in templates:
+        if template is not None:
+            template.compile()
+    return workflow
 
 
 def is_workflow_text(text: str) -> bool:

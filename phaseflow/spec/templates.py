@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
+from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from phaseflow.errors import PhaseflowError
@@ -57,13 +57,27 @@ def environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Template:
-    """A compiled template and the top-level state keys it reads (for PF303)."""
+    """A checked template and the top-level state keys it reads (for PF303).
+
+    Parsing and every static check happen in :func:`compile_template`; turning the parsed
+    template into Python code (the costly part) happens once, in :meth:`compile`, which
+    :func:`~phaseflow.spec.loader.load_workflow` calls for every template at load and
+    :meth:`render` calls if nobody did. ``phaseflow validate`` never renders, so it never
+    pays for code generation.
+    """
 
     source: str
     reads: frozenset[str]
-    _template: jinja2.Template = field(repr=False, compare=False)
+    _ast: nodes.Template = field(repr=False, compare=False)
+    _compiled: list[jinja2.Template] = field(default_factory=list, repr=False, compare=False)
+
+    def compile(self) -> jinja2.Template:
+        """The compiled Jinja2 template (generated on first call, then reused)."""
+        if not self._compiled:
+            self._compiled.append(environment().from_string(self._ast))
+        return self._compiled[0]
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render against ``context``; a run-time failure becomes a bracketed message."""
@@ -72,7 +86,7 @@ class Template:
         if isinstance(state, Mapping):
             values["state"] = _StateView(state)
         try:
-            return self._template.render(values)
+            return self.compile().render(values)
         except jinja2.TemplateError as exc:
             return f"[template error: {exc}]"
         except Exception as exc:  # sandbox violations, type errors in filters, ...
@@ -94,28 +108,65 @@ NAVIGATION_NAMES = INSTRUCTION_NAMES | {
 
 
 def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> Template:
-    """Parse and compile ``source`` once.
+    """Parse and check ``source`` once (code generation is deferred: see :class:`Template`).
 
-    Raises :class:`TemplateCompileError` on bad syntax or on a name outside ``names``.
+    Raises :class:`TemplateCompileError` on bad syntax, on a name outside ``names``, on an
+    unknown filter or test, and on ``include``/``extend``/``import`` (a workflow's
+    templates stand alone: there is nothing to include).
     """
     env = environment()
     try:
         ast = env.parse(source)
-        compiled = env.from_string(ast)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateCompileError(exc.message or str(exc), exc.lineno or 1) from None
     except (RecursionError, MemoryError):
         raise TemplateCompileError("template is nested too deeply") from None
-    for name in sorted(meta.find_undeclared_variables(ast) - names):
-        line = next(
-            (n.lineno for n in ast.find_all(nodes.Name) if n.name == name and n.ctx == "load"), 1
-        )
+    _check(ast, names, env)
+    return Template(source=source, reads=frozenset(_state_reads(ast)), _ast=ast)
+
+
+_NO_LOADER = (nodes.Include, nodes.Extends, nodes.Import, nodes.FromImport)
+
+
+def _check(tree: nodes.Template, names: frozenset[str], env: jinja2.Environment) -> None:
+    """The static checks, in one walk: unknown names, filters and tests; includes.
+
+    Names bound inside the template (``for`` targets, ``set``, macro arguments) count as
+    known wherever they appear, which is looser than Jinja's scoping but never wrong about
+    a typo in a name the template was given.
+    """
+    bound: set[str] = set(env.globals) | {"loop", "caller", "varargs", "kwargs"}
+    loads: list[nodes.Name] = []
+    for node in tree.find_all(nodes.Node):
+        if isinstance(node, nodes.Name):
+            if node.ctx == "load":
+                loads.append(node)
+            else:
+                bound.add(node.name)
+        elif isinstance(node, nodes.Macro | nodes.CallBlock):
+            bound.update(arg.name for arg in node.args)
+            if isinstance(node, nodes.Macro):
+                bound.add(node.name)
+        elif isinstance(node, nodes.Filter | nodes.Test):
+            known = env.filters if isinstance(node, nodes.Filter) else env.tests
+            if node.name not in known:
+                kind = "filter" if isinstance(node, nodes.Filter) else "test"
+                raise TemplateCompileError(
+                    f"unknown {kind} '{node.name}'{did_you_mean(node.name, known)}", node.lineno
+                )
+        elif isinstance(node, _NO_LOADER):
+            raise TemplateCompileError(
+                "templates in a workflow stand alone: include, extends and import are not "
+                "available",
+                node.lineno,
+            )
+    for name in sorted({n.name for n in loads} - bound - names):
+        line = next(n.lineno for n in loads if n.name == name)
         hint = did_you_mean(name, names)
         allowed = ", ".join(sorted(names))
         raise TemplateCompileError(
             f"template uses unknown name '{name}'{hint or f' (it can use: {allowed})'}", line
         )
-    return Template(source=source, reads=frozenset(_state_reads(ast)), _template=compiled)
 
 
 def _state_reads(tree: nodes.Template) -> set[str]:
