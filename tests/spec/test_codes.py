@@ -19,8 +19,8 @@ from phaseflow.spec.loader import check_file, check_text
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "invalid"
 
 #: The spec's severities, written out here so that a change in CODES is caught.
-WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF401", "PF402",
-            "PF403", "PF404"}
+WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF401",
+            "PF402", "PF403", "PF404"}
 
 # file, [(code, line, column)], words the (first) message must contain
 CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
