@@ -157,9 +157,6 @@ TRACKER_ATTRIBUTE = "phaseflow"
 #: The default ``model_attribute``: the current phase's name is ``model.phase``.
 DEFAULT_MODEL_ATTRIBUTE = "phase"
 
-#: The event keyword :func:`request` passes after running the target's preparations.
-_PREPARED = "_phaseflow_prepared"
-
 #: Keyword arguments of ``Machine`` that the adapter sets itself.
 _RESERVED = frozenset(
     {"states", "initial", "transitions", "model", "send_event", "auto_transitions"}
@@ -390,8 +387,6 @@ class _Wiring:
 
     def _guard(self, ev: Any, guard: Guard, phase: str, source: str,
                position: Position | None) -> bool:
-        if ev.kwargs.get(_PREPARED):
-            return True  # a model request checked before its target's preparations ran
         tracker = tracker_of(ev.model)
         result = guard.evaluate(tracker.state, tracker.guard_context(ev.state.name))
         if result.error is not None:
@@ -679,7 +674,6 @@ def request(model: object, target: str, *, turn: int | None = None) -> bool:
             dest.guard is None or dest.guard.evaluate(state, ctx).value
         ):
             wiring.prepare(tracker, dest)
-            # as phaseflow: the request was allowed before the preparations ran; only the
-            # ``requires`` are checked again
-            return bool(event.trigger(model, **{_PREPARED: True}))
+            # as phaseflow: after the preparations everything is checked again
+            return bool(event.trigger(model))
     return bool(event.trigger(model))

@@ -776,10 +776,20 @@ class PhaseMachine:
         tinfo, missing = found
         w = writer_for(state, writer)
         events: list[Event] = []
-        if missing and not self._prepare_sync(tinfo, state, w, turn, [], events):
+        if missing and (
+            not self._prepare_sync(tinfo, state, w, turn, [], events)
+            or not self._still_requestable(target, state)
+        ):
             self._record(events)
             return None
         return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, events)
+
+    def _still_requestable(self, target: str, state: Mapping[str, Any]) -> bool:
+        """After a request's preparations ran: may the model still move (``when``, entry
+        guard and ``requires`` all hold now)? Checked again because a preparation may have
+        changed what they read, exactly as a turn boundary evaluates again."""
+        found = self._request_target(target, state)
+        return found is not None and not found[1]
 
     async def take_request(
         self,
@@ -792,7 +802,8 @@ class PhaseMachine:
     ) -> TransitionResult | None:
         """Carry out the model's request to move to ``target``: ``None`` (refused) unless
         :meth:`request` allows it; when only required keys are absent and the target has
-        preparations, they run first, as at a turn boundary. Taken with a model trigger."""
+        preparations, they run first and everything is checked again, as at a turn
+        boundary. Taken with a model trigger."""
         self._turn = turn
         found = self._request_target(target, state)
         if found is None:
@@ -804,7 +815,7 @@ class PhaseMachine:
             ok = (await self._prepare_async(tinfo, state, w, turn, [], events)
                   if tinfo.prepare_async else
                   self._prepare_sync(tinfo, state, w, turn, [], events))
-            if not ok:
+            if not ok or not self._still_requestable(target, state):
                 self._record(events)
                 return None
         if self._needs_async(tinfo):

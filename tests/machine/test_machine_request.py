@@ -73,6 +73,22 @@ def test_take_request_runs_preparations_when_only_requires_are_absent() -> None:
     assert r is not None and m.current == "b" and s["k"] == 1 and s["in"] == 1
 
 
+def test_take_request_checks_when_again_after_preparations() -> None:
+    """A preparation can change what the request's ``when`` reads: like a turn boundary,
+    the request is evaluated again after preparing, and refused if it no longer holds."""
+    wf = workflow([
+        Phase("a", transitions=[Transition("b", when="not state.k2", trigger="model")]),
+        Phase("b", requires=["k"],
+              prepare=[Preparation("p", SetEffect({"k": 1, "k2": True}), ["k"])]),
+    ])
+    m = wf.machine()
+    s = State()
+    assert m.take_request_sync("b", s, turn=1) is None
+    assert m.current == "a" and s["k"] == 1
+    m2 = wf.machine()
+    assert asyncio.run(m2.take_request("b", State(), turn=1)) is None and m2.current == "a"
+
+
 def test_take_request_refused_when_preparation_fails() -> None:
     def boom(ctx: EffectContext) -> None:
         raise RuntimeError
