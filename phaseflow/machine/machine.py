@@ -367,6 +367,16 @@ class PhaseMachine:
             return (edge, ())
         return None
 
+    def _rescan(
+        self, info: PhaseInfo, state: Mapping[str, Any], ctx: GuardContext, events: list[Event]
+    ) -> _Scan | None:
+        """The second evaluation of a boundary (after preparations): a guard error that the
+        first one already reported is not reported twice."""
+        again: list[Event] = []
+        found = self._scan(info, state, ctx, again)
+        events.extend(e for e in again if e not in events)
+        return found
+
     def _guard_event(self, info: PhaseInfo, index: int, error: str) -> Event:
         t = info.phase.transitions[index]
         return Event("guard_error", info.phase.name, self._turn,
@@ -447,24 +457,28 @@ class PhaseMachine:
         return tuple(events)
 
     def _switch(self, tinfo: PhaseInfo, turn: int, trigger: TransitionTrigger) -> HistoryRecord:
-        """Make ``tinfo``'s phase current, restart its timer and counters, count the visit
-        and append the history record."""
+        """Make ``tinfo``'s phase current and restart its timer and turn counter. Returns
+        the history record, which :meth:`_count` appends (with the visit) once the target's
+        ``on_enter`` effects ran: the spec's order."""
         now = self._clock()
-        target = tinfo.phase.name
         record: HistoryRecord = _new_tuple(HistoryRecord, (
-            self._current, target, turn, now, trigger, now - self._entered_at
+            self._current, tinfo.phase.name, turn, now, trigger, now - self._entered_at
         ))
-        self._current = target
+        self._current = tinfo.phase.name
         self._cur = tinfo
         self._entered_at = now
         self._turns_in_phase = 0
+        return record
+
+    def _count(self, record: HistoryRecord) -> None:
+        """Count the visit of the phase entered and append its history record."""
         visits = self._visits
+        target = record[1]
         visits[target] = visits.get(target, 0) + 1
         history = self._history
         if history is None:
             history = self._history = deque(maxlen=HISTORY_LIMIT)
         history.append(record)
-        return record
 
     def _render(self, phase: Phase, state: Mapping[str, Any], turn: int) -> str | None:
         template = phase.instructions
@@ -571,6 +585,7 @@ class PhaseMachine:
                                   self._index.name, transcript)
                 if failed:
                     events = (events or []) + failed
+        self._count(record)
         return self._result(source, tinfo, record, state, turn, trigger, events)
 
     @staticmethod
@@ -611,6 +626,7 @@ class PhaseMachine:
                                      transcript)
             if failed:
                 events = (events or []) + failed
+        self._count(record)
         return self._result(source, tinfo, record, state, turn, trigger, events)
 
     def _needs_async(self, tinfo: PhaseInfo, *, prepare: bool = False) -> bool:
@@ -863,7 +879,7 @@ class PhaseMachine:
             tinfo = self._index.info(found[0][2])
             assert tinfo is not None
             self._prepare_sync(tinfo, view, writer, turn, ran, events)
-            found = self._scan(info, view, ctx, events)
+            found = self._rescan(info, view, ctx, events)
             if found is None:
                 return BoundaryResult("stayed", self._current, turn,
                                       preparations=tuple(ran), events=self._record(events))
@@ -903,7 +919,7 @@ class PhaseMachine:
             tinfo = self._index.info(found[0][2])
             assert tinfo is not None
             await self._prepare_async(tinfo, state, w, turn, ran, events)
-            found = self._scan(info, state, self._ctx(), events)
+            found = self._rescan(info, state, self._ctx(), events)
             if found is None:
                 return BoundaryResult("stayed", self._current, turn,
                                       preparations=tuple(ran), events=self._record(events))

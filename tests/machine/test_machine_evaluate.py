@@ -155,3 +155,26 @@ def test_guard_type_error_is_false_and_an_event_at_a_boundary() -> None:
     assert r.events[0].source == "transitions[0].when"
     assert "state.x < 1" in r.events[0].message
     assert m.trace == r.events
+
+
+def test_a_guard_error_is_reported_once_when_a_boundary_evaluates_twice() -> None:
+    import asyncio
+
+    from phaseflow.spec.model import CallEffect
+
+    async def fetch(ctx: object) -> dict[str, int]:  # async: advance takes its async path
+        return {"j": 1}
+
+    for prep in (SetEffect({"j": 1}), CallEffect("fetch")):
+        wf = workflow(
+            [Phase("a", transitions=[Transition("c", "state.x < 1"), Transition("b")]),
+             Phase("b", requires=["k"], prepare=[Preparation("p", prep, ["j"])]),
+             Phase("c")],
+            registry={"fetch": fetch})
+        for run in ("sync", "async"):
+            m = wf.machine()
+            r = (m.advance_sync(State({"x": "s"}), turn=1) if run == "sync"
+                 else asyncio.run(m.advance(State({"x": "s"}), turn=1)))
+            assert r.blocked and r.preparations == ("p",)
+            assert [e.source for e in r.events] == ["transitions[0].when"], (prep, run)
+            assert m.trace == r.events

@@ -169,3 +169,38 @@ def test_set_literals_are_copied_into_the_state() -> None:
     s1["meta"]["k"].append(4)
     wf.machine().advance_sync(s2, turn=1)
     assert s2["items"] == [1, 2] and s2["meta"] == {"k": [3]}
+
+
+def test_visit_and_history_are_recorded_after_on_enter_in_the_spec_order() -> None:
+    """transition: on_exit; target current, timer restarted; clear_on_enter; on_enter;
+    count the visit; append the history record. A callable that can see the machine (a
+    host's closure) observes each step in that order."""
+    seen: list[Any] = []
+    holder: dict[str, Any] = {}
+
+    def probe(ctx: Any, **kw: Any) -> None:
+        m = holder["m"]
+        seen.append((kw["tag"], m.current, dict(m.visits), len(m.history),
+                     m.current_phase_duration(), "old" in ctx.state))
+
+    wf = workflow(
+        [Phase("a", on_exit=[CallEffect("probe", {"tag": "exit"})],
+               transitions=[Transition("b")]),
+         Phase("b", clear_on_enter=["old"], on_enter=[CallEffect("probe", {"tag": "enter"})])],
+        registry={"probe": probe},
+    )
+    for run in ("sync", "async"):
+        seen.clear()
+        clock = FakeClock()
+        m = holder["m"] = wf.machine(clock=clock)
+        clock.advance(5)
+        s = State({"old": 1})
+        if run == "sync":
+            m.transition_sync("b", s, turn=1, trigger=GuardTrigger(0))
+        else:
+            asyncio.run(m.transition("b", s, turn=1, trigger=GuardTrigger(0)))
+        assert seen == [
+            ("exit", "a", {"a": 1}, 0, 5.0, True),   # still in a, its timer running
+            ("enter", "b", {"a": 1}, 0, 0.0, False),  # b current, timer restarted, cleared
+        ], run
+        assert dict(m.visits) == {"a": 1, "b": 1} and len(m.history) == 1
