@@ -191,3 +191,31 @@ def test_unknown_current_phase() -> None:
     from phaseflow.machine import PhaseMachine
 
     assert PhaseMachine("ghost").describe_navigation({}) == "[Navigation]\nCurrent phase: ghost"
+
+
+def test_a_key_tested_only_for_absence_is_not_waited_for() -> None:
+    """A false condition lists the absent keys whose setting could make it true: a key it
+    only tests for absence (``state.x == null``, ``not state.x``) is not one of them."""
+    wf = workflow([
+        Phase("a", transitions=[
+            Transition("b", "state.cancelled == null and turns_in_phase > 2", "Time out"),
+            Transition("b", "state.cancelled == null and state.amount > 5", "Large"),
+            Transition("b", "not state.cancelled and state.amount > 5", "Large, not cancelled"),
+            Transition("b", "not (state.cancelled == null)", "Cancelled"),
+            Transition("b", "state.cancelled == null or state.cancelled > 3", "Either"),
+            Transition("c", None, "Guarded"),
+        ]),
+        Phase("b"),
+        Phase("c", guard="state.blocked is None and state.n > 1"),
+    ])
+    m = wf.machine()
+    text = m.describe_navigation({})
+    assert "  → b: Time out (when: state.cancelled == null and turns_in_phase > 2)" in text
+    assert "  → b: Large (waiting for: amount)" in text
+    assert "  → b: Large, not cancelled (waiting for: amount)" in text
+    assert "  → b: Cancelled (waiting for: cancelled)" in text  # a presence test
+    assert "  → c: Guarded (waiting for: n)" in text
+    facts = m.navigation_facts({})
+    assert [n["waiting_for"] for n in facts["next"]] == [
+        [], ["amount"], ["amount"], ["cancelled"], [], ["n"]]
+    assert facts["next"][4]["ready"] is True  # 'Either' holds while cancelled is absent
