@@ -141,7 +141,7 @@ class _Run:
     def fail(self, step: Step, message: str) -> _StepFailed:
         return _StepFailed(f"{self.test.path}:{step.line}: {message}")
 
-    def _moved(self, result: TransitionResult | None) -> None:
+    def _moved(self, result: TransitionResult | None, model_index: int | None = None) -> None:
         if result is None:
             return
         self.entered.append(result.to_phase)
@@ -149,13 +149,22 @@ class _Run:
         trigger = result.trigger
         if isinstance(trigger, GuardTrigger):
             self.coverage.transition(result.from_phase, trigger.index)
-        elif isinstance(trigger, ModelTrigger):
-            phase = self.workflow.phases.get(result.from_phase)
-            if phase is not None:
-                for index, t in enumerate(phase.transitions):
-                    if t.trigger == "model" and t.to == result.to_phase:
-                        self.coverage.transition(result.from_phase, index)
-                        break
+        elif isinstance(trigger, ModelTrigger) and model_index is not None:
+            self.coverage.transition(result.from_phase, model_index)
+
+    def _model_index(self, target: str) -> int | None:
+        """The ``model`` transition a request for ``target`` takes: the first one of the
+        current phase to it whose ``when`` holds now (as the machine decides)."""
+        phase = self.machine.current_phase
+        if phase is None:
+            return None
+        ctx = self.machine.guard_context()
+        for index, t in enumerate(phase.transitions):
+            if t.trigger == "model" and t.to == target and (
+                t.when is None or t.when.evaluate(self.state, ctx).value
+            ):
+                return index
+        return None
 
     def boundary(self) -> None:
         self.turn += 1
@@ -180,14 +189,16 @@ class _Run:
             self.now += float(step.value)
             self.boundary()
         elif kind == "request":
+            before = self.machine.current
+            index = self._model_index(step.value)
             result = self.machine.take_request_sync(step.value, self.state, turn=self.turn + 1)
-            self._moved(result)
+            self._moved(result, index)
             taken = "taken" if result is not None else "refused"
             if taken != step.expect:
                 raise self.fail(
                     step,
                     f"request {step.value}: expected {step.expect}, found "
-                    f"{taken} (in phase '{self.machine.current}')",
+                    f"{taken} (asked in phase '{before}')",
                 )
         elif kind == "tool":
             allowed = "allowed" if self.machine.tool_allowed(step.value) else "refused"
