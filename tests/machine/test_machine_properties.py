@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from phaseflow.machine import Blocked, GuardTrigger, PhaseMachine, Ready, State
+from phaseflow.machine import MODEL_REQUEST, Blocked, GuardTrigger, PhaseMachine, Ready, State
 from phaseflow.spec.model import (
     CallEffect,
     Phase,
@@ -107,6 +107,31 @@ async def _reference_boundary(m: PhaseMachine, s: State, turn: int) -> None:
         await m.transition(found.target, s, s, turn=turn, trigger=GuardTrigger(found.index))
 
 
+def _spec_evaluate(m: PhaseMachine, wf: Workflow, s: State) -> Ready | Blocked | None:
+    """``evaluate_for_transition`` written from the spec's text, independently of the
+    machine's own scan: only the public guard API and the workflow's phases."""
+    phase = wf.phases.get(m.current)
+    if phase is None or phase.terminal:
+        return None
+    ctx = m.guard_context()
+    for index, t in enumerate(phase.transitions):
+        if t.trigger != "auto":
+            continue
+        if t.when is not None and not t.when(s, ctx):
+            continue
+        target = wf.phases.get(t.to)
+        if target is None:
+            continue
+        if target.guard is not None and not target.guard(s, ctx):
+            continue
+        missing = tuple(k for k in target.requires if s.get(k) is None)
+        if not missing:
+            return Ready(t.to, index)
+        if target.prepare:
+            return Blocked(t.to, index, missing)
+    return None
+
+
 class MachineInvariants(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -166,11 +191,19 @@ class MachineInvariants(RuleBasedStateMachine):
     @rule(name=st.sampled_from([f"p{i}" for i in range(6)]))
     def model_request(self, name: str) -> None:
         self.turn += 1
+        before = self.m.current
         allowed = self.m.request(name, self.s)
         r = self.m.take_request_sync(name, self.s, turn=self.turn)
         r2 = self.ref.take_request_sync(name, self.rs, turn=self.turn)
         if allowed:
             assert r is not None and self.m.current == name
+        if r is not None:  # only a model transition of the phase asked in can be taken
+            assert any(t.trigger == "model" and t.to == name
+                       for t in self.wf.phases[before].transitions)
+            assert self.m.history[-1].trigger == MODEL_REQUEST
+            assert self.m.history[-1].from_phase == before
+        else:
+            assert self.m.current == before
         assert (r is None) == (r2 is None)
 
     @rule(name=st.sampled_from([f"p{i}" for i in range(6)]))
@@ -179,6 +212,13 @@ class MachineInvariants(RuleBasedStateMachine):
         r = self.m.goto_sync(name, self.s, turn=self.turn)
         self.ref.goto_sync(name, self.rs, turn=self.turn)
         assert (r is None) == (name not in self.wf.phases)
+
+    @rule()
+    def evaluate_matches_the_spec(self) -> None:
+        expected = _spec_evaluate(self.m, self.wf, self.s)
+        assert self.m.evaluate_for_transition(self.s) == expected
+        assert self.m.evaluate(self.s) == (
+            (expected.target, expected.index) if isinstance(expected, Ready) else None)
 
     @rule()
     def evaluate_is_pure(self) -> None:
@@ -203,6 +243,11 @@ class MachineInvariants(RuleBasedStateMachine):
         for a, b in itertools.pairwise(h):
             assert a.to_phase == b.from_phase and a.turn <= b.turn
         assert self.m.current in self.wf.phases
+        if len(h) < 100:  # nothing dropped: every visit but the initial one is a record
+            counts: dict[str, int] = {self.wf.initial: 1}
+            for r in h:
+                counts[r.to_phase] = counts.get(r.to_phase, 0) + 1
+            assert dict(self.m.visits) == counts
 
 
 MachineInvariants.TestCase.settings = settings(
