@@ -111,3 +111,17 @@ def test_describe_works_on_every_bundled_workflow_and_phase() -> None:
             assert proc.returncode == 0, proc.stderr
             assert f"Current phase: {phase}" in proc.stdout or "[Navigation]" not in proc.stdout
             assert "[template error" not in proc.stdout, (path.name, phase, proc.stdout)
+
+
+def test_describe_uses_the_declared_defaults_as_state(tmp_path: Path) -> None:
+    # amount defaults to 0: the instructions print it and the guard amount <= 500 holds
+    proc = run_cli("describe", str(_write(tmp_path)), "--phase", "locate_order",
+                   "--state", '{"customer_id": "C-1"}')
+    assert proc.returncode == 0, proc.stderr
+    assert "Customer C-1 wants a refund of 0." in proc.stdout
+    assert "→ done: Small refund (ready)" in proc.stdout
+    # a given state is added to the defaults, overriding them
+    proc = run_cli("describe", str(_write(tmp_path)), "--phase", "locate_order",
+                   "--state", '{"amount": 900}')
+    assert "wants a refund of 900." in proc.stdout
+    assert "Blocked until required state is available: customer_id" in proc.stdout

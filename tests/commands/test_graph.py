@@ -149,3 +149,41 @@ def test_graph_of_a_broken_workflow_reports_errors(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "PF200" in proc.stderr
     assert run_cli("graph", str(tmp_path / "missing.yaml")).returncode == 2
+
+
+def test_every_edge_is_labelled_with_its_condition_and_terminals_are_marked(
+    tmp_path: Path,
+) -> None:
+    """Both formats: one edge per transition with its condition (or ``always``/``model``),
+    model edges drawn differently from auto ones, terminal phases marked, the start."""
+    from phaseflow.graph import to_dot, to_mermaid
+    from phaseflow.spec.loader import load_workflow
+
+    src = tmp_path / "tricky.yaml"
+    src.write_text(TRICKY)
+    wf = load_workflow(str(src))
+    dot = to_dot(wf)
+    assert '"__start__" -> "end";' in dot
+    assert '"subgraph" [label="subgraph", peripheries=2];' in dot
+    assert '"graph" [label="graph"];' in dot
+    cond = "state.note == \\\"a|b\\\" and state.x < 3 or state['k'] != '{x}'"
+    assert f'"end" -> "graph" [label="{cond}"];' in dot
+    mermaid = to_mermaid(wf)
+    assert "start__ --> p_end" in mermaid
+    assert 'p_subgraph(["subgraph (final)"])' in mermaid and "class p_subgraph final" in mermaid
+    assert 'p_graph["graph"]' in mermaid
+    edge = next(line for line in mermaid.splitlines() if line.startswith("  p_end -->"))
+    assert "state.note == #quot;a#124;b#quot; and state.x #60; 3" in edge
+    for workflow_path in BUNDLED:
+        wf = load_workflow(str(workflow_path))
+        edges = sum(len(p.transitions) for p in wf.phases.values())
+        models = sum(t.trigger == "model" for p in wf.phases.values() for t in p.transitions)
+        dot_edges = [line for line in to_dot(wf).splitlines()
+                     if " -> " in line and "__start__" not in line]
+        assert len(dot_edges) == edges
+        assert sum("style=dashed" in line for line in dot_edges) == models
+        assert all('label="' in line for line in dot_edges)
+        m_edges = [line for line in to_mermaid(wf).splitlines()
+                   if "-->" in line or "-.->" in line]
+        assert len(m_edges) == edges + 1  # and the start arrow
+        assert sum("-.->" in line for line in m_edges) == models
