@@ -410,7 +410,9 @@ class PhaseMachine:
 
     def evaluate(self, state: Mapping[str, Any]) -> tuple[str, int] | None:
         """Pure: ``(target, transition_index)`` of the first ``auto`` transition that is
-        ready, or ``None`` (a Blocked one counts as not ready)."""
+        ready, or ``None``. Same order of checks as :meth:`evaluate_for_transition`: when
+        the first applicable transition is Blocked the answer is ``None``, not a later
+        ready one (a boundary prepares that target rather than skipping it)."""
         found = self.evaluate_for_transition(state)
         return (found.target, found.index) if isinstance(found, Ready) else None
 
