@@ -90,7 +90,7 @@ def full_turn(
         if snapshot:
             c.to_json()
         outcome = result(ok(present_lines(OUTPUT, 20, reference=REF)))  # type: ignore[arg-type]
-        c = ok(c.complete_tool_effect(rid, cp, call.id, outcome))  # type: ignore[assignment]
+        c = ok(c.complete_call(rid, cp, call, outcome))  # type: ignore[assignment]
         if snapshot:
             c.to_json()
         m = ok(m.tool_result(turn, call.id, outcome)).machine  # type: ignore[attr-defined]

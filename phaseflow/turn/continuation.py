@@ -36,6 +36,7 @@ from phaseflow.turn.messages import (
     UserMessage,
     as_history,
     canonical_arguments,
+    freeze,
 )
 from phaseflow.turn.rejections import Rejected, RejectionReason
 from phaseflow.turn.state import TurnId
@@ -86,6 +87,9 @@ class ActiveRequest:
     revision: int
     messages: History
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", as_history(self.messages))
+
 
 @dataclass(frozen=True, slots=True)
 class RequestOutcome:
@@ -99,6 +103,9 @@ class RequestOutcome:
     turn_id: TurnId
     revision: int
     messages: History
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", as_history(self.messages))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,10 @@ class Branch:
     messages: History
     boundaries: tuple[Boundary, ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", as_history(self.messages))
+        object.__setattr__(self, "boundaries", freeze(self.boundaries))
+
 
 @dataclass(frozen=True, slots=True)
 class ToolEffect:
@@ -133,6 +144,10 @@ class ToolCheckpoint:
     request_id: str
     messages: History
     effects: tuple[ToolEffect, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", as_history(self.messages))
+        object.__setattr__(self, "effects", freeze(self.effects))
 
     @property
     def complete(self) -> bool:
@@ -190,11 +205,29 @@ def history_problem(
     return ""
 
 
-def _boundaries_problem(boundaries: tuple[Boundary, ...], length: int, revision: int) -> str:
+def _closed_prefixes(messages: Iterable[Message]) -> set[int]:
+    """The lengths ``k`` at which the first ``k`` messages leave no tool call open. O(n)."""
+    closed = {0}
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages, 1):
+        if isinstance(message, AssistantMessage):
+            open_calls.update(c.id for c in message.tool_calls)
+        elif isinstance(message, ToolResultMessage):
+            open_calls.discard(message.call_id)
+        if not open_calls:
+            closed.add(index)
+    return closed
+
+
+def _boundaries_problem(boundaries: tuple[Boundary, ...], messages: History, revision: int) -> str:
+    length = len(messages)
+    closed = _closed_prefixes(messages) if boundaries else set()
     prev: Boundary | None = None
     for b in boundaries:
         if b.display_entry < 0 or b.revision < 1 or not 0 <= b.message_count <= length:
             return f"boundary {b} out of range"
+        if b.message_count not in closed:
+            return f"boundary {b} cuts a tool group (rewinding there would leave calls open)"
         if b.revision > revision:
             return f"boundary revision {b.revision} ahead of revision {revision}"
         if prev is not None and (
@@ -221,6 +254,11 @@ class Continuation:
     checkpoint: ToolCheckpoint | None = None
     checkpoint_seq: int = 0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", as_history(self.messages))
+        object.__setattr__(self, "boundaries", freeze(self.boundaries))
+        object.__setattr__(self, "branches", freeze(self.branches))
+
     # --- requests ---
 
     def begin_request(
@@ -237,6 +275,8 @@ class Continuation:
             return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
         if not request_id:
             return Rejected(R.INVALID_REQUEST, "a request needs a non-empty id")
+        if isinstance(turn_id, bool) or not isinstance(turn_id, int) or turn_id < 1:
+            return Rejected(R.INVALID_REQUEST, f"turn id must be a positive integer: {turn_id!r}")
         sent = self.messages if content is None else self.messages.append(UserMessage(content))
         return replace(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
 
@@ -328,7 +368,9 @@ class Continuation:
             base = self.checkpoint.resolved_messages()
         if len(history) <= len(base) or not history.starts_with(base):
             return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
-        problem = history_problem(history.after(len(base)), system_first=False, open_calls_ok=True)
+        # Everything before the group's assistant message must be answered: a call left
+        # open there would never get a result (not from the ledger, not from reconcile).
+        problem = history_problem(history.after(len(base))[:-1], system_first=False)
         if problem:
             return Rejected(R.INVALID_HISTORY, problem)
         seq = self.checkpoint_seq + 1
@@ -375,13 +417,47 @@ class Continuation:
         return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
 
     def complete_tool_effect(
-        self, request_id: str, checkpoint_id: str, call_id: str, result: ToolOutcome
+        self,
+        request_id: str,
+        checkpoint_id: str,
+        call_id: str,
+        name: str,
+        arguments: object,
+        result: ToolOutcome,
     ) -> Continuation | Rejected:
-        """Record an admitted call's result; the same result again is a no-op."""
+        """Record an admitted call's result against the call's identity.
+
+        ``name`` and ``arguments`` must be the checkpointed call's (as for admission);
+        the same result again is a no-op (returns this very value); another result for a
+        completed call is ``conflicting_tool_outcome``.
+        """
         found = self._effect(request_id, checkpoint_id, call_id)
         if isinstance(found, Rejected):
             return found
         index, effect = found
+        if effect.call.name != name or canonical_arguments(arguments) != effect.call.arguments:
+            return Rejected(
+                R.TOOL_CALL_IDENTITY_MISMATCH,
+                f"{call_id!r} was checkpointed with another name or other arguments",
+            )
+        return self._record(index, effect, result)
+
+    def complete_call(
+        self, request_id: str, checkpoint_id: str, call: ToolCall, result: ToolOutcome
+    ) -> Continuation | Rejected:
+        """:meth:`complete_tool_effect` for a :class:`ToolCall` value."""
+        found = self._effect(request_id, checkpoint_id, call.id)
+        if isinstance(found, Rejected):
+            return found
+        index, effect = found
+        if effect.call != call:
+            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
+        return self._record(index, effect, result)
+
+    def _record(
+        self, index: int, effect: ToolEffect, result: ToolOutcome
+    ) -> Continuation | Rejected:
+        call_id = effect.call.id
         if effect.state is EffectState.PENDING:
             return Rejected(R.NOT_ADMITTED, f"{call_id!r} was never admitted")
         if effect.state is EffectState.COMPLETED:
@@ -672,7 +748,7 @@ def _continuation_problem(c: Continuation) -> str:
     problem = history_problem(c.messages)
     if problem:
         return f"messages: {problem}"
-    problem = _boundaries_problem(c.boundaries, len(c.messages), c.revision)
+    problem = _boundaries_problem(c.boundaries, c.messages, c.revision)
     if problem:
         return problem
     names = [b.name for b in c.branches]
@@ -680,7 +756,7 @@ def _continuation_problem(c: Continuation) -> str:
         return "branch names must be unique and non-empty"
     for b in c.branches:
         problem = history_problem(b.messages) or _boundaries_problem(
-            b.boundaries, len(b.messages), c.revision
+            b.boundaries, b.messages, c.revision
         )
         if problem:
             return f"branch {b.name!r}: {problem}"
@@ -710,6 +786,9 @@ def _continuation_problem(c: Continuation) -> str:
             return "checkpoint messages must end with its tool calls"
         if len(cp.messages) <= len(r.messages) or not cp.messages.starts_with(r.messages):
             return "checkpoint messages do not extend the request's messages"
+        problem = history_problem(cp.messages.after(len(r.messages))[:-1], system_first=False)
+        if problem:
+            return f"checkpoint messages: {problem}"
         for e in cp.effects:
             if (e.result is not None) != (e.state is EffectState.COMPLETED):
                 return f"effect {e.call.id!r}: a result exactly when completed"

@@ -16,7 +16,14 @@ from typing import Any
 
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
-from phaseflow.turn.messages import Content, ToolCall, content_from_json, content_to_json
+from phaseflow.turn.messages import (
+    Content,
+    ToolCall,
+    content_from_json,
+    content_to_json,
+    freeze,
+    freeze_content,
+)
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
@@ -121,6 +128,9 @@ class ToolExecution:
 
     active_tools: tuple[ActiveTool, ...]
     kind = "tool_execution"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "active_tools", freeze(self.active_tools))
 
 
 Activity = Starting | Thinking | Completion | ToolExecution
@@ -289,6 +299,9 @@ class SendNext:
 
     contents: tuple[Content, ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "contents", tuple(freeze_content(c) for c in self.contents))
+
 
 @dataclass(frozen=True, slots=True)
 class CompletionFinished:
@@ -312,6 +325,18 @@ class TurnExecution:
     auto_approvals: tuple[PendingAutoApproval, ...] = ()
     edit_boundaries: tuple[EditBoundary, ...] = ()
     shell_tools: tuple[str, ...] = DEFAULT_SHELL_TOOLS
+
+    def __post_init__(self) -> None:
+        # Sequences are stored as tuples whatever the caller passed: no list is ever
+        # reachable from a value. Cheap when they already are tuples (the normal case).
+        for name in ("trust", "auto_approvals", "edit_boundaries", "shell_tools"):
+            value = getattr(self, name)
+            if type(value) is not tuple:
+                object.__setattr__(self, name, tuple(value))
+        for name in ("steering", "follow_up"):
+            value = getattr(self, name)
+            if type(value) is not tuple or any(not isinstance(c, str | tuple) for c in value):
+                object.__setattr__(self, name, tuple(freeze_content(c) for c in value))
 
     # --- queries ---
 
@@ -342,7 +367,9 @@ class TurnExecution:
         phase = self.phase
         if self.mode is Mode.PLAN:
             return ExecStatus.PLAN
-        if isinstance(phase, FailurePhase) or (isinstance(phase, ActivePhase) and phase.error):
+        if isinstance(phase, FailurePhase) or (
+            isinstance(phase, ActivePhase) and phase.error is not None
+        ):
             return ExecStatus.ERROR
         if isinstance(phase, IdlePhase):
             return ExecStatus.IDLE
@@ -380,14 +407,15 @@ class TurnExecution:
 
     def admit_prompt(self, kind: PromptKind, content: Content) -> PromptAdmitted:
         """Inactive: begin a turn with ``content`` (send now). ActivePhase: queue it (FIFO)."""
+        content = freeze_content(content)
         if not self.active:
             started = replace(self, phase=ActivePhase(Starting()))
             return PromptAdmitted(started, SendNow(content))
-        if kind is PromptKind.STEERING:
+        if PromptKind(kind) is PromptKind.STEERING:
             queued = replace(self, steering=(*self.steering, content))
-            return PromptAdmitted(queued, Queued(kind, len(self.steering)))
+            return PromptAdmitted(queued, Queued(PromptKind.STEERING, len(self.steering)))
         queued = replace(self, follow_up=(*self.follow_up, content))
-        return PromptAdmitted(queued, Queued(kind, len(self.follow_up)))
+        return PromptAdmitted(queued, Queued(PromptKind.FOLLOW_UP, len(self.follow_up)))
 
     def begin_turn(self) -> TurnExecution | Rejected:
         if self.active:
@@ -450,6 +478,9 @@ class TurnExecution:
     def resolve_approval(
         self, call_id: str | None, decision: ApprovalDecision
     ) -> ApprovalResolved | Rejected:
+        # A plain string is accepted for its enum value; anything else is a programming
+        # error (ValueError), never silently read as "approve".
+        decision = ApprovalDecision(decision)
         phase = self.phase
         if not isinstance(phase, ActivePhase) or phase.pending_approval is None:
             return Rejected(R.NO_PENDING_APPROVAL, "no approval is pending")

@@ -76,7 +76,9 @@ def _check_json(value: object, depth: int) -> None:
 
 
 def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # ``surrogatepass``: a lone surrogate (legal in a Python str, and in JSON read from
+    # an untrusted source) must hash, not raise.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:

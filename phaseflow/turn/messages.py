@@ -73,6 +73,18 @@ Content = str | tuple[ContentPart, ...]
 """Plain text, or an ordered tuple of parts."""
 
 
+def freeze_content(content: Content) -> Content:
+    """``content`` with a list of parts turned into a tuple (values never hold a list)."""
+    if isinstance(content, str) or type(content) is tuple:
+        return content
+    return tuple(content)
+
+
+def freeze(items: Iterable[Any]) -> tuple[Any, ...]:
+    """``items`` as a tuple (the same object when it already is one)."""
+    return items if type(items) is tuple else tuple(items)
+
+
 def content_to_json(content: Content) -> JsonValue:
     if isinstance(content, str):
         return content
@@ -112,6 +124,20 @@ class ToolCall:
     id: str
     name: str
     arguments: str = "{}"
+
+    def __post_init__(self) -> None:
+        # Keep the one invariant identity comparisons rely on: ``arguments`` is the
+        # canonical text. A non-canonical string (other key order, spaces) or a JSON value
+        # passed directly is canonicalised; anything that is not JSON is a programming
+        # error (``PhaseflowError``), as in :meth:`of`.
+        raw: object = self.arguments
+        try:
+            value = json.loads(raw) if isinstance(raw, str) else raw
+            text = j.canonical_json(value)
+        except (ValueError, Malformed) as exc:
+            raise PhaseflowError(f"tool call arguments are not JSON: {exc}") from None
+        if text != raw:
+            object.__setattr__(self, "arguments", text)
 
     @classmethod
     def of(cls, id: str, name: str, arguments: object = None) -> ToolCall:
@@ -159,6 +185,9 @@ class ToolOutcome:
     status: OutcomeStatus
     content: Content
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", freeze_content(self.content))
+
     @property
     def is_error(self) -> bool:
         """Cancelled counts as an error for the model: the call did not do its job."""
@@ -198,12 +227,20 @@ class ToolOutcome:
 @dataclass(frozen=True, slots=True)
 class SystemMessage:
     content: Content
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", freeze_content(self.content))
+
     role: ClassVar[Role] = Role.SYSTEM
 
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
     content: Content
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", freeze_content(self.content))
+
     role: ClassVar[Role] = Role.USER
 
 
@@ -214,6 +251,10 @@ class AssistantMessage:
     reasoning: str = ""
     role: ClassVar[Role] = Role.ASSISTANT
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", freeze_content(self.content))
+        object.__setattr__(self, "tool_calls", freeze(self.tool_calls))
+
 
 @dataclass(frozen=True, slots=True)
 class ToolResultMessage:
@@ -221,6 +262,9 @@ class ToolResultMessage:
     content: Content
     is_error: bool = False
     role: ClassVar[Role] = Role.TOOL
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", freeze_content(self.content))
 
 
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage

@@ -13,13 +13,14 @@ empty ones with a ``cancelled`` result instead of dropping them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import NewType
 
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
-from phaseflow.turn.messages import ToolCall, ToolOutcome
+from phaseflow.turn.messages import ToolCall, ToolOutcome, freeze
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
@@ -86,6 +87,9 @@ class Generating:
     """This generation continues a reply cut by the output cap: stitch, do not start anew."""
     kind = "generating"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pending_tool_calls", freeze(self.pending_tool_calls))
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutingTools:
@@ -95,6 +99,10 @@ class ExecutingTools:
     calls: tuple[ToolCall, ...]
     outcomes: tuple[ToolOutcome | None, ...]
     kind = "executing_tools"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls", freeze(self.calls))
+        object.__setattr__(self, "outcomes", freeze(self.outcomes))
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -122,6 +130,10 @@ class Cancelling:
     calls: tuple[ToolCall, ...] = ()
     outcomes: tuple[ToolOutcome, ...] = ()
     kind = "cancelling"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls", freeze(self.calls))
+        object.__setattr__(self, "outcomes", freeze(self.outcomes))
 
 
 TurnState = Idle | Generating | ExecutingTools | Compacting | Cancelling
@@ -339,11 +351,15 @@ class TurnMachine:
         bad = self._check(turn, Generating, ExecutingTools, Compacting)
         if bad:
             return bad
+        since = _finite(now)
+        if since is None:
+            # ``since`` is persisted: a NaN or infinite time would not survive JSON.
+            return Rejected(R.INVALID_STATE, f"cancel time must be a finite number, not {now!r}")
         s = self.state
         if isinstance(s, ExecutingTools):
             filled = tuple(o if o is not None else ToolOutcome.cancelled() for o in s.outcomes)
-            return self._to(Cancelling(turn, now, s.calls, filled))
-        return self._to(Cancelling(turn, now))
+            return self._to(Cancelling(turn, since, s.calls, filled))
+        return self._to(Cancelling(turn, since))
 
     def confirm_stopped(self, turn: TurnId) -> TurnMachine | Rejected:
         """The runner confirms the cancelled turn's work has stopped: back to ``Idle``."""
@@ -366,6 +382,16 @@ class TurnMachine:
     def validate(self) -> TurnMachine | Rejected:
         bad = _invalid(self)
         return Rejected(R.INVALID_RESTORE, bad) if bad else self
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _invalid(m: TurnMachine) -> str:

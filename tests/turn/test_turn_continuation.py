@@ -67,7 +67,7 @@ def finished(c: Continuation) -> Continuation:
     """Admit and complete every call of the checkpoint."""
     for e in c.checkpoint.effects:  # type: ignore[union-attr]
         c = ok(c.admit_tool_effect("r1", cp_id(c), e.call.id, e.call.name, e.call.argument_value()))
-        c = ok(c.complete_tool_effect("r1", cp_id(c), e.call.id, ToolOutcome.ok(e.call.id)))
+        c = ok(c.complete_call("r1", cp_id(c), e.call, ToolOutcome.ok(e.call.id)))
     return c
 
 
@@ -189,6 +189,32 @@ def test_checkpoint_tool_group_rejections() -> None:
     rejected(g.checkpoint_tool_group("r1", second, [CAT]), "tool_effects_incomplete")
 
 
+def test_checkpoint_refuses_a_call_left_open_before_the_group() -> None:
+    # Otherwise the earlier call would never get a result: not from the ledger (it is not
+    # in the group) and not from reconcile_interrupted.
+    c = started()
+    sneaky = c.request.messages.extend(  # type: ignore[union-attr]
+        [AssistantMessage("", (CAT,)), AssistantMessage("", (LS,))]
+    )
+    rejected(c.checkpoint_tool_group("r1", sneaky, [LS]), "invalid_history")
+    answered = c.request.messages.extend(  # type: ignore[union-attr]
+        [
+            AssistantMessage("", (CAT,)),
+            ToolResultMessage("c2", "hosts"),
+            AssistantMessage("", (LS,)),
+        ]
+    )
+    g = ok(c.checkpoint_tool_group("r1", answered, [LS]))
+    rec = ok(g.reconcile_interrupted())
+    assert history_problem(rec.continuation.messages) == ""
+
+
+def test_begin_request_needs_a_positive_turn_id() -> None:
+    for bad in (TurnId(0), TurnId(-3)):
+        rejected(Continuation().begin_request("r1", bad, "x"), "invalid_request")
+    rejected(Continuation().begin_request("r1", True, "x"), "invalid_request")  # type: ignore[arg-type]
+
+
 def test_second_group_extends_the_first_groups_results() -> None:
     c = finished(with_group((LS,)))
     first_id = cp_id(c)
@@ -236,16 +262,49 @@ def test_admission_identity_and_lookup_rejections() -> None:
 def test_complete_tool_effect_is_idempotent_and_refuses_conflicts() -> None:
     c = with_group()
     cid = cp_id(c)
-    rejected(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")), "not_admitted")
+    ls_args = {"command": "ls"}
+    rejected(
+        c.complete_tool_effect("r1", cid, "c1", "bash", ls_args, ToolOutcome.ok("x")),
+        "not_admitted",
+    )
     c = ok(c.admit_call("r1", cid, LS))
-    c = ok(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")))
-    assert c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("x")) is c
+    c = ok(c.complete_tool_effect("r1", cid, "c1", "bash", ls_args, ToolOutcome.ok("x")))
+    assert c.checkpoint.effect("c1").state is EffectState.COMPLETED  # type: ignore[union-attr]
+    assert c.checkpoint.effect("c1").result == ToolOutcome.ok("x")  # type: ignore[union-attr]
+    assert c.complete_tool_effect("r1", cid, "c1", "bash", ls_args, ToolOutcome.ok("x")) is c
+    assert c.complete_call("r1", cid, LS, ToolOutcome.ok("x")) is c
     rejected(
-        c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("y")), "conflicting_tool_outcome"
+        c.complete_tool_effect("r1", cid, "c1", "bash", ls_args, ToolOutcome.ok("y")),
+        "conflicting_tool_outcome",
+    )
+    rejected(c.complete_call("r1", cid, LS, ToolOutcome.error("x")), "conflicting_tool_outcome")
+
+
+def test_complete_tool_effect_checks_the_calls_identity() -> None:
+    c = with_group()
+    cid = cp_id(c)
+    c = ok(c.admit_call("r1", cid, LS))
+    for name, args in (("shell", {"command": "ls"}), ("bash", {"command": "rm"}), ("bash", {})):
+        rejected(
+            c.complete_tool_effect("r1", cid, "c1", name, args, ToolOutcome.ok("x")),
+            "tool_call_identity_mismatch",
+        )
+    rejected(
+        c.complete_call("r1", cid, ToolCall.of("c1", "bash", {}), ToolOutcome.ok("x")),
+        "tool_call_identity_mismatch",
     )
     rejected(
-        c.complete_tool_effect("r1", cid, "c1", ToolOutcome.error("x")), "conflicting_tool_outcome"
+        c.complete_tool_effect("r1", "r1#9", "c1", "bash", {"command": "ls"}, ToolOutcome.ok("")),
+        "checkpoint_not_found",
     )
+    rejected(
+        c.complete_tool_effect("r1", cid, "zz", "bash", {"command": "ls"}, ToolOutcome.ok("")),
+        "call_not_found",
+    )
+    rejected(c.complete_call("r2", cid, LS, ToolOutcome.ok("")), "unknown_request")
+    rejected(Continuation().complete_call("r1", cid, LS, ToolOutcome.ok("")), "no_active_request")
+    # the effect is still admitted: nothing changed
+    assert c.checkpoint.effect("c1").state is EffectState.ADMITTED  # type: ignore[union-attr]
 
 
 def test_reconcile_never_reruns_and_gives_every_call_a_result() -> None:
@@ -253,7 +312,7 @@ def test_reconcile_never_reruns_and_gives_every_call_a_result() -> None:
     c = with_group((LS, CAT, third))
     cid = cp_id(c)
     c = ok(c.admit_call("r1", cid, LS))
-    c = ok(c.complete_tool_effect("r1", cid, "c1", ToolOutcome.ok("files")))
+    c = ok(c.complete_call("r1", cid, LS, ToolOutcome.ok("files")))
     c = ok(c.admit_call("r1", cid, CAT))
     crashed = ok(Continuation.from_json(c.to_json()))  # the host dies here and restarts
     rec = ok(crashed.reconcile_interrupted())
@@ -380,6 +439,30 @@ def test_restore_validates() -> None:
         == g
     )
     rejected(Continuation.restore([AssistantMessage("", (LS,))], 0, 0), "invalid_restore")
+
+
+def test_restore_refuses_a_boundary_inside_a_tool_group() -> None:
+    msgs = [
+        UserMessage("q"),
+        AssistantMessage("", (LS,)),
+        ToolResultMessage("c1", "files"),
+        AssistantMessage("a"),
+    ]
+    assert ok(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 4)]))
+    # rewinding to message 2 would leave c1 without a result
+    rejected(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 2)]), "invalid_restore")
+
+
+def test_restore_refuses_a_checkpoint_with_an_open_call_before_its_group() -> None:
+    c = started()
+    data = with_group((LS,)).to_json()
+    added = data["checkpoint"]["added"]  # type: ignore[index]
+    data["checkpoint"]["added"] = [  # type: ignore[index]
+        {"role": "assistant", "content": "", "tool_calls": [CAT.to_json()]},
+        *added,
+    ]
+    assert c.request is not None
+    rejected(Continuation.from_json(data), "invalid_restore")
 
 
 def test_from_json_rejects_tampered_state() -> None:
@@ -525,7 +608,9 @@ class ContinuationMachine(RuleBasedStateMachine):
         effect = cp.effects[pick % len(cp.effects)]
         if repeat and effect.result is not None:
             outcome = effect.result
-        result = self.c.complete_tool_effect(req.id, cp.id, effect.call.id, outcome)
+        result = self.c.complete_tool_effect(
+            req.id, cp.id, effect.call.id, effect.call.name, effect.call.argument_value(), outcome
+        )
         if effect.state is EffectState.PENDING:
             rejected(result, "not_admitted")
         elif effect.state is EffectState.COMPLETED:
@@ -553,7 +638,7 @@ class ContinuationMachine(RuleBasedStateMachine):
                 self.admitted.add(key)
                 self.runs[key] = self.runs.get(key, 0) + 1
             if effect.state is not EffectState.COMPLETED:
-                self.c = ok(self.c.complete_tool_effect(req.id, cp.id, effect.call.id, outcome))
+                self.c = ok(self.c.complete_call(req.id, cp.id, effect.call, outcome))
                 self.results[key] = outcome
         event("ran a group")
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from phaseflow.errors import PhaseflowError
 from phaseflow.turn import (
     ActivePhase,
     Approval,
@@ -20,6 +22,7 @@ from phaseflow.turn import (
     SendNext,
     SendNow,
     Starting,
+    TextPart,
     Thinking,
     ToolCall,
     ToolExecution,
@@ -194,6 +197,34 @@ def test_trusted_scope_falls_back_to_bare_name() -> None:
     assert ex.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is TrustScope.SESSION
 
 
+def test_trusted_scope_prefers_the_specific_key_over_the_bare_name() -> None:
+    ex = ok(thinking().request_approval(Approval(ToolCall.of("x", "bash", {}))))
+    ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution  # bare name
+    ex = ok(ex.request_approval(Approval(BASH_LS)))
+    ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_TURN)).execution  # bash + ls
+    assert ex.trusted_scope(BASH_LS) is TrustScope.TURN  # specific key first
+    assert ex.trusted_scope(ToolCall.of("y", "bash", {"command": "pwd"})) is TrustScope.SESSION
+    after = ok(ok(ex.begin_completion()).finish_completion()).execution
+    assert after.trusted_scope(BASH_LS) is TrustScope.SESSION  # falls back once turn is gone
+
+
+def test_resolve_approval_reads_a_plain_string_decision_by_value() -> None:
+    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    resolved = ok(ex.resolve_approval(None, "reject"))  # type: ignore[arg-type]
+    assert not resolved.approved and resolved.execution.trust == ()
+    session = ok(ex.resolve_approval(None, "approve_session"))  # type: ignore[arg-type]
+    assert session.execution.trusted_scope(BASH_LS) is TrustScope.SESSION
+
+
+def test_trust_key_of_arguments_with_a_lone_surrogate() -> None:
+    odd = ToolCall.of("s", "write_file", {"text": "\ud800"})
+    assert trust_key(odd).kind is TrustKeyKind.ARGUMENTS
+    ex = ok(thinking().request_approval(Approval(odd)))
+    ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution
+    assert ex.trusted_scope(odd) is TrustScope.SESSION
+    assert_json_identity(ex, TurnExecution.from_json)
+
+
 def test_trust_keys() -> None:
     assert trust_key(BASH_LS) == TrustKey("bash", TrustKeyKind.COMMAND, "ls")
     assert trust_key(ToolCall.of("a", "t", {})) == TrustKey("t")
@@ -262,6 +293,45 @@ def test_plan_mode_drops_pending_approval_and_keeps_phase() -> None:
     assert plan.phase == ActivePhase(Thinking())
     assert plan.status is ExecStatus.PLAN
     assert plan.enter_exec().status is ExecStatus.THINKING
+
+
+def test_status_values() -> None:
+    assert TurnExecution().status is ExecStatus.IDLE
+    assert active().status is ExecStatus.THINKING  # starting shows as thinking
+    assert thinking().status is ExecStatus.THINKING
+    tools = ok(thinking().tool_started("a", "bash")).execution
+    assert tools.status is ExecStatus.TOOL_EXECUTING
+    assert ok(tools.tool_completed("a")).status is ExecStatus.THINKING  # completion
+    assert thinking().report_error("").status is ExecStatus.ERROR  # an empty message is an error
+    assert TurnExecution().fail("x").status is ExecStatus.ERROR
+    assert TurnExecution().fail("x").enter_plan().status is ExecStatus.PLAN
+    assert {s.value for s in ExecStatus} == {"plan", "idle", "thinking", "tool_executing", "error"}
+
+
+def test_admit_prompt_from_failure_sends_now_and_reclaimable_needs_empty_queues() -> None:
+    admitted = TurnExecution().fail("x").admit_prompt(PromptKind.STEERING, "again")
+    assert admitted.action == SendNow("again")
+    assert admitted.execution.phase == ActivePhase(Starting())
+    ex = thinking().admit_prompt(PromptKind.FOLLOW_UP, "later").execution.abort()
+    assert not ex.reclaimable and ex.follow_up == ("later",)
+    assert ok(thinking().auto_approve(BASH_LS, TrustScope.SESSION)).abort().reclaimable
+
+
+def test_values_never_hold_a_list() -> None:
+    ex = TurnExecution(steering=["a", [TextPart("b")]])  # type: ignore[list-item]
+    assert ex.steering == ("a", (TextPart("b"),))
+    assert_json_identity(ex, TurnExecution.from_json)
+    admitted = ok(thinking().admit_prompt(PromptKind.FOLLOW_UP, [TextPart("x")]))  # type: ignore[arg-type]
+    assert admitted.execution.follow_up == ((TextPart("x"),),)
+    call = ToolCall("c", "t", '{"b": 1, "a": [1.5, "\u00e9"]}')
+    assert call.arguments == '{"a":[1.5,"é"],"b":1}' and call == ToolCall.of(
+        "c", "t", {"b": 1, "a": [1.5, "é"]}
+    )
+    assert ToolCall("c", "t", {"x": 1}).arguments == '{"x":1}'  # type: ignore[arg-type]
+    with pytest.raises(PhaseflowError):
+        ToolCall("c", "t", "not json")
+    with pytest.raises(PhaseflowError):
+        ToolCall("c", "t", "NaN")
 
 
 def test_status_and_reclaimable() -> None:

@@ -128,7 +128,7 @@ class Session(RuleBasedStateMachine):
         output = ok(present_lines("a\nb\nc\n", 2, capture=capture, reference=REF))
         outcome = result(output)
         assert outcome.is_error == incomplete
-        self.cont = ok(self.cont.complete_tool_effect(self.rid, cp.id, call.id, outcome))
+        self.cont = ok(self.cont.complete_call(self.rid, cp.id, call, outcome))
         self._persist()
         self.tm = ok(self.tm.tool_result(state.turn_id, call.id, outcome)).machine
         self.ex = ok(self.ex.tool_completed(call.id))
@@ -185,8 +185,8 @@ class Session(RuleBasedStateMachine):
                     self.cont = ok(self.cont.admit_call(self.rid, cp.id, effect.call))
                 if effect.state is not EffectState.COMPLETED:
                     self.cont = ok(
-                        self.cont.complete_tool_effect(
-                            self.rid, cp.id, effect.call.id, ToolOutcome.cancelled()
+                        self.cont.complete_call(
+                            self.rid, cp.id, effect.call, ToolOutcome.cancelled()
                         )
                     )
         cancelling = self.tm.state

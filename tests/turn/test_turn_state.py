@@ -112,6 +112,26 @@ def test_cancel_fills_empty_slots_and_waits_for_confirmation() -> None:
     assert ok(m.confirm_stopped(t)).state == Idle()
 
 
+def test_cancel_time_must_survive_json() -> None:
+    m, t = generating()
+    for bad in (float("nan"), float("inf"), 10**400, True):
+        rejected(m.cancel(t, bad), "invalid_state")  # type: ignore[arg-type]
+    c = ok(m.cancel(t, 5))
+    assert c.state.since == 5.0 and isinstance(c.state.since, float)  # type: ignore[union-attr]
+    assert_json_identity(c, TurnMachine.from_json)
+
+
+def test_cancel_from_compaction_and_late_events() -> None:
+    m, t = generating()
+    m = ok(ok(m.compact(t, CompactionTrigger.AUTO_THRESHOLD)).cancel(t, 2.0))
+    rejected(m.compaction_finished(t), "cancelling")
+    rejected(m.fail(t), "cancelling")
+    rejected(m.tool_result(t, "a", ToolOutcome.ok("")), "unknown_call")
+    idle = ok(m.confirm_stopped(t))
+    rejected(idle.confirm_stopped(t), "stale_turn")  # a second confirmation is stale
+    rejected(idle.stream_ended(t, StopReason.END_TURN), "stale_turn")
+
+
 def test_stream_end_while_cancelling_commits_nothing() -> None:
     m, t = generating()
     m = ok(ok(m.text_delta(t, "partial")).cancel(t, 1.0))
