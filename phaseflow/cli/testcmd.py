@@ -22,29 +22,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def discover(paths: list[str]) -> list[str]:
+def _is_test_file(path: str) -> bool:
     from phaseflow.spec.diagnostics import Diagnostic
     from phaseflow.spec.loader import read_text
     from phaseflow.testing.testfile import is_test_text
 
-    found: list[str] = []
-    for path in paths:
-        if not os.path.isdir(path):
-            found.append(path)
-            continue
-        for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(
-                d
-                for d in dirs
-                if not d.startswith(".") and d not in {"node_modules", "__pycache__", "venv"}
-            )
-            for name in sorted(files):
-                if name.endswith((".yaml", ".yml")):
-                    full = os.path.join(folder, name)
-                    text = read_text(full)
-                    if not isinstance(text, Diagnostic) and is_test_text(text):
-                        found.append(full)
-    return found
+    text = read_text(path)
+    return not isinstance(text, Diagnostic) and is_test_text(text)
+
+
+def discover(paths: list[str]) -> list[str]:
+    """Test files named in ``paths`` and found in its folders (same rules as validate)."""
+    from phaseflow.spec import loader
+
+    return loader.discover(paths, accept=_is_test_file)
 
 
 def run(args: argparse.Namespace) -> int:

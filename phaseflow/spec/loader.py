@@ -185,18 +185,23 @@ def _is_workflow_file(path: str) -> bool:
     return isinstance(text, Diagnostic) or is_workflow_text(text)
 
 
-def discover(paths: list[str], filter_files: bool = False) -> list[str]:
+def discover(
+    paths: list[str],
+    filter_files: bool = False,
+    accept: Callable[[str], bool] = _is_workflow_file,
+) -> list[str]:
     """Expand folders into the workflow files inside them (see docs/validation.md).
 
-    A folder is searched recursively for ``*.yaml``/``*.yml`` files whose top-level mapping
-    has a ``phaseflow`` key, skipping hidden folders and :data:`SKIPPED_FOLDERS`. A file
-    named in ``paths`` is always kept, unless ``filter_files`` is true: then it is kept only
-    when it passes the same test. Each file is listed once.
+    A folder is searched recursively for ``*.yaml``/``*.yml`` files that ``accept`` (by
+    default: whose top-level mapping has a ``phaseflow`` key), skipping hidden folders and
+    :data:`SKIPPED_FOLDERS`. A file named in ``paths`` is always kept, unless
+    ``filter_files`` is true: then it is kept only when it passes the same test. Each file
+    is listed once. ``phaseflow test`` uses it with its own ``accept`` for test files.
     """
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
-            if not filter_files or _is_workflow_file(path):
+            if not filter_files or accept(path):
                 found.append(path)
             continue
         for folder, dirs, files in os.walk(path):
@@ -205,7 +210,7 @@ def discover(paths: list[str], filter_files: bool = False) -> list[str]:
                 if not name.endswith((".yaml", ".yml")):
                     continue
                 full = os.path.join(folder, name)
-                if _is_workflow_file(full):
+                if accept(full):
                     found.append(full)
     normalised = (str(Path(p)) if not p.startswith("./") else p for p in found)
     return list(dict.fromkeys(normalised))
