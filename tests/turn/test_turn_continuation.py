@@ -542,6 +542,7 @@ class ContinuationMachine(RuleBasedStateMachine):
         self.results: dict[tuple[str, str], ToolOutcome] = {}
         self.last_revision = 0
         self.display = 0
+        self.persisted = self.c.to_json()  # what survives a crash
 
     def _id(self, prefix: str) -> str:
         self.n += 1
@@ -596,6 +597,7 @@ class ContinuationMachine(RuleBasedStateMachine):
             assert key not in self.admitted, "a call was admitted twice"
             self.c = ok(result)
             self.admitted.add(key)
+            self.persisted = self.c.to_json()  # the admission is durable before the tool runs
             event("admitted")
             self.runs[key] = self.runs.get(key, 0) + 1  # the host runs it now, once
 
@@ -636,6 +638,7 @@ class ContinuationMachine(RuleBasedStateMachine):
                 assert key not in self.admitted
                 self.c = ok(self.c.admit_call(req.id, cp.id, effect.call))
                 self.admitted.add(key)
+                self.persisted = self.c.to_json()
                 self.runs[key] = self.runs.get(key, 0) + 1
             if effect.state is not EffectState.COMPLETED:
                 self.c = ok(self.c.complete_call(req.id, cp.id, effect.call, outcome))
@@ -643,12 +646,31 @@ class ContinuationMachine(RuleBasedStateMachine):
         event("ran a group")
 
     @rule()
-    def crash_and_restore(self) -> None:
+    def persist(self) -> None:
+        self.persisted = self.c.to_json()
+
+    @rule()
+    def restore_from_current(self) -> None:
         restored = ok(Continuation.from_json(self.c.to_json()))
         assert restored == self.c
-        if self.c.checkpoint is not None:
-            event("restored in the middle of a tool group")
         self.c = restored
+
+    @rule()
+    def crash_and_restore(self) -> None:
+        """The process dies: everything since the last snapshot is lost.
+
+        Admissions are always in the snapshot (the host persists them before running the
+        tool), so a restored ledger can never admit - run - a call a second time; results,
+        groups and outcomes recorded after the snapshot are gone.
+        """
+        restored = ok(Continuation.from_json(self.persisted))
+        if restored.checkpoint is not None:
+            event("crash restored the middle of a tool group")
+            for effect in restored.checkpoint.effects:
+                key = (restored.checkpoint.id, effect.call.id)
+                assert (effect.state is not EffectState.PENDING) == (key in self.admitted)
+        self.c = restored
+        self.last_revision = restored.revision
 
     @rule(dice=st.integers(0, 3))
     def reconcile(self, dice: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.turn import (
@@ -416,19 +416,41 @@ class ExecutionMachine(RuleBasedStateMachine):
 
     @rule()
     def provider_started(self) -> None:
-        self._apply(self.ex.provider_started())
+        phase = self.ex.phase
+        result = self.ex.provider_started()
+        if not isinstance(phase, ActivePhase):
+            rejected(result, "not_active")
+        elif not isinstance(phase.activity, Starting):
+            rejected(result, "invalid_phase")
+        elif phase.pending_approval is not None:
+            rejected(result, "approval_pending")
+        else:
+            self.ex = ok(result)
+            assert self.ex.phase == ActivePhase(Thinking())
 
-    @rule(name=names, reuse=st.booleans())
-    def tool_started(self, name: str, reuse: bool) -> None:
+    @rule(name=names, reuse=st.booleans(), auto=st.booleans())
+    def tool_started(self, name: str, reuse: bool, auto: bool) -> None:
         running = self.ex.active_tools
         if reuse and running:
             rejected(self.ex.tool_started(running[0].call_id, name), "tool_already_active")
             return
-        self.call_ids += 1
-        result = self.ex.tool_started(f"c{self.call_ids}", name)
-        if not isinstance(result, Rejected):
-            assert result.execution.active_tools[-1].call_id == f"c{self.call_ids}"
-            self.ex = result.execution
+        pending = {p.call_id: p.scope for p in self.ex.auto_approvals}
+        if auto and pending:
+            call_id = sorted(pending)[0]  # a call that was auto-approved starts
+        else:
+            self.call_ids += 1
+            call_id = f"c{self.call_ids}"
+        result = self.ex.tool_started(call_id, name)
+        if not self.ex.active:
+            rejected(result, "not_active")
+            return
+        started = ok(result)
+        assert started.execution.active_tools[-1].call_id == call_id
+        assert started.auto_approval == pending.get(call_id)  # consumed and returned
+        assert call_id not in {p.call_id for p in started.execution.auto_approvals}
+        phase = started.execution.phase
+        assert isinstance(phase, ActivePhase) and phase.error is None
+        self.ex = started.execution
 
     @rule(index=st.integers(0, 3))
     def tool_completed(self, index: int) -> None:
@@ -474,9 +496,14 @@ class ExecutionMachine(RuleBasedStateMachine):
         expected = self.steering + self.follow_up
         if expected:
             assert result.next == SendNext(tuple(expected))
+            assert result.execution.phase == ActivePhase(Starting())
             self.sent.extend(expected)
         else:
             assert result.next is None
+            assert result.execution.phase == IdlePhase()
+        # the turn is over even when the next one starts at once: its trust is gone
+        assert all(e.scope is TrustScope.SESSION for e in result.execution.trust)
+        assert result.execution.auto_approvals == ()
         self.steering, self.follow_up = [], []
         self.ex = result.execution
 
@@ -503,7 +530,6 @@ class ExecutionMachine(RuleBasedStateMachine):
         assert isinstance(result, Rejected) != valid
         self._apply(result)
 
-    @precondition(lambda self: True)
     @rule()
     def crash_and_restore(self) -> None:
         self.ex = ok(TurnExecution.from_json(self.ex.to_json()))
@@ -522,6 +548,9 @@ class ExecutionMachine(RuleBasedStateMachine):
         everything = self.sent + self.steering + self.follow_up
         assert sorted(everything) == sorted(self.admitted)
         assert len(set(everything)) == len(everything)
+        # queued prompts keep their admission order (each queue is FIFO)
+        for queue in (self.steering, self.follow_up):
+            assert queue == sorted(queue, key=self.admitted.index)
 
     @invariant()
     def turn_scoped_state_gone_outside_a_turn(self) -> None:
@@ -543,8 +572,20 @@ class ExecutionMachine(RuleBasedStateMachine):
         assert ex.reclaimable == (
             not ex.active and not ex.steering and not ex.follow_up and not ex.auto_approvals
         )
+        phase = ex.phase
         if ex.mode is Mode.PLAN:
-            assert ex.status is ExecStatus.PLAN
+            expected = ExecStatus.PLAN
+        elif isinstance(phase, FailurePhase) or (
+            isinstance(phase, ActivePhase) and phase.error is not None
+        ):
+            expected = ExecStatus.ERROR
+        elif isinstance(phase, IdlePhase):
+            expected = ExecStatus.IDLE
+        elif isinstance(phase.activity, ToolExecution):
+            expected = ExecStatus.TOOL_EXECUTING
+        else:
+            expected = ExecStatus.THINKING
+        assert ex.status is expected
 
     @invariant()
     def json_round_trip_is_identity(self) -> None:

@@ -8,15 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from phaseflow.turn import (
+    AssistantMessage,
     Continuation,
     History,
+    MediaPart,
     Rejected,
+    TextPart,
     ToolCall,
     ToolOutcome,
     ToolOutput,
+    ToolResultMessage,
     TurnExecution,
     TurnMachine,
+    UserMessage,
     message_from_json,
+    trust_key,
 )
 
 from .helpers import PROPERTY
@@ -141,7 +147,9 @@ def test_mutated_real_documents_never_raise() -> None:
     count = 0
     for decode, doc in docs:
         for mutated in _mutations(doc):
-            decode(mutated)  # must return, never raise
+            value = decode(mutated)  # must return, never raise
+            if not isinstance(value, Rejected):  # and what it accepts round-trips exactly
+                assert decode(json.loads(json.dumps(value.to_json()))) == value  # type: ignore[operator,union-attr]
             count += 1
     assert count > 100
     assert isinstance(Continuation.from_json([[[[[]]]]] * 3), Rejected)
@@ -166,3 +174,58 @@ def test_mutated_real_documents_never_raise() -> None:
     assert isinstance(
         ToolCall.from_json({"id": "a", "name": "b", "arguments": {"x": float("nan")}}), Rejected
     )
+
+
+# --- losslessness with the awkward values: any unicode (also lone surrogates), floats,
+# --- nested content parts -------------------------------------------------------------
+
+any_text = st.text(st.characters(codec=None), max_size=6)  # surrogates included
+finite = st.floats(allow_nan=False, allow_infinity=False)
+json_like = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), finite, any_text),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(any_text, inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+any_content = st.one_of(
+    any_text,
+    st.lists(
+        st.one_of(st.builds(TextPart, any_text), st.builds(MediaPart, any_text, any_text)),
+        max_size=3,
+    ).map(tuple),
+)
+
+
+@PROPERTY
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(UserMessage, any_content),
+            st.builds(
+                AssistantMessage,
+                any_content,
+                st.lists(st.builds(ToolCall.of, any_text, any_text, json_like), max_size=2).map(
+                    tuple
+                ),
+                any_text,
+            ),
+            st.builds(ToolResultMessage, any_text, any_content, st.booleans()),
+        ),
+        max_size=5,
+    ),
+    st.lists(any_content, max_size=3).map(tuple),
+)
+def test_awkward_values_round_trip_exactly(messages: list, queue: tuple) -> None:  # type: ignore[type-arg]
+    history = History(messages)
+    back = History.from_json(json.loads(json.dumps(history.to_json())))
+    assert back == history
+    assert [type(m) for m in back] == [type(m) for m in history]
+    ex = TurnExecution(steering=queue, follow_up=queue[::-1])
+    assert TurnExecution.from_json(json.loads(json.dumps(ex.to_json()))) == ex
+    for m in history:
+        if isinstance(m, AssistantMessage):
+            for call in m.tool_calls:
+                # arguments survive exactly, floats and all; the trust key never raises
+                assert call.argument_value() == json.loads(call.arguments)
+                assert trust_key(call).tool == call.name

@@ -265,12 +265,21 @@ class Session(RuleBasedStateMachine):
 
     @invariant()
     def parts_agree(self) -> None:
-        if isinstance(self.tm.state, Idle):
-            assert self.cont.request is None or self.cont.checkpoint is None
-        results = [m for m in self.cont.messages if isinstance(m, ToolResultMessage)]
-        for m in results:
-            if m.call_id in self.runs:
-                assert m.is_error or m.content != ToolOutcome.cancelled().content
+        # a turn is running in all three parts or in none
+        idle = isinstance(self.tm.state, Idle)
+        assert (self.cont.request is None) == idle
+        assert self.ex.active == (not idle)
+        # the turn machine's slots and the ledger agree on every tool call
+        state, cp = self.tm.state, self.cont.checkpoint
+        if isinstance(state, ExecutingTools):
+            assert cp is not None
+            assert tuple(e.call for e in cp.effects) == state.calls
+            for effect, slot in zip(cp.effects, state.outcomes, strict=True):
+                assert effect.result == slot
+        # every result in the history belongs to a call that ran, or says it did not run
+        for m in self.cont.messages:
+            if isinstance(m, ToolResultMessage) and m.call_id not in self.runs:
+                assert m.is_error
 
     @invariant()
     def json_round_trips(self) -> None:

@@ -208,9 +208,13 @@ class TurnStateMachine(RuleBasedStateMachine):
             return TurnId(self.m.last_turn_id + 1 if current is None else current - 1)
         return current
 
-    def _event(self, stale: bool, result: object) -> object:
+    def _event(self, stale: bool, result: object, refused_while_cancelling: bool = True) -> object:
+        """Check the refusals every event shares: stale turn ids, and a cancelling turn."""
         if stale or self.m.turn_id is None:
             rejected(result, "stale_turn")
+            return None
+        if refused_while_cancelling and isinstance(self.m.state, Cancelling):
+            rejected(result, "cancelling")  # e.g. a stream that ends while cancelling
             return None
         return result
 
@@ -262,7 +266,7 @@ class TurnStateMachine(RuleBasedStateMachine):
     def tool_result(self, stale: bool, pick: int, outcome: ToolOutcome) -> None:
         ids = [*sorted(self.committed), "unknown"]
         call_id = ids[pick % len(ids)]
-        r = self._event(stale, self.m.tool_result(self._turn(stale), call_id, outcome))
+        r = self._event(stale, self.m.tool_result(self._turn(stale), call_id, outcome), False)
         if r is None:
             return
         if isinstance(r, Rejected):
@@ -295,7 +299,13 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @rule(stale=st.booleans())
     def confirm(self, stale: bool) -> None:
-        self._keep(self._event(stale, self.m.confirm_stopped(self._turn(stale))))
+        before = self.m.state
+        r = self._event(stale, self.m.confirm_stopped(self._turn(stale)), False)
+        if isinstance(before, Cancelling) and r is not None:
+            assert ok(r).state == Idle()  # only confirmation leaves Cancelling
+        elif r is not None:
+            rejected(r, "invalid_state")
+        self._keep(r)
 
     @rule(stale=st.booleans(), trigger=st.sampled_from(CompactionTrigger))
     def compact(self, stale: bool, trigger: CompactionTrigger) -> None:
@@ -330,12 +340,11 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_tool_call_without_a_result_once_past_tools(self) -> None:
+        # Outside ExecutingTools (in particular at the end of a turn, and while
+        # cancelling) every tool call the model made has exactly its first result.
         if isinstance(self.m.state, Idle | Generating | Cancelling):
-            assert set(self.committed) <= set(self.results) | (
-                set(self.committed) if isinstance(self.m.state, Cancelling) else set()
-            )
-            if not isinstance(self.m.state, Cancelling):
-                assert set(self.committed) == set(self.results)
+            assert set(self.committed) == set(self.results)
+            assert all(self.results[k] == self.first[k] for k in self.results)
 
     @invariant()
     def executing_tools_has_an_empty_slot(self) -> None:
