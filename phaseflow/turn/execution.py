@@ -335,7 +335,7 @@ class TurnExecution:
                 object.__setattr__(self, name, tuple(value))
         for name in ("steering", "follow_up"):
             value = getattr(self, name)
-            if type(value) is not tuple or any(not isinstance(c, str | tuple) for c in value):
+            if type(value) is not tuple:
                 object.__setattr__(self, name, tuple(freeze_content(c) for c in value))
 
     # --- queries ---

@@ -336,14 +336,16 @@ def result(output: ToolOutput) -> ToolOutcome:
     text = output.text
     notes: list[str] = []
     p = output.presentation
-    if isinstance(p, PresentationTruncated) and output.reference is not None:
+    if isinstance(p, PresentationTruncated):
         unit = output.selection.unit.value if output.selection is not None else "units"
         amount = f"{p.omitted} {unit}" if p.omitted is not None else "an unknown amount"
         ref = output.reference
-        notes.append(
-            f"[output truncated: {amount} not shown; full output is reference {ref.token}"
-            f" ({ref.size} bytes, {ref.media_type})]"
+        where = (
+            f"full output is reference {ref.token} ({ref.size} bytes, {ref.media_type})"
+            if ref is not None  # always, for a validated output
+            else "no reference to the rest is available"
         )
+        notes.append(f"[output truncated: {amount} not shown; {where}]")
     if isinstance(output.capture, CaptureIncomplete):
         notes.append(
             f"[capture incomplete ({output.capture.reason.value}): the tool's output was not"

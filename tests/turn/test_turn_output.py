@@ -148,6 +148,12 @@ def test_complete_output_results() -> None:
     rejected(present_lines("a", -1), "invalid_selection")
 
 
+def test_result_never_hides_a_cut_even_for_an_unvalidated_output() -> None:
+    unchecked = ToolOutput("a\n", presentation=PresentationTruncated(4))  # validate() refuses it
+    content = result(unchecked).content
+    assert isinstance(content, str) and "output truncated: 4 units not shown" in content
+
+
 def test_from_json_malformed() -> None:
     rejected(ToolOutput.from_json({"text": "x"}), "malformed_json")
     data = ToolOutput("x").to_json()
