@@ -416,23 +416,44 @@ class PhaseMachine:
         found = self.evaluate_for_transition(state)
         return (found.target, found.index) if isinstance(found, Ready) else None
 
-    def _model_edges(self, target: str, state: Mapping[str, Any], ctx: GuardContext) -> bool:
+    def _model_edges(
+        self,
+        target: str,
+        state: Mapping[str, Any],
+        ctx: GuardContext,
+        events: list[Event] | None = None,
+    ) -> bool:
         """Is there a ``model`` transition of the current phase to ``target`` whose
-        ``when`` holds?"""
+        ``when`` holds? ``events``, when given, collects guard run-time errors."""
         info = self._info()
         if info is None or info.phase.terminal:
             return False
-        for _, when, to in info.model:
-            if to == target and (when is None or when.evaluate(state, ctx).value):
+        for index, when, to in info.model:
+            if to != target:
+                continue
+            if when is None:
                 return True
+            r = when.evaluate(state, ctx)
+            if r.value:
+                return True
+            if r.error is not None and events is not None:
+                events.append(self._guard_event(info, index, r.error))
         return False
 
     def _enterable(
-        self, target: Phase, state: Mapping[str, Any], ctx: GuardContext
+        self,
+        target: Phase,
+        state: Mapping[str, Any],
+        ctx: GuardContext,
+        events: list[Event] | None = None,
     ) -> tuple[str, ...] | None:
         """``None`` when the entry guard is false, else the absent required keys."""
-        if target.guard is not None and not target.guard.evaluate(state, ctx).value:
-            return None
+        if target.guard is not None:
+            r = target.guard.evaluate(state, ctx)
+            if not r.value:
+                if r.error is not None and events is not None:
+                    events.append(self._entry_guard_event(target, r.error))
+                return None
         return tuple(k for k in target.requires if state.get(k) is None)
 
     def request(self, target: str, state: Mapping[str, Any]) -> bool:
@@ -762,17 +783,18 @@ class PhaseMachine:
     # -- model requests --------------------------------------------------------------------
 
     def _request_target(
-        self, target: str, state: Mapping[str, Any]
+        self, target: str, state: Mapping[str, Any], events: list[Event] | None = None
     ) -> tuple[PhaseInfo, tuple[str, ...]] | None:
         """The target and its absent required keys when the model may ask for it (with
-        preparations to run if keys are absent), else ``None``."""
+        preparations to run if keys are absent), else ``None``. Guard run-time errors go
+        to ``events`` when given."""
         tinfo = self._index.info(target)
         if tinfo is None:
             return None
         ctx = self._ctx()
-        if not self._model_edges(target, state, ctx):
+        if not self._model_edges(target, state, ctx, events):
             return None
-        missing = self._enterable(tinfo.phase, state, ctx)
+        missing = self._enterable(tinfo.phase, state, ctx, events)
         if missing is None or (missing and not tinfo.prepare):
             return None
         return tinfo, missing
@@ -788,25 +810,28 @@ class PhaseMachine:
     ) -> TransitionResult | None:
         """:meth:`take_request` without an event loop."""
         self._turn = turn
-        found = self._request_target(target, state)
+        events: list[Event] = []
+        found = self._request_target(target, state, events)
         if found is None:
+            self._record(events)
             return None
         tinfo, missing = found
         w = writer_for(state, writer)
-        events: list[Event] = []
         if missing and (
             not self._prepare_sync(tinfo, state, w, turn, [], events)
-            or not self._still_requestable(target, state)
+            or not self._still_requestable(target, state, events)
         ):
             self._record(events)
             return None
         return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, events)
 
-    def _still_requestable(self, target: str, state: Mapping[str, Any]) -> bool:
+    def _still_requestable(
+        self, target: str, state: Mapping[str, Any], events: list[Event]
+    ) -> bool:
         """After a request's preparations ran: may the model still move (``when``, entry
         guard and ``requires`` all hold now)? Checked again because a preparation may have
         changed what they read, exactly as a turn boundary evaluates again."""
-        found = self._request_target(target, state)
+        found = self._request_target(target, state, events)
         return found is not None and not found[1]
 
     async def take_request(
@@ -823,17 +848,18 @@ class PhaseMachine:
         preparations, they run first and everything is checked again, as at a turn
         boundary. Taken with a model trigger."""
         self._turn = turn
-        found = self._request_target(target, state)
+        events: list[Event] = []
+        found = self._request_target(target, state, events)
         if found is None:
+            self._record(events)
             return None
         tinfo, missing = found
         w = writer_for(state, writer)
-        events: list[Event] = []
         if missing:
             ok = (await self._prepare_async(tinfo, state, w, turn, [], events)
                   if tinfo.prepare_async else
                   self._prepare_sync(tinfo, state, w, turn, [], events))
-            if not ok or not self._still_requestable(target, state):
+            if not ok or not self._still_requestable(target, state, events):
                 self._record(events)
                 return None
         if self._needs_async(tinfo):

@@ -113,3 +113,23 @@ def test_take_request_with_async_effects() -> None:
     m = wf.machine()
     s = State()
     assert asyncio.run(m.take_request("b", s, turn=1)) is not None and s["x"] == 1
+
+
+def test_guard_errors_met_by_a_request_are_recorded_in_the_trace() -> None:
+    """A run-time type error in a model transition's `when` (or the target's entry guard)
+    refuses the request and is an event, as at a turn boundary; the pure `request` records
+    nothing."""
+    wf = workflow([
+        Phase("a", transitions=[Transition("b", when="state.n < 1", trigger="model"),
+                                Transition("c", trigger="model")]),
+        Phase("b", terminal=True),
+        Phase("c", guard="state.n > 1", terminal=True),
+    ])
+    m = wf.machine()
+    s = State({"n": "text"})
+    assert not m.request("b", s) and m.trace == ()
+    assert m.take_request_sync("b", s, turn=1) is None
+    assert asyncio.run(m.take_request("c", s, turn=1)) is None
+    kinds = [(e.kind, e.phase, e.source) for e in m.trace]
+    assert kinds == [("guard_error", "a", "transitions[0].when"), ("guard_error", "c", "guard")]
+    assert m.current == "a"
