@@ -52,12 +52,34 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
 
 
 @lru_cache(maxsize=1)
+def _flat() -> dict[str, Any]:
+    full = schema()
+    flat: dict[str, Any] = _inline(full, full.get("$defs", {}))
+    return flat
+
+
+@lru_cache(maxsize=1)
 def _validator() -> Any:
     from jsonschema import Draft202012Validator
 
-    full = schema()
-    flat = _inline(full, full.get("$defs", {}))
-    return Draft202012Validator(flat)
+    return Draft202012Validator(_flat())
+
+
+@lru_cache(maxsize=1)
+def _fast_check() -> Any:
+    from phaseflow.spec.fastschema import compile_schema
+
+    return compile_schema(_flat())
+
+
+def schema_valid(data: Any) -> bool | None:
+    """The fast verdict (see :mod:`phaseflow.spec.fastschema`): ``True`` when ``data``
+    certainly matches the schema, ``False`` when it does not, ``None`` when undecided."""
+    check = _fast_check()
+    if check is None:
+        return None
+    verdict: bool | None = check(data)
+    return verdict
 
 
 _WHAT = {
@@ -177,6 +199,8 @@ def schema_diagnostics(
     """Validate ``data`` (composed from ``root``) against the schema; one diagnostic per
     problem, each at the node it is about. The names of phases with an error inside them
     are added to ``broken_phases`` when it is given."""
+    if schema_valid(data) is True:
+        return []  # nothing to explain, and no jsonschema import
     located = _Located(root)
     found: list[Diagnostic] = []
     for error in _validator().iter_errors(data):
