@@ -70,4 +70,4 @@ def test_pre_commit_try_repo(tmp_path: Path) -> None:
     assert "broken.yaml:10:13: error PF201" in broken.stdout
     # three files passed by name, two checked: compose.yml is no workflow and is skipped
     assert "compose.yml:" not in broken.stdout
-    assert "2 files checked: 1 error, 0 warnings" in broken.stdout
+    assert "2 files checked: 1 errors, 0 warnings" in broken.stdout

@@ -58,7 +58,7 @@ def test_text_format_sorted_lines_and_summary(project: Path, phaseflow_cli: RunC
         "from the initial phase 'start'",
         f"{project / 'b_target.yaml'}:10:13: error PF201 phase 'start': transition to unknown "
         "phase 'refnd'; did you mean 'refund'?",
-        "3 files checked: 1 error, 1 warning",
+        "3 files checked: 1 errors, 1 warnings",
     ]
     assert proc.stderr == ""
 
@@ -124,7 +124,7 @@ def test_strict_makes_warnings_fail(phaseflow_cli: RunCli) -> None:
     warning_only = str(INVALID / "pf202_unreachable.yaml")
     proc = phaseflow_cli("validate", warning_only)
     assert proc.returncode == 0
-    assert proc.stdout.endswith("1 file checked: 0 errors, 1 warning\n")
+    assert proc.stdout.endswith("1 files checked: 0 errors, 1 warnings\n")
     strict = phaseflow_cli("validate", "--strict", warning_only)
     assert strict.returncode == 1
     assert strict.stdout == proc.stdout
@@ -170,7 +170,7 @@ def test_discovery_is_recursive_and_skips_non_workflows(project: Path,
 def test_no_path_means_current_folder(project: Path, phaseflow_cli: RunCli) -> None:
     proc = phaseflow_cli("validate", cwd=project)
     assert proc.returncode == 1
-    assert proc.stdout.endswith("3 files checked: 1 error, 1 warning\n")
+    assert proc.stdout.endswith("3 files checked: 1 errors, 1 warnings\n")
     assert "b_target.yaml:10:13: error PF201" in proc.stdout
 
 
@@ -188,11 +188,11 @@ def test_skip_non_workflows_filters_named_files(project: Path, phaseflow_cli: Ru
         str(project / "docker-compose.yaml"), str(project / "refund.test.yaml"),
         str(project / "sub" / "deeper" / "refund.yaml"),
     )
-    assert (proc.returncode, proc.stdout) == (0, "1 file checked: 0 errors, 0 warnings\n")
+    assert (proc.returncode, proc.stdout) == (0, "1 files checked: 0 errors, 0 warnings\n")
     broken = phaseflow_cli("validate", "--skip-non-workflows",
                            str(project / "docker-compose.yaml"), str(project / "b_target.yaml"))
     assert broken.returncode == 1
-    assert broken.stdout.endswith("1 file checked: 1 error, 0 warnings\n")
+    assert broken.stdout.endswith("1 files checked: 1 errors, 0 warnings\n")
     # a file that cannot be decoded is still reported, never silently skipped
     latin = phaseflow_cli("validate", "--skip-non-workflows", str(INVALID / "pf001_not_utf8.yaml"))
     assert latin.returncode == 1 and "PF001" in latin.stdout
@@ -231,7 +231,7 @@ def test_hooks_end_to_end(phaseflow_cli: RunCli) -> None:
     assert proc.stdout.splitlines() == [
         "pf405_unknown_call.yaml:8:15: error PF405 phase 'start': call 'notify_custmer' names "
         "no callable in the host's registry; did you mean 'notify_customer'?",
-        "1 file checked: 1 error, 0 warnings",
+        "1 files checked: 1 errors, 0 warnings",
     ]
     without = phaseflow_cli("validate", "pf405_unknown_call.yaml", cwd=INVALID)
     assert without.returncode == 0
@@ -251,7 +251,7 @@ def test_console_script_works(tmp_path: Path) -> None:
         pytest.skip("the phaseflow console script is not on PATH (package not installed)")
     proc = subprocess.run([exe, "validate", str(GOOD)], capture_output=True, text=True,
                           timeout=60, check=False)
-    assert (proc.returncode, proc.stdout) == (0, "1 file checked: 0 errors, 0 warnings\n")
+    assert (proc.returncode, proc.stdout) == (0, "1 files checked: 0 errors, 0 warnings\n")
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "github"])

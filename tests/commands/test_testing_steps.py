@@ -233,4 +233,4 @@ def test_validate_folder_search_skips_test_files(tmp_path: Path) -> None:
         "phaseflow-test: 1\nworkflow: steps.yaml\nscenarios:\n  - steps: [{turns: 1}]\n")
     proc = run_cli("validate", str(tmp_path))
     assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.splitlines()[-1].startswith("1 file checked")
+    assert proc.stdout.splitlines()[-1].startswith("1 files checked")
