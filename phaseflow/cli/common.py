@@ -27,3 +27,14 @@ def load_or_report(path: str, command: str) -> Workflow | int:
         )
         return 1
     return result.workflow
+
+
+def report_missing(paths: list[str], command: str) -> bool:
+    """Print a usage error for each path that does not exist; True when any is missing
+    (the command then exits 2)."""
+    import os
+
+    missing = [p for p in paths if not os.path.exists(p)]
+    for path in missing:
+        print(f"phaseflow {command}: error: no such file or folder: {path}", file=sys.stderr)
+    return bool(missing)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
@@ -42,10 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from phaseflow.testing import Coverage, run_test_file
 
     paths = args.paths or ["."]
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        for path in missing:
-            print(f"phaseflow test: error: no such file or folder: {path}", file=sys.stderr)
+    from phaseflow.cli.common import report_missing
+
+    if report_missing(paths, "test"):
         return 2
     files = discover(paths)
     out = sys.stdout

@@ -66,10 +66,9 @@ def run(args: argparse.Namespace) -> int:
     from phaseflow.spec.loader import check_file, discover
 
     paths = args.paths or ["."]
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        for path in missing:
-            print(f"phaseflow validate: error: no such file or folder: {path}", file=sys.stderr)
+    from phaseflow.cli.common import report_missing
+
+    if report_missing(paths, "validate"):
         return 2
     registry = None
     if args.hooks:
