@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import contextlib
 
-from phaseflow.machine import State
+from phaseflow.machine import PhaseMachine, State
 from phaseflow.spec.model import (
     Phase,
     SetEffect,
@@ -51,7 +51,8 @@ def chain_workflow(n: int, when: str = "state.go") -> Workflow:
         )
         for i in range(n)
     ]
-    return Workflow(name="chain", initial="p0", phases={p.name: p for p in phases})
+    return Workflow(name="chain", initial="p0", phases={p.name: p for p in phases},
+                    machine_factory=PhaseMachine.from_workflow)
 
 
 def phaseflow_step(go: bool) -> Callable[[int], None]:
@@ -162,7 +163,8 @@ def bench_navigation() -> float:
         "escalate": Phase("escalate", goal="Escalate.", terminal=True),
     }
     wf = Workflow(name="nav", initial="greet", phases=phases, navigation=Navigation(),
-                  tools={"find_order": Tool("find_order")})
+                  tools={"find_order": Tool("find_order")},
+                  machine_factory=PhaseMachine.from_workflow)
     m = wf.machine()
     s = State({"customer_id": "C-1"})
     m.advance_sync(s, turn=2)

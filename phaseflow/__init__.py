@@ -15,14 +15,16 @@ if TYPE_CHECKING:
     from phaseflow.errors import WorkflowError as WorkflowError
     from phaseflow.machine import PhaseMachine as PhaseMachine
     from phaseflow.machine import State as State
-    from phaseflow.spec.loader import load_workflow as load_workflow
+    from phaseflow.api import load_workflow as load_workflow
+    from phaseflow.api import load_workflow_text as load_workflow_text
     from phaseflow.spec.model import Workflow as Workflow
 
 _LAZY = {
     "PhaseflowError": "phaseflow.errors",
     "ConfigError": "phaseflow.errors",
     "WorkflowError": "phaseflow.errors",
-    "load_workflow": "phaseflow.spec.loader",
+    "load_workflow": "phaseflow.api",
+    "load_workflow_text": "phaseflow.api",
     "check_file": "phaseflow.spec.loader",
     "check_text": "phaseflow.spec.loader",
     "Workflow": "phaseflow.spec.model",

@@ -16,6 +16,7 @@ from typing import Any
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
+from phaseflow.spec.edges import always_ready
 from phaseflow.spec.model import (
     CallEffect,
     Effect,
@@ -455,10 +456,10 @@ class Compiler:
                         "taken "
                         "first; add a 'when' to it or move this one above it",
                     )
-                elif transition.trigger == "auto" and transition.when is None:
-                    target = phases.get(transition.to)
-                    if target is not None and target.guard is None and not target.requires:
-                        unconditional = index
+                elif transition.trigger == "auto" and always_ready(
+                    transition.when, phases.get(transition.to)
+                ):
+                    unconditional = index
             if phase.terminal and phase.transitions:
                 at = refs.transitions_key or refs.key
                 self.report(

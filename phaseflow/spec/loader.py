@@ -16,7 +16,7 @@ from typing import Any
 
 from phaseflow.errors import WorkflowError
 from phaseflow.spec.diagnostics import Diagnostic
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import MachineFactory, Workflow
 
 #: Files larger than this are refused (PF001) before anything is parsed.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -139,26 +139,46 @@ def check_file(path: str, registry: Mapping[str, Any] | None = None) -> CheckRes
 
 
 def load_workflow(
-    source: str | os.PathLike[str],
+    path: str | os.PathLike[str],
     registry: Mapping[str, Callable[..., Any]] | None = None,
+    *,
+    machine_factory: MachineFactory | None = None,
 ) -> Workflow:
-    """Load and compile a workflow from a path or from YAML text.
+    """Load and compile the workflow file at ``path``.
 
     Runs every check of ``phaseflow validate``; with a ``registry``, a ``call`` naming no
     registered callable is an error too. Raises :class:`WorkflowError` (carrying every
-    diagnostic) when any error is found; warnings are on ``workflow.warnings``.
+    diagnostic) when any error is found, a file that cannot be read included (PF001);
+    warnings are on ``workflow.warnings``. ``path`` is always a path: YAML text goes to
+    :func:`load_workflow_text`, so a mistyped path is reported as not found, never parsed
+    as YAML.
     """
-    if isinstance(source, os.PathLike) or (
-        isinstance(source, str)
-        and "\n" not in source
-        and (os.path.exists(source) or source.endswith((".yaml", ".yml")))
-    ):
-        result = check_file(os.fspath(source), registry)
-    else:
-        result = check_text(str(source), "<string>", registry)
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"load_workflow takes a path, not {type(path).__name__}")
+    result = check_file(os.fspath(path), registry)
+    return _compiled(result, machine_factory)
+
+
+def load_workflow_text(
+    text: str,
+    registry: Mapping[str, Callable[..., Any]] | None = None,
+    *,
+    path: str = "<string>",
+    machine_factory: MachineFactory | None = None,
+) -> Workflow:
+    """Load and compile a workflow from YAML ``text``, as :func:`load_workflow` does for a
+    file; ``path`` is the name diagnostics give the text."""
+    if not isinstance(text, str):
+        raise TypeError(f"load_workflow_text takes YAML text, not {type(text).__name__}")
+    return _compiled(check_text(text, path, registry), machine_factory)
+
+
+def _compiled(result: CheckResult, machine_factory: MachineFactory | None) -> Workflow:
     if result.workflow is None:
         raise WorkflowError(result.diagnostics)
     workflow = result.workflow
+    if machine_factory is not None:
+        workflow = dataclasses.replace(workflow, machine_factory=machine_factory)
     # Generate every template's code now, so that no turn ever pays for it.
     templates = [p.instructions for p in workflow.phases.values()]
     templates.append(workflow.navigation.template)

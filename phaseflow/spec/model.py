@@ -13,7 +13,7 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
@@ -245,6 +245,20 @@ class Navigation:
 Callable_ = Callable[..., Any]
 
 
+class MachineFactory(Protocol):
+    """Makes a per-conversation machine for a workflow (``PhaseMachine.from_workflow``).
+
+    The compiled model sits below the machine and never imports it: whoever assembles a
+    workflow (``phaseflow.load_workflow``, or a host building one in code) hands it the
+    factory, in the manner of python-statemachine's builder asking a protocol for runtime
+    concerns.
+    """
+
+    def __call__(
+        self, workflow: Workflow, clock: Callable[[], float] | None = None
+    ) -> PhaseMachine: ...
+
+
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Workflow:
     """A compiled, validated workflow: immutable and shared by every conversation."""
@@ -259,6 +273,7 @@ class Workflow:
     registry: Mapping[str, Callable_] = field(default_factory=lambda: _EMPTY)
     path: str | None = None
     warnings: tuple[Diagnostic, ...] = ()
+    machine_factory: MachineFactory | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         setter = object.__setattr__
@@ -273,7 +288,18 @@ class Workflow:
         return {k: copy.deepcopy(s.default) for k, s in self.state.items() if s.has_default}
 
     def machine(self, clock: Callable[[], float] | None = None) -> PhaseMachine:
-        """A new per-conversation machine at ``initial`` (cheap: the workflow is shared)."""
-        from phaseflow.machine import PhaseMachine
+        """A new per-conversation machine at ``initial`` (cheap: the workflow is shared).
 
-        return PhaseMachine.from_workflow(self, clock=clock)
+        Needs the ``machine_factory`` the workflow was assembled with: every workflow from
+        ``phaseflow.load_workflow`` has one; one built in code gets it as
+        ``Workflow(..., machine_factory=PhaseMachine.from_workflow)``, or is run with
+        ``PhaseMachine.from_workflow(workflow)``.
+        """
+        factory = self.machine_factory
+        if factory is None:
+            raise ConfigError(
+                f"workflow {self.name!r} was built without a machine factory: use "
+                "phaseflow.load_workflow, pass machine_factory=PhaseMachine.from_workflow, "
+                "or call PhaseMachine.from_workflow(workflow)"
+            )
+        return factory(self, clock)

@@ -212,12 +212,13 @@ def build_in_code(doc: dict[str, Any]) -> Workflow:
         k: StateKey(k, "any", has_default="default" in s, default=s.get("default"))
         for k, s in doc.get("state", {}).items()
     }
-    return Workflow(name=doc["name"], initial=doc["initial"], phases=phases, state=state)
+    return Workflow(name=doc["name"], initial=doc["initial"], phases=phases, state=state,
+                    machine_factory=PhaseMachine.from_workflow)
 
 
 def build_from_yaml(doc: dict[str, Any]) -> Workflow:
     text = yaml.safe_dump(doc, sort_keys=False)
-    return phaseflow.load_workflow(text)  # raises WorkflowError on any error
+    return phaseflow.load_workflow_text(text)  # raises WorkflowError on any error
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,8 @@ def _registry(calls: list[str]) -> dict[str, Any]:
 def _pair(text: str = REFUND_DESK) -> tuple[Any, Any, Any, Any, list[str], list[str], Clock]:
     calls_m: list[str] = []
     calls_t: list[str] = []
-    wf_m = phaseflow.load_workflow(text, registry=_registry(calls_m))
-    wf_t = phaseflow.load_workflow(text, registry=_registry(calls_t))
+    wf_m = phaseflow.load_workflow_text(text, registry=_registry(calls_m))
+    wf_t = phaseflow.load_workflow_text(text, registry=_registry(calls_t))
     clock = Clock()
     machine = wf_m.machine(clock=clock)
     state = State(wf_m.defaults())
@@ -210,7 +210,7 @@ def test_refund_desk_blocked_by_a_failing_preparation() -> None:
         raise RuntimeError("policy service down")
 
     registry["fetch_refund_policy"] = broken
-    wf = phaseflow.load_workflow(text, registry=registry)
+    wf = phaseflow.load_workflow_text(text, registry=registry)
     machine = wf.machine()
     state = State(wf.defaults())
     tm = build_machine(wf)

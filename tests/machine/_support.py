@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from phaseflow.machine import State
+from phaseflow.machine import PhaseMachine, State
 from phaseflow.spec.model import (
     CallEffect,
     Phase,
@@ -136,7 +136,8 @@ def chain(n: int, *, effects: bool = True, when: str | None = "state.go") -> Wor
                 transitions=[Transition(f"p{(i + 1) % n}", when)],
             )
         )
-    return Workflow(name="chain", initial="p0", phases={p.name: p for p in phases})
+    return Workflow(name="chain", initial="p0", phases={p.name: p for p in phases},
+                    machine_factory=PhaseMachine.from_workflow)
 
 
 def workflow(
@@ -152,6 +153,7 @@ def workflow(
         initial=initial or ps[0].name,
         phases={p.name: p for p in ps},
         registry=registry or {},
+        machine_factory=PhaseMachine.from_workflow,
         **kw,
     )
 

@@ -81,7 +81,8 @@ def test_from_workflow_shares_phases_and_index() -> None:
 def test_from_workflow_with_unknown_initial_raises() -> None:
     from phaseflow.spec.model import Workflow
 
-    wf = Workflow(name="x", initial="nope", phases={"a": Phase("a")})
+    wf = Workflow(name="x", initial="nope", phases={"a": Phase("a")},
+                  machine_factory=PhaseMachine.from_workflow)
     with pytest.raises(ConfigError, match="nope"):
         wf.machine()
 

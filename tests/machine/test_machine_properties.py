@@ -82,7 +82,8 @@ def workflows(draw: Any) -> Workflow:
             terminal=terminal, transitions=transitions,
         ))
     return Workflow(name="gen", initial="p0", phases={p.name: p for p in phases},
-                    registry={"bump": _bump, "fail": _fail})
+                    registry={"bump": _bump, "fail": _fail},
+                    machine_factory=PhaseMachine.from_workflow)
 
 
 def _snapshot(m: PhaseMachine) -> Any:

@@ -1,0 +1,160 @@
+"""Layers import downward only, and no module imports itself back through others.
+
+Read from the source with ``ast``, so an import inside a function counts as much as one at
+the top: what a module may need at run time is what it imports anywhere. Imports under
+``if TYPE_CHECKING:`` never run: they may name a higher layer for an annotation (the
+compiled model's ``Workflow.machine() -> PhaseMachine``), but inside one layer they count
+for cycles too, since a layer's modules must read top-down.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "phaseflow"
+
+#: Each layer and the layers it may import (itself always included). The functional core
+#: first (errors, expr, spec, machine, turn), then what is built on it.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "expr": {"errors"},
+    "spec": {"errors", "expr"},
+    "machine": {"errors", "expr", "spec"},
+    "turn": {"errors"},
+    "graph": {"errors", "spec"},
+    "interop": {"errors", "expr", "spec", "machine"},
+    "testing": {"errors", "expr", "spec", "machine"},
+    "session": {"errors", "expr", "spec", "machine", "turn"},
+    "providers": {"errors", "turn", "session"},
+    "stores": {"errors", "turn", "session"},
+    "api": {"errors", "spec", "machine"},
+    "cli": {"*"},
+    "__init__": set(),  # re-exports lazily, by module name, through importlib
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, module: str, *, type_only: bool = False) -> set[str]:
+    """The phaseflow modules ``path`` imports at run time (``type_only``: under
+    ``if TYPE_CHECKING:`` only)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    runtime: set[str] = set()
+
+    def visit(node: ast.AST, typing_block: bool = False) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, True)
+            for child in node.orelse:
+                visit(child, typing_block)
+            return
+        into = found if typing_block else runtime
+        if isinstance(node, ast.Import):
+            into.update(a.name for a in node.names if a.name.startswith("phaseflow"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target.startswith("phaseflow"):
+                into.add(target)
+                # ``from phaseflow.x import y`` may import the submodule phaseflow.x.y
+                into.update(f"{target}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child, typing_block)
+
+    visit(tree)
+    return (found - runtime) if type_only else runtime
+
+
+def _graph(*, with_type_only_in_layer: bool = False) -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = _imports(path, name)
+        if with_type_only_in_layer:
+            edges |= {m for m in _imports(path, name, type_only=True)
+                      if _layer(m) == _layer(name)}
+        graph[name] = {m for m in edges if m in modules and m != name}
+    return graph
+
+
+def test_every_module_has_a_known_layer() -> None:
+    unknown = sorted({_layer(m) for m in _graph()} - set(ALLOWED))
+    assert not unknown, f"modules in no layer (add them to ALLOWED): {unknown}"
+
+
+def test_layers_import_downward_only() -> None:
+    wrong = []
+    for module, imported in sorted(_graph().items()):
+        layer = _layer(module)
+        allowed = ALLOWED[layer] | {layer}
+        if "*" in allowed:
+            continue
+        for target in sorted(imported):
+            if _layer(target) not in allowed and target != "phaseflow":
+                wrong.append(f"{module} imports {target}")
+    assert not wrong, "upward imports:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph(with_type_only_in_layer=True)
+    cycles: list[str] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            # a package's __init__ re-exporting its own submodules is not a cycle
+            if node.startswith(nxt + "."):
+                continue
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt):], nxt]))
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_checker_sees_function_level_imports(tmp_path: Path) -> None:
+    """The checker itself: an import inside a function is found, a TYPE_CHECKING one not."""
+    source = tmp_path / "mod.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from phaseflow.machine import PhaseMachine\n"
+        "def f():\n    from phaseflow.turn import Rejected\n",
+        encoding="utf-8",
+    )
+    found = _imports(source, "phaseflow.spec.mod")
+    assert "phaseflow.turn" in found
+    assert "phaseflow.machine" not in found
+    assert _imports(source, "phaseflow.spec.mod", type_only=True) == {
+        "phaseflow.machine", "phaseflow.machine.PhaseMachine"}
