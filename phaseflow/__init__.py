@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from phaseflow.api import load_workflow as load_workflow
+    from phaseflow.api import load_workflow_text as load_workflow_text
     from phaseflow.errors import ConfigError as ConfigError
     from phaseflow.errors import PhaseflowError as PhaseflowError
     from phaseflow.errors import WorkflowError as WorkflowError
     from phaseflow.machine import PhaseMachine as PhaseMachine
     from phaseflow.machine import State as State
-    from phaseflow.api import load_workflow as load_workflow
-    from phaseflow.api import load_workflow_text as load_workflow_text
     from phaseflow.spec.model import Workflow as Workflow
 
 _LAZY = {

@@ -29,6 +29,7 @@ from phaseflow.interop.transitions import (
 from phaseflow.machine import (
     MODEL_REQUEST,
     GuardTrigger,
+    PhaseMachine,
     ProgrammaticTrigger,
     State,
 )
@@ -241,7 +242,7 @@ def test_refund_desk_blocked_by_a_failing_preparation() -> None:
 
 
 def _small() -> Workflow:
-    return Workflow(
+    return Workflow(machine_factory=PhaseMachine.from_workflow,
         name="small",
         initial="a",
         phases={
@@ -369,7 +370,7 @@ def test_guard_context_counters_and_clock() -> None:
 
 
 def test_guard_errors_are_recorded_and_false() -> None:
-    wf = Workflow(name="w", initial="a", phases={
+    wf = Workflow(machine_factory=PhaseMachine.from_workflow, name="w", initial="a", phases={
         "a": Phase("a", transitions=[Transition("b", "state.x < 1")]),
         "b": Phase("b", terminal=True),
     })
@@ -384,7 +385,7 @@ def test_failing_call_effect_is_an_event_and_the_rest_runs() -> None:
     def boom(ctx: Any) -> None:
         raise ValueError("nope")
 
-    wf = Workflow(name="w", initial="a", phases={
+    wf = Workflow(machine_factory=PhaseMachine.from_workflow, name="w", initial="a", phases={
         "a": Phase("a", transitions=[Transition("b")]),
         "b": Phase("b", terminal=True,
                    on_enter=[CallEffect("boom"), CallEffect("missing"), SetEffect({"ok": 1})]),
@@ -397,7 +398,7 @@ def test_failing_call_effect_is_an_event_and_the_rest_runs() -> None:
 
 
 def test_registry_argument_overrides_the_workflow_registry() -> None:
-    wf = Workflow(name="w", initial="a", phases={
+    wf = Workflow(machine_factory=PhaseMachine.from_workflow, name="w", initial="a", phases={
         "a": Phase("a", transitions=[Transition("b")]),
         "b": Phase("b", terminal=True, on_enter=[CallEffect("hook", {"v": [1]})]),
     }, registry={"hook": lambda ctx, v: {"from": "workflow"}})
@@ -407,7 +408,7 @@ def test_registry_argument_overrides_the_workflow_registry() -> None:
 
 
 def test_model_request_runs_preparations() -> None:
-    wf = Workflow(name="w", initial="a", phases={
+    wf = Workflow(machine_factory=PhaseMachine.from_workflow, name="w", initial="a", phases={
         "a": Phase("a", transitions=[Transition("b", "state.go", trigger="model")]),
         "b": Phase("b", requires=["k"], terminal=True,
                    prepare=[Preparation("make_k", SetEffect({"k": 5}), produces=("k",))]),
@@ -462,7 +463,7 @@ def test_errors() -> None:
     with pytest.raises(ConfigError, match="not a phase"):
         build_machine(Workflow(name="w", initial="zz", phases={"a": Phase("a")}))
     with pytest.raises(ConfigError, match="not a phase"):
-        build_machine(Workflow(name="w", initial="a",
+        build_machine(Workflow(machine_factory=PhaseMachine.from_workflow, name="w", initial="a",
                                phases={"a": Phase("a", transitions=[Transition("q")])}))
     with pytest.raises(ConfigError, match="model_attribute"):
         build_machine(_small(), model_attribute="state")

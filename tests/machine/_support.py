@@ -110,6 +110,7 @@ def refund_desk(registry: Mapping[str, Callable[..., Any]] | None = None, **nav:
         tools={n: Tool(n) for n in ("lookup_customer", "find_order", "issue_refund")},
         registry=reg,
         navigation=Navigation(**nav),
+        machine_factory=PhaseMachine.from_workflow,
     )
     _CALLS[id(wf)] = calls
     return wf

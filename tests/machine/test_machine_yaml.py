@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
-from phaseflow.machine import EffectContext, State
-
 import phaseflow as loader
+from phaseflow.machine import EffectContext, State
 
 REFUND_DESK = """\
 phaseflow: 1
