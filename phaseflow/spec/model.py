@@ -80,13 +80,23 @@ class StateKey:
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """A catalogue entry: what the tool may write and whether every call needs approval."""
+    """A catalogue entry: what the tool may write and whether every call needs approval.
+
+    ``parameters`` is the JSON Schema (draft 2020-12, an ``object`` schema) of its
+    arguments, for hosts that do not derive it from the Python callable; ``timeout`` is
+    seconds per call; ``idempotent`` says a call may safely run again with the same
+    idempotency key (a session that crashed while it ran re-runs it instead of reporting
+    its outcome as unknown).
+    """
 
     name: str
     description: str | None = None
     writes: tuple[str, ...] = ()
     approval: Approval = "never"
     position: Position | None = field(default=None, compare=False)
+    parameters: Mapping[str, Any] | None = None
+    timeout: float | None = None
+    idempotent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +203,8 @@ class Phase:
     terminal: bool = False
     transitions: tuple[Transition, ...] = ()
     position: Position | None = field(default=None, compare=False)
+    #: keys the model itself may fill from the conversation here (the ``record`` tool)
+    collect: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -210,6 +222,7 @@ class Phase:
         terminal: bool = False,
         transitions: Iterable[Transition] = (),
         position: Position | None = None,
+        collect: Iterable[str] = (),
     ) -> None:
         setter = object.__setattr__
         setter(self, "name", name)
@@ -226,6 +239,7 @@ class Phase:
         setter(self, "terminal", bool(terminal))
         setter(self, "transitions", tuple(transitions))
         setter(self, "position", position)
+        setter(self, "collect", _names(collect) or ())
 
 
 @dataclass(frozen=True, slots=True)
