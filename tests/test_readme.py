@@ -1,0 +1,69 @@
+"""The README's promises, run as a user would run them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    start = README.index(f"## {title}")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+def test_readme_starts_with_the_quick_start_and_its_two_commands() -> None:
+    assert README.startswith("## Quick start")
+    block = re.search(r"```bash\n(.*?)```", _section("Quick start"), re.S)
+    assert block is not None
+    commands = [line for line in block.group(1).splitlines() if line.strip()]
+    assert len(commands) == 2
+    assert commands[1] == "pip install -e '.[dev]' && pytest"
+
+
+def test_the_readme_pre_commit_config_works(tmp_path: Path) -> None:
+    """The snippet is copied into a fresh git project and run by the real pre-commit."""
+    pytest.importorskip("pre_commit")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    block = re.search(r"```yaml\n(.*?)```", _section("Use it in pre-commit"), re.S)
+    assert block is not None
+    config = yaml.safe_load(block.group(1))
+    assert config["repos"][0]["hooks"][0]["id"] == "phaseflow-validate"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".pre-commit-config.yaml").write_text(block.group(1), encoding="utf-8")
+    shutil.copy(REPO / "tests" / "spec" / "data" / "refund_desk.yaml", project / "good.yaml")
+    shutil.copy(REPO / "tests" / "fixtures" / "invalid" / "pf201_unknown_target.yaml",
+                project / "broken.yaml")
+    (project / "compose.yml").write_text("services:\n  web: {image: nginx}\n")
+    for args in (["init", "-q"], ["add", "."]):
+        subprocess.run(["git", *args], cwd=project, check=True, capture_output=True, timeout=60)
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+           "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    run = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "broken.yaml:10:13: error PF201" in run.stdout
+    assert "compose.yml" not in run.stdout
+    assert "2 files checked: 1 errors, 0 warnings" in run.stdout
+    (project / "broken.yaml").unlink()
+    subprocess.run(["git", "add", "-A"], cwd=project, check=True, capture_output=True,
+                   timeout=60)
+    clean = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"],
+                           cwd=project, env=env, capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "Passed" in clean.stdout
