@@ -107,6 +107,14 @@ def size_of(value: Any) -> int:
 
 def charge(budget: Budget, value: Any) -> Any:
     """Check a value just produced against :data:`MAX_VALUE`, charge it, and return it."""
+    if type(value) is str:  # the common case first: this runs for every filter and call
+        size = len(value)
+        if size > MAX_VALUE:
+            require_size(size)
+        budget.work += size
+        if budget.work > MAX_WORK:
+            budget.spend(0)
+        return value
     if isinstance(value, int) and not isinstance(value, bool):
         if value.bit_length() > MAX_INT_BITS:
             raise TemplateLimitError(f"a number would be larger than {MAX_INT_BITS:,} bits")

@@ -29,6 +29,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.exceptions import SecurityError
 from jinja2.filters import make_attrgetter
 from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
@@ -72,8 +73,11 @@ class RenderContext(Context):
 
 def budget_of(context: Any) -> Budget:
     """The budget of the render ``context`` belongs to (a fresh one outside a render)."""
-    budget = getattr(context, "budget", None)
-    return budget if isinstance(budget, Budget) else Budget()
+    try:
+        budget: Budget = context.budget
+    except AttributeError:
+        return Budget()
+    return budget
 
 
 def counted(budget: Budget, iterable: Iterable[Any]) -> Iterator[Any]:
@@ -203,6 +207,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, **options: Any) -> None:
         super().__init__(optimized=False, **options)
         self.concat = _checked_concat  # type: ignore[method-assign]
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        """A refused attribute is an error at once (Jinja's default, an undefined value
+        that fails only when used, prints as nothing under ``ChainableUndefined``)."""
+        raise SecurityError(
+            f"access to attribute {attribute!r} of a {type(obj).__name__!r} value is refused"
+        )
 
     # -- hooks called by the generated code ----------------------------------------------
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
@@ -350,16 +361,20 @@ def _bounded(name: str, func: Filter) -> Filter:
     is_text = name in _TEXT_FILTERS
     other_check = _OTHER_CHECKS.get(name)
 
+    forward = getattr(getattr(func, "jinja_pass_arg", None), "name", None) is not None
+
     @jinja2.pass_context
     def bounded(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
         budget = budget_of(context)
         if is_text and not isinstance(value, jinja2.Undefined):
-            value = _text(value, budget)
+            if type(value) is not str:
+                value = text_of(value, budget, "None")
             if text_check is not None:
                 text_check(value, args, kwargs)
         elif other_check is not None:
             other_check(value, args, kwargs)
-        return charge(budget, _forward(func, context)(value, *args, **kwargs))
+        call = _forward(func, context) if forward else func
+        return charge(budget, call(value, *args, **kwargs))
 
     bounded.__name__ = f"{name}_filter"
     return bounded
@@ -416,11 +431,19 @@ def _range(context: Context, *args: Any) -> range:
     return result
 
 
+_PLAIN = frozenset({str, int, float, bool})
+
+
 @jinja2.pass_context
-def _finalize(context: Context, value: Any) -> str:
-    """How ``{{ value }}`` prints: null as nothing, data as before, anything else refused."""
-    if isinstance(value, str):
+def _finalize(context: Context, value: Any) -> Any:
+    """How ``{{ value }}`` prints: null as nothing, data as before, anything else refused.
+
+    Text and numbers are passed on as they are (the generated code applies ``str``), which
+    keeps the most common output the cheapest."""
+    if type(value) in _PLAIN:
         return value
+    if value is None:
+        return ""
     return text_of(value, budget_of(context), "")
 
 

@@ -11,7 +11,7 @@ forward.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeGuard
 
 from jinja2 import nodes
@@ -183,19 +183,23 @@ def _range_length(bounds: list[int]) -> int | None:
         return MAX_ITERATIONS + 1
 
 
-def _loops(node: nodes.Node, factor: int) -> Iterator[Refusal]:
-    """Nested loops over constant ranges whose iterations multiply past the limit."""
-    for child in node.iter_child_nodes():
-        inner = factor
-        if isinstance(child, nodes.For):
-            length = _constant_length(child.iter)
-            if length is not None:
-                inner = factor * max(length, 1)
-                if inner > MAX_ITERATIONS:
-                    yield (f"nested loops would run {inner:,} iterations, more than "
-                           f"{MAX_ITERATIONS:,}", child.lineno)
-                    return
-        yield from _loops(child, inner)
+def _loops(children: Iterable[nodes.Node], factor: int) -> Iterator[Refusal]:
+    """Nested loops over constant ranges whose iterations multiply past the limit.
+
+    Only a loop's body runs once per item; its ``else`` and its iterable run once.
+    """
+    for child in children:
+        if not isinstance(child, nodes.For):
+            yield from _loops(child.iter_child_nodes(), factor)
+            continue
+        length = _constant_length(child.iter)
+        inner = factor * max(length, 1) if length is not None else factor
+        if inner > MAX_ITERATIONS:
+            yield (f"nested loops would run {inner:,} iterations, more than "
+                   f"{MAX_ITERATIONS:,}", child.lineno)
+            return
+        yield from _loops(child.body, inner)
+        yield from _loops(child.else_, factor)
 
 
 def _constant_length(node: nodes.Node) -> int | None:
@@ -216,4 +220,4 @@ def refused(tree: nodes.Template) -> Refusal | None:
         problem = _check_node(node)
         if problem is not None:
             return problem, node.lineno
-    return next(_loops(tree, 1), None)
+    return next(_loops(tree.body, 1), None)

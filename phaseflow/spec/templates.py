@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from types import TracebackType
 from typing import Any, Literal
 
@@ -91,6 +92,7 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 #: A default Python repr (``<function f at 0x7f...>``): never let one reach the model.
 _REPR = re.compile(r"<[^<>\n]* at 0x[0-9a-fA-F]+>")
 _MESSAGE_LIMIT = 200
+_BATCH = 32
 
 
 def _one_line(message: str) -> str:
@@ -160,13 +162,16 @@ class Template:
         compiled = self.compile()
         parts: list[str] = []
         try:
+            chunks = compiled.root_render_func(compiled.new_context(values))
             total = 0
-            for chunk in compiled.root_render_func(compiled.new_context(values)):
-                total += len(chunk)
+            # In batches: the size is checked every few pieces without a Python step per
+            # piece (each piece is at most one value, so a batch is bounded too).
+            while batch := list(islice(chunks, _BATCH)):
+                total += sum(map(len, batch))
                 if total > MAX_OUTPUT:
                     raise TemplateLimitError(
                         f"the output is longer than {MAX_OUTPUT:,} characters")
-                parts.append(chunk)
+                parts += batch
         except Exception as exc:  # every failure of a render is an outcome, by design
             line = _failed_line(compiled, exc.__traceback__)
             message = _one_line(_describe(exc))
