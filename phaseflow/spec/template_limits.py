@@ -176,11 +176,14 @@ def check_percent_format(fmt: str, args: Any) -> None:
                 star = True
             elif part is not None:
                 check_format_spec(part)
+    values = args if isinstance(args, tuple | list) else (args,)
     if star:
-        values = args if isinstance(args, tuple | list) else (args,)
         for value in values:
             require_width(value, "a '*' width")
-    require_size(len(fmt) + estimate_text(args), "a formatted string")
+    if not _printable(list(values)):
+        raise TemplateLimitError("cannot format a function or another non-data value")
+    conversions = max(fmt.count("%"), 1)
+    require_size(len(fmt) + conversions * estimate_text(args), "a formatted string")
 
 
 # --- text ------------------------------------------------------------------------------

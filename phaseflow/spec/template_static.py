@@ -123,13 +123,14 @@ def _check_node(node: nodes.Node) -> str | None:
 
 
 def _check_pow(node: nodes.Pow) -> str | None:
-    exponent = _const(node.right)
-    if not isinstance(exponent, int) or exponent <= MAX_INT_BITS:
-        base = _const(node.left)
-        if isinstance(base, int) and isinstance(exponent, int):
-            return _limit(check_binop, "**", base, exponent)
-        return None
-    return f"a power with the exponent {exponent:,} would be larger than {MAX_INT_BITS:,} bits"
+    exponent, base = _const(node.right), _const(node.left)
+    if isinstance(base, int) and isinstance(exponent, int):
+        return _limit(check_binop, "**", base, exponent)
+    if base is None and isinstance(exponent, int) and exponent > MAX_INT_BITS:
+        # whatever the base, an integer base other than -1, 0, 1 breaks the limit
+        return (f"a power with the exponent {exponent:,} would be larger than "
+                f"{MAX_INT_BITS:,} bits")
+    return None
 
 
 def _check_filter(node: nodes.Filter) -> str | None:
