@@ -84,6 +84,16 @@ HOSTILE: dict[str, str] = {
     "sum of lists": "{{ ([[1] * 1000] * 1000)|sum(start=[]) }}",
     "huge int": "{% macro sq(x, n) %}{{ sq(x * x, n - 1) if n else x % 10 }}{% endmacro %}"
                 "{{ sq(state.n + 2, 30) }}",
+    "sort in a loop": "{% for i in range(10000) %}{{ ('x' * 60000)|list|sort|length }}"
+                      "{% endfor %}",
+    "sum of a range in a loop": "{% for i in range(3000) %}{{ range(10000)|sum }}{% endfor %}",
+    "title in a loop": "{% for i in range(100) %}{{ ('ab ' * 20000)|title|length }}{% endfor %}",
+    "wordwrap in a loop": "{% for i in range(100) %}{{ ('ab ' * 20000)|wordwrap(79)|length }}"
+                          "{% endfor %}",
+    "printing lists in a loop": "{% for i in range(100) %}{{ (range(6000)|list)|string|length }}"
+                                "{% endfor %}",
+    "scan a string in a loop": "{% for i in range(10000) %}{{ ('a' * 60000).count('a') }}"
+                               "{% endfor %}",
     "dunder": "{{ ''.__class__.__mro__ }}",
     "lipsum": "{{ lipsum(100000) }}",
     "print range": "{{ range }}",

@@ -33,8 +33,12 @@ MAX_ITERATIONS = 10_000
 MAX_CALLS = 10_000
 #: How deeply calls may nest (macro recursion, recursive loops).
 MAX_CALL_DEPTH = 32
-#: Characters and items produced per render, over every intermediate value together.
+#: Work per render: characters produced or scanned, plus :data:`ITEM_WORK` for each item
+#: a filter produces or walks in Python (sorting, grouping, mapping, summing).
 MAX_WORK = 1_048_576
+#: What one list item costs against :data:`MAX_WORK`: a Python step per item costs about
+#: as much as scanning eight characters in C.
+ITEM_WORK = 8
 #: The largest integer a template may produce, in bits (about 4,200 decimal digits, within
 #: what Python can still print).
 MAX_INT_BITS = 14_000
@@ -105,6 +109,15 @@ def size_of(value: Any) -> int:
     return 0
 
 
+def work_of(value: Any) -> int:
+    """What producing or walking ``value`` costs against :data:`MAX_WORK`."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, list | tuple | dict | range):
+        return ITEM_WORK * len(value)
+    return 0
+
+
 def charge(budget: Budget, value: Any) -> Any:
     """Check a value just produced against :data:`MAX_VALUE`, charge it, and return it."""
     if type(value) is str:  # the common case first: this runs for every filter and call
@@ -122,7 +135,7 @@ def charge(budget: Budget, value: Any) -> Any:
     size = size_of(value)
     if size:
         require_size(size)
-        budget.spend(size)
+        budget.spend(work_of(value))
     return value
 
 

@@ -35,6 +35,7 @@ from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 
 from phaseflow.spec.template_limits import (
+    ITEM_WORK,
     MAX_ITERATIONS,
     MAX_VALUE,
     Budget,
@@ -48,6 +49,7 @@ from phaseflow.spec.template_limits import (
     require_width,
     size_of,
     text_of,
+    work_of,
 )
 
 #: Filters a workflow author does not need: ``pprint`` prints Python reprs, ``random`` makes
@@ -162,13 +164,17 @@ def _checked_concat(parts: Iterable[str]) -> str:
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
 
 
-def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                  budget: Budget) -> tuple[Any, ...]:
     """Refuse, before the call, a string method whose result would be too big."""
     if not isinstance(obj, types.BuiltinMethodType):
         return args
     owner = getattr(obj, "__self__", None)
+    if isinstance(owner, list | tuple):
+        budget.spend(len(owner))  # index, count: a scan in C
     if not isinstance(owner, str | bytes):
         return args
+    budget.spend(len(owner))
     name = obj.__name__
     if name in _WIDTH_METHODS and args:
         require_width(args[0], f"a {name} width")
@@ -227,7 +233,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         try:
             if isinstance(__obj, LoopContext) and args:
                 args = (counted(budget, args[0]), *args[1:])
-            args = _check_method(__obj, args, kwargs)
+            args = _check_method(__obj, args, kwargs, budget)
             result = super().call(__context, __obj, *args, **kwargs)
         finally:
             budget.leave_call()
@@ -313,7 +319,9 @@ def _pre_wordwrap(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
     wrap = _arg(args, kwargs, 2, "wrapstring", None)
     wrap_len = len(wrap) if isinstance(wrap, str) else 1
     step = max(width, 1) if isinstance(width, int) else 1
-    lines = min(len(value) + 1, len(value) // step + value.count(" ") + value.count("\n") + 1)
+    # A wrapped line holds at least half the width (a word that does not fit starts the
+    # next line), so there are at most twice as many lines as full lines.
+    lines = min(len(value) + 1, 2 * len(value) // step + value.count("\n") + 2)
     require_size(len(value) + lines * wrap_len, "a wrapped text")
 
 
@@ -355,10 +363,23 @@ _OTHER_CHECKS: dict[str, Callable[[Any, tuple[Any, ...], Mapping[str, Any]], Non
 }
 
 
+#: Text filters that work through their input in Python (word by word), and what each
+#: character costs against the work budget (others scan in C: one per character).
+_TEXT_WORK = {"wordwrap": ITEM_WORK, "title": 4, "striptags": 4}
+
+#: Filters that walk their whole input in Python: the input is charged as well as the result.
+_WALKING_FILTERS = frozenset({
+    "batch", "dictsort", "groupby", "items", "list", "map", "max", "min", "reject",
+    "rejectattr", "reverse", "select", "selectattr", "slice", "sort", "tojson", "unique",
+})
+
+
 def _bounded(name: str, func: Filter) -> Filter:
     """``func`` as a filter that checks its input before and charges its result after."""
     text_check = _TEXT_FILTERS.get(name)
     is_text = name in _TEXT_FILTERS
+    walks = name in _WALKING_FILTERS
+    weight = _TEXT_WORK.get(name, 1)
     other_check = _OTHER_CHECKS.get(name)
 
     forward = getattr(getattr(func, "jinja_pass_arg", None), "name", None) is not None
@@ -371,8 +392,12 @@ def _bounded(name: str, func: Filter) -> Filter:
                 value = text_of(value, budget, "None")
             if text_check is not None:
                 text_check(value, args, kwargs)
-        elif other_check is not None:
-            other_check(value, args, kwargs)
+            budget.spend(weight * len(value))
+        else:
+            if other_check is not None:
+                other_check(value, args, kwargs)
+            if walks:
+                budget.spend(work_of(value))
         call = _forward(func, context) if forward else func
         return charge(budget, call(value, *args, **kwargs))
 
@@ -396,6 +421,7 @@ def _join_filter(context: Context, value: Any, d: str = "", attribute: Any = Non
     texts: list[str] = []
     total = 0
     for item in items:
+        budget.spend(ITEM_WORK)
         if not isinstance(item, str):
             require_size(total + estimate_text(item), "a join")
         text = _text(item, budget)
@@ -413,9 +439,11 @@ def _sum_filter(context: Context, iterable: Any, attribute: Any = None, start: A
     if attribute is not None:
         items = map(make_attrgetter(context.environment, attribute), iterable)
     values = list(items)
+    budget = budget_of(context)
+    budget.spend(ITEM_WORK * len(values))
     if not all(isinstance(v, int | float) for v in values):
         require_size(size_of(start) + sum(size_of(v) for v in values), "a sum")
-    return charge(budget_of(context), sum(values, start))
+    return charge(budget, sum(values, start))
 
 
 @jinja2.pass_context

@@ -240,6 +240,10 @@ FAILING_AT_RENDER = {
     "{% macro m() %}{% for i in range(10000) %}{{ state.big }}ABCDEFGHIJ{% endfor %}"
     "{% endmacro %}{{ m()|length }}": "longer than 65,536",
     "{{ ([[1] * 1000] * 1000)|sum(start=[]) }}": "sum",
+    "{% for i in range(10000) %}{{ ('x' * 60000)|list|sort|length }}{% endfor %}": "in all",
+    "{% for i in range(3000) %}{{ range(10000)|sum }}{% endfor %}": "in all",
+    "{% for i in range(100) %}{{ ('ab ' * 20000)|wordwrap(79)|length }}{% endfor %}": "in all",
+    "{% for i in range(10000) %}{{ ('a' * 60000).count('a') }}{% endfor %}": "in all",
     "{{ state.none + 1 }}": "unsupported operand",
     "{% for x in state.absent %}{% endfor %}": "not iterable",
     "{{ state.things|attr('_' ~ '_class__') }}": "refused",
