@@ -39,6 +39,10 @@ MAX_WORK = 1_048_576
 #: What one list item costs against :data:`MAX_WORK`: a Python step per item costs about
 #: as much as scanning eight characters in C.
 ITEM_WORK = 8
+#: How deeply a template's text may nest (blocks and expressions together), and how many
+#: ``for`` loops inside one another: deeper templates cannot be turned into Python code.
+MAX_NESTING = 50
+MAX_LOOP_NESTING = 16
 #: The largest integer a template may produce, in bits (about 4,200 decimal digits, within
 #: what Python can still print).
 MAX_INT_BITS = 14_000

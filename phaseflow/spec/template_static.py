@@ -19,6 +19,8 @@ from jinja2 import nodes
 from phaseflow.spec.template_limits import (
     MAX_INT_BITS,
     MAX_ITERATIONS,
+    MAX_LOOP_NESTING,
+    MAX_NESTING,
     TemplateLimitError,
     check_binop,
     check_format_spec,
@@ -212,6 +214,22 @@ def _constant_length(node: nodes.Node) -> int | None:
     value = _const(node)
     if isinstance(value, list | str):
         return len(value)
+    return None
+
+
+def too_deep(tree: nodes.Template) -> Refusal | None:
+    """A template nested deeper than Python code can be (checked without recursion, so
+    that the recursive checks after it never meet a deep tree)."""
+    stack: list[tuple[nodes.Node, int, int]] = [(tree, 1, 0)]
+    while stack:
+        node, depth, loops = stack.pop()
+        if isinstance(node, nodes.For):
+            loops += 1
+            if loops > MAX_LOOP_NESTING:
+                return (f"loops are nested more than {MAX_LOOP_NESTING} deep", node.lineno)
+        if depth > MAX_NESTING:
+            return (f"the template is nested more than {MAX_NESTING} levels deep", node.lineno)
+        stack.extend((child, depth + 1, loops) for child in node.iter_child_nodes())
     return None
 
 

@@ -30,9 +30,9 @@ from jinja2 import nodes
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
-from phaseflow.spec.template_limits import MAX_OUTPUT, TemplateLimitError
+from phaseflow.spec.template_limits import MAX_NESTING, MAX_OUTPUT, TemplateLimitError
 from phaseflow.spec.template_sandbox import BoundedSandbox, bounded_environment
-from phaseflow.spec.template_static import refused
+from phaseflow.spec.template_static import refused, too_deep
 
 #: What a template renders to when rendering fails: nothing. The model then gets no
 #: instructions text rather than a half-rendered one or an error with internals in it; the
@@ -211,7 +211,11 @@ def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> 
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateCompileError(exc.message or str(exc), exc.lineno or 1) from None
     except (RecursionError, MemoryError):
-        raise TemplateCompileError("template is nested too deeply") from None
+        raise TemplateCompileError(
+            f"the template is nested more than {MAX_NESTING} levels deep", 1, "PF304") from None
+    problem = too_deep(ast)
+    if problem is not None:
+        raise TemplateCompileError(problem[0], problem[1], "PF304")
     _check(ast, names, env)
     problem = refused(ast)
     if problem is not None:

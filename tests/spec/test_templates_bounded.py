@@ -384,3 +384,64 @@ def test_any_template_is_refused_at_load_or_renders_within_the_limits(source: st
     assert " at 0x" not in outcome.text
     if not outcome.ok:
         assert_failed_honestly(outcome)
+
+
+# --- property: whatever the nesting, loading never crashes --------------------------------
+
+_OPENERS = [
+    ("{% if state.n %}", "{% endif %}"),
+    ("{% for x in state.things %}{{ loop.index }}", "{% endfor %}"),
+    ("{% for x in state.things if x %}", "{% else %}e{% endfor %}"),
+    ("{% for x in [1] recursive %}{{ loop.depth }}", "{% endfor %}"),
+    ("{% macro m(a) %}{{ caller() if caller }}", "{% endmacro %}{{ m(1) }}"),
+    ("{% call m(1) %}", "{% endcall %}"),
+    ("{% filter upper %}", "{% endfilter %}"),
+    ("{% set v %}", "{% endset %}{{ v }}"),
+    ("{% with a = 1 %}", "{% endwith %}"),
+]
+_WRAPPERS = ["({}|upper)", "({} + 1)", "({} ~ 'a')", "({}).upper()", "({}).a", "({})['a']",
+             "(1 if {} else 2)", "(not {})", "(- {})", "f({})"]
+
+
+@st.composite
+def _nested(draw: st.DrawFn) -> str:
+    expression = "state.n"
+    depth = draw(st.integers(0, 40))
+    for wrapper in draw(st.lists(st.sampled_from(_WRAPPERS), min_size=depth, max_size=depth)):
+        expression = wrapper.format(expression)
+    body = f"{{{{ {expression} }}}}"
+    blocks = draw(st.integers(0, 40))
+    for opener, closer in draw(st.lists(st.sampled_from(_OPENERS), min_size=blocks,
+                                        max_size=blocks)):
+        body = f"{opener}{body}{closer}"
+    prefix = "{% macro f(x) %}{{ x }}{% endmacro %}{% macro m(a) %}{{ caller() }}{% endmacro %}"
+    return prefix + body
+
+
+@given(_nested())
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+def test_any_nesting_is_refused_at_load_or_compiles_and_renders(source: str) -> None:
+    try:
+        template = compile_template(source)
+    except TemplateCompileError as exc:
+        assert exc.code in ("PF302", "PF304"), exc.message
+        return
+    template.compile()  # never a SyntaxError, IndentationError or RecursionError
+    outcome = template.render_checked(CONTEXT)
+    assert outcome.ok or outcome.text == FALLBACK_TEXT
+
+
+@pytest.mark.parametrize("source", [
+    "{{ 'a'" + "|upper" * 2000 + " }}",
+    "{{ 1" + " + 1" * 2000 + " }}",
+    "{{ state" + ".a" * 2000 + " }}",
+    "{% if true %}" * 200 + "x" + "{% endif %}" * 200,
+    "{% for x in [1] %}" * 21 + "x" + "{% endfor %}" * 21,
+    "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
+])
+def test_a_template_nested_too_deeply_is_pf304(source: str) -> None:
+    with pytest.raises(TemplateCompileError) as caught:
+        compile_template(source)
+    assert caught.value.code == "PF304"
+    assert "nested more than" in caught.value.message
