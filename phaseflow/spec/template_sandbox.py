@@ -95,8 +95,9 @@ class BoundedCodeGenerator(CodeGenerator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: The wrapper nodes put around ``for`` iterables (Jinja allows no custom node
-        #: type, so a wrapper of an existing type is recognised by identity).
+        #: The ``for`` iterables being generated, by identity: their code is wrapped so that
+        #: it counts the items (the parsed template itself is never changed, so two
+        #: threads may compile it at once).
         self._counted: set[int] = set()
 
     def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
@@ -105,23 +106,19 @@ class BoundedCodeGenerator(CodeGenerator):
         raise nodes.Impossible()
 
     def visit_For(self, node: nodes.For, frame: Frame) -> None:
-        original = node.iter
-        wrapper = nodes.MarkSafeIfAutoescape(original, lineno=original.lineno)
-        self._counted.add(id(wrapper))
-        node.iter = wrapper
+        self._counted.add(id(node.iter))
         try:
             super().visit_For(node, frame)
         finally:
-            node.iter = original
-            self._counted.discard(id(wrapper))
+            self._counted.discard(id(node.iter))
 
-    def visit_MarkSafeIfAutoescape(self, node: nodes.MarkSafeIfAutoescape, frame: Frame) -> None:
+    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
         if id(node) not in self._counted:
-            super().visit_MarkSafeIfAutoescape(node, frame)
-            return
+            return super().visit(node, *args, **kwargs)
         self.write("environment.counted_iter(context, ")
-        self.visit(node.expr, frame)
+        super().visit(node, *args, **kwargs)
         self.write(")")
+        return None
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         self.write("environment.concat_checked(context, (")
