@@ -76,7 +76,8 @@ class Budget:
         self.work += amount
         if self.work > MAX_WORK:
             raise TemplateLimitError(
-                f"the template produced more than {MAX_WORK:,} characters and items in all"
+                f"the render did more than {MAX_WORK:,} units of work (characters and items) "
+                "in all"
             )
 
     def enter_call(self) -> None:
