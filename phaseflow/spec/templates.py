@@ -1,37 +1,79 @@
 """Jinja2 templates for instructions and the navigation block.
 
-Templates are compiled once, at load, in Jinja2's immutable sandbox: a template can read
-the session but never change it, and cannot reach Python internals.
+Templates are compiled once, at load, in a bounded immutable sandbox
+(:mod:`phaseflow.spec.template_sandbox`): a template can read the session but never change
+it, cannot reach Python internals, and cannot spend more than the limits of
+:mod:`phaseflow.spec.template_limits` however it is written.
 
 Absent state is normal in a conversation, so, like a guard, a template reads an absent key
 (or a part of an absent value) as null and prints null as nothing. Typos are caught at
 load instead: a template that uses a name it is not given (``stat.x``, ``phse``) is a
-compile error with a "did you mean". A run-time failure while rendering is returned as
-text the host can see, never raised into a turn.
+compile error with a "did you mean" (PF302), and a construct the sandbox is certain to
+refuse (``''.__class__``, ``'a' * 10**8``) is one too (PF304).
+
+A run-time failure while rendering is a value, never an exception raised into a turn:
+:meth:`Template.render_checked` returns the fallback text (:data:`FALLBACK_TEXT`) and a
+one-line error for the host's trace; the model never sees internals.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
+from itertools import islice
+from types import TracebackType
+from typing import Any, Literal
 
 import jinja2
 from jinja2 import nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.spec.template_limits import MAX_NESTING, MAX_OUTPUT, TemplateLimitError
+from phaseflow.spec.template_sandbox import BoundedSandbox, bounded_environment
+from phaseflow.spec.template_static import refused, too_deep
+
+#: What a template renders to when rendering fails: nothing. The model then gets no
+#: instructions text rather than a half-rendered one or an error with internals in it; the
+#: failure itself goes to the host (``RenderOutcome.error``).
+FALLBACK_TEXT = ""
+
+TemplateCode = Literal["PF302", "PF304"]
 
 
 class TemplateCompileError(PhaseflowError):
-    """A template's syntax is wrong; ``line`` is 1-based within the template source."""
+    """A template cannot be used; ``line`` is 1-based within the template source.
 
-    def __init__(self, message: str, line: int = 1) -> None:
+    ``code`` is the diagnostic to report: ``"PF302"`` for a syntax error, an unknown name,
+    filter or test, or an include; ``"PF304"`` for a construct the sandbox refuses (an
+    attribute starting with ``_``) or a limit its constants already break.
+    """
+
+    def __init__(self, message: str, line: int = 1, code: TemplateCode = "PF302") -> None:
         super().__init__(message)
         self.message = message
         self.line = line
+        self.code: TemplateCode = code
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOutcome:
+    """What rendering a template gave: the ``text`` to use, and the ``error`` if it failed.
+
+    On failure ``text`` is :data:`FALLBACK_TEXT` and ``error`` a one-line message for the
+    host's trace (``"line 3: unsupported operand type(s) for +: 'NoneType' and 'int'"``),
+    with no traceback and no addresses; ``line`` is the template line it failed at, when
+    known.
+    """
+
+    text: str
+    error: str | None = None
+    line: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
 
 class _StateView(dict[str, Any]):
@@ -41,20 +83,42 @@ class _StateView(dict[str, Any]):
         return None
 
 
-def _finalize(value: Any) -> Any:
-    return "" if value is None else value
-
-
-@lru_cache(maxsize=1)
-def environment() -> ImmutableSandboxedEnvironment:
+def environment() -> BoundedSandbox:
     """The one sandbox every phaseflow template is compiled in."""
-    env = ImmutableSandboxedEnvironment(
-        undefined=jinja2.ChainableUndefined,
-        autoescape=False,
-        keep_trailing_newline=False,
-        finalize=_finalize,
-    )
-    return env
+    return bounded_environment()
+
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+#: A default Python repr (``<function f at 0x7f...>``): never let one reach the model.
+_REPR = re.compile(r"<[^<>\n]* at 0x[0-9a-fA-F]+>")
+_MESSAGE_LIMIT = 200
+_BATCH = 32
+
+
+def _one_line(message: str) -> str:
+    text = " ".join(_ADDRESS.sub("0x...", message).split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, jinja2.TemplateError | TemplateLimitError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        return "calls or values nested too deeply"
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _failed_line(compiled: jinja2.Template, tb: TracebackType | None) -> int | None:
+    """The template line of the innermost generated-code frame in ``tb``."""
+    line = None
+    code_name = compiled.root_render_func.__code__.co_filename
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == code_name:
+            line = compiled.get_corresponding_lineno(tb.tb_lineno)
+        tb = tb.tb_next
+    return line
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -80,17 +144,43 @@ class Template:
         return self._compiled[0]
 
     def render(self, context: Mapping[str, Any]) -> str:
-        """Render against ``context``; a run-time failure becomes a bracketed message."""
+        """Render against ``context``; on failure, :data:`FALLBACK_TEXT`."""
+        return self.render_checked(context).text
+
+    def render_checked(self, context: Mapping[str, Any]) -> RenderOutcome:
+        """Render against ``context`` within the limits; failures are returned, not raised.
+
+        The output is at most :data:`~phaseflow.spec.template_limits.MAX_OUTPUT` characters;
+        a longer one, any limit reached, or any run-time error (arithmetic on null, a
+        refused attribute, printing a function) gives ``RenderOutcome(FALLBACK_TEXT,
+        error, line)``.
+        """
         values = dict(context)
         state = values.get("state")
         if isinstance(state, Mapping):
             values["state"] = _StateView(state)
+        compiled = self.compile()
+        parts: list[str] = []
         try:
-            return self.compile().render(values)
-        except jinja2.TemplateError as exc:
-            return f"[template error: {exc}]"
-        except Exception as exc:  # sandbox violations, type errors in filters, ...
-            return f"[template error: {type(exc).__name__}: {exc}]"
+            chunks = compiled.root_render_func(compiled.new_context(values))
+            total = 0
+            # In batches: the size is checked every few pieces without a Python step per
+            # piece (each piece is at most one value, so a batch is bounded too).
+            while batch := list(islice(chunks, _BATCH)):
+                total += sum(map(len, batch))
+                if total > MAX_OUTPUT:
+                    raise TemplateLimitError(
+                        f"the output is longer than {MAX_OUTPUT:,} characters")
+                parts += batch
+        except Exception as exc:  # every failure of a render is an outcome, by design
+            line = _failed_line(compiled, exc.__traceback__)
+            message = _one_line(_describe(exc))
+            where = f"line {line}: " if line is not None else ""
+            return RenderOutcome(FALLBACK_TEXT, f"{where}{message}", line)
+        text = "".join(parts)
+        if " at 0x" in text and _REPR.search(text):
+            return RenderOutcome(FALLBACK_TEXT, "the template printed a Python object", None)
+        return RenderOutcome(text)
 
 
 #: The names an ``instructions`` template is given.
@@ -110,9 +200,10 @@ NAVIGATION_NAMES = INSTRUCTION_NAMES | {
 def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> Template:
     """Parse and check ``source`` once (code generation is deferred: see :class:`Template`).
 
-    Raises :class:`TemplateCompileError` on bad syntax, on a name outside ``names``, on an
-    unknown filter or test, and on ``include``/``extend``/``import`` (a workflow's
-    templates stand alone: there is nothing to include).
+    Raises :class:`TemplateCompileError` with code PF302 on bad syntax, on a name outside
+    ``names``, on an unknown filter or test, and on ``include``/``extend``/``import`` (a
+    workflow's templates stand alone: there is nothing to include); with code PF304 on a
+    construct the sandbox is certain to refuse (see :mod:`phaseflow.spec.template_static`).
     """
     env = environment()
     try:
@@ -120,8 +211,15 @@ def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> 
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateCompileError(exc.message or str(exc), exc.lineno or 1) from None
     except (RecursionError, MemoryError):
-        raise TemplateCompileError("template is nested too deeply") from None
+        raise TemplateCompileError(
+            f"the template is nested more than {MAX_NESTING} levels deep", 1, "PF304") from None
+    problem = too_deep(ast)
+    if problem is not None:
+        raise TemplateCompileError(problem[0], problem[1], "PF304")
     _check(ast, names, env)
+    problem = refused(ast)
+    if problem is not None:
+        raise TemplateCompileError(problem[0], problem[1], "PF304")
     return Template(source=source, reads=frozenset(_state_reads(ast)), _ast=ast)
 
 

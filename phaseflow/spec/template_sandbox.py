@@ -1,0 +1,504 @@
+"""The sandbox phaseflow templates run in: Jinja2's immutable sandbox, bounded.
+
+Jinja's own sandbox keeps a template away from Python internals but not from the host's
+CPU and memory, so this module adds three things (limits in
+:mod:`phaseflow.spec.template_limits`):
+
+- **no constant folding**: Jinja evaluates constant expressions while it generates code,
+  so ``{{ 10**100000000 }}`` hung the loader. The optimizer is off and the code generator
+  folds nothing but literal text, so every expression runs at render time, through the
+  checks below.
+- **a budget per render**: every loop iteration, call, operator that can grow a value
+  (``*``, ``**``, ``+``, ``%``, ``~``), filter and concatenation is checked and charged
+  against one :class:`~phaseflow.spec.template_limits.Budget`, kept on the render's
+  context.
+- **only what an author needs**: the globals are a counting ``range`` and nothing else
+  (no ``lipsum``, ``cycler``, ``joiner``, ``namespace``, ``dict``); filters that print
+  Python reprs or are not deterministic are gone; and printing anything that is not data
+  is an error, so no repr with an address ever reaches the model.
+"""
+
+from __future__ import annotations
+
+import string
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.exceptions import SecurityError
+from jinja2.filters import make_attrgetter
+from jinja2.runtime import Context, LoopContext
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
+
+from phaseflow.spec.template_limits import (
+    ITEM_WORK,
+    MAX_ITERATIONS,
+    MAX_VALUE,
+    Budget,
+    TemplateLimitError,
+    charge,
+    check_binop,
+    check_format_spec,
+    check_percent_format,
+    estimate_text,
+    require_size,
+    require_width,
+    size_of,
+    text_of,
+    work_of,
+)
+
+#: Filters a workflow author does not need: ``pprint`` prints Python reprs, ``random`` makes
+#: a render non-deterministic, the URL/HTML helpers have no place in instructions.
+REMOVED_FILTERS = frozenset({"pprint", "random", "urlize", "urlencode", "xmlattr"})
+
+
+class RenderContext(Context):
+    """A Jinja context that carries the render's budget (shared with derived contexts)."""
+
+    budget: Budget
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.budget = Budget()
+
+    def derived(self, locals: dict[str, Any] | None = None) -> Context:
+        context = super().derived(locals)
+        if isinstance(context, RenderContext):
+            context.budget = self.budget
+        return context
+
+
+def budget_of(context: Any) -> Budget:
+    """The budget of the render ``context`` belongs to (a fresh one outside a render)."""
+    try:
+        budget: Budget = context.budget
+    except AttributeError:
+        return Budget()
+    return budget
+
+
+def counted(budget: Budget, iterable: Iterable[Any]) -> Iterator[Any]:
+    """``iterable``, charging one loop iteration per item."""
+    for item in iterable:
+        budget.iterate()
+        yield item
+
+
+class BoundedCodeGenerator(CodeGenerator):
+    """Jinja's code generator without constant folding, with counted loops and a checked
+    ``~``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The ``for`` iterables being generated, by identity: their code is wrapped so that
+        #: it counts the items (the parsed template itself is never changed, so two
+        #: threads may compile it at once).
+        self._counted: set[int] = set()
+
+    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
+        if isinstance(node, nodes.TemplateData):
+            return super()._output_child_to_const(node, frame, finalize)
+        raise nodes.Impossible()
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        self._counted.add(id(node.iter))
+        try:
+            super().visit_For(node, frame)
+        finally:
+            self._counted.discard(id(node.iter))
+
+    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        if id(node) not in self._counted:
+            return super().visit(node, *args, **kwargs)
+        self.write("environment.counted_iter(context, ")
+        super().visit(node, *args, **kwargs)
+        self.write(")")
+        return None
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.concat_checked(context, (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class _BoundedFormatter(SandboxedFormatter):
+    """``str.format`` in the sandbox, refusing huge widths and huge results."""
+
+    def __init__(self, env: jinja2.Environment, budget: Budget) -> None:
+        super().__init__(env)
+        self._budget = budget
+        self._total = 0
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        check_format_spec(format_spec)
+        if not isinstance(value, str | int | float | type(None)):
+            value = text_of(value, self._budget, "None")
+        result = super().format_field(value, format_spec)
+        self._total += len(result)
+        require_size(self._total, "a formatted string")
+        return result
+
+
+def _checked_concat(parts: Iterable[str]) -> str:
+    """Jinja's ``concat`` (for macro bodies, ``set`` and ``filter`` blocks), bounded."""
+    collected: list[str] = []
+    total = 0
+    for part in parts:
+        total += len(part)
+        if total > MAX_VALUE:
+            raise TemplateLimitError(f"a block of output is longer than {MAX_VALUE:,} characters")
+        collected.append(part)
+    return "".join(collected)
+
+
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
+
+
+def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                  budget: Budget) -> tuple[Any, ...]:
+    """Refuse, before the call, a string method whose result would be too big."""
+    if not isinstance(obj, types.BuiltinMethodType):
+        return args
+    owner = getattr(obj, "__self__", None)
+    if isinstance(owner, list | tuple):
+        budget.spend(len(owner))  # index, count: a scan in C
+    if not isinstance(owner, str | bytes):
+        return args
+    budget.spend(len(owner))
+    name = obj.__name__
+    if name in _WIDTH_METHODS and args:
+        require_width(args[0], f"a {name} width")
+    elif name == "expandtabs":
+        size = args[0] if args else kwargs.get("tabsize", 8)
+        tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
+        if isinstance(size, int):
+            require_size(len(owner) + tabs * max(size, 0), "an expandtabs")
+    elif name == "replace" and len(args) >= 2:
+        _check_replace(owner, args[0], args[1], args[2] if len(args) > 2 else None)
+    elif name == "join" and args:
+        items = list(args[0])
+        require_size(sum(estimate_text(i) for i in items[: MAX_VALUE + 1])
+                     + len(owner) * max(len(items) - 1, 0), "a join")
+        return (items, *args[1:])
+    return args
+
+
+def _check_replace(text: Any, old: Any, new: Any, count: Any) -> None:
+    if not (isinstance(text, str | bytes) and isinstance(old, str | bytes)
+            and isinstance(new, str | bytes)):
+        return
+    hits = text.count(old) if old else len(text) + 1  # type: ignore[arg-type]
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    require_size(len(text) + hits * max(len(new) - len(old), 0), "a replace")
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, bounded (see the module docstring)."""
+
+    code_generator_class = BoundedCodeGenerator
+    context_class = RenderContext
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(optimized=False, **options)
+        self.concat = _checked_concat  # type: ignore[method-assign]
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        """A refused attribute is an error at once (Jinja's default, an undefined value
+        that fails only when used, prints as nothing under ``ChainableUndefined``)."""
+        raise SecurityError(
+            f"access to attribute {attribute!r} of a {type(obj).__name__!r} value is refused"
+        )
+
+    # -- hooks called by the generated code ----------------------------------------------
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        check_binop(operator, left, right)
+        return charge(budget_of(context), self.binop_table[operator](left, right))
+
+    def call(__self, __context: Context, __obj: Any, *args: Any,
+             **kwargs: Any) -> Any:
+        budget = budget_of(__context)
+        budget.enter_call()
+        try:
+            if isinstance(__obj, LoopContext) and args:
+                args = (counted(budget, args[0]), *args[1:])
+            args = _check_method(__obj, args, kwargs, budget)
+            result = super().call(__context, __obj, *args, **kwargs)
+        finally:
+            budget.leave_call()
+        return charge(budget, result)
+
+    def counted_iter(self, context: Context, iterable: Iterable[Any]) -> Iterator[Any]:
+        return counted(budget_of(context), iterable)
+
+    def concat_checked(self, context: Context, parts: tuple[Any, ...]) -> str:
+        budget = budget_of(context)
+        texts = [text_of(part, budget, "None") for part in parts]
+        total = sum(len(t) for t in texts)
+        require_size(total, "a '~' concatenation")
+        budget.spend(total)
+        return "".join(texts)
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        if not isinstance(value, types.MethodType | types.BuiltinMethodType) or (
+            value.__name__ not in ("format", "format_map")
+        ):
+            return None
+        owner = value.__self__
+        if not isinstance(owner, str):
+            return None
+        is_map = value.__name__ == "format_map"
+        env = self
+
+        @jinja2.pass_context
+        def bounded_format(context: Context, *args: Any, **kwargs: Any) -> str:
+            if is_map:
+                if kwargs or len(args) != 1:
+                    raise TypeError("format_map() takes exactly one argument")
+                kwargs, args = args[0], ()
+            formatter = _BoundedFormatter(env, budget_of(context))
+            return str(formatter.vformat(str(owner), args, kwargs))
+
+        return bounded_format
+
+
+# --- filters ---------------------------------------------------------------------------
+
+Filter = Callable[..., Any]
+
+
+def _forward(func: Filter, context: Context) -> Callable[..., Any]:
+    """``func`` with whatever Jinja would pass it first (context, eval context, env)."""
+    passed = getattr(func, "jinja_pass_arg", None)
+    name = getattr(passed, "name", None)
+    if name == "context":
+        return lambda *a, **k: func(context, *a, **k)
+    if name == "eval_context":
+        return lambda *a, **k: func(context.eval_ctx, *a, **k)
+    if name == "environment":
+        return lambda *a, **k: func(context.environment, *a, **k)
+    return func
+
+
+def _text(value: Any, budget: Budget) -> str:
+    return value if isinstance(value, str) else text_of(value, budget, "None")
+
+
+def _arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int, name: str,
+         default: Any) -> Any:
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def _pre_center(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    require_width(_arg(args, kwargs, 0, "width", 80), "a center width")
+
+
+def _pre_indent(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    width = _arg(args, kwargs, 0, "width", 4)
+    require_width(width, "an indent width")
+    per_line = len(width) if isinstance(width, str) else max(int(width), 0)
+    require_size(len(value) + (value.count("\n") + 1) * per_line, "an indented text")
+
+
+def _pre_wordwrap(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    width = _arg(args, kwargs, 0, "width", 79)
+    require_width(width, "a wrap width")
+    wrap = _arg(args, kwargs, 2, "wrapstring", None)
+    wrap_len = len(wrap) if isinstance(wrap, str) else 1
+    step = max(width, 1) if isinstance(width, int) else 1
+    # A wrapped line holds at least half the width (a word that does not fit starts the
+    # next line), so there are at most twice as many lines as full lines.
+    lines = min(len(value) + 1, 2 * len(value) // step + value.count("\n") + 2)
+    require_size(len(value) + lines * wrap_len, "a wrapped text")
+
+
+def _pre_truncate(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    require_width(_arg(args, kwargs, 0, "length", 255), "a truncate length")
+
+
+def _pre_format(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    check_percent_format(value, args or kwargs)
+
+
+def _pre_replace(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    if len(args) >= 2:
+        scratch = Budget()
+        _check_replace(value, _text(args[0], scratch), _text(args[1], scratch),
+                       _arg(args, kwargs, 2, "count", None))
+
+
+#: Filters that read their input as text, with the check to run before the filter.
+_TEXT_FILTERS: dict[str, Callable[[str, tuple[Any, ...], Mapping[str, Any]], None] | None] = {
+    "capitalize": None, "center": _pre_center, "e": None, "escape": None,
+    "forceescape": None, "format": _pre_format, "indent": _pre_indent, "lower": None,
+    "replace": _pre_replace, "safe": None, "striptags": None, "title": None, "trim": None,
+    "truncate": _pre_truncate, "upper": None, "wordcount": None, "wordwrap": _pre_wordwrap,
+}
+
+
+def _pre_count(name: str, what: str) -> Callable[[Any, tuple[Any, ...], Mapping[str, Any]], None]:
+    def check(value: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        require_width(_arg(args, kwargs, 0, name, 1), what)
+
+    return check
+
+
+_OTHER_CHECKS: dict[str, Callable[[Any, tuple[Any, ...], Mapping[str, Any]], None]] = {
+    "batch": _pre_count("linecount", "a batch size"),
+    "slice": _pre_count("slices", "a slice count"),
+    "tojson": lambda value, args, kwargs: require_size(estimate_text(value), "a JSON text"),
+}
+
+
+#: Text filters that work through their input in Python (word by word), and what each
+#: character costs against the work budget (others scan in C: one per character).
+_TEXT_WORK = {"wordwrap": ITEM_WORK, "title": 4, "striptags": 4}
+
+#: Filters that walk their whole input in Python: the input is charged as well as the result.
+_WALKING_FILTERS = frozenset({
+    "batch", "dictsort", "groupby", "items", "list", "map", "max", "min", "reject",
+    "rejectattr", "reverse", "select", "selectattr", "slice", "sort", "tojson", "unique",
+})
+
+
+def _bounded(name: str, func: Filter) -> Filter:
+    """``func`` as a filter that checks its input before and charges its result after."""
+    text_check = _TEXT_FILTERS.get(name)
+    is_text = name in _TEXT_FILTERS
+    walks = name in _WALKING_FILTERS
+    weight = _TEXT_WORK.get(name, 1)
+    other_check = _OTHER_CHECKS.get(name)
+
+    forward = getattr(getattr(func, "jinja_pass_arg", None), "name", None) is not None
+
+    @jinja2.pass_context
+    def bounded(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
+        budget = budget_of(context)
+        if is_text and not isinstance(value, jinja2.Undefined):
+            if type(value) is not str:
+                value = text_of(value, budget, "None")
+            if text_check is not None:
+                text_check(value, args, kwargs)
+            budget.spend(weight * len(value))
+        else:
+            if other_check is not None:
+                other_check(value, args, kwargs)
+            if walks:
+                budget.spend(work_of(value))
+        call = _forward(func, context) if forward else func
+        return charge(budget, call(value, *args, **kwargs))
+
+    bounded.__name__ = f"{name}_filter"
+    return bounded
+
+
+@jinja2.pass_context
+def _string_filter(context: Context, value: Any) -> str:
+    return text_of(value, budget_of(context), "None")
+
+
+@jinja2.pass_context
+def _join_filter(context: Context, value: Any, d: str = "", attribute: Any = None) -> str:
+    """``join``, with every item printed as data and the result's size known beforehand."""
+    budget = budget_of(context)
+    items: Iterable[Any] = value
+    if attribute is not None:
+        items = map(make_attrgetter(context.environment, attribute), value)
+    separator = _text(d, budget)
+    texts: list[str] = []
+    total = 0
+    for item in items:
+        budget.spend(ITEM_WORK)
+        if not isinstance(item, str):
+            require_size(total + estimate_text(item), "a join")
+        text = _text(item, budget)
+        total += len(text) + (len(separator) if texts else 0)
+        require_size(total, "a join")
+        texts.append(text)
+    budget.spend(total)
+    return separator.join(texts)
+
+
+@jinja2.pass_context
+def _sum_filter(context: Context, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+    """``sum``; adding lists together is bounded by the size of the result."""
+    items: Iterable[Any] = iterable
+    if attribute is not None:
+        items = map(make_attrgetter(context.environment, attribute), iterable)
+    values = list(items)
+    budget = budget_of(context)
+    budget.spend(ITEM_WORK * len(values))
+    if not all(isinstance(v, int | float) for v in values):
+        require_size(size_of(start) + sum(size_of(v) for v in values), "a sum")
+    return charge(budget, sum(values, start))
+
+
+@jinja2.pass_context
+def _range(context: Context, *args: Any) -> range:
+    """``range``, at most :data:`MAX_ITERATIONS` long (a loop cannot use more)."""
+    try:
+        result = range(*args)
+        length = len(result)
+    except OverflowError:
+        length = MAX_ITERATIONS + 1
+    if length > MAX_ITERATIONS:
+        raise TemplateLimitError(f"a range would be longer than {MAX_ITERATIONS:,}")
+    return result
+
+
+_PLAIN = frozenset({str, int, float, bool})
+
+
+@jinja2.pass_context
+def _finalize(context: Context, value: Any) -> Any:
+    """How ``{{ value }}`` prints: null as nothing, data as before, anything else refused.
+
+    Text and numbers are passed on as they are (the generated code applies ``str``), which
+    keeps the most common output the cheapest."""
+    if type(value) in _PLAIN:
+        return value
+    if value is None:
+        return ""
+    return text_of(value, budget_of(context), "")
+
+
+def bounded_filters(defaults: Mapping[str, Filter]) -> dict[str, Filter]:
+    """Jinja's filters minus :data:`REMOVED_FILTERS`, each bounded."""
+    filters = {name: _bounded(name, func) for name, func in defaults.items()
+               if name not in REMOVED_FILTERS}
+    filters["string"] = _string_filter
+    filters["join"] = _join_filter
+    filters["sum"] = _sum_filter
+    return filters
+
+
+@lru_cache(maxsize=1)
+def bounded_environment() -> BoundedSandbox:
+    """The one environment every phaseflow template is compiled in."""
+    env = BoundedSandbox(
+        undefined=jinja2.ChainableUndefined,
+        autoescape=False,
+        keep_trailing_newline=False,
+        finalize=_finalize,
+    )
+    env.filters = bounded_filters(env.filters)
+    env.globals = {"range": _range}
+    return env
+
+
+def format_fields(source: str) -> list[str]:
+    """The format specs of a ``str.format`` string (empty when it does not parse)."""
+    try:
+        return [spec for _, _, spec, _ in string.Formatter().parse(source) if spec]
+    except ValueError:
+        return []
