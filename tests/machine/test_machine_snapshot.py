@@ -786,3 +786,19 @@ def test_arbitrary_json_restores_or_raises_a_snapshot_error(data: Any, top: Any)
             assert str(exc).startswith("snapshot") and len(str(exc)) < 400
         else:
             assert m.snapshot() == value
+
+
+# --- the documentation ----------------------------------------------------------------------
+
+
+def test_the_embedding_guide_resumes_a_conversation(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/embedding.md's section on saving and resuming prints what it says it prints."""
+    doc = Path(__file__).resolve().parents[2] / "docs" / "embedding.md"
+    text = doc.read_text(encoding="utf-8")
+    assert "## Saving and resuming a conversation" in text
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    exec(compile("\n".join(blocks), str(doc), "exec"), {"__name__": "embedding_doc"})
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("locate_order ['locate_order']")
+    assert lines[at + 1: at + 3] == [
+        "True", "snapshot.phase: 'nope' is not a phase of workflow 'refund-desk'"]
