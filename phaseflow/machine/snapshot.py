@@ -97,6 +97,9 @@ class MachineSlots(Protocol):
 
 M = TypeVar("M", bound=MachineSlots)
 
+#: ``tuple.__new__``: makes a named tuple without its Python-level ``__new__``.
+_new_tuple: Any = tuple.__new__
+
 
 class _Given(NamedTuple):
     """What a restored machine was given, kept until it could have changed."""
@@ -126,23 +129,27 @@ def take_snapshot(machine: MachineSlots) -> dict[str, Any]:
     if given is not None and now == given.reading and machine._clock is given.clock:
         elapsed = given.elapsed
     else:
-        elapsed = _seconds(now - entered, "snapshot.elapsed")
-    exact = given.at if given is not None else None
+        elapsed = float(now - entered)
+    if elapsed - elapsed != 0.0:  # inf or nan
+        raise SnapshotError("snapshot.elapsed: the machine's clock gave a non-finite time")
+    exact = given.at if given is not None else _NOTHING_GIVEN
     history: list[dict[str, Any]] = []
-    for i, r in enumerate(machine._history or ()):
-        hit = exact.get(id(r)) if exact is not None else None
-        if hit is not None and hit[0] is r:
-            at = hit[1]
+    append = history.append
+    for r in machine._history or ():
+        # unpacked, not indexed: HistoryRecord's __getitem__ is Python code (it takes names)
+        source, target, turn, clock_at, trigger, duration = r
+        hit = exact.get(id(r))
+        at = hit[1] if hit is not None and hit[0] is r else float(clock_at - entered)
+        duration = float(duration)
+        if at - at != 0.0 or duration - duration != 0.0:
+            raise SnapshotError(f"snapshot.history[{len(history)}]: the machine's clock gave "
+                                "a non-finite time")
+        if isinstance(trigger, GuardTrigger):
+            trig: dict[str, Any] = {"kind": "guard", "index": trigger.index}
         else:
-            at = _seconds(r[3] - entered, f"snapshot.history[{i}].at")
-        history.append({
-            "from": r[0],
-            "to": r[1],
-            "turn": r[2],
-            "at": at,
-            "trigger": _trigger_json(r[4], i),
-            "duration_in_phase": _seconds(r[5], f"snapshot.history[{i}].duration_in_phase"),
-        })
+            trig = _trigger_json(trigger, len(history))
+        append({"from": source, "to": target, "turn": turn, "at": at, "trigger": trig,
+                "duration_in_phase": duration})
     workflow = machine.workflow
     return {
         "format": SNAPSHOT_FORMAT,
@@ -158,11 +165,7 @@ def take_snapshot(machine: MachineSlots) -> dict[str, Any]:
     }
 
 
-def _seconds(value: float, where: str) -> float:
-    number = float(value)
-    if not math.isfinite(number):
-        raise SnapshotError(f"{where}: the machine's clock gave a non-finite time")
-    return number
+_NOTHING_GIVEN: dict[int, tuple[HistoryRecord, float]] = {}
 
 
 def _trigger_json(trigger: TransitionTrigger, i: int) -> dict[str, Any]:
@@ -232,7 +235,8 @@ def restore_snapshot(
     clock = machine._clock
     now = clock()
     entered = now - elapsed
-    kept = [HistoryRecord(f, t, n, entered + at, trig, d) for f, t, n, at, trig, d in history]
+    kept: list[HistoryRecord] = [_new_tuple(HistoryRecord, (f, t, n, entered + at, trig, d))
+                                 for f, t, n, at, trig, d in history]
     machine._current = current
     machine._entered_at = entered
     machine._turn = turn
@@ -268,6 +272,48 @@ _Record = tuple[str, str, int, float, TransitionTrigger, float]
 
 
 def _record(data: object, i: int, scope: _Scope) -> _Record:
+    """History record ``i``. The common case (plain types, every value in range) is read
+    without building a message; anything else goes through :func:`_checked_record`,
+    which accepts exactly the same records and names the first wrong field of the rest."""
+    if type(data) is dict and len(data) == 6:
+        f = data.get("from")
+        t = data.get("to")
+        n = data.get("turn")
+        at = data.get("at")
+        d = data.get("duration_in_phase")
+        phases = scope.phases
+        if (type(f) is str and type(t) is str and type(n) is int and type(at) is float
+                and type(d) is float and f in phases and t in phases and 0 <= n <= MAX_COUNT
+                and -MAX_SECONDS <= at <= MAX_SECONDS and 0.0 <= d <= MAX_SECONDS):
+            trigger = _plain_trigger(data.get("trigger"))
+            if trigger is not None:
+                return (f, t, n, at, trigger, d)
+    return _checked_record(data, i, scope)
+
+
+#: Guard triggers of the first transitions, shared (they are immutable values).
+_GUARD_TRIGGERS = tuple(GuardTrigger(i) for i in range(32))
+
+
+def _plain_trigger(data: object) -> TransitionTrigger | None:
+    """A well-formed trigger, or ``None`` for anything :func:`_trigger` must look at."""
+    if type(data) is not dict:
+        return None
+    kind = data.get("kind")
+    if kind == "guard" and len(data) == 2:
+        index = data.get("index")
+        if type(index) is int and 0 <= index <= MAX_COUNT:
+            return _GUARD_TRIGGERS[index] if index < 32 else GuardTrigger(index)
+    elif kind == "model" and len(data) == 1:
+        return MODEL_REQUEST
+    elif kind == "programmatic" and len(data) == 2:
+        source = data.get("source")
+        if type(source) is str:
+            return ProgrammaticTrigger(source)
+    return None
+
+
+def _checked_record(data: object, i: int, scope: _Scope) -> _Record:
     where = f"snapshot.history[{i}]"
     rec = _object(data, where, _RECORD_KEYS)
     return (
@@ -300,6 +346,34 @@ def _trigger(data: object, where: str) -> TransitionTrigger:
 
 
 def _event(data: object, i: int, scope: _Scope) -> TraceEvent:
+    """Trace event ``i``: a fast path for the common case, as :func:`_record`."""
+    if type(data) is dict and len(data) == 6:
+        kind = data.get("kind")
+        phase = data.get("phase")
+        turn = data.get("turn")
+        message = data.get("message")
+        source = data.get("source")
+        pos = data.get("position", _MISSING)
+        if (type(kind) is str and type(phase) is str and type(turn) is int
+                and type(message) is str and type(source) is str and kind in _EVENT_KINDS
+                and phase in scope.phases and 0 <= turn <= MAX_COUNT):
+            if pos is None:
+                return TraceEvent(cast(EventKind, kind), phase, turn, message, source, None)
+            if type(pos) is dict and len(pos) == 3:
+                path = pos.get("path")
+                line = pos.get("line")
+                column = pos.get("column")
+                if (type(path) is str and type(line) is int and type(column) is int
+                        and 0 <= line <= MAX_COUNT and 0 <= column <= MAX_COUNT):
+                    return TraceEvent(cast(EventKind, kind), phase, turn, message, source,
+                                      Position(path, line, column))
+    return _checked_event(data, i, scope)
+
+
+_MISSING = object()
+
+
+def _checked_event(data: object, i: int, scope: _Scope) -> TraceEvent:
     where = f"snapshot.trace[{i}]"
     ev = _object(data, where, _EVENT_KEYS)
     kind = ev["kind"]

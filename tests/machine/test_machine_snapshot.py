@@ -586,6 +586,20 @@ WRONG_VALUES: list[tuple[tuple[Any, ...], Any, str]] = [
      "guard_error, preparation_failed, got 'oops'"),
     (("trace", 0, "position"), {"path": "x", "line": 1}, "snapshot.trace[0].position: "
      "missing key 'column'"),
+    (("trace", 0, "position"), {"path": "x", "line": -1, "column": 0},
+     "snapshot.trace[0].position.line: expected an integer from 0 to 2**63-1, got -1"),
+    (("trace", 0, "phase"), "nope", "snapshot.trace[0].phase: 'nope' is not a phase of "
+     "workflow 'refund-desk'"),
+    (("trace", 0, "turn"), -1, "snapshot.trace[0].turn: expected an integer from 0 to "
+     "2**63-1, got -1"),
+    (("history", 0, "duration_in_phase"), -0.5, "snapshot.history[0].duration_in_phase: "
+     "expected seconds >= 0, got -0.5"),
+    (("history", 0, "at"), math.inf, "snapshot.history[0].at: expected a finite number of "
+     "seconds up to 2**53, got inf"),
+    (("history", 0, "turn"), 2**63, "snapshot.history[0].turn: expected an integer from 0 "
+     "to 2**63-1, got 9223372036854775808"),
+    (("history", 0, "trigger"), {"kind": "guard", "index": -1}, "snapshot.history[0]"
+     ".trigger.index: expected an integer from 0 to 2**63-1, got -1"),
 ]
 
 
@@ -748,6 +762,35 @@ def test_a_mutated_snapshot_restores_or_names_the_field(
             paths.append(f"{path}[{len(target) - 1}]")
         paths.append("snapshot.phase")  # a shortened history may leave the phase unexplained
     _restores_or_names(bundled("refund-desk"), data, paths)
+
+
+def _outcome(read: Any, *args: Any) -> Any:
+    try:
+        return read(*args)
+    except SnapshotError as exc:
+        return str(exc)
+
+
+def test_the_fast_readers_accept_exactly_what_the_checked_ones_accept() -> None:
+    """Records and events are read on a fast path that builds no message; for every
+    hostile replacement of every field, it must agree with the checked reader."""
+    from phaseflow.machine import snapshot as codec
+
+    base, nodes = _base()
+    scope = codec._Scope(bundled("refund-desk"))
+    readers = {"history": (codec._record, codec._checked_record),
+               "trace": (codec._event, codec._checked_event)}
+    for _path, trail in nodes:
+        if len(trail) < 2 or trail[0] not in readers:
+            continue
+        fast, checked = readers[trail[0]]
+        for value in [*HOSTILE, -0.5, 0.5, 3, 2**63 - 1, {"kind": "guard", "index": 40},
+                      {"kind": "programmatic", "source": "x"}]:
+            data = copy.deepcopy(base)
+            _at(data, trail[:-1])[trail[-1]] = value
+            item = data[trail[0]][trail[1]]
+            assert _outcome(fast, item, trail[1], scope) == _outcome(
+                checked, item, trail[1], scope), (trail, value)
 
 
 def test_every_field_replaced_by_every_hostile_value_restores_or_names_the_field() -> None:
