@@ -19,6 +19,7 @@ from phaseflow.machine.results import (
     TransitionResult,
     TransitionTrigger,
 )
+from phaseflow.machine.snapshot import SnapshotError
 from phaseflow.machine.state import State, StateChange, Writer
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "PhaseMachine",
     "ProgrammaticTrigger",
     "Ready",
+    "SnapshotError",
     "State",
     "StateChange",
     "TransitionResult",

@@ -35,6 +35,7 @@ from phaseflow.machine.results import (
     TransitionResult,
     TransitionTrigger,
 )
+from phaseflow.machine.snapshot import restore_snapshot, take_snapshot
 from phaseflow.machine.state import State, Writer, writer_for
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import Phase, Position, Workflow
@@ -1005,6 +1006,23 @@ class PhaseMachine:
     def index(self) -> MachineIndex:
         """The shared lookups (internal; for the navigation renderer and tooling)."""
         return self._index
+
+    # -- saving and resuming ---------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """This conversation's position as plain JSON (phase, time in it, turn counters,
+        visits, history, trace; times relative, never clock readings), for :meth:`restore`.
+        The state is the host's: save it beside the snapshot."""
+        return take_snapshot(self)
+
+    @classmethod
+    def restore(cls, workflow: Workflow, data: object, *, clock: Clock | None = None
+                ) -> PhaseMachine:
+        """A machine of ``workflow`` where ``snapshot()`` left one, on ``clock`` (the system
+        clock by default); :class:`~phaseflow.machine.snapshot.SnapshotError`, naming the
+        field, for a snapshot that is malformed or of another workflow."""
+        return restore_snapshot(cls.from_workflow(workflow, clock), workflow, data,
+                                HISTORY_LIMIT, TRACE_LIMIT)
 
     def __repr__(self) -> str:
         return f"<PhaseMachine {self._index.name or 'in-code'} at {self._current!r}>"
