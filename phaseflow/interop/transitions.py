@@ -37,10 +37,12 @@ What :func:`build_machine` builds
   tracker's counters (``phase`` is the current phase, also for entry guards, as in
   phaseflow). A run-time guard error makes the condition false and is recorded as a
   ``guard_error`` :class:`~phaseflow.machine.Event`.
-* Each state's ``on_exit`` runs the phase's ``on_exit`` effects; its ``on_enter`` counts
-  the visit, appends a :class:`~phaseflow.machine.HistoryRecord`, restarts the phase's
-  timer and ``turns_in_phase``, removes the ``clear_on_enter`` keys and runs the phase's
-  ``on_enter`` effects - the order phaseflow uses. A self-transition exits and re-enters.
+* Each state's ``on_exit`` runs the phase's ``on_exit`` effects; its ``on_enter`` appends
+  a :class:`~phaseflow.machine.HistoryRecord`, restarts the phase's timer and
+  ``turns_in_phase``, counts the visit, removes the ``clear_on_enter`` keys and runs the
+  phase's ``on_enter`` effects. (phaseflow counts the visit and appends the record after
+  the ``on_enter`` effects; effects see only the state, so no effect can tell.) A
+  self-transition exits and re-enters.
   ``set``/``unset`` write through the writer; ``call`` runs the registered callable
   through phaseflow's own effect runner (so it gets the same
   :class:`~phaseflow.machine.EffectContext`, its returned mapping is merged, and a failure
@@ -73,8 +75,8 @@ What it does NOT model
 * Turn counting happens only in :func:`turn_boundary`; the raw ``advance`` trigger and
   pytransitions' ``may_*`` checks do not count turns.
 * Preparations run only through :func:`turn_boundary` and :func:`request` (after a
-  request's preparations, as in phaseflow, only the ``requires`` are checked again: the
-  ``when`` and entry-guard conditions are passed by an internal event keyword).
+  request's preparations, as in phaseflow, every condition is checked again: a
+  preparation may have changed what the ``when`` or the entry guard reads).
   ``BoundaryResult``/``TransitionResult`` values are not produced: triggers return
   booleans, ``tracker.blocked`` holds the blocked target, ``tracker.preparations`` the
   names of the preparations the last boundary or request ran.
@@ -86,8 +88,8 @@ What it does NOT model
   callbacks, so counters and effects are not applied. Transitions a host adds itself
   (``machine.add_transition``) do run the phases' effects and are recorded with a
   :class:`~phaseflow.machine.ProgrammaticTrigger` labelled with the trigger's name.
-* ``tracker.events`` is not phaseflow's trace event for event: a guard error is recorded
-  each time a condition hits it (also from pure ``may_*`` checks, which phaseflow's pure
+* ``tracker.events`` does not match phaseflow's trace record for record: a guard error is
+  recorded each time a condition hits it (also from pure ``may_*`` checks, which phaseflow's pure
   ``evaluate`` never records), and not when the pre-scan for a blocked target hits it.
 * With ``ignore_invalid_triggers`` a raw trigger that is invalid in the current phase
   (``model.advance()`` in a terminal phase) returns False and pytransitions logs a warning;
@@ -289,7 +291,6 @@ def _run(
     workflow: str,
     *,
     kind: EventKind = "effect_error",
-    stop_on_error: bool = False,
 ) -> bool:
     """Run ``steps`` in order; failures become events. False if any failed."""
     ok = True
@@ -312,8 +313,6 @@ def _run(
         if failed:
             tracker.events.extend(failed)
             ok = False
-            if stop_on_error:
-                break
     return ok
 
 
@@ -490,8 +489,7 @@ class _Wiring:
             if produces and all(_present(tracker.state, k) for k in produces):
                 continue
             ran.append(prep)
-            if not _run(steps, tracker, target.name, self.name, kind="preparation_failed",
-                        stop_on_error=True):
+            if not _run(steps, tracker, target.name, self.name, kind="preparation_failed"):
                 break
         tracker.preparations = tuple(ran)
 

@@ -164,7 +164,6 @@ def run_sync(
     transcript: Any = None,
     *,
     kind: EventKind = "effect_error",
-    stop_on_error: bool = False,
 ) -> list[Event] | None:
     """Run ``ops`` in order without an event loop; return the failures (``None`` if none).
 
@@ -184,13 +183,9 @@ def run_sync(
         except _Suspended:
             message = f"call {op[1][0]!r} is async and suspended outside an event loop"
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-            if stop_on_error:
-                break
         except Exception as exc:
             message = _failure(op, exc)
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-            if stop_on_error:
-                break
     return events
 
 
@@ -204,7 +199,6 @@ async def run_async(
     transcript: Any = None,
     *,
     kind: EventKind = "effect_error",
-    stop_on_error: bool = False,
 ) -> list[Event] | None:
     """:func:`run_sync` for when an effect is async: awaitables are awaited."""
     events: list[Event] | None = None
@@ -220,6 +214,4 @@ async def run_async(
         except Exception as exc:
             message = _failure(op, exc)
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-            if stop_on_error:
-                break
     return events

@@ -10,7 +10,6 @@ harmless (the last identical write wins).
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -179,12 +178,8 @@ class MachineIndex:
         )
 
 
-# A workflow's index lives as long as the workflow. Workflow objects support weak
-# references when the model declares a weakref slot; otherwise a small LRU keyed by id
-# (holding the workflow, so an id cannot be reused while its entry exists) is used.
+# A workflow's index lives as long as the workflow (``Workflow`` has a weakref slot).
 _BY_WORKFLOW: weakref.WeakKeyDictionary[Workflow, MachineIndex] = weakref.WeakKeyDictionary()
-_BY_ID: OrderedDict[int, tuple[Workflow, MachineIndex]] = OrderedDict()
-_BY_ID_MAX = 256
 
 
 def _build(workflow: Workflow) -> MachineIndex:
@@ -204,14 +199,4 @@ def index_for(workflow: Workflow) -> MachineIndex:
         return _BY_WORKFLOW[workflow]
     except KeyError:
         index = _BY_WORKFLOW[workflow] = _build(workflow)
-        return index
-    except TypeError:  # the workflow class has no weakref slot
-        entry = _BY_ID.get(id(workflow))
-        if entry is not None and entry[0] is workflow:
-            _BY_ID.move_to_end(id(workflow))
-            return entry[1]
-        index = _build(workflow)
-        _BY_ID[id(workflow)] = (workflow, index)
-        if len(_BY_ID) > _BY_ID_MAX:
-            _BY_ID.popitem(last=False)
         return index

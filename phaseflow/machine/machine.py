@@ -96,12 +96,6 @@ class _LiveContext(GuardContext):
 _new_tuple: Any = tuple.__new__
 
 
-def _guard_view(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """What guards read: a :class:`State`'s own dict (guards cannot write, and the
-    guard runtime has a fast path for plain dicts), else the state itself."""
-    return state._data if type(state) is State else state
-
-
 class PhaseMachine:
     """One conversation's position in a set of phases.
 
@@ -652,13 +646,9 @@ class PhaseMachine:
         self._count(record)
         return self._result(source, tinfo, record, state, turn, trigger, events)
 
-    def _needs_async(self, tinfo: PhaseInfo, *, prepare: bool = False) -> bool:
+    def _needs_async(self, tinfo: PhaseInfo) -> bool:
         info = self._info()
-        return (
-            (info is not None and info.exit_async)
-            or tinfo.enter_async
-            or (prepare and tinfo.prepare_async)
-        )
+        return (info is not None and info.exit_async) or tinfo.enter_async
 
     async def transition(
         self,
