@@ -36,7 +36,7 @@ What :func:`build_machine` builds
   against the tracker's state with a :class:`~phaseflow.expr.GuardContext` made from the
   tracker's counters (``phase`` is the current phase, also for entry guards, as in
   phaseflow). A run-time guard error makes the condition false and is recorded as a
-  ``guard_error`` :class:`~phaseflow.machine.Event`.
+  ``guard_error`` :class:`~phaseflow.machine.ErrorRecord`.
 * Each state's ``on_exit`` runs the phase's ``on_exit`` effects; its ``on_enter`` appends
   a :class:`~phaseflow.machine.HistoryRecord`, restarts the phase's timer and
   ``turns_in_phase``, counts the visit, removes the ``clear_on_enter`` keys and runs the
@@ -112,8 +112,8 @@ from phaseflow.machine import (
     HISTORY_LIMIT,
     MODEL_REQUEST,
     TRACE_LIMIT,
-    Event,
-    EventKind,
+    ErrorKind,
+    ErrorRecord,
     GuardTrigger,
     HistoryRecord,
     ProgrammaticTrigger,
@@ -208,7 +208,7 @@ class Tracker:
     turn: int = 0
     turns_in_phase: int = 0
     history: deque[HistoryRecord] = field(default_factory=lambda: deque(maxlen=HISTORY_LIMIT))
-    events: deque[Event] = field(default_factory=lambda: deque(maxlen=TRACE_LIMIT))
+    events: deque[ErrorRecord] = field(default_factory=lambda: deque(maxlen=TRACE_LIMIT))
     blocked: tuple[str, tuple[str, ...]] | None = None
     preparations: tuple[str, ...] = ()
     _wiring: _Wiring | None = field(default=None, repr=False)
@@ -290,12 +290,12 @@ def _run(
     phase: str,
     workflow: str,
     *,
-    kind: EventKind = "effect_error",
+    kind: ErrorKind = "effect_error",
 ) -> bool:
     """Run ``steps`` in order; failures become events. False if any failed."""
     ok = True
     for effect, op, label in steps:
-        failed: list[Event] | None = None
+        failed: list[ErrorRecord] | None = None
         if op is not None:
             failed = run_sync((op,), tracker.state, tracker.writer, phase, tracker.turn,
                               workflow, kind=kind)
@@ -308,7 +308,7 @@ def _run(
                     for key in effect.keys:
                         tracker.writer.unset(key)
             except Exception as exc:
-                failed = [Event(kind, phase, tracker.turn, f"{type(exc).__name__}: {exc}",
+                failed = [ErrorRecord(kind, phase, tracker.turn, f"{type(exc).__name__}: {exc}",
                                 label, effect.position)]
         if failed:
             tracker.events.extend(failed)
@@ -389,7 +389,7 @@ class _Wiring:
         tracker = tracker_of(ev.model)
         result = guard.evaluate(tracker.state, tracker.guard_context(ev.state.name))
         if result.error is not None:
-            tracker.events.append(Event("guard_error", phase, tracker.turn,
+            tracker.events.append(ErrorRecord("guard_error", phase, tracker.turn,
                                         f"{guard.source}: {result.error}", source, position))
         return result.value
 
@@ -471,7 +471,7 @@ class _Wiring:
                 try:
                     tracker.writer.unset(key)
                 except Exception as exc:
-                    tracker.events.append(Event("effect_error", name, tracker.turn,
+                    tracker.events.append(ErrorRecord("effect_error", name, tracker.turn,
                                                 f"{type(exc).__name__}: {exc}",
                                                 "clear_on_enter"))
             if wiring.enter:

@@ -13,26 +13,62 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, NamedTuple
 
 from phaseflow.expr import Guard
 from phaseflow.machine.effects import SET, Op, compile_effect, compile_effects
 from phaseflow.machine.results import GuardTrigger
 from phaseflow.spec.model import Navigation, Phase, Position, Tool, Workflow
 
-__all__ = ["AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "index_for"]
+__all__ = [
+    "AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "PlainWrite", "Prep", "index_for",
+]
 
 _GLOB = frozenset("*?[")
 
-#: ``(transition index, when or None, target name, the trigger to record, target phase
-#: or None when no such phase)``.
-AutoEdge = tuple[int, Guard | None, str, GuardTrigger, Phase | None]
-#: ``(key, value, label, position)`` of an effect list made only of scalar ``set``s.
-Plain = tuple[tuple[str, Any, str, Position | None], ...]
-#: ``(transition index, when or None, target)``.
-ModelEdge = tuple[int, Guard | None, str]
-#: ``(name, compiled effect, produces)``.
-Prep = tuple[str, Op, tuple[str, ...]]
+class AutoEdge(NamedTuple):
+    """An ``auto`` transition of a phase, with what a boundary needs to take it."""
+
+    #: the transition's number in the phase's list (0-based, in the order written; a
+    #: tuple's ``index`` is a method, hence the name)
+    number: int
+    when: Guard | None
+    #: the target's name
+    to: str
+    #: the trigger a boundary records when it takes this edge
+    trigger: GuardTrigger
+    #: the target phase, ``None`` when there is no such phase
+    target: Phase | None
+
+
+class ModelEdge(NamedTuple):
+    """A ``model`` transition of a phase (taken only when the model asks for it)."""
+
+    number: int
+    when: Guard | None
+    to: str
+    target: Phase | None
+
+
+class PlainWrite(NamedTuple):
+    """One write of an effect list made only of scalar ``set``s (run inline)."""
+
+    key: str
+    value: Any
+    label: str
+    position: Position | None
+
+
+#: An effect list made only of scalar ``set``s, flattened.
+Plain = tuple[PlainWrite, ...]
+
+
+class Prep(NamedTuple):
+    """A compiled preparation."""
+
+    name: str
+    op: Op
+    produces: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +113,15 @@ def expand_tools(
 def _plain(ops: tuple[Op, ...]) -> Plain | None:
     """The flat list of writes when every op is a ``set`` of scalars (the common case,
     run inline by the machine), else ``None``."""
-    pairs: list[tuple[str, Any, str, Position | None]] = []
-    for kind, payload, label, position in ops:
-        if kind != SET:
+    writes: list[PlainWrite] = []
+    for op in ops:
+        if op.kind != SET:
             return None
-        for key, value, needs_copy in payload:
-            if needs_copy:
+        for item in op.payload:
+            if item.needs_copy:
                 return None
-            pairs.append((key, value, label, position))
-    return tuple(pairs)
+            writes.append(PlainWrite(item.key, item.value, op.label, op.position))
+    return tuple(writes)
 
 
 class MachineIndex:
@@ -144,18 +180,19 @@ class MachineIndex:
         registry = self.registry
         auto: list[AutoEdge] = []
         model: list[ModelEdge] = []
+        phases = self.phases
         for i, t in enumerate(phase.transitions):
             if t.trigger == "model":
-                model.append((i, t.when, t.to))
+                model.append(ModelEdge(i, t.when, t.to, phases.get(t.to)))
             else:
-                auto.append((i, t.when, t.to, GuardTrigger(i), self.phases.get(t.to)))
+                auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), phases.get(t.to)))
         exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
         enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
         prepare = tuple(
-            (p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
+            Prep(p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
             for p in phase.prepare
         )
-        prepare_async = any(op[0] == 2 and op[1][2] for _, op, _ in prepare)
+        prepare_async = any(p.op.is_async for p in prepare)
         tools = expand_tools(phase.tools, self.catalogue)
         patterns: tuple[str, ...] = ()
         if tools is not None and self.catalogue is None:

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr import GuardContext
@@ -28,7 +28,7 @@ from phaseflow.machine.results import (
     MODEL_REQUEST,
     Blocked,
     BoundaryResult,
-    Event,
+    ErrorRecord,
     HistoryRecord,
     ProgrammaticTrigger,
     Ready,
@@ -49,8 +49,11 @@ HISTORY_LIMIT = 100
 #: How many events the machine's trace keeps.
 TRACE_LIMIT = 100
 
-#: ``(edge, missing)``: the internal form of Ready (``missing == ()``) and Blocked.
-_Scan = tuple[AutoEdge, tuple[str, ...]]
+class _Scan(NamedTuple):
+    """The internal form of Ready (``missing == ()``) and Blocked."""
+
+    edge: AutoEdge
+    missing: tuple[str, ...]
 
 
 class _LiveContext(GuardContext):
@@ -155,7 +158,7 @@ class PhaseMachine:
         self._current = initial
         self._entered_at = self._clock()
         self._history: deque[HistoryRecord] | None = None
-        self._trace: deque[Event] | None = None
+        self._trace: deque[ErrorRecord] | None = None
         self._visits: dict[str, int] = {initial: 1}
         self._turn = 0
         self._turns_in_phase = 0
@@ -244,7 +247,7 @@ class PhaseMachine:
         return tuple(self._history) if self._history is not None else ()
 
     @property
-    def trace(self) -> tuple[Event, ...]:
+    def trace(self) -> tuple[ErrorRecord, ...]:
         """The last :data:`TRACE_LIMIT` error events (guard and effect failures)."""
         return tuple(self._trace) if self._trace is not None else ()
 
@@ -327,21 +330,21 @@ class PhaseMachine:
         info: PhaseInfo,
         state: Mapping[str, Any],
         ctx: GuardContext,
-        events: list[Event] | None,
+        events: list[ErrorRecord] | None,
     ) -> _Scan | None:
         """The spec's order of checks over the current phase's ``auto`` transitions.
 
         ``events``, when given, collects guard run-time errors (pure callers pass None).
         """
         for edge in info.auto:
-            when = edge[1]
+            when = edge.when
             if when is not None:
                 r = when.evaluate(state, ctx)
                 if not r.value:
                     if r.error is not None and events is not None:
-                        events.append(self._guard_event(info, edge[0], r.error))
+                        events.append(self._guard_event(info, edge.number, r.error))
                     continue
-            target = edge[4]
+            target = edge.target
             if target is None:
                 continue
             guard = target.guard
@@ -356,30 +359,31 @@ class PhaseMachine:
                 missing = tuple(k for k in requires if state.get(k) is None)
                 if missing:
                     if target.prepare:
-                        return (edge, missing)
+                        return _Scan(edge, missing)
                     continue
-            return (edge, ())
+            return _Scan(edge, ())
         return None
 
     def _rescan(
-        self, info: PhaseInfo, state: Mapping[str, Any], ctx: GuardContext, events: list[Event]
+        self, info: PhaseInfo, state: Mapping[str, Any], ctx: GuardContext,
+        events: list[ErrorRecord],
     ) -> _Scan | None:
         """The second evaluation of a boundary (after preparations): a guard error that the
         first one already reported is not reported twice."""
-        again: list[Event] = []
+        again: list[ErrorRecord] = []
         found = self._scan(info, state, ctx, again)
         events.extend(e for e in again if e not in events)
         return found
 
-    def _guard_event(self, info: PhaseInfo, index: int, error: str) -> Event:
+    def _guard_event(self, info: PhaseInfo, index: int, error: str) -> ErrorRecord:
         t = info.phase.transitions[index]
-        return Event("guard_error", info.phase.name, self._turn,
+        return ErrorRecord("guard_error", info.phase.name, self._turn,
                      f"{t.when.source if t.when else ''}: {error}",
                      f"transitions[{index}].when", t.position)
 
-    def _entry_guard_event(self, target: Phase, error: str) -> Event:
+    def _entry_guard_event(self, target: Phase, error: str) -> ErrorRecord:
         source = target.guard.source if target.guard else ""
-        return Event("guard_error", target.name, self._turn, f"{source}: {error}", "guard",
+        return ErrorRecord("guard_error", target.name, self._turn, f"{source}: {error}", "guard",
                      target.position)
 
     def evaluate_for_transition(self, state: Mapping[str, Any]) -> Ready | Blocked | None:
@@ -399,8 +403,8 @@ class PhaseMachine:
             return None
         edge, missing = found
         if missing:
-            return Blocked(edge[2], edge[0], missing)
-        return Ready(edge[2], edge[0])
+            return Blocked(edge.to, edge.number, missing)
+        return Ready(edge.to, edge.number)
 
     def evaluate(self, state: Mapping[str, Any]) -> tuple[str, int] | None:
         """Pure: ``(target, transition_index)`` of the first ``auto`` transition that is
@@ -415,14 +419,14 @@ class PhaseMachine:
         target: str,
         state: Mapping[str, Any],
         ctx: GuardContext,
-        events: list[Event] | None = None,
+        events: list[ErrorRecord] | None = None,
     ) -> bool:
         """Is there a ``model`` transition of the current phase to ``target`` whose
         ``when`` holds? ``events``, when given, collects guard run-time errors."""
         info = self._info()
         if info is None or info.phase.terminal:
             return False
-        for index, when, to in info.model:
+        for index, when, to, _ in info.model:
             if to != target:
                 continue
             if when is None:
@@ -439,7 +443,7 @@ class PhaseMachine:
         target: Phase,
         state: Mapping[str, Any],
         ctx: GuardContext,
-        events: list[Event] | None = None,
+        events: list[ErrorRecord] | None = None,
     ) -> tuple[str, ...] | None:
         """``None`` when the entry guard is false, else the absent required keys."""
         if target.guard is not None:
@@ -464,7 +468,7 @@ class PhaseMachine:
 
     # -- bookkeeping shared by both flavours ------------------------------------------------
 
-    def _record(self, events: list[Event] | None) -> tuple[Event, ...]:
+    def _record(self, events: list[ErrorRecord] | None) -> tuple[ErrorRecord, ...]:
         if not events:
             return ()
         trace = self._trace
@@ -490,7 +494,7 @@ class PhaseMachine:
     def _count(self, record: HistoryRecord) -> None:
         """Count the visit of the phase entered and append its history record."""
         visits = self._visits
-        target = record[1]
+        target = record.to_phase
         visits[target] = visits.get(target, 0) + 1
         history = self._history
         if history is None:
@@ -510,13 +514,13 @@ class PhaseMachine:
         })
 
     @staticmethod
-    def _clear(keys: tuple[str, ...], writer: Writer, phase: str, turn: int) -> list[Event]:
-        events: list[Event] = []
+    def _clear(keys: tuple[str, ...], writer: Writer, phase: str, turn: int) -> list[ErrorRecord]:
+        events: list[ErrorRecord] = []
         for key in keys:
             try:
                 writer.unset(key)
             except Exception as exc:
-                events.append(Event("effect_error", phase, turn,
+                events.append(ErrorRecord("effect_error", phase, turn,
                                     f"{type(exc).__name__}: {exc}", "clear_on_enter"))
         return events
 
@@ -528,7 +532,7 @@ class PhaseMachine:
         state: Mapping[str, Any],
         turn: int,
         trigger: TransitionTrigger,
-        events: list[Event] | None,
+        events: list[ErrorRecord] | None,
     ) -> TransitionResult:
         phase = tinfo.phase
         render = partial(self._render, phase, state, turn) if phase.instructions else None
@@ -565,7 +569,7 @@ class PhaseMachine:
         turn: int,
         trigger: TransitionTrigger,
         transcript: Any,
-        events: list[Event] | None,
+        events: list[ErrorRecord] | None,
     ) -> TransitionResult:
         source = self._current
         info = self._info()
@@ -607,10 +611,10 @@ class PhaseMachine:
 
     @staticmethod
     def _write_failed(
-        events: list[Event] | None, phase: str, turn: int, exc: Exception, label: str,
+        events: list[ErrorRecord] | None, phase: str, turn: int, exc: Exception, label: str,
         position: Position | None,
-    ) -> list[Event]:
-        event = Event("effect_error", phase, turn, f"{type(exc).__name__}: {exc}", label,
+    ) -> list[ErrorRecord]:
+        event = ErrorRecord("effect_error", phase, turn, f"{type(exc).__name__}: {exc}", label,
                       position)
         return [*(events or ()), event]
 
@@ -622,7 +626,7 @@ class PhaseMachine:
         turn: int,
         trigger: TransitionTrigger,
         transcript: Any,
-        events: list[Event] | None,
+        events: list[ErrorRecord] | None,
     ) -> TransitionResult:
         source = self._current
         info = self._info()
@@ -706,7 +710,7 @@ class PhaseMachine:
 
     def _prepare_sync(
         self, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
-        ran: list[str], events: list[Event],
+        ran: list[str], events: list[ErrorRecord],
     ) -> bool:
         """Run the preparations that still have something to produce; False on failure."""
         name = self._index.name
@@ -724,7 +728,7 @@ class PhaseMachine:
 
     async def _prepare_async(
         self, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
-        ran: list[str], events: list[Event],
+        ran: list[str], events: list[ErrorRecord],
     ) -> bool:
         name = self._index.name
         target = tinfo.phase.name
@@ -746,7 +750,7 @@ class PhaseMachine:
         tinfo = self._index.info(target)
         if tinfo is None:
             return False
-        events: list[Event] = []
+        events: list[ErrorRecord] = []
         ok = self._prepare_sync(tinfo, state, writer_for(state, writer), self._turn, [], events)
         self._record(events)
         return ok
@@ -761,7 +765,7 @@ class PhaseMachine:
         tinfo = self._index.info(target)
         if tinfo is None:
             return False
-        events: list[Event] = []
+        events: list[ErrorRecord] = []
         w = writer_for(state, writer)
         if tinfo.prepare_async:
             ok = await self._prepare_async(tinfo, state, w, self._turn, [], events)
@@ -773,7 +777,7 @@ class PhaseMachine:
     # -- model requests --------------------------------------------------------------------
 
     def _request_target(
-        self, target: str, state: Mapping[str, Any], events: list[Event] | None = None
+        self, target: str, state: Mapping[str, Any], events: list[ErrorRecord] | None = None
     ) -> tuple[PhaseInfo, tuple[str, ...]] | None:
         """The target and its absent required keys when the model may ask for it (with
         preparations to run if keys are absent), else ``None``. Guard run-time errors go
@@ -800,7 +804,7 @@ class PhaseMachine:
     ) -> TransitionResult | None:
         """:meth:`take_request` without an event loop."""
         self._turn = turn
-        events: list[Event] = []
+        events: list[ErrorRecord] = []
         found = self._request_target(target, state, events)
         if found is None:
             self._record(events)
@@ -816,13 +820,16 @@ class PhaseMachine:
         return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, events)
 
     def _still_requestable(
-        self, target: str, state: Mapping[str, Any], events: list[Event]
+        self, target: str, state: Mapping[str, Any], events: list[ErrorRecord]
     ) -> bool:
         """After a request's preparations ran: may the model still move (``when``, entry
         guard and ``requires`` all hold now)? Checked again because a preparation may have
         changed what they read, exactly as a turn boundary evaluates again."""
         found = self._request_target(target, state, events)
-        return found is not None and not found[1]
+        if found is None:
+            return False
+        _tinfo, missing = found
+        return not missing
 
     async def take_request(
         self,
@@ -838,7 +845,7 @@ class PhaseMachine:
         preparations, they run first and everything is checked again, as at a turn
         boundary. Taken with a model trigger."""
         self._turn = turn
-        events: list[Event] = []
+        events: list[ErrorRecord] = []
         found = self._request_target(target, state, events)
         if found is None:
             self._record(events)
@@ -880,7 +887,7 @@ class PhaseMachine:
         if not info.auto or info.phase.terminal:
             return BoundaryResult("stayed", self._current, turn)
         view = state._data if type(state) is State else state
-        events: list[Event] = []
+        events: list[ErrorRecord] = []
         ctx = self._live or self._ctx()
         found = self._scan(info, view, ctx, events)
         if found is None:
@@ -892,22 +899,22 @@ class PhaseMachine:
             writer = state if type(state) is State else writer_for(state, None)
         assert writer is not None
         ran: list[str] | None = None
-        if found[1]:
+        if found.missing:
             ran = []
-            tinfo = self._index.info(found[0][2])
+            tinfo = self._index.info(found.edge.to)
             assert tinfo is not None
             self._prepare_sync(tinfo, view, writer, turn, ran, events)
             found = self._rescan(info, view, ctx, events)
             if found is None:
                 return BoundaryResult("stayed", self._current, turn,
                                       preparations=tuple(ran), events=self._record(events))
-            if found[1]:
-                return BoundaryResult("blocked", self._current, turn, None, found[0][2],
-                                      found[1], tuple(ran), self._record(events))
-        edge = found[0]
-        tinfo = self._index.info(edge[2])
+            if found.missing:
+                return BoundaryResult("blocked", self._current, turn, None, found.edge.to,
+                                      found.missing, tuple(ran), self._record(events))
+        edge = found.edge
+        tinfo = self._index.info(edge.to)
         assert tinfo is not None
-        result = self._do_transition(tinfo, state, writer, turn, edge[3], None, events)
+        result = self._do_transition(tinfo, state, writer, turn, edge.trigger, None, events)
         moved: BoundaryResult = _new_tuple(BoundaryResult, (
             "transitioned", tinfo.phase.name, turn, result, None, (),
             tuple(ran) if ran else (), result.events))
@@ -927,27 +934,27 @@ class PhaseMachine:
         self._turns_in_phase += 1
         if info.phase.terminal or not info.auto:
             return BoundaryResult("stayed", self._current, turn)
-        events: list[Event] = []
+        events: list[ErrorRecord] = []
         found = self._scan(info, state, self._ctx(), events)
         if found is None:
             return BoundaryResult("stayed", self._current, turn, events=self._record(events))
         w = writer_for(state, writer)
         ran: list[str] = []
-        if found[1]:
-            tinfo = self._index.info(found[0][2])
+        if found.missing:
+            tinfo = self._index.info(found.edge.to)
             assert tinfo is not None
             await self._prepare_async(tinfo, state, w, turn, ran, events)
             found = self._rescan(info, state, self._ctx(), events)
             if found is None:
                 return BoundaryResult("stayed", self._current, turn,
                                       preparations=tuple(ran), events=self._record(events))
-            if found[1]:
-                return BoundaryResult("blocked", self._current, turn, None, found[0][2],
-                                      found[1], tuple(ran), self._record(events))
-        edge = found[0]
-        tinfo = self._index.info(edge[2])
+            if found.missing:
+                return BoundaryResult("blocked", self._current, turn, None, found.edge.to,
+                                      found.missing, tuple(ran), self._record(events))
+        edge = found.edge
+        tinfo = self._index.info(edge.to)
         assert tinfo is not None
-        result = await self._do_transition_async(tinfo, state, w, turn, edge[3], None, events)
+        result = await self._do_transition_async(tinfo, state, w, turn, edge.trigger, None, events)
         return BoundaryResult("transitioned", tinfo.phase.name, turn, result,
                               preparations=tuple(ran), events=result.events)
 
@@ -960,7 +967,7 @@ class PhaseMachine:
         if cached is None:
             cached = info.exit_async
             for edge in info.auto:
-                tinfo = index.info(edge[2])
+                tinfo = index.info(edge.to)
                 if tinfo is not None and (tinfo.enter_async or tinfo.prepare_async):
                     cached = True
             index.boundary_async[name] = cached

@@ -1,4 +1,5 @@
-"""Values the machine returns: triggers, evaluation outcomes, history, events, results.
+"""Values the machine returns: triggers, evaluation outcomes, history, error records,
+results.
 
 Every domain outcome is a value, never an exception: a false guard, a blocked target, a
 failing host callable. The classes are slotted and frozen so that results can be kept,
@@ -17,8 +18,8 @@ __all__ = [
     "MODEL_REQUEST",
     "Blocked",
     "BoundaryResult",
-    "Event",
-    "EventKind",
+    "ErrorKind",
+    "ErrorRecord",
     "GuardTrigger",
     "HistoryRecord",
     "ModelTrigger",
@@ -92,7 +93,7 @@ class Blocked:
     missing: tuple[str, ...]
 
 
-# --- history and events -------------------------------------------------------------------
+# --- history and error records ---------------------------------------------------------
 
 
 _RECORD_KEYS = {
@@ -142,12 +143,14 @@ class HistoryRecord(NamedTuple):
         }
 
 
-EventKind = Literal["guard_error", "effect_error", "preparation_failed"]
+#: What went wrong (see :class:`ErrorRecord`).
+ErrorKind = Literal["guard_error", "effect_error", "preparation_failed"]
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    """Something that went wrong without stopping the machine.
+class ErrorRecord:
+    """Something that went wrong without stopping the machine (an entry of the machine's
+    ``trace`` and of a result's ``events``).
 
     ``guard_error``: a guard hit a run-time type error and counted as false.
     ``effect_error``: an effect failed (a ``call`` raised, or names no registered
@@ -157,7 +160,7 @@ class Event:
     load_policy``) and ``position`` is where it was written, when known.
     """
 
-    kind: EventKind
+    kind: ErrorKind
     phase: str
     turn: int
     message: str
@@ -199,7 +202,7 @@ class TransitionResult:
         trigger: TransitionTrigger,
         turn: int,
         record: HistoryRecord,
-        events: tuple[Event, ...] = (),
+        events: tuple[ErrorRecord, ...] = (),
         render: Callable[[], str | None] | None = None,
     ) -> None:
         self.from_phase = from_phase
@@ -249,7 +252,7 @@ class BoundaryResult(NamedTuple):
     target: str | None = None
     missing: tuple[str, ...] = ()
     preparations: tuple[str, ...] = ()
-    events: tuple[Event, ...] = ()
+    events: tuple[ErrorRecord, ...] = ()
 
     @property
     def transitioned(self) -> bool:
