@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from phaseflow.expr import Guard
 from phaseflow.machine.effects import SET, Op, compile_effect, compile_effects
 from phaseflow.machine.results import GuardTrigger
+from phaseflow.spec.edges import decided_by_when
 from phaseflow.spec.model import Navigation, Phase, Position, Tool, Workflow
 
 __all__ = [
@@ -39,6 +40,8 @@ class AutoEdge(NamedTuple):
     trigger: GuardTrigger
     #: the target phase, ``None`` when there is no such phase
     target: Phase | None
+    #: ``phaseflow.spec.edges.decided_by_when(target)``: only ``when`` decides this edge
+    by_when: bool
 
 
 class ModelEdge(NamedTuple):
@@ -130,10 +133,10 @@ class MachineIndex:
 
     __slots__ = (
         "__weakref__",
-        "_info",
         "boundary_async",
         "catalogue",
         "description",
+        "entries",
         "name",
         "navigation",
         "phases",
@@ -156,24 +159,26 @@ class MachineIndex:
         self.navigation = navigation if navigation is not None else Navigation()
         self.name = name
         self.description = description
-        self._info: dict[str, PhaseInfo] = {}
+        #: the entries filled so far, by phase name (read it with ``.get`` on a hot path and
+        #: fall back to :meth:`info`, which fills it)
+        self.entries: dict[str, PhaseInfo] = {}
         #: phase name -> may a turn boundary from it run an async callable?
         self.boundary_async: dict[str, bool] = {}
 
     def info(self, name: str) -> PhaseInfo | None:
         """The precomputed entry of phase ``name``, or ``None`` if there is no such phase."""
         try:
-            return self._info[name]
+            return self.entries[name]
         except KeyError:
             phase = self.phases.get(name)
             if phase is None:
                 return None
-            info = self._info[name] = self._compile(phase)
+            info = self.entries[name] = self._compile(phase)
             return info
 
     def forget(self) -> None:
         """Drop every entry (a phase was replaced: entries refer to their targets)."""
-        self._info.clear()
+        self.entries.clear()
         self.boundary_async.clear()
 
     def _compile(self, phase: Phase) -> PhaseInfo:
@@ -185,7 +190,9 @@ class MachineIndex:
             if t.trigger == "model":
                 model.append(ModelEdge(i, t.when, t.to, phases.get(t.to)))
             else:
-                auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), phases.get(t.to)))
+                target = phases.get(t.to)
+                auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), target,
+                                     decided_by_when(target)))
         exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
         enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
         prepare = tuple(

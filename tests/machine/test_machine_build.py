@@ -113,6 +113,6 @@ def test_machine_from_a_large_workflow_is_cheap() -> None:
     """Making a machine must not be O(phases): the per-phase entries are filled lazily."""
     wf = chain(1000)
     m = wf.machine()
-    assert len(m.index._info) == 0
+    assert len(m._index.entries) == 0
     m.advance_sync({"go": True}, turn=1)
-    assert len(m.index._info) <= 3
+    assert len(m._index.entries) <= 3
