@@ -28,6 +28,7 @@ from phaseflow.errors import ConfigError
 from phaseflow.expr import GuardContext
 from phaseflow.machine.effects import Op, run_async, run_sync
 from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, Plain, Prep, index_for
+from phaseflow.machine.navigation import Whereabouts, describe, facts
 from phaseflow.machine.results import (
     MODEL_REQUEST,
     Blocked,
@@ -950,24 +951,32 @@ class PhaseMachine:
             return None
         return self._render(info.phase, state, self._turn)
 
+    def whereabouts(self) -> Whereabouts:
+        """Where the conversation is now, as a frozen value: what the navigation block is
+        built from."""
+        index = self._index
+        return Whereabouts(
+            current=self._current,
+            phase=index.phases.get(self._current),
+            phases=index.phases,
+            history=self.history,
+            tools=self.active_tools(),
+            context=self.guard_context(),
+            turn=self._turn,
+            navigation=index.navigation,
+            workflow_name=index.name,
+            workflow_description=index.description,
+        )
+
     def describe_navigation(self, state: Mapping[str, Any]) -> str:
         """The navigation block for ``state`` (the workflow's ``navigation.template`` if it
         has one, else the default block). Pure."""
-        from phaseflow.machine.navigation import describe
-
-        return describe(self, state)
+        return describe(self.whereabouts(), state)
 
     def navigation_facts(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The structured facts the navigation block is rendered from (what a
         ``navigation.template`` sees)."""
-        from phaseflow.machine.navigation import facts
-
-        return facts(self, state)
-
-    @property
-    def index(self) -> MachineIndex:
-        """The shared lookups (internal; for the navigation renderer and tooling)."""
-        return self._index
+        return facts(self.whereabouts(), state)
 
     def __repr__(self) -> str:
         return f"<PhaseMachine {self._index.name or 'in-code'} at {self._current!r}>"

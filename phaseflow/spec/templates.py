@@ -100,6 +100,7 @@ NAVIGATION_NAMES = INSTRUCTION_NAMES | {
     "goal",
     "previous",
     "still_needed",
+    "collect",
     "missing_requires",
     "tools",
     "next",

@@ -73,7 +73,7 @@ def test_current_phase_is_none_for_an_unregistered_phase() -> None:
 def test_from_workflow_shares_phases_and_index() -> None:
     wf = chain(5)
     a, b = wf.machine(), PhaseMachine.from_workflow(wf)
-    assert a.index is b.index
+    assert a._index is b._index
     assert a.current_phase is wf.phases["p0"]
     assert a.workflow is wf
 
