@@ -131,7 +131,6 @@ from phaseflow.spec.model import (
     CallEffect,
     Effect,
     Phase,
-    Position,
     SetEffect,
     UnsetEffect,
     Workflow,
@@ -341,7 +340,6 @@ class _Edge:
     index: int
     when: Guard | None
     target: Phase
-    position: Position | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +369,7 @@ class _Wiring:
                     raise ConfigError(
                         f"phase {name!r}, transition {i}: target {t.to!r} is not a phase"
                     )
-                edge = _Edge(i, t.when, target, t.position)
+                edge = _Edge(i, t.when, target)
                 if t.trigger == "model":
                     model.setdefault(t.to, []).append(edge)
                 else:
