@@ -56,11 +56,6 @@ HISTORY_LIMIT = 100
 #: How many error records the machine's trace keeps.
 TRACE_LIMIT = 100
 
-#: What the first step of a boundary found: the current phase's entry, the state as guards
-#: read it, the errors so far, and the edge to take or prepare with its status.
-_Opened = tuple[PhaseInfo, Mapping[str, Any], list[ErrorRecord], AutoEdge, EdgeStatus]
-
-
 def _joined(
     errors: list[ErrorRecord] | None, more: list[ErrorRecord] | None
 ) -> list[ErrorRecord] | None:
@@ -820,33 +815,34 @@ class PhaseMachine:
         self._turn = turn
         self._turns_in_phase += 1
 
-    def _open_boundary(self, state: Mapping[str, Any], turn: int) -> _Opened | BoundaryResult:
+    def _open_boundary(
+        self, view: Mapping[str, Any], turn: int, errors: list[ErrorRecord]
+    ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
         """The first step of a boundary, shared by both flavours: count it, then find the
-        first ``auto`` edge that is ready or preparable. Returns the boundary's result
-        when there is none (stayed)."""
+        first ``auto`` edge that is ready or preparable (``view``: the state as guards read
+        it; guard errors go to ``errors``). Returns the boundary's result when there is
+        none (stayed)."""
         self._turn = turn
         self._turns_in_phase += 1
         info = self._cur or self._info()
         if info is None or not info.auto or info.phase.terminal:
             return BoundaryResult("stayed", self._current, turn)
-        view = state._data if type(state) is State else state  # guards read the dict
-        errors: list[ErrorRecord] = []
         found = self._scan(info, view, self._live or self._ctx(), errors)
         if found is None:
             stayed: BoundaryResult = _new_tuple(BoundaryResult, (
                 "stayed", self._current, turn, None, None, (), (),
                 self._record(errors) if errors else ()))
             return stayed
-        edge, status = found
-        return info, view, errors, edge, status
+        return found
 
     def _reopen_boundary(
-        self, info: PhaseInfo, view: Mapping[str, Any], errors: list[ErrorRecord],
-        ran: list[str],
+        self, view: Mapping[str, Any], errors: list[ErrorRecord], ran: list[str]
     ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
         """The step after a boundary's preparations, shared by both flavours: evaluate once
         more (a guard error the first evaluation reported is not reported twice). Returns
         the edge to take, or the boundary's result (stayed or blocked)."""
+        info = self._cur
+        assert info is not None  # the boundary was opened from it
         again: list[ErrorRecord] = []
         found = self._scan(info, view, self._ctx(), again)
         errors.extend(e for e in again if e not in errors)
@@ -874,10 +870,12 @@ class PhaseMachine:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
-        opened = self._open_boundary(state, turn)
+        view = state._data if type(state) is State else state  # guards read the dict
+        errors: list[ErrorRecord] = []
+        opened = self._open_boundary(view, turn, errors)
         if isinstance(opened, BoundaryResult):
             return opened
-        info, view, errors, edge, status = opened
+        edge, status = opened
         if writer is None:
             writer = state if type(state) is State else writer_for(state, None)
         ran: list[str] | None = None
@@ -886,7 +884,7 @@ class PhaseMachine:
             tinfo = self._index.info(edge.to)
             assert tinfo is not None  # an edge that is not closed has a target
             self._prepare_sync(tinfo, view, writer, turn, ran, errors)
-            again = self._reopen_boundary(info, view, errors, ran)
+            again = self._reopen_boundary(view, errors, ran)
             if isinstance(again, BoundaryResult):
                 return again
             edge, status = again
@@ -905,18 +903,19 @@ class PhaseMachine:
         info = self._info()
         if info is None or not self._boundary_may_await(info):
             return self.advance_sync(state, writer, turn=turn)
-        opened = self._open_boundary(state, turn)
+        errors: list[ErrorRecord] = []
+        opened = self._open_boundary(state, turn, errors)
         if isinstance(opened, BoundaryResult):
             return opened
-        info, view, errors, edge, status = opened
+        edge, status = opened
         w = writer_for(state, writer)
         ran: list[str] | None = None
         if status.missing:
             ran = []
             tinfo = self._index.info(edge.to)
             assert tinfo is not None  # an edge that is not closed has a target
-            await self._prepare_async(tinfo, view, w, turn, ran, errors)
-            again = self._reopen_boundary(info, view, errors, ran)
+            await self._prepare_async(tinfo, state, w, turn, ran, errors)
+            again = self._reopen_boundary(state, errors, ran)
             if isinstance(again, BoundaryResult):
                 return again
             edge, status = again
