@@ -754,8 +754,10 @@ class PhaseMachine:
         changed what they read, exactly as a turn boundary evaluates again. Records the
         errors when it may not."""
         found = self._request_target(target, state, errors)
-        if found is not None and found[1].verdict == "ready":
-            return True
+        if found is not None:
+            _tinfo, status = found
+            if status.verdict == "ready":
+                return True
         self._record(errors)
         return False
 

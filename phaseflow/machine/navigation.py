@@ -1,8 +1,11 @@
 """The navigation block: what the model is told about where it is and where it can go.
 
 Built in two steps so that the default text and a workflow's ``navigation.template`` say
-the same thing: :func:`facts` collects structured facts from the machine and the state,
-and :func:`format_block` (or the template) turns them into text. Both are pure.
+the same thing: :func:`facts` collects structured facts from a :class:`Whereabouts` (what
+the machine hands over: this module never imports the machine) and the state, and
+:func:`format_block` (or the template) turns them into text. Both are pure. What each
+transition waits for is read from :func:`phaseflow.spec.edges.check_edge`, the rule the
+machine moves by.
 
 Rules where the spec leaves a choice (also in docs/embedding.md):
 
@@ -22,7 +25,10 @@ Rules where the spec leaves a choice (also in docs/embedding.md):
   required keys (or entry guard keys) are what it waits for, or its false entry guard is
   shown as ``(when: <guard>)``;
 * a ``model`` transition that is not ready says ``then you may ask for this``;
-* a phase whose tool list is empty shows ``Tools: none``.
+* a phase whose tool list is empty shows ``Tools: none``;
+* the current phase's ``collect`` keys that are still absent follow ``Still needed`` on
+  one line, ``You may record: k1, k2`` (in the order written), and are a template's
+  ``collect``.
 """
 
 from __future__ import annotations
