@@ -27,20 +27,24 @@ What :func:`build_machine` builds
   - a ``model`` transition is added under the trigger ``request_<target>``
     (:func:`request_trigger`).
 
-  The conditions of a transition to ``T`` are, in this order: (auto only, and only when an
+  The conditions of a transition are, in this order: (auto only, and only when an
   earlier ``auto`` transition of the phase goes to a phase with preparations) no earlier
-  ``auto`` transition is *blocked* (``when`` true, ``T'``'s entry guard true, some of
-  ``T'``'s ``requires`` absent, ``T'`` has preparations: phaseflow stops there); the
-  transition's ``when``; ``T``'s entry ``guard``; every key of ``T``'s ``requires``
-  present. Guards are the compiled :class:`~phaseflow.expr.Guard` objects, evaluated
-  against the tracker's state with a :class:`~phaseflow.expr.GuardContext` made from the
-  tracker's counters (``phase`` is the current phase, also for entry guards, as in
-  phaseflow). A run-time guard error makes the condition false and is recorded as a
-  ``guard_error`` :class:`~phaseflow.machine.Event`.
-* Each state's ``on_exit`` runs the phase's ``on_exit`` effects; its ``on_enter`` counts
-  the visit, appends a :class:`~phaseflow.machine.HistoryRecord`, restarts the phase's
-  timer and ``turns_in_phase``, removes the ``clear_on_enter`` keys and runs the phase's
-  ``on_enter`` effects - the order phaseflow uses. A self-transition exits and re-enters.
+  ``auto`` transition is *preparable* (phaseflow stops there); then the transition itself
+  is ready by :func:`phaseflow.spec.edges.check_edge` (its ``when``, the target's entry
+  ``guard``, every key of the target's ``requires`` present: the edge rule phaseflow uses),
+  one condition named after those checks (``state.x == 1 and b.guard: ... and
+  b.requires: k``), none when the edge is always ready. Guards are the compiled
+  :class:`~phaseflow.expr.Guard` objects, evaluated against the tracker's state with a
+  :class:`~phaseflow.expr.GuardContext` made from the tracker's counters (``phase`` is the
+  current phase, also for entry guards, as in phaseflow). A run-time guard error makes the
+  condition false and is recorded as a ``guard_error``
+  :class:`~phaseflow.machine.ErrorRecord`, as phaseflow records it.
+* Each state's ``on_exit`` runs the phase's ``on_exit`` effects; its ``on_enter`` appends
+  a :class:`~phaseflow.machine.HistoryRecord`, restarts the phase's timer and
+  ``turns_in_phase``, counts the visit, removes the ``clear_on_enter`` keys and runs the
+  phase's ``on_enter`` effects. (phaseflow counts the visit and appends the record after
+  the ``on_enter`` effects; effects see only the state, so no effect can tell.) A
+  self-transition exits and re-enters.
   ``set``/``unset`` write through the writer; ``call`` runs the registered callable
   through phaseflow's own effect runner (so it gets the same
   :class:`~phaseflow.machine.EffectContext`, its returned mapping is merged, and a failure
@@ -73,8 +77,8 @@ What it does NOT model
 * Turn counting happens only in :func:`turn_boundary`; the raw ``advance`` trigger and
   pytransitions' ``may_*`` checks do not count turns.
 * Preparations run only through :func:`turn_boundary` and :func:`request` (after a
-  request's preparations, as in phaseflow, only the ``requires`` are checked again: the
-  ``when`` and entry-guard conditions are passed by an internal event keyword).
+  request's preparations, as in phaseflow, every condition is checked again: a
+  preparation may have changed what the ``when`` or the entry guard reads).
   ``BoundaryResult``/``TransitionResult`` values are not produced: triggers return
   booleans, ``tracker.blocked`` holds the blocked target, ``tracker.preparations`` the
   names of the preparations the last boundary or request ran.
@@ -86,8 +90,8 @@ What it does NOT model
   callbacks, so counters and effects are not applied. Transitions a host adds itself
   (``machine.add_transition``) do run the phases' effects and are recorded with a
   :class:`~phaseflow.machine.ProgrammaticTrigger` labelled with the trigger's name.
-* ``tracker.events`` is not phaseflow's trace event for event: a guard error is recorded
-  each time a condition hits it (also from pure ``may_*`` checks, which phaseflow's pure
+* ``tracker.events`` does not match phaseflow's trace record for record: a guard error is
+  recorded each time a condition hits it (also from pure ``may_*`` checks, which phaseflow's pure
   ``evaluate`` never records), and not when the pre-scan for a blocked target hits it.
 * With ``ignore_invalid_triggers`` a raw trigger that is invalid in the current phase
   (``model.advance()`` in a terminal phase) returns False and pytransitions logs a warning;
@@ -102,7 +106,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr import Guard, GuardContext
@@ -110,8 +114,8 @@ from phaseflow.machine import (
     HISTORY_LIMIT,
     MODEL_REQUEST,
     TRACE_LIMIT,
-    Event,
-    EventKind,
+    ErrorKind,
+    ErrorRecord,
     GuardTrigger,
     HistoryRecord,
     ProgrammaticTrigger,
@@ -120,12 +124,13 @@ from phaseflow.machine import (
     Writer,
 )
 from phaseflow.machine.effects import Op, compile_effect, run_sync
+from phaseflow.machine.results import guard_error
 from phaseflow.machine.state import writer_for
+from phaseflow.spec.edges import always_ready, check_edge, missing_keys
 from phaseflow.spec.model import (
     CallEffect,
     Effect,
     Phase,
-    Position,
     SetEffect,
     UnsetEffect,
     Workflow,
@@ -206,7 +211,7 @@ class Tracker:
     turn: int = 0
     turns_in_phase: int = 0
     history: deque[HistoryRecord] = field(default_factory=lambda: deque(maxlen=HISTORY_LIMIT))
-    events: deque[Event] = field(default_factory=lambda: deque(maxlen=TRACE_LIMIT))
+    events: deque[ErrorRecord] = field(default_factory=lambda: deque(maxlen=TRACE_LIMIT))
     blocked: tuple[str, tuple[str, ...]] | None = None
     preparations: tuple[str, ...] = ()
     _wiring: _Wiring | None = field(default=None, repr=False)
@@ -288,13 +293,12 @@ def _run(
     phase: str,
     workflow: str,
     *,
-    kind: EventKind = "effect_error",
-    stop_on_error: bool = False,
+    kind: ErrorKind = "effect_error",
 ) -> bool:
     """Run ``steps`` in order; failures become events. False if any failed."""
     ok = True
     for effect, op, label in steps:
-        failed: list[Event] | None = None
+        failed: list[ErrorRecord] | None = None
         if op is not None:
             failed = run_sync((op,), tracker.state, tracker.writer, phase, tracker.turn,
                               workflow, kind=kind)
@@ -307,13 +311,11 @@ def _run(
                     for key in effect.keys:
                         tracker.writer.unset(key)
             except Exception as exc:
-                failed = [Event(kind, phase, tracker.turn, f"{type(exc).__name__}: {exc}",
+                failed = [ErrorRecord(kind, phase, tracker.turn, f"{type(exc).__name__}: {exc}",
                                 label, effect.position)]
         if failed:
             tracker.events.extend(failed)
             ok = False
-            if stop_on_error:
-                break
     return ok
 
 
@@ -326,8 +328,11 @@ def _named(fn: Callable[[Any], bool], name: str) -> Callable[[Any], bool]:
     return fn
 
 
-def _present(state: Mapping[str, Any], key: str) -> bool:
-    return state.get(key) is not None
+class _Blocked(NamedTuple):
+    """A target phaseflow would prepare, and its absent required keys."""
+
+    target: Phase
+    missing: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +340,6 @@ class _Edge:
     index: int
     when: Guard | None
     target: Phase
-    position: Position | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +369,7 @@ class _Wiring:
                     raise ConfigError(
                         f"phase {name!r}, transition {i}: target {t.to!r} is not a phase"
                     )
-                edge = _Edge(i, t.when, target, t.position)
+                edge = _Edge(i, t.when, target)
                 if t.trigger == "model":
                     model.setdefault(t.to, []).append(edge)
                 else:
@@ -385,33 +389,28 @@ class _Wiring:
 
     # -- conditions (pytransitions calls them with an EventData) --
 
-    def _guard(self, ev: Any, guard: Guard, phase: str, source: str,
-               position: Position | None) -> bool:
-        tracker = tracker_of(ev.model)
-        result = guard.evaluate(tracker.state, tracker.guard_context(ev.state.name))
-        if result.error is not None:
-            tracker.events.append(Event("guard_error", phase, tracker.turn,
-                                        f"{guard.source}: {result.error}", source, position))
-        return result.value
+    def edge(self, source_phase: str, edge: _Edge) -> Callable[[Any], bool]:
+        """The condition of one transition: :func:`~phaseflow.spec.edges.check_edge` says
+        it is ready (its ``when``, the target's entry guard, the target's ``requires``, in
+        that order). Named after the checks it makes, for pytransitions' diagrams."""
+        phase = self.workflow.phases[source_phase]
+        target = edge.target
 
-    def when(self, source_phase: str, edge: _Edge) -> Callable[[Any], bool]:
-        guard = edge.when
-        assert guard is not None
-        where = f"transitions[{edge.index}].when"
-        return _named(lambda ev: self._guard(ev, guard, source_phase, where, edge.position),
-                      guard.source)
+        def ready(ev: Any) -> bool:
+            tracker = tracker_of(ev.model)
+            status = check_edge(edge.when, target, tracker.state,
+                                tracker.guard_context(ev.state.name))
+            if status.error is not None:
+                tracker.events.append(guard_error(phase, edge.index, target, status.error,
+                                                  tracker.turn))
+            return status.verdict == "ready"
 
-    def entry_guard(self, target: Phase) -> Callable[[Any], bool]:
-        guard = target.guard
-        assert guard is not None
-        return _named(lambda ev: self._guard(ev, guard, target.name, "guard", target.position),
-                      f"{target.name}.guard: {guard.source}")
-
-    @staticmethod
-    def requires(target: Phase) -> Callable[[Any], bool]:
-        keys = target.requires
-        return _named(lambda ev: all(_present(tracker_of(ev.model).state, k) for k in keys),
-                      f"{target.name}.requires: {', '.join(keys)}")
+        parts = [edge.when.source] if edge.when is not None else []
+        if target.guard is not None:
+            parts.append(f"{target.name}.guard: {target.guard.source}")
+        if target.requires:
+            parts.append(f"{target.name}.requires: {', '.join(target.requires)}")
+        return _named(ready, " and ".join(parts))
 
     def not_blocked_before(self, earlier: tuple[_Edge, ...]) -> Callable[[Any], bool]:
         def check(ev: Any) -> bool:
@@ -423,22 +422,17 @@ class _Wiring:
     @staticmethod
     def _first_blocked(
         tracker: Tracker, phase: str, edges: tuple[_Edge, ...]
-    ) -> tuple[Phase, tuple[str, ...]] | None:
-        """Pure: the first of ``edges`` phaseflow would stop at as Blocked, if it would stop
-        at a blocked one before a ready one."""
+    ) -> _Blocked | None:
+        """Pure: the first of ``edges`` phaseflow would stop at as preparable, if it would
+        stop at one before a ready one (:func:`~phaseflow.spec.edges.check_edge`)."""
         state = tracker.state
         ctx = tracker.guard_context(phase)
         for edge in edges:
-            if edge.when is not None and not edge.when.evaluate(state, ctx).value:
-                continue
-            target = edge.target
-            if target.guard is not None and not target.guard.evaluate(state, ctx).value:
-                continue
-            missing = tuple(k for k in target.requires if not _present(state, k))
-            if not missing:
+            status = check_edge(edge.when, edge.target, state, ctx)
+            if status.verdict == "ready":
                 return None
-            if target.prepare:
-                return target, missing
+            if status.verdict == "preparable":
+                return _Blocked(edge.target, status.missing)
         return None
 
     # -- enter / exit --
@@ -472,7 +466,7 @@ class _Wiring:
                 try:
                     tracker.writer.unset(key)
                 except Exception as exc:
-                    tracker.events.append(Event("effect_error", name, tracker.turn,
+                    tracker.events.append(ErrorRecord("effect_error", name, tracker.turn,
                                                 f"{type(exc).__name__}: {exc}",
                                                 "clear_on_enter"))
             if wiring.enter:
@@ -487,11 +481,10 @@ class _Wiring:
         ``produces`` are all present, stopping at the first that fails."""
         ran: list[str] = []
         for prep, produces, steps in self.phases[target.name].prepare:
-            if produces and all(_present(tracker.state, k) for k in produces):
+            if produces and not missing_keys(produces, tracker.state):
                 continue
             ran.append(prep)
-            if not _run(steps, tracker, target.name, self.name, kind="preparation_failed",
-                        stop_on_error=True):
+            if not _run(steps, tracker, target.name, self.name, kind="preparation_failed"):
                 break
         tracker.preparations = tuple(ran)
 
@@ -593,14 +586,10 @@ def build_machine(
 
 
 def _conditions(wiring: _Wiring, source: str, edge: _Edge) -> list[Callable[[Any], bool]]:
-    conditions: list[Callable[[Any], bool]] = []
-    if edge.when is not None:
-        conditions.append(wiring.when(source, edge))
-    if edge.target.guard is not None:
-        conditions.append(wiring.entry_guard(edge.target))
-    if edge.target.requires:
-        conditions.append(wiring.requires(edge.target))
-    return conditions
+    """No condition for an edge that is always ready, else the edge's one condition."""
+    if always_ready(edge.when, edge.target):
+        return []
+    return [wiring.edge(source, edge)]
 
 
 def _add(
@@ -641,12 +630,12 @@ def turn_boundary(model: object, turn: int | None = None) -> bool:
         return False
     blocked = wiring._first_blocked(tracker, phase, pw.auto)
     if blocked is not None:
-        wiring.prepare(tracker, blocked[0])
+        wiring.prepare(tracker, blocked.target)
     moved = bool(tracker.machine.events[ADVANCE].trigger(model))
     if not moved and blocked is not None:
         again = wiring._first_blocked(tracker, phase, pw.auto)
         if again is not None:
-            tracker.blocked = (again[0].name, again[1])
+            tracker.blocked = (again.target.name, again.missing)
     return moved
 
 
@@ -667,13 +656,8 @@ def request(model: object, target: str, *, turn: int | None = None) -> bool:
         return False
     dest = edges[0].target
     event = tracker.machine.events[request_trigger(target)]
-    if dest.prepare and any(not _present(tracker.state, k) for k in dest.requires):
-        ctx = tracker.guard_context(phase)
-        state = tracker.state
-        if any(e.when is None or e.when.evaluate(state, ctx).value for e in edges) and (
-            dest.guard is None or dest.guard.evaluate(state, ctx).value
-        ):
-            wiring.prepare(tracker, dest)
-            # as phaseflow: after the preparations everything is checked again
-            return bool(event.trigger(model))
+    ctx = tracker.guard_context(phase)
+    if any(check_edge(e.when, dest, tracker.state, ctx).verdict == "preparable" for e in edges):
+        wiring.prepare(tracker, dest)
+        # as phaseflow: after the preparations everything is checked again
     return bool(event.trigger(model))

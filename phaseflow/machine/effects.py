@@ -6,8 +6,8 @@ values that need copying are known in advance, and whether a host callable is as
 known before the effect runs. That lets the machine run a phase's effects synchronously
 (no coroutine, no event loop) unless one of them really is async.
 
-Failures never propagate: each becomes an :class:`~phaseflow.machine.results.Event` and
-the remaining effects still run.
+Failures never propagate: each becomes an
+:class:`~phaseflow.machine.results.ErrorRecord` and the remaining effects still run.
 """
 
 from __future__ import annotations
@@ -16,15 +16,17 @@ import copy
 import inspect
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple
 
-from phaseflow.machine.results import Event, EventKind
+from phaseflow.machine.results import ErrorKind, ErrorRecord
 from phaseflow.machine.state import Writer, readonly
 from phaseflow.spec.model import CallEffect, Effect, Position, SetEffect, UnsetEffect
 
 __all__ = [
+    "CallSpec",
     "EffectContext",
     "Op",
+    "SetItem",
     "compile_effect",
     "compile_effects",
     "is_async_callable",
@@ -57,10 +59,39 @@ CALL: Final = 2
 
 _SCALARS = (str, int, float, bool, type(None))
 
-#: One compiled effect: ``(kind, payload, label, position)``. For ``SET`` the payload is
-#: a tuple of ``(key, value, needs_copy)``; for ``UNSET`` a tuple of keys; for ``CALL``
-#: ``(name, fn_or_None, is_async, args, args_need_copy)``.
-Op: TypeAlias = tuple[int, Any, str, Position | None]
+
+class SetItem(NamedTuple):
+    """One key of a compiled ``set``; ``needs_copy`` when the value is a list or mapping
+    (the state must never share an object with the compiled workflow)."""
+
+    key: str
+    value: Any
+    needs_copy: bool
+
+
+class CallSpec(NamedTuple):
+    """A compiled ``call``: ``fn`` is ``None`` when no callable is registered by that name."""
+
+    name: str
+    fn: Callable[..., Any] | None
+    is_async: bool
+    args: dict[str, Any]
+    args_need_copy: bool
+
+
+class Op(NamedTuple):
+    """One compiled effect. ``payload``: for ``SET`` a tuple of :class:`SetItem`; for
+    ``UNSET`` a tuple of keys; for ``CALL`` a :class:`CallSpec`."""
+
+    kind: int
+    payload: Any
+    label: str
+    position: Position | None
+
+    @property
+    def is_async(self) -> bool:
+        """Does this op call an ``async def`` callable?"""
+        return self.kind == CALL and bool(self.payload.is_async)
 
 
 def is_async_callable(fn: object) -> bool:
@@ -75,16 +106,17 @@ def is_async_callable(fn: object) -> bool:
 def compile_effect(effect: Effect, label: str, registry: Mapping[str, Callable[..., Any]]) -> Op:
     """Compile one effect; an unknown ``call`` name compiles to an op that reports it."""
     if isinstance(effect, SetEffect):
-        items = tuple((k, v, not isinstance(v, _SCALARS)) for k, v in effect.values.items())
-        return (SET, items, label, effect.position)
+        items = tuple(SetItem(k, v, not isinstance(v, _SCALARS))
+                      for k, v in effect.values.items())
+        return Op(SET, items, label, effect.position)
     if isinstance(effect, UnsetEffect):
-        return (UNSET, tuple(effect.keys), label, effect.position)
+        return Op(UNSET, tuple(effect.keys), label, effect.position)
     if isinstance(effect, CallEffect):
         fn = registry.get(effect.name)
         mutable = any(not isinstance(v, _SCALARS) for v in effect.args.values())
-        payload = (effect.name, fn, fn is not None and is_async_callable(fn),
-                   dict(effect.args), mutable)
-        return (CALL, payload, label, effect.position)
+        payload = CallSpec(effect.name, fn, fn is not None and is_async_callable(fn),
+                           dict(effect.args), mutable)
+        return Op(CALL, payload, label, effect.position)
     raise TypeError(f"not an effect: {effect!r}")  # pragma: no cover - the model forbids it
 
 
@@ -93,7 +125,7 @@ def compile_effects(
 ) -> tuple[tuple[Op, ...], bool]:
     """Compile a list of effects; also returns whether any of them calls an async callable."""
     ops = tuple(compile_effect(e, f"{where}[{i}]", registry) for i, e in enumerate(effects))
-    return ops, any(op[0] == CALL and op[1][2] for op in ops)
+    return ops, any(op.is_async for op in ops)
 
 
 class _Suspended(Exception):
@@ -112,29 +144,30 @@ def _drive(awaitable: Awaitable[Any]) -> Any:
     raise _Suspended
 
 
-def _error(kind: EventKind, phase: str, turn: int, message: str, op: Op) -> Event:
-    return Event(kind, phase, turn, message, op[2], op[3])
+def _error(kind: ErrorKind, phase: str, turn: int, message: str, op: Op) -> ErrorRecord:
+    return ErrorRecord(kind, phase, turn, message, op.label, op.position)
 
 
 def _failure(op: Op, exc: BaseException) -> str:
     """The message for a failed op: names the callable and the exception."""
     text = str(exc)
-    if op[0] != CALL:
+    if op.kind != CALL:
         return f"{type(exc).__name__}: {text}"
-    if op[1][1] is None:
-        return f"no callable registered for call {op[1][0]!r}"
-    return f"call {op[1][0]!r} raised {type(exc).__name__}" + (f": {text}" if text else "")
+    call: CallSpec = op.payload
+    if call.fn is None:
+        return f"no callable registered for call {call.name!r}"
+    return f"call {call.name!r} raised {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 def _begin_call(
     op: Op, state: Mapping[str, Any], phase: str, turn: int, workflow: str, transcript: Any
 ) -> Any:
     """Start a call effect: returns the callable's result (maybe an awaitable)."""
-    name, fn, _is_async, args, args_mutable = op[1]
-    if fn is None:
-        raise LookupError(name)
+    call: CallSpec = op.payload
+    if call.fn is None:
+        raise LookupError(call.name)
     context = EffectContext(readonly(state), phase, turn, workflow, transcript)
-    return fn(context, **(copy.deepcopy(args) if args_mutable else args))
+    return call.fn(context, **(copy.deepcopy(call.args) if call.args_need_copy else call.args))
 
 
 def _merge(result: Any, writer: Writer) -> None:
@@ -146,11 +179,11 @@ def _merge(result: Any, writer: Writer) -> None:
 def _apply_plain(op: Op, writer: Writer) -> None:
     """Run a ``set`` or ``unset`` op; literal lists and mappings are copied so that the
     state never shares an object with the compiled workflow."""
-    if op[0] == SET:
-        for key, value, needs_copy in op[1]:
+    if op.kind == SET:
+        for key, value, needs_copy in op.payload:
             writer.set(key, copy.deepcopy(value) if needs_copy else value)
     else:
-        for key in op[1]:
+        for key in op.payload:
             writer.unset(key)
 
 
@@ -163,18 +196,17 @@ def run_sync(
     workflow: str,
     transcript: Any = None,
     *,
-    kind: EventKind = "effect_error",
-    stop_on_error: bool = False,
-) -> list[Event] | None:
+    kind: ErrorKind = "effect_error",
+) -> list[ErrorRecord] | None:
     """Run ``ops`` in order without an event loop; return the failures (``None`` if none).
 
     An awaitable returned by a callable is driven to completion if it never suspends;
     one that suspends is closed and reported (the caller should have taken the async path).
     """
-    events: list[Event] | None = None
+    events: list[ErrorRecord] | None = None
     for op in ops:
         try:
-            if op[0] == CALL:
+            if op.kind == CALL:
                 result = _begin_call(op, state, phase, turn, workflow, transcript)
                 if inspect.isawaitable(result):
                     result = _drive(result)
@@ -182,15 +214,11 @@ def run_sync(
             else:
                 _apply_plain(op, writer)
         except _Suspended:
-            message = f"call {op[1][0]!r} is async and suspended outside an event loop"
+            message = f"call {op.payload.name!r} is async and suspended outside an event loop"
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-            if stop_on_error:
-                break
         except Exception as exc:
             message = _failure(op, exc)
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-            if stop_on_error:
-                break
     return events
 
 
@@ -203,14 +231,13 @@ async def run_async(
     workflow: str,
     transcript: Any = None,
     *,
-    kind: EventKind = "effect_error",
-    stop_on_error: bool = False,
-) -> list[Event] | None:
+    kind: ErrorKind = "effect_error",
+) -> list[ErrorRecord] | None:
     """:func:`run_sync` for when an effect is async: awaitables are awaited."""
-    events: list[Event] | None = None
+    events: list[ErrorRecord] | None = None
     for op in ops:
         try:
-            if op[0] == CALL:
+            if op.kind == CALL:
                 result = _begin_call(op, state, phase, turn, workflow, transcript)
                 if inspect.isawaitable(result):
                     result = await result
@@ -220,6 +247,4 @@ async def run_async(
         except Exception as exc:
             message = _failure(op, exc)
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-            if stop_on_error:
-                break
     return events

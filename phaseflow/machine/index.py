@@ -10,30 +10,68 @@ harmless (the last identical write wins).
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, NamedTuple
 
 from phaseflow.expr import Guard
 from phaseflow.machine.effects import SET, Op, compile_effect, compile_effects
 from phaseflow.machine.results import GuardTrigger
+from phaseflow.spec.edges import decided_by_when
 from phaseflow.spec.model import Navigation, Phase, Position, Tool, Workflow
 
-__all__ = ["AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "index_for"]
+__all__ = [
+    "AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "PlainWrite", "Prep", "index_for",
+]
 
 _GLOB = frozenset("*?[")
 
-#: ``(transition index, when or None, target name, the trigger to record, target phase
-#: or None when no such phase)``.
-AutoEdge = tuple[int, Guard | None, str, GuardTrigger, Phase | None]
-#: ``(key, value, label, position)`` of an effect list made only of scalar ``set``s.
-Plain = tuple[tuple[str, Any, str, Position | None], ...]
-#: ``(transition index, when or None, target)``.
-ModelEdge = tuple[int, Guard | None, str]
-#: ``(name, compiled effect, produces)``.
-Prep = tuple[str, Op, tuple[str, ...]]
+class AutoEdge(NamedTuple):
+    """An ``auto`` transition of a phase, with what a boundary needs to take it."""
+
+    #: the transition's number in the phase's list (0-based, in the order written; a
+    #: tuple's ``index`` is a method, hence the name)
+    number: int
+    when: Guard | None
+    #: the target's name
+    to: str
+    #: the trigger a boundary records when it takes this edge
+    trigger: GuardTrigger
+    #: the target phase, ``None`` when there is no such phase
+    target: Phase | None
+    #: ``phaseflow.spec.edges.decided_by_when(target)``: only ``when`` decides this edge
+    by_when: bool
+
+
+class ModelEdge(NamedTuple):
+    """A ``model`` transition of a phase (taken only when the model asks for it)."""
+
+    number: int
+    when: Guard | None
+    to: str
+    target: Phase | None
+
+
+class PlainWrite(NamedTuple):
+    """One write of an effect list made only of scalar ``set``s (run inline)."""
+
+    key: str
+    value: Any
+    label: str
+    position: Position | None
+
+
+#: An effect list made only of scalar ``set``s, flattened.
+Plain = tuple[PlainWrite, ...]
+
+
+class Prep(NamedTuple):
+    """A compiled preparation."""
+
+    name: str
+    op: Op
+    produces: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +116,15 @@ def expand_tools(
 def _plain(ops: tuple[Op, ...]) -> Plain | None:
     """The flat list of writes when every op is a ``set`` of scalars (the common case,
     run inline by the machine), else ``None``."""
-    pairs: list[tuple[str, Any, str, Position | None]] = []
-    for kind, payload, label, position in ops:
-        if kind != SET:
+    writes: list[PlainWrite] = []
+    for op in ops:
+        if op.kind != SET:
             return None
-        for key, value, needs_copy in payload:
-            if needs_copy:
+        for item in op.payload:
+            if item.needs_copy:
                 return None
-            pairs.append((key, value, label, position))
-    return tuple(pairs)
+            writes.append(PlainWrite(item.key, item.value, op.label, op.position))
+    return tuple(writes)
 
 
 class MachineIndex:
@@ -95,10 +133,10 @@ class MachineIndex:
 
     __slots__ = (
         "__weakref__",
-        "_info",
         "boundary_async",
         "catalogue",
         "description",
+        "entries",
         "name",
         "navigation",
         "phases",
@@ -121,42 +159,47 @@ class MachineIndex:
         self.navigation = navigation if navigation is not None else Navigation()
         self.name = name
         self.description = description
-        self._info: dict[str, PhaseInfo] = {}
+        #: the entries filled so far, by phase name (read it with ``.get`` on a hot path and
+        #: fall back to :meth:`info`, which fills it)
+        self.entries: dict[str, PhaseInfo] = {}
         #: phase name -> may a turn boundary from it run an async callable?
         self.boundary_async: dict[str, bool] = {}
 
     def info(self, name: str) -> PhaseInfo | None:
         """The precomputed entry of phase ``name``, or ``None`` if there is no such phase."""
         try:
-            return self._info[name]
+            return self.entries[name]
         except KeyError:
             phase = self.phases.get(name)
             if phase is None:
                 return None
-            info = self._info[name] = self._compile(phase)
+            info = self.entries[name] = self._compile(phase)
             return info
 
     def forget(self) -> None:
         """Drop every entry (a phase was replaced: entries refer to their targets)."""
-        self._info.clear()
+        self.entries.clear()
         self.boundary_async.clear()
 
     def _compile(self, phase: Phase) -> PhaseInfo:
         registry = self.registry
         auto: list[AutoEdge] = []
         model: list[ModelEdge] = []
+        phases = self.phases
         for i, t in enumerate(phase.transitions):
             if t.trigger == "model":
-                model.append((i, t.when, t.to))
+                model.append(ModelEdge(i, t.when, t.to, phases.get(t.to)))
             else:
-                auto.append((i, t.when, t.to, GuardTrigger(i), self.phases.get(t.to)))
+                target = phases.get(t.to)
+                auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), target,
+                                     decided_by_when(target)))
         exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
         enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
         prepare = tuple(
-            (p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
+            Prep(p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
             for p in phase.prepare
         )
-        prepare_async = any(op[0] == 2 and op[1][2] for _, op, _ in prepare)
+        prepare_async = any(p.op.is_async for p in prepare)
         tools = expand_tools(phase.tools, self.catalogue)
         patterns: tuple[str, ...] = ()
         if tools is not None and self.catalogue is None:
@@ -179,12 +222,8 @@ class MachineIndex:
         )
 
 
-# A workflow's index lives as long as the workflow. Workflow objects support weak
-# references when the model declares a weakref slot; otherwise a small LRU keyed by id
-# (holding the workflow, so an id cannot be reused while its entry exists) is used.
+# A workflow's index lives as long as the workflow (``Workflow`` has a weakref slot).
 _BY_WORKFLOW: weakref.WeakKeyDictionary[Workflow, MachineIndex] = weakref.WeakKeyDictionary()
-_BY_ID: OrderedDict[int, tuple[Workflow, MachineIndex]] = OrderedDict()
-_BY_ID_MAX = 256
 
 
 def _build(workflow: Workflow) -> MachineIndex:
@@ -204,14 +243,4 @@ def index_for(workflow: Workflow) -> MachineIndex:
         return _BY_WORKFLOW[workflow]
     except KeyError:
         index = _BY_WORKFLOW[workflow] = _build(workflow)
-        return index
-    except TypeError:  # the workflow class has no weakref slot
-        entry = _BY_ID.get(id(workflow))
-        if entry is not None and entry[0] is workflow:
-            _BY_ID.move_to_end(id(workflow))
-            return entry[1]
-        index = _build(workflow)
-        _BY_ID[id(workflow)] = (workflow, index)
-        if len(_BY_ID) > _BY_ID_MAX:
-            _BY_ID.popitem(last=False)
         return index

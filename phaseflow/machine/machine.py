@@ -8,37 +8,44 @@ shared :class:`~phaseflow.machine.index.MachineIndex`. That is what makes
 Every move comes in two flavours with identical semantics: ``advance``/``transition``/...
 are coroutines for hosts with async hooks, and ``advance_sync``/``transition_sync``/... run
 without an event loop. The coroutines themselves run synchronously (no await, no task)
-unless an effect they are about to run calls an ``async def`` callable.
+unless an effect they are about to run calls an ``async def`` callable. Each coroutine is
+the sync flavour's sequence of steps, the same non-awaiting helpers, with ``await`` only
+where an effect list or a preparation may call an ``async def`` callable; which transition
+may be taken is decided by :func:`phaseflow.spec.edges.check_edge`, the edge rule written
+once.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr import GuardContext
-from phaseflow.machine.effects import run_async, run_sync
-from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, index_for
+from phaseflow.machine.effects import Op, run_async, run_sync
+from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, Plain, Prep, index_for
+from phaseflow.machine.navigation import Whereabouts, describe, facts
 from phaseflow.machine.results import (
     MODEL_REQUEST,
     Blocked,
     BoundaryResult,
-    Event,
+    ErrorRecord,
     HistoryRecord,
     ProgrammaticTrigger,
     Ready,
     TransitionResult,
     TransitionTrigger,
+    guard_error,
 )
 from phaseflow.machine.snapshot import restore_snapshot, take_snapshot
 from phaseflow.machine.state import State, Writer, writer_for
 from phaseflow.spec.diagnostics import did_you_mean
-from phaseflow.spec.model import Phase, Position, Workflow
+from phaseflow.spec.edges import READY, EdgeStatus, check_edge, missing_keys
+from phaseflow.spec.model import Phase, Workflow
 
 __all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine"]
 
@@ -47,11 +54,16 @@ Clock = Callable[[], float]
 
 #: How many history records a machine keeps (the oldest is dropped).
 HISTORY_LIMIT = 100
-#: How many events the machine's trace keeps.
+#: How many error records the machine's trace keeps.
 TRACE_LIMIT = 100
 
-#: ``(edge, missing)``: the internal form of Ready (``missing == ()``) and Blocked.
-_Scan = tuple[AutoEdge, tuple[str, ...]]
+def _joined(
+    errors: list[ErrorRecord] | None, more: list[ErrorRecord] | None
+) -> list[ErrorRecord] | None:
+    """``errors`` with ``more`` added (either may be ``None``: most moves have none)."""
+    if not more:
+        return errors
+    return more if errors is None else errors + more
 
 
 class _LiveContext(GuardContext):
@@ -95,12 +107,6 @@ class _LiveContext(GuardContext):
 #: ``tuple.__new__``: makes a named tuple from a tuple without the Python-level ``__new__``
 #: frame (the hot path makes two per transition).
 _new_tuple: Any = tuple.__new__
-
-
-def _guard_view(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """What guards read: a :class:`State`'s own dict (guards cannot write, and the
-    guard runtime has a fast path for plain dicts), else the state itself."""
-    return state._data if type(state) is State else state
 
 
 class PhaseMachine:
@@ -162,7 +168,7 @@ class PhaseMachine:
         self._current = initial
         self._entered_at = self._clock()
         self._history: deque[HistoryRecord] | None = None
-        self._trace: deque[Event] | None = None
+        self._trace: deque[ErrorRecord] | None = None
         self._visits: dict[str, int] = {initial: 1}
         self._turn = 0
         self._turns_in_phase = 0
@@ -251,7 +257,7 @@ class PhaseMachine:
         return tuple(self._history) if self._history is not None else ()
 
     @property
-    def trace(self) -> tuple[Event, ...]:
+    def trace(self) -> tuple[ErrorRecord, ...]:
         """The last :data:`TRACE_LIMIT` error events (guard and effect failures)."""
         return tuple(self._trace) if self._trace is not None else ()
 
@@ -327,76 +333,77 @@ class PhaseMachine:
             live = self._live = _LiveContext(self)
         return live
 
-    # -- pure evaluation -------------------------------------------------------------------
+    # -- the edge rule (phaseflow.spec.edges.check_edge) --------------------------------------
 
     def _scan(
         self,
         info: PhaseInfo,
         state: Mapping[str, Any],
         ctx: GuardContext,
-        events: list[Event] | None,
-    ) -> _Scan | None:
-        """The spec's order of checks over the current phase's ``auto`` transitions.
+        errors: list[ErrorRecord] | None,
+    ) -> tuple[AutoEdge, EdgeStatus] | None:
+        """The first ``auto`` edge of ``info``'s phase that is ready or preparable, in the
+        order written, with its :func:`~phaseflow.spec.edges.check_edge` status. ``errors``,
+        when given, collects the guard run-time errors met on the way (pure callers pass
+        ``None``).
 
-        ``events``, when given, collects guard run-time errors (pure callers pass None).
+        The hot path: an edge that only its ``when`` decides (``edge.by_when``, most edges)
+        is checked here without the call; ``tests/machine/test_machine_edges.py`` holds
+        this loop to ``check_edge`` on random phases, guards and states.
         """
         for edge in info.auto:
-            when = edge[1]
-            if when is not None:
+            if edge.by_when:
+                when = edge.when
+                if when is None:
+                    return edge, READY
                 r = when.evaluate(state, ctx)
-                if not r.value:
-                    if r.error is not None and events is not None:
-                        events.append(self._guard_event(info, edge[0], r.error))
-                    continue
-            target = edge[4]
-            if target is None:
+                if r.value:
+                    return edge, READY
+                if r.error is not None and errors is not None:
+                    errors.append(guard_error(info.phase, edge.number, edge.target,
+                                              ("when", r.error), self._turn))
                 continue
-            guard = target.guard
-            if guard is not None:
-                r = guard.evaluate(state, ctx)
-                if not r.value:
-                    if r.error is not None and events is not None:
-                        events.append(self._entry_guard_event(target, r.error))
-                    continue
-            requires = target.requires
-            if requires:
-                missing = tuple(k for k in requires if state.get(k) is None)
-                if missing:
-                    if target.prepare:
-                        return (edge, missing)
-                    continue
-            return (edge, ())
+            status = check_edge(edge.when, edge.target, state, ctx)
+            if status.verdict != "closed":
+                return edge, status
+            if status.error is not None and errors is not None:
+                errors.append(guard_error(info.phase, edge.number, edge.target, status.error,
+                                          self._turn))
         return None
 
-    def _rescan(
-        self, info: PhaseInfo, state: Mapping[str, Any], ctx: GuardContext, events: list[Event]
-    ) -> _Scan | None:
-        """The second evaluation of a boundary (after preparations): a guard error that the
-        first one already reported is not reported twice."""
-        again: list[Event] = []
-        found = self._scan(info, state, ctx, again)
-        events.extend(e for e in again if e not in events)
-        return found
+    def _request_target(
+        self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord] | None
+    ) -> tuple[PhaseInfo, EdgeStatus] | None:
+        """The target and the status of the current phase's first ``model`` edge to it whose
+        ``when`` holds, when that edge is ready or preparable; else ``None``. Guard run-time
+        errors go to ``errors`` when given."""
+        tinfo = self._index.info(target)
+        info = self._info()
+        if tinfo is None or info is None or info.phase.terminal:
+            return None
+        ctx = self._ctx()
+        for edge in info.model:
+            if edge.to != target:
+                continue
+            status = check_edge(edge.when, edge.target, state, ctx)
+            if status.error is not None and errors is not None:
+                errors.append(guard_error(info.phase, edge.number, edge.target, status.error,
+                                          self._turn))
+            if status.stopped_by == "when":
+                continue
+            return None if status.verdict == "closed" else (tinfo, status)
+        return None
 
-    def _guard_event(self, info: PhaseInfo, index: int, error: str) -> Event:
-        t = info.phase.transitions[index]
-        return Event("guard_error", info.phase.name, self._turn,
-                     f"{t.when.source if t.when else ''}: {error}",
-                     f"transitions[{index}].when", t.position)
-
-    def _entry_guard_event(self, target: Phase, error: str) -> Event:
-        source = target.guard.source if target.guard else ""
-        return Event("guard_error", target.name, self._turn, f"{source}: {error}", "guard",
-                     target.position)
+    # -- pure evaluation -------------------------------------------------------------------
 
     def evaluate_for_transition(self, state: Mapping[str, Any]) -> Ready | Blocked | None:
         """Pure: the first ``auto`` transition of the current phase that is ``Ready``, or
         ``Blocked`` only by absent required keys of a target that has preparations.
 
-        ``None`` when the current phase is unknown or terminal, or nothing applies. Order
-        of checks per transition: ``when`` false -> skip; target's entry ``guard`` false ->
-        skip; target's ``requires`` present -> Ready; absent and the target has
-        preparations -> Blocked; absent and none -> skip.
+        ``None`` when the current phase is unknown or terminal, or nothing applies. Each
+        transition is checked by :func:`phaseflow.spec.edges.check_edge`: ``when`` false ->
+        skip; target's entry ``guard`` false -> skip; target's ``requires`` present ->
+        Ready; absent and the target has preparations -> Blocked; absent and none -> skip.
         """
         info = self._info()
         if info is None or info.phase.terminal:
@@ -404,10 +411,10 @@ class PhaseMachine:
         found = self._scan(info, state, self._ctx(), None)
         if found is None:
             return None
-        edge, missing = found
-        if missing:
-            return Blocked(edge[2], edge[0], missing)
-        return Ready(edge[2], edge[0])
+        edge, status = found
+        if status.missing:
+            return Blocked(edge.to, edge.number, status.missing)
+        return Ready(edge.to, edge.number)
 
     def evaluate(self, state: Mapping[str, Any]) -> tuple[str, int] | None:
         """Pure: ``(target, transition_index)`` of the first ``auto`` transition that is
@@ -417,92 +424,104 @@ class PhaseMachine:
         found = self.evaluate_for_transition(state)
         return (found.target, found.index) if isinstance(found, Ready) else None
 
-    def _model_edges(
-        self,
-        target: str,
-        state: Mapping[str, Any],
-        ctx: GuardContext,
-        events: list[Event] | None = None,
-    ) -> bool:
-        """Is there a ``model`` transition of the current phase to ``target`` whose
-        ``when`` holds? ``events``, when given, collects guard run-time errors."""
-        info = self._info()
-        if info is None or info.phase.terminal:
-            return False
-        for index, when, to in info.model:
-            if to != target:
-                continue
-            if when is None:
-                return True
-            r = when.evaluate(state, ctx)
-            if r.value:
-                return True
-            if r.error is not None and events is not None:
-                events.append(self._guard_event(info, index, r.error))
-        return False
-
-    def _enterable(
-        self,
-        target: Phase,
-        state: Mapping[str, Any],
-        ctx: GuardContext,
-        events: list[Event] | None = None,
-    ) -> tuple[str, ...] | None:
-        """``None`` when the entry guard is false, else the absent required keys."""
-        if target.guard is not None:
-            r = target.guard.evaluate(state, ctx)
-            if not r.value:
-                if r.error is not None and events is not None:
-                    events.append(self._entry_guard_event(target, r.error))
-                return None
-        return tuple(k for k in target.requires if state.get(k) is None)
-
     def request(self, target: str, state: Mapping[str, Any]) -> bool:
         """Pure: may the model move to ``target`` now? True when the current phase has a
         ``model`` transition to it whose ``when`` holds and the target can be entered
         (entry guard true, every required key present)."""
-        phase = self._index.phases.get(target)
-        if phase is None:
+        found = self._request_target(target, state, None)
+        if found is None:
             return False
-        ctx = self._ctx()
-        if not self._model_edges(target, state, ctx):
-            return False
-        return self._enterable(phase, state, ctx) == ()
+        _tinfo, status = found
+        return status.verdict == "ready"
 
     # -- bookkeeping shared by both flavours ------------------------------------------------
 
-    def _record(self, events: list[Event] | None) -> tuple[Event, ...]:
-        if not events:
+    def _record(self, errors: list[ErrorRecord] | None) -> tuple[ErrorRecord, ...]:
+        if not errors:
             return ()
         trace = self._trace
         if trace is None:
             trace = self._trace = deque(maxlen=TRACE_LIMIT)
-        trace.extend(events)
-        return tuple(events)
+        trace.extend(errors)
+        return tuple(errors)
+
+    def _effects(
+        self,
+        ops: tuple[Op, ...],
+        plain: Plain | None,
+        state: Mapping[str, Any],
+        writer: Writer,
+        phase: str,
+        turn: int,
+        transcript: Any,
+        errors: list[ErrorRecord] | None,
+    ) -> list[ErrorRecord] | None:
+        """Run an effect list that calls no ``async def`` callable; returns ``errors`` with
+        its failures added. The one fast path: a list of scalar ``set``s is written inline
+        (no call, no copy, no dispatch)."""
+        if plain is None:
+            failed = run_sync(ops, state, writer, phase, turn, self._index.name, transcript)
+            return _joined(errors, failed)
+        for key, value, label, position in plain:
+            try:
+                writer.set(key, value)
+            except Exception as exc:
+                errors = _joined(errors, [ErrorRecord(
+                    "effect_error", phase, turn, f"{type(exc).__name__}: {exc}", label,
+                    position)])
+        return errors
 
     def _switch(self, tinfo: PhaseInfo, turn: int, trigger: TransitionTrigger) -> HistoryRecord:
-        """Make ``tinfo``'s phase current and restart its timer and turn counter. Returns
-        the history record, which :meth:`_count` appends (with the visit) once the target's
-        ``on_enter`` effects ran: the spec's order."""
+        """The middle of a transition, after the ``on_exit`` effects: make ``tinfo``'s phase
+        current and restart its timer and turn counter. Returns the history record, which
+        :meth:`_entered` appends (with the visit) once the target's ``clear_on_enter`` keys
+        are removed (:meth:`_clear`) and its ``on_enter`` effects ran: the spec's order."""
         now = self._clock()
+        target = tinfo.phase.name
         record: HistoryRecord = _new_tuple(HistoryRecord, (
-            self._current, tinfo.phase.name, turn, now, trigger, now - self._entered_at
+            self._current, target, turn, now, trigger, now - self._entered_at
         ))
-        self._current = tinfo.phase.name
+        self._current = target
         self._cur = tinfo
         self._entered_at = now
         self._turns_in_phase = 0
         return record
 
-    def _count(self, record: HistoryRecord) -> None:
-        """Count the visit of the phase entered and append its history record."""
+    @staticmethod
+    def _clear(
+        target: Phase, writer: Writer, turn: int, errors: list[ErrorRecord] | None
+    ) -> list[ErrorRecord] | None:
+        """Remove the target's ``clear_on_enter`` keys; returns ``errors`` with the failures
+        added."""
+        for key in target.clear_on_enter:
+            try:
+                writer.unset(key)
+            except Exception as exc:
+                errors = _joined(errors, [ErrorRecord(
+                    "effect_error", target.name, turn, f"{type(exc).__name__}: {exc}",
+                    "clear_on_enter")])
+        return errors
+
+    def _entered(
+        self,
+        tinfo: PhaseInfo,
+        record: HistoryRecord,
+        state: Mapping[str, Any],
+        errors: list[ErrorRecord] | None,
+    ) -> TransitionResult:
+        """The end of a transition: count the visit, append the history record, and make
+        the result (its instructions are rendered on first access)."""
         visits = self._visits
-        target = record[1]
+        target = record.to_phase
         visits[target] = visits.get(target, 0) + 1
         history = self._history
         if history is None:
             history = self._history = deque(maxlen=HISTORY_LIMIT)
         history.append(record)
+        phase = tinfo.phase
+        turn = record.turn
+        render = partial(self._render, phase, state, turn) if phase.instructions else None
+        return TransitionResult(record, self._record(errors) if errors else (), render)
 
     def _render(self, phase: Phase, state: Mapping[str, Any], turn: int) -> str | None:
         template = phase.instructions
@@ -516,34 +535,62 @@ class PhaseMachine:
             "turn": turn,
         })
 
-    @staticmethod
-    def _clear(keys: tuple[str, ...], writer: Writer, phase: str, turn: int) -> list[Event]:
-        events: list[Event] = []
-        for key in keys:
-            try:
-                writer.unset(key)
-            except Exception as exc:
-                events.append(Event("effect_error", phase, turn,
-                                    f"{type(exc).__name__}: {exc}", "clear_on_enter"))
-        return events
+    # -- transitions -----------------------------------------------------------------------
 
-    def _result(
+    def _do_transition(
         self,
-        source: str,
         tinfo: PhaseInfo,
-        record: HistoryRecord,
         state: Mapping[str, Any],
+        writer: Writer,
         turn: int,
         trigger: TransitionTrigger,
-        events: list[Event] | None,
+        transcript: Any,
+        errors: list[ErrorRecord] | None,
     ) -> TransitionResult:
-        phase = tinfo.phase
-        render = partial(self._render, phase, state, turn) if phase.instructions else None
-        return TransitionResult(
-            source, phase.name, trigger, turn, record, self._record(events), render
-        )
+        """A transition, the spec's order: the current phase's ``on_exit``; switch
+        (:meth:`_switch`); ``clear_on_enter``; the target's ``on_enter``; count and record
+        (:meth:`_entered`)."""
+        info = self._cur or self._info()
+        if info is not None and info.exit_ops:
+            errors = self._effects(info.exit_ops, info.exit_plain, state, writer,
+                                   self._current, turn, transcript, errors)
+        record = self._switch(tinfo, turn, trigger)
+        if tinfo.phase.clear_on_enter:
+            errors = self._clear(tinfo.phase, writer, turn, errors)
+        if tinfo.enter_ops:
+            errors = self._effects(tinfo.enter_ops, tinfo.enter_plain, state, writer,
+                                   record.to_phase, turn, transcript, errors)
+        return self._entered(tinfo, record, state, errors)
 
-    # -- transitions -----------------------------------------------------------------------
+    async def _do_transition_async(
+        self,
+        tinfo: PhaseInfo,
+        state: Mapping[str, Any],
+        writer: Writer,
+        turn: int,
+        trigger: TransitionTrigger,
+        transcript: Any,
+        errors: list[ErrorRecord] | None,
+    ) -> TransitionResult:
+        """:meth:`_do_transition` awaiting the effect lists that call ``async def``
+        callables (the others run as in the sync flavour)."""
+        info = self._cur or self._info()
+        if info is not None and info.exit_ops:
+            errors = (_joined(errors, await run_async(
+                info.exit_ops, state, writer, info.phase.name, turn, self._index.name,
+                transcript)) if info.exit_async else self._effects(
+                info.exit_ops, info.exit_plain, state, writer, info.phase.name, turn,
+                transcript, errors))
+        record = self._switch(tinfo, turn, trigger)
+        if tinfo.phase.clear_on_enter:
+            errors = self._clear(tinfo.phase, writer, turn, errors)
+        if tinfo.enter_ops:
+            errors = (_joined(errors, await run_async(
+                tinfo.enter_ops, state, writer, record.to_phase, turn, self._index.name,
+                transcript)) if tinfo.enter_async else self._effects(
+                tinfo.enter_ops, tinfo.enter_plain, state, writer, record.to_phase, turn,
+                transcript, errors))
+        return self._entered(tinfo, record, state, errors)
 
     def transition_sync(
         self,
@@ -564,103 +611,6 @@ class PhaseMachine:
         return self._do_transition(tinfo, state, writer_for(state, writer), turn, trigger,
                                    transcript, None)
 
-    def _do_transition(
-        self,
-        tinfo: PhaseInfo,
-        state: Mapping[str, Any],
-        writer: Writer,
-        turn: int,
-        trigger: TransitionTrigger,
-        transcript: Any,
-        events: list[Event] | None,
-    ) -> TransitionResult:
-        source = self._current
-        info = self._info()
-        if info is not None and info.exit_ops:
-            plain = info.exit_plain
-            if plain is not None:  # only scalar sets: no call, no copy, no dispatch
-                for key, value, label, position in plain:
-                    try:
-                        writer.set(key, value)
-                    except Exception as exc:
-                        events = self._write_failed(events, source, turn, exc, label, position)
-            else:
-                failed = run_sync(info.exit_ops, state, writer, source, turn, self._index.name,
-                                  transcript)
-                if failed:
-                    events = (events or []) + failed
-        target = tinfo.phase
-        record = self._switch(tinfo, turn, trigger)
-        if target.clear_on_enter:
-            failed = self._clear(target.clear_on_enter, writer, target.name, turn)
-            if failed:
-                events = (events or []) + failed
-        if tinfo.enter_ops:
-            plain = tinfo.enter_plain
-            if plain is not None:
-                for key, value, label, position in plain:
-                    try:
-                        writer.set(key, value)
-                    except Exception as exc:
-                        events = self._write_failed(events, target.name, turn, exc, label,
-                                                    position)
-            else:
-                failed = run_sync(tinfo.enter_ops, state, writer, target.name, turn,
-                                  self._index.name, transcript)
-                if failed:
-                    events = (events or []) + failed
-        self._count(record)
-        return self._result(source, tinfo, record, state, turn, trigger, events)
-
-    @staticmethod
-    def _write_failed(
-        events: list[Event] | None, phase: str, turn: int, exc: Exception, label: str,
-        position: Position | None,
-    ) -> list[Event]:
-        event = Event("effect_error", phase, turn, f"{type(exc).__name__}: {exc}", label,
-                      position)
-        return [*(events or ()), event]
-
-    async def _do_transition_async(
-        self,
-        tinfo: PhaseInfo,
-        state: Mapping[str, Any],
-        writer: Writer,
-        turn: int,
-        trigger: TransitionTrigger,
-        transcript: Any,
-        events: list[Event] | None,
-    ) -> TransitionResult:
-        source = self._current
-        info = self._info()
-        name = self._index.name
-        if info is not None and info.exit_ops:
-            failed = await run_async(info.exit_ops, state, writer, source, turn, name,
-                                     transcript)
-            if failed:
-                events = (events or []) + failed
-        target = tinfo.phase
-        record = self._switch(tinfo, turn, trigger)
-        if target.clear_on_enter:
-            failed = self._clear(target.clear_on_enter, writer, target.name, turn)
-            if failed:
-                events = (events or []) + failed
-        if tinfo.enter_ops:
-            failed = await run_async(tinfo.enter_ops, state, writer, target.name, turn, name,
-                                     transcript)
-            if failed:
-                events = (events or []) + failed
-        self._count(record)
-        return self._result(source, tinfo, record, state, turn, trigger, events)
-
-    def _needs_async(self, tinfo: PhaseInfo, *, prepare: bool = False) -> bool:
-        info = self._info()
-        return (
-            (info is not None and info.exit_async)
-            or tinfo.enter_async
-            or (prepare and tinfo.prepare_async)
-        )
-
     async def transition(
         self,
         target: str,
@@ -674,16 +624,14 @@ class PhaseMachine:
         """Perform a transition to ``target`` (no condition is checked): run the current
         phase's ``on_exit``; make the target current and restart its timer; remove its
         ``clear_on_enter`` keys; run its ``on_enter``; count the visit; append the history
-        record. ``None`` if ``target`` is not a phase. Failing effects become events."""
+        record. ``None`` if ``target`` is not a phase. Failing effects become error
+        records."""
         tinfo = self._index.info(target)
         if tinfo is None:
             return None
         self._turn = turn
-        w = writer_for(state, writer)
-        if self._needs_async(tinfo):
-            return await self._do_transition_async(tinfo, state, w, turn, trigger, transcript,
-                                                   None)
-        return self._do_transition(tinfo, state, w, turn, trigger, transcript, None)
+        return await self._do_transition_async(tinfo, state, writer_for(state, writer), turn,
+                                               trigger, transcript, None)
 
     def goto_sync(
         self,
@@ -715,40 +663,45 @@ class PhaseMachine:
 
     # -- preparations ----------------------------------------------------------------------
 
+    @staticmethod
+    def _pending(
+        tinfo: PhaseInfo, state: Mapping[str, Any], ran: list[str]
+    ) -> Iterator[Prep]:
+        """The target's preparations that still have something to produce, in order, each
+        checked just before it runs (an earlier one may have produced its keys); the name
+        of each one yielded is appended to ``ran``."""
+        for prep in tinfo.prepare:
+            if prep.produces and not missing_keys(prep.produces, state):
+                continue
+            ran.append(prep.name)
+            yield prep
+
     def _prepare_sync(
         self, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
-        ran: list[str], events: list[Event],
+        ran: list[str], errors: list[ErrorRecord],
     ) -> bool:
-        """Run the preparations that still have something to produce; False on failure."""
-        name = self._index.name
-        target = tinfo.phase.name
-        for prep, op, produces in tinfo.prepare:
-            if produces and all(state.get(k) is not None for k in produces):
-                continue
-            ran.append(prep)
-            failed = run_sync((op,), state, writer, target, turn, name,
-                              kind="preparation_failed")
+        """Run the preparations that still have something to produce; stop at the first
+        that fails (False). Then: are the target's ``requires`` all present?"""
+        for prep in self._pending(tinfo, state, ran):
+            failed = run_sync((prep.op,), state, writer, tinfo.phase.name, turn,
+                              self._index.name, kind="preparation_failed")
             if failed:
-                events.extend(failed)
+                errors.extend(failed)
                 return False
-        return all(state.get(k) is not None for k in tinfo.phase.requires)
+        return not missing_keys(tinfo.phase.requires, state)
 
     async def _prepare_async(
         self, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
-        ran: list[str], events: list[Event],
+        ran: list[str], errors: list[ErrorRecord],
     ) -> bool:
-        name = self._index.name
-        target = tinfo.phase.name
-        for prep, op, produces in tinfo.prepare:
-            if produces and all(state.get(k) is not None for k in produces):
-                continue
-            ran.append(prep)
-            failed = await run_async((op,), state, writer, target, turn, name,
-                                     kind="preparation_failed")
+        """:meth:`_prepare_sync`, awaiting async callables."""
+        for prep in self._pending(tinfo, state, ran):
+            failed = await run_async((prep.op,), state, writer, tinfo.phase.name, turn,
+                                     self._index.name, kind="preparation_failed")
             if failed:
-                events.extend(failed)
+                errors.extend(failed)
                 return False
-        return all(state.get(k) is not None for k in tinfo.phase.requires)
+        return not missing_keys(tinfo.phase.requires, state)
 
     def prepare_target_sync(
         self, target: str, state: Mapping[str, Any], writer: Writer | None = None
@@ -757,9 +710,9 @@ class PhaseMachine:
         tinfo = self._index.info(target)
         if tinfo is None:
             return False
-        events: list[Event] = []
-        ok = self._prepare_sync(tinfo, state, writer_for(state, writer), self._turn, [], events)
-        self._record(events)
+        errors: list[ErrorRecord] = []
+        ok = self._prepare_sync(tinfo, state, writer_for(state, writer), self._turn, [], errors)
+        self._record(errors)
         return ok
 
     async def prepare_target(
@@ -772,33 +725,42 @@ class PhaseMachine:
         tinfo = self._index.info(target)
         if tinfo is None:
             return False
-        events: list[Event] = []
-        w = writer_for(state, writer)
-        if tinfo.prepare_async:
-            ok = await self._prepare_async(tinfo, state, w, self._turn, [], events)
-        else:
-            ok = self._prepare_sync(tinfo, state, w, self._turn, [], events)
-        self._record(events)
+        errors: list[ErrorRecord] = []
+        ok = await self._prepare_async(tinfo, state, writer_for(state, writer), self._turn, [],
+                                       errors)
+        self._record(errors)
         return ok
 
     # -- model requests --------------------------------------------------------------------
 
-    def _request_target(
-        self, target: str, state: Mapping[str, Any], events: list[Event] | None = None
-    ) -> tuple[PhaseInfo, tuple[str, ...]] | None:
-        """The target and its absent required keys when the model may ask for it (with
-        preparations to run if keys are absent), else ``None``. Guard run-time errors go
-        to ``events`` when given."""
-        tinfo = self._index.info(target)
-        if tinfo is None:
+    def _open_request(
+        self, target: str, state: Mapping[str, Any], writer: Writer | None, turn: int
+    ) -> tuple[PhaseInfo, EdgeStatus, Writer, list[ErrorRecord]] | None:
+        """The first step of a request, shared by both flavours: the target and its edge's
+        status when it may be asked for, else ``None`` (refused; errors recorded)."""
+        self._turn = turn
+        errors: list[ErrorRecord] = []
+        found = self._request_target(target, state, errors)
+        if found is None:
+            self._record(errors)
             return None
-        ctx = self._ctx()
-        if not self._model_edges(target, state, ctx, events):
-            return None
-        missing = self._enterable(tinfo.phase, state, ctx, events)
-        if missing is None or (missing and not tinfo.prepare):
-            return None
-        return tinfo, missing
+        tinfo, status = found
+        return tinfo, status, writer_for(state, writer), errors
+
+    def _still_requestable(
+        self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord]
+    ) -> bool:
+        """After a request's preparations ran: may the model still move (``when``, entry
+        guard and ``requires`` all hold now)? Checked again because a preparation may have
+        changed what they read, exactly as a turn boundary evaluates again. Records the
+        errors when it may not."""
+        found = self._request_target(target, state, errors)
+        if found is not None:
+            _tinfo, status = found
+            if status.verdict == "ready":
+                return True
+        self._record(errors)
+        return False
 
     def take_request_sync(
         self,
@@ -810,30 +772,17 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """:meth:`take_request` without an event loop."""
-        self._turn = turn
-        events: list[Event] = []
-        found = self._request_target(target, state, events)
-        if found is None:
-            self._record(events)
+        opened = self._open_request(target, state, writer, turn)
+        if opened is None:
             return None
-        tinfo, missing = found
-        w = writer_for(state, writer)
-        if missing and (
-            not self._prepare_sync(tinfo, state, w, turn, [], events)
-            or not self._still_requestable(target, state, events)
-        ):
-            self._record(events)
-            return None
-        return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, events)
-
-    def _still_requestable(
-        self, target: str, state: Mapping[str, Any], events: list[Event]
-    ) -> bool:
-        """After a request's preparations ran: may the model still move (``when``, entry
-        guard and ``requires`` all hold now)? Checked again because a preparation may have
-        changed what they read, exactly as a turn boundary evaluates again."""
-        found = self._request_target(target, state, events)
-        return found is not None and not found[1]
+        tinfo, status, w, errors = opened
+        if status.missing:
+            if not self._prepare_sync(tinfo, state, w, turn, [], errors):
+                self._record(errors)
+                return None
+            if not self._still_requestable(target, state, errors):
+                return None
+        return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, errors)
 
     async def take_request(
         self,
@@ -848,25 +797,18 @@ class PhaseMachine:
         :meth:`request` allows it; when only required keys are absent and the target has
         preparations, they run first and everything is checked again, as at a turn
         boundary. Taken with a model trigger."""
-        self._turn = turn
-        events: list[Event] = []
-        found = self._request_target(target, state, events)
-        if found is None:
-            self._record(events)
+        opened = self._open_request(target, state, writer, turn)
+        if opened is None:
             return None
-        tinfo, missing = found
-        w = writer_for(state, writer)
-        if missing:
-            ok = (await self._prepare_async(tinfo, state, w, turn, [], events)
-                  if tinfo.prepare_async else
-                  self._prepare_sync(tinfo, state, w, turn, [], events))
-            if not ok or not self._still_requestable(target, state, events):
-                self._record(events)
+        tinfo, status, w, errors = opened
+        if status.missing:
+            if not await self._prepare_async(tinfo, state, w, turn, [], errors):
+                self._record(errors)
                 return None
-        if self._needs_async(tinfo):
-            return await self._do_transition_async(tinfo, state, w, turn, MODEL_REQUEST,
-                                                   transcript, events)
-        return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, events)
+            if not self._still_requestable(target, state, errors):
+                return None
+        return await self._do_transition_async(tinfo, state, w, turn, MODEL_REQUEST,
+                                               transcript, errors)
 
     # -- the turn boundary -----------------------------------------------------------------
 
@@ -876,53 +818,83 @@ class PhaseMachine:
         self._turn = turn
         self._turns_in_phase += 1
 
+    def _open_boundary(
+        self, view: Mapping[str, Any], turn: int, errors: list[ErrorRecord]
+    ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
+        """The first step of a boundary, shared by both flavours: count it, then find the
+        first ``auto`` edge that is ready or preparable (``view``: the state as guards read
+        it; guard errors go to ``errors``). Returns the boundary's result when there is
+        none (stayed)."""
+        self._turn = turn
+        self._turns_in_phase += 1
+        info = self._cur or self._info()
+        if info is None or not info.auto or info.phase.terminal:
+            return BoundaryResult("stayed", self._current, turn)
+        found = self._scan(info, view, self._live or self._ctx(), errors)
+        if found is None:
+            stayed: BoundaryResult = _new_tuple(BoundaryResult, (
+                "stayed", self._current, turn, None, None, (), (),
+                self._record(errors) if errors else ()))
+            return stayed
+        return found
+
+    def _reopen_boundary(
+        self, view: Mapping[str, Any], errors: list[ErrorRecord], ran: list[str]
+    ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
+        """The step after a boundary's preparations, shared by both flavours: evaluate once
+        more (a guard error the first evaluation reported is not reported twice). Returns
+        the edge to take, or the boundary's result (stayed or blocked)."""
+        info = self._cur
+        assert info is not None  # the boundary was opened from it
+        again: list[ErrorRecord] = []
+        found = self._scan(info, view, self._ctx(), again)
+        errors.extend(e for e in again if e not in errors)
+        if found is None:
+            return BoundaryResult("stayed", self._current, self._turn,
+                                  preparations=tuple(ran), events=self._record(errors))
+        edge, status = found
+        if status.missing:
+            return BoundaryResult("blocked", self._current, self._turn, None, edge.to,
+                                  status.missing, tuple(ran), self._record(errors))
+        return found
+
+    @staticmethod
+    def _moved(result: TransitionResult, ran: list[str] | None) -> BoundaryResult:
+        """The result of a boundary that took a transition."""
+        record = result.record
+        moved: BoundaryResult = _new_tuple(BoundaryResult, (
+            "transitioned", record.to_phase, record.turn, result, None, (),
+            tuple(ran) if ran else (), result.events))
+        return moved
+
     def advance_sync(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int
     ) -> BoundaryResult:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
-        callable still works if it never suspends; one that does is reported as an event."""
-        self._turn = turn
-        self._turns_in_phase += 1
-        info = self._cur
-        if info is None:
-            info = self._info()
-            if info is None:
-                return BoundaryResult("stayed", self._current, turn)
-        if not info.auto or info.phase.terminal:
-            return BoundaryResult("stayed", self._current, turn)
-        view = state._data if type(state) is State else state
-        events: list[Event] = []
-        ctx = self._live or self._ctx()
-        found = self._scan(info, view, ctx, events)
-        if found is None:
-            stayed: BoundaryResult = _new_tuple(BoundaryResult, (
-                "stayed", self._current, turn, None, None, (), (),
-                self._record(events) if events else ()))
-            return stayed
+        callable still works if it never suspends; one that does is reported as an error
+        record."""
+        view = state._data if type(state) is State else state  # guards read the dict
+        errors: list[ErrorRecord] = []
+        opened = self._open_boundary(view, turn, errors)
+        if isinstance(opened, BoundaryResult):
+            return opened
+        edge, status = opened
         if writer is None:
             writer = state if type(state) is State else writer_for(state, None)
-        assert writer is not None
         ran: list[str] | None = None
-        if found[1]:
+        if status.missing:
             ran = []
-            tinfo = self._index.info(found[0][2])
-            assert tinfo is not None
-            self._prepare_sync(tinfo, view, writer, turn, ran, events)
-            found = self._rescan(info, view, ctx, events)
-            if found is None:
-                return BoundaryResult("stayed", self._current, turn,
-                                      preparations=tuple(ran), events=self._record(events))
-            if found[1]:
-                return BoundaryResult("blocked", self._current, turn, None, found[0][2],
-                                      found[1], tuple(ran), self._record(events))
-        edge = found[0]
-        tinfo = self._index.info(edge[2])
-        assert tinfo is not None
-        result = self._do_transition(tinfo, state, writer, turn, edge[3], None, events)
-        moved: BoundaryResult = _new_tuple(BoundaryResult, (
-            "transitioned", tinfo.phase.name, turn, result, None, (),
-            tuple(ran) if ran else (), result.events))
-        return moved
+            tinfo = self._index.info(edge.to)
+            assert tinfo is not None  # an edge that is not closed has a target
+            self._prepare_sync(tinfo, view, writer, turn, ran, errors)
+            again = self._reopen_boundary(view, errors, ran)
+            if isinstance(again, BoundaryResult):
+                return again
+            edge, status = again
+        tinfo = self._index.entries.get(edge.to) or self._index.info(edge.to)
+        assert tinfo is not None  # an edge that is not closed has a target
+        return self._moved(self._do_transition(tinfo, state, writer, turn, edge.trigger, None,
+                                               errors), ran)
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int
@@ -934,33 +906,26 @@ class PhaseMachine:
         info = self._info()
         if info is None or not self._boundary_may_await(info):
             return self.advance_sync(state, writer, turn=turn)
-        self._turn = turn
-        self._turns_in_phase += 1
-        if info.phase.terminal or not info.auto:
-            return BoundaryResult("stayed", self._current, turn)
-        events: list[Event] = []
-        found = self._scan(info, state, self._ctx(), events)
-        if found is None:
-            return BoundaryResult("stayed", self._current, turn, events=self._record(events))
+        errors: list[ErrorRecord] = []
+        opened = self._open_boundary(state, turn, errors)
+        if isinstance(opened, BoundaryResult):
+            return opened
+        edge, status = opened
         w = writer_for(state, writer)
-        ran: list[str] = []
-        if found[1]:
-            tinfo = self._index.info(found[0][2])
-            assert tinfo is not None
-            await self._prepare_async(tinfo, state, w, turn, ran, events)
-            found = self._rescan(info, state, self._ctx(), events)
-            if found is None:
-                return BoundaryResult("stayed", self._current, turn,
-                                      preparations=tuple(ran), events=self._record(events))
-            if found[1]:
-                return BoundaryResult("blocked", self._current, turn, None, found[0][2],
-                                      found[1], tuple(ran), self._record(events))
-        edge = found[0]
-        tinfo = self._index.info(edge[2])
+        ran: list[str] | None = None
+        if status.missing:
+            ran = []
+            tinfo = self._index.info(edge.to)
+            assert tinfo is not None  # an edge that is not closed has a target
+            await self._prepare_async(tinfo, state, w, turn, ran, errors)
+            again = self._reopen_boundary(state, errors, ran)
+            if isinstance(again, BoundaryResult):
+                return again
+            edge, status = again
+        tinfo = self._index.info(edge.to)
         assert tinfo is not None
-        result = await self._do_transition_async(tinfo, state, w, turn, edge[3], None, events)
-        return BoundaryResult("transitioned", tinfo.phase.name, turn, result,
-                              preparations=tuple(ran), events=result.events)
+        return self._moved(await self._do_transition_async(tinfo, state, w, turn, edge.trigger,
+                                                           None, errors), ran)
 
     def _boundary_may_await(self, info: PhaseInfo) -> bool:
         """Could a boundary from this phase run an async callable (its on_exit, or a
@@ -971,7 +936,7 @@ class PhaseMachine:
         if cached is None:
             cached = info.exit_async
             for edge in info.auto:
-                tinfo = index.info(edge[2])
+                tinfo = index.info(edge.to)
                 if tinfo is not None and (tinfo.enter_async or tinfo.prepare_async):
                     cached = True
             index.boundary_async[name] = cached
@@ -988,24 +953,32 @@ class PhaseMachine:
             return None
         return self._render(info.phase, state, self._turn)
 
+    def whereabouts(self) -> Whereabouts:
+        """Where the conversation is now, as a frozen value: what the navigation block is
+        built from."""
+        index = self._index
+        return Whereabouts(
+            current=self._current,
+            phase=index.phases.get(self._current),
+            phases=index.phases,
+            history=self.history,
+            tools=self.active_tools(),
+            context=self.guard_context(),
+            turn=self._turn,
+            navigation=index.navigation,
+            workflow_name=index.name,
+            workflow_description=index.description,
+        )
+
     def describe_navigation(self, state: Mapping[str, Any]) -> str:
         """The navigation block for ``state`` (the workflow's ``navigation.template`` if it
         has one, else the default block). Pure."""
-        from phaseflow.machine.navigation import describe
-
-        return describe(self, state)
+        return describe(self.whereabouts(), state)
 
     def navigation_facts(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The structured facts the navigation block is rendered from (what a
         ``navigation.template`` sees)."""
-        from phaseflow.machine.navigation import facts
-
-        return facts(self, state)
-
-    @property
-    def index(self) -> MachineIndex:
-        """The shared lookups (internal; for the navigation renderer and tooling)."""
-        return self._index
+        return facts(self.whereabouts(), state)
 
     # -- saving and resuming ---------------------------------------------------------------
 

@@ -1,8 +1,11 @@
 """The navigation block: what the model is told about where it is and where it can go.
 
 Built in two steps so that the default text and a workflow's ``navigation.template`` say
-the same thing: :func:`facts` collects structured facts from the machine and the state,
-and :func:`format_block` (or the template) turns them into text. Both are pure.
+the same thing: :func:`facts` collects structured facts from a :class:`Whereabouts` (what
+the machine hands over: this module never imports the machine) and the state, and
+:func:`format_block` (or the template) turns them into text. Both are pure. What each
+transition waits for is read from :func:`phaseflow.spec.edges.check_edge`, the rule the
+machine moves by.
 
 Rules where the spec leaves a choice (also in docs/embedding.md):
 
@@ -22,23 +25,47 @@ Rules where the spec leaves a choice (also in docs/embedding.md):
   required keys (or entry guard keys) are what it waits for, or its false entry guard is
   shown as ``(when: <guard>)``;
 * a ``model`` transition that is not ready says ``then you may ask for this``;
-* a phase whose tool list is empty shows ``Tools: none``.
+* a phase whose tool list is empty shows ``Tools: none``;
+* the current phase's ``collect`` keys that are still absent follow ``Still needed`` on
+  one line, ``You may record: k1, k2`` (in the order written), and are a template's
+  ``collect``.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from phaseflow.expr import Guard, GuardContext
+from phaseflow.machine.results import HistoryRecord
+from phaseflow.spec.edges import check_edge
+from phaseflow.spec.model import Navigation, Phase, Transition
 
-if TYPE_CHECKING:
-    from phaseflow.machine.machine import PhaseMachine
-    from phaseflow.spec.model import Phase, Transition
+__all__ = ["PhaseName", "Whereabouts", "absence_tested", "describe", "facts", "format_block"]
 
-__all__ = ["PhaseName", "absence_tested", "describe", "facts", "format_block"]
+
+@dataclass(frozen=True, slots=True)
+class Whereabouts:
+    """Where a conversation is, as the navigation block needs it. The machine hands one
+    over (``PhaseMachine.whereabouts()``); this module never imports the machine."""
+
+    #: the current phase's name, and the phase (``None`` if no such phase is registered)
+    current: str
+    phase: Phase | None
+    #: every registered phase, by name (to look up transition targets)
+    phases: Mapping[str, Phase]
+    history: tuple[HistoryRecord, ...]
+    #: the allowed tools, ``None`` when every tool is allowed
+    tools: tuple[str, ...] | None
+    #: what guards see now
+    context: GuardContext
+    turn: int
+    navigation: Navigation
+    workflow_name: str
+    workflow_description: str | None
 
 
 class PhaseName(str):
@@ -160,82 +187,79 @@ def _waiting_for(guard: Guard, state: Mapping[str, Any]) -> list[str]:
 def _next_item(
     t: Transition, phases: Mapping[str, Phase], state: Mapping[str, Any], ctx: GuardContext
 ) -> dict[str, Any]:
-    """One entry of ``next``. ``blocked_by`` says what stops it: ``"when"`` (its condition
-    is false), ``"guard"`` (the target's entry guard is false), ``"requires"`` (the target's
-    required keys are absent), ``"target"`` (no such phase) or ``None`` (ready). ``unmet``
-    is the source of the false condition, if one is."""
+    """One entry of ``next``, from :func:`~phaseflow.spec.edges.check_edge`. ``blocked_by``
+    says what stops it: ``"when"`` (its condition is false), ``"guard"`` (the target's entry
+    guard is false), ``"requires"`` (the target's required keys are absent), ``"target"``
+    (no such phase) or ``None`` (ready). ``unmet`` is the source of the false condition, if
+    one is."""
+    target = phases.get(t.to)
+    status = check_edge(t.when, target, state, ctx)
+    blocked_by = status.stopped_by
     waiting: list[str] = []
     unmet: str | None = None
-    blocked_by: str | None = None
-    when = t.when
-    if when is not None and not when.evaluate(state, ctx).value:
-        blocked_by, unmet = "when", when.source
-        waiting = _waiting_for(when, state)
-    else:
-        target = phases.get(t.to)
-        if target is None:
-            blocked_by = "target"
-        elif target.guard is not None and not target.guard.evaluate(state, ctx).value:
-            blocked_by, unmet = "guard", target.guard.source
-            waiting = _waiting_for(target.guard, state)
-        else:
-            waiting = [k for k in target.requires if _absent(state, k)]
-            if waiting:
-                blocked_by = "requires"
+    if blocked_by == "when" and t.when is not None:
+        unmet = t.when.source
+        waiting = _waiting_for(t.when, state)
+    elif blocked_by == "guard" and target is not None and target.guard is not None:
+        unmet = target.guard.source
+        waiting = _waiting_for(target.guard, state)
+    elif blocked_by == "requires":
+        waiting = list(status.missing)
     return {
         "target": t.to,
         "description": t.description,
         "trigger": t.trigger,
         "ready": blocked_by is None,
         "waiting_for": waiting,
-        "condition": when.source if when is not None else None,
+        "condition": t.when.source if t.when is not None else None,
         "blocked_by": blocked_by,
         "unmet": unmet,
     }
 
 
-def facts(machine: PhaseMachine, state: Mapping[str, Any]) -> dict[str, Any]:
+def facts(where: Whereabouts, state: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the block says, as plain values (the variables of a template)."""
-    index = machine.index
-    phase = machine.current_phase
-    keep = index.navigation.history
-    history = machine.history
+    phase = where.phase
+    keep = where.navigation.history
+    history = where.history
     previous = [
         {"phase": r.from_phase, "turn": r.turn}
         for r in (history[-keep:] if keep > 0 else ())
     ]
-    tools = machine.active_tools()
+    tools = list(where.tools) if where.tools is not None else None
+    workflow = {"name": where.workflow_name, "description": where.workflow_description}
     if phase is None:
         return {
-            "phase": PhaseName(machine.current, ""),
+            "phase": PhaseName(where.current, ""),
             "goal": "",
             "previous": previous,
             "still_needed": [],
+            "collect": [],
             "missing_requires": [],
-            "tools": list(tools) if tools is not None else None,
+            "tools": tools,
             "next": [],
             "terminal": False,
             "known": False,
             "state": state,
-            "turn": machine.turn,
-            "workflow": {"name": index.name, "description": index.description},
+            "turn": where.turn,
+            "workflow": workflow,
         }
-    ctx = machine.guard_context()
     return {
         "phase": PhaseName(phase.name, phase.goal),
         "goal": phase.goal,
         "previous": previous,
         "still_needed": [k for k in phase.needs if _absent(state, k)],
+        "collect": [k for k in phase.collect if _absent(state, k)],
         "missing_requires": [k for k in phase.requires if _absent(state, k)],
-        "tools": list(tools) if tools is not None else None,
+        "tools": tools,
         "next": [] if phase.terminal else [
-            _next_item(t, index.phases, state, ctx) for t in phase.transitions
+            _next_item(t, where.phases, state, where.context) for t in phase.transitions
         ],
         "terminal": phase.terminal,
         "known": True,
         "state": state,
-        "turn": machine.turn,
-        "workflow": {"name": index.name, "description": index.description},
+        "turn": where.turn,
+        "workflow": workflow,
     }
 
 
@@ -265,6 +289,8 @@ def format_block(f: Mapping[str, Any]) -> str:
             f"{p['phase']} (turn {p['turn']})" for p in f["previous"]))
     if f["still_needed"]:
         lines.append("Still needed: " + ", ".join(f["still_needed"]))
+    if f["collect"]:
+        lines.append("You may record: " + ", ".join(f["collect"]))
     if f["missing_requires"]:
         lines.append("Blocked until required state is available: "
                      + ", ".join(f["missing_requires"]))
@@ -282,10 +308,10 @@ def format_block(f: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def describe(machine: PhaseMachine, state: Mapping[str, Any]) -> str:
+def describe(where: Whereabouts, state: Mapping[str, Any]) -> str:
     """The block: the workflow's navigation template if it has one, else the default."""
-    f = facts(machine, state)
-    template = machine.index.navigation.template
+    f = facts(where, state)
+    template = where.navigation.template
     if template is not None:
         return template.render(f)
     return format_block(f)

@@ -1,4 +1,5 @@
-"""Values the machine returns: triggers, evaluation outcomes, history, events, results.
+"""Values the machine returns: triggers, evaluation outcomes, history, error records,
+results.
 
 Every domain outcome is a value, never an exception: a false guard, a blocked target, a
 failing host callable. The classes are slotted and frozen so that results can be kept,
@@ -11,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from phaseflow.spec.model import Position
+from phaseflow.spec.model import Phase, Position
 
 __all__ = [
     "MODEL_REQUEST",
     "Blocked",
     "BoundaryResult",
-    "Event",
-    "EventKind",
+    "ErrorKind",
+    "ErrorRecord",
     "GuardTrigger",
     "HistoryRecord",
     "ModelTrigger",
@@ -26,6 +27,7 @@ __all__ = [
     "Ready",
     "TransitionResult",
     "TransitionTrigger",
+    "guard_error",
 ]
 
 
@@ -92,7 +94,7 @@ class Blocked:
     missing: tuple[str, ...]
 
 
-# --- history and events -------------------------------------------------------------------
+# --- history and error records ---------------------------------------------------------
 
 
 _RECORD_KEYS = {
@@ -142,12 +144,14 @@ class HistoryRecord(NamedTuple):
         }
 
 
-EventKind = Literal["guard_error", "effect_error", "preparation_failed"]
+#: What went wrong (see :class:`ErrorRecord`).
+ErrorKind = Literal["guard_error", "effect_error", "preparation_failed"]
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    """Something that went wrong without stopping the machine.
+class ErrorRecord:
+    """Something that went wrong without stopping the machine (an entry of the machine's
+    ``trace`` and of a result's ``events``).
 
     ``guard_error``: a guard hit a run-time type error and counted as false.
     ``effect_error``: an effect failed (a ``call`` raised, or names no registered
@@ -157,7 +161,7 @@ class Event:
     load_policy``) and ``position`` is where it was written, when known.
     """
 
-    kind: EventKind
+    kind: ErrorKind
     phase: str
     turn: int
     message: str
@@ -174,50 +178,75 @@ class Event:
         return f"[{self.kind}] {self.phase}{src}: {self.message}{where}"
 
 
+def guard_error(
+    phase: Phase, number: int, target: Phase | None, error: tuple[str, str], turn: int
+) -> ErrorRecord:
+    """The record of a guard's run-time error met while checking transition ``number`` of
+    ``phase`` (to ``target``); ``error`` is :attr:`~phaseflow.spec.edges.EdgeStatus.error`:
+    ``("when", message)`` for the transition's ``when``, ``("guard", message)`` for the
+    target's entry guard. Shared by the machine and the pytransitions adapter, so both
+    report the same error the same way."""
+    which, message = error
+    if which == "guard" and target is not None:
+        source = target.guard.source if target.guard is not None else ""
+        return ErrorRecord("guard_error", target.name, turn, f"{source}: {message}", "guard",
+                           target.position)
+    t = phase.transitions[number]
+    source = t.when.source if t.when is not None else ""
+    return ErrorRecord("guard_error", phase.name, turn, f"{source}: {message}",
+                       f"transitions[{number}].when", t.position)
+
+
 # --- results ------------------------------------------------------------------------------
 
-_UNRENDERED: Any = object()
-
-
 class TransitionResult:
-    """What a transition did: ``from_phase``, ``to_phase``, ``trigger``, ``turn``, the
-    history ``record`` and the error ``events`` of its effects.
+    """What a transition did: ``from_phase``, ``to_phase``, ``trigger`` and ``turn`` (read
+    from the history ``record``), and the error ``events`` of its effects.
 
     ``instructions`` is the target's rendered ``instructions`` (``None`` when it has none).
     Rendering a template costs far more than a transition, so it happens on first access,
     against the state as it is then; read it before changing the state again if you need
-    the text as of the transition. Treat the object as read-only.
+    the text as of the transition. Treat the object as read-only. (One is made per
+    transition, so it stores only the record, the errors and how to render.)
     """
 
-    __slots__ = ("_instructions", "_render", "events", "from_phase", "record", "to_phase",
-                 "trigger", "turn")
+    __slots__ = ("_render", "_text", "events", "record")
 
     def __init__(
         self,
-        from_phase: str,
-        to_phase: str,
-        trigger: TransitionTrigger,
-        turn: int,
         record: HistoryRecord,
-        events: tuple[Event, ...] = (),
+        events: tuple[ErrorRecord, ...] = (),
         render: Callable[[], str | None] | None = None,
     ) -> None:
-        self.from_phase = from_phase
-        self.to_phase = to_phase
-        self.trigger = trigger
-        self.turn = turn
         self.record = record
         self.events = events
+        #: how to render the instructions; ``None`` once rendered or when there are none
         self._render = render
-        self._instructions: Any = _UNRENDERED if render is not None else None
+        self._text: str | None = None
+
+    @property
+    def from_phase(self) -> str:
+        return self.record.from_phase
+
+    @property
+    def to_phase(self) -> str:
+        return self.record.to_phase
+
+    @property
+    def trigger(self) -> TransitionTrigger:
+        return self.record.trigger
+
+    @property
+    def turn(self) -> int:
+        return self.record.turn
 
     @property
     def instructions(self) -> str | None:
-        if self._instructions is _UNRENDERED:
-            render, self._render = self._render, None
-            self._instructions = render() if render is not None else None
-        value: str | None = self._instructions
-        return value
+        render = self._render
+        if render is not None:
+            self._render = None
+            self._text = render()
+        return self._text
 
     @property
     def ok(self) -> bool:
@@ -249,7 +278,7 @@ class BoundaryResult(NamedTuple):
     target: str | None = None
     missing: tuple[str, ...] = ()
     preparations: tuple[str, ...] = ()
-    events: tuple[Event, ...] = ()
+    events: tuple[ErrorRecord, ...] = ()
 
     @property
     def transitioned(self) -> bool:

@@ -24,7 +24,15 @@ from typing import Any, Literal, NamedTuple
 from phaseflow.expr import Guard, GuardContext
 from phaseflow.spec.model import Phase
 
-__all__ = ["EdgeStatus", "EdgeVerdict", "always_ready", "check_edge", "missing_keys"]
+__all__ = [
+    "READY",
+    "EdgeStatus",
+    "EdgeVerdict",
+    "always_ready",
+    "check_edge",
+    "decided_by_when",
+    "missing_keys",
+]
 
 #: ``ready``: may be taken now; ``preparable``: only absent ``requires`` stand in the way
 #: and the target has preparations; ``closed``: this edge does not apply now.
@@ -52,7 +60,9 @@ class EdgeStatus(NamedTuple):
         return self.verdict == "ready"
 
 
-_READY = EdgeStatus("ready")
+#: The status of every ready edge (:func:`check_edge` returns this very value).
+READY = EdgeStatus("ready")
+_READY = READY
 _CLOSED_WHEN = EdgeStatus("closed", "when")
 _CLOSED_TARGET = EdgeStatus("closed", "target")
 _CLOSED_GUARD = EdgeStatus("closed", "guard")
@@ -100,3 +110,11 @@ def always_ready(when: Guard | None, target: Phase | None) -> bool:
     """The rule read without a state: is this edge ready whatever the state holds? (No
     ``when``, an existing target with no entry guard and no required keys.)"""
     return when is None and target is not None and target.guard is None and not target.requires
+
+
+def decided_by_when(target: Phase | None) -> bool:
+    """Is an edge to ``target`` decided by its ``when`` alone (the target exists and has no
+    entry guard and no required keys)? Then it is ready exactly when its ``when`` is
+    absent or true, and closed by the ``when`` otherwise: what a hot loop may check
+    without calling :func:`check_edge`."""
+    return target is not None and target.guard is None and not target.requires

@@ -190,6 +190,7 @@ NAVIGATION_NAMES = INSTRUCTION_NAMES | {
     "goal",
     "previous",
     "still_needed",
+    "collect",
     "missing_requires",
     "tools",
     "next",

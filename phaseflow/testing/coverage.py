@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import Trigger, Workflow
+
+
+class CoverageEdge(NamedTuple):
+    """One transition of the workflow: ``number`` is its place in the phase's list."""
+
+    phase: str
+    number: int
+    target: str
+    trigger: Trigger
 
 
 @dataclass(slots=True)
@@ -14,14 +24,14 @@ class Coverage:
 
     workflow: str
     phases: tuple[str, ...]
-    transitions: tuple[tuple[str, int, str, str], ...]  # (phase, index, target, trigger)
+    transitions: tuple[CoverageEdge, ...]
     seen_phases: set[str] = field(default_factory=set)
     seen_transitions: set[tuple[str, int]] = field(default_factory=set)
 
     @classmethod
     def for_workflow(cls, workflow: Workflow) -> Coverage:
         edges = tuple(
-            (name, index, t.to, t.trigger)
+            CoverageEdge(name, index, t.to, t.trigger)
             for name, phase in workflow.phases.items()
             for index, t in enumerate(phase.transitions)
         )
@@ -42,8 +52,8 @@ class Coverage:
         return [p for p in self.phases if p not in self.seen_phases]
 
     @property
-    def missed_transitions(self) -> list[tuple[str, int, str, str]]:
-        return [t for t in self.transitions if (t[0], t[1]) not in self.seen_transitions]
+    def missed_transitions(self) -> list[CoverageEdge]:
+        return [t for t in self.transitions if (t.phase, t.number) not in self.seen_transitions]
 
     @property
     def percent(self) -> float:

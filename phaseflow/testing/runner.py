@@ -11,6 +11,7 @@ from typing import Any
 
 from phaseflow.machine import GuardTrigger, ModelTrigger, PhaseMachine, State, TransitionResult
 from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.spec.edges import check_edge
 from phaseflow.spec.model import CallEffect, Effect, Workflow
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.testfile import Mock, Scenario, Step, TestFile
@@ -159,9 +160,10 @@ class _Run:
         if phase is None:
             return None
         ctx = self.machine.guard_context()
+        phases = self.workflow.phases
         for index, t in enumerate(phase.transitions):
             if t.trigger == "model" and t.to == target and (
-                t.when is None or t.when.evaluate(self.state, ctx).value
+                check_edge(t.when, phases.get(t.to), self.state, ctx).stopped_by != "when"
             ):
                 return index
         return None

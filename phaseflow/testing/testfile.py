@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
@@ -23,6 +23,14 @@ from phaseflow.spec.yamlnodes import (
     compose,
     to_python,
 )
+
+
+class _Entry(NamedTuple):
+    """One key of a step mapping and its value."""
+
+    key: Scalar
+    value: Node
+
 
 STEP_KINDS = ("set", "unset", "turns", "wait", "request", "tool", "goto", "expect")
 EXPECT_KEYS = frozenset(
@@ -148,11 +156,11 @@ class _Reader:
             raise self.fail(
                 node, "a step is a mapping such as {set: {key: value}} or {expect: {...}}"
             )
-        fields = {k.value: (k, v) for k, v in entries(node)}
+        fields = {k.value: _Entry(k, v) for k, v in entries(node)}
         kinds = [k for k in fields if k in STEP_KINDS]
         others = [k for k in fields if k not in STEP_KINDS]
         if others:
-            key = fields[others[0]][0]
+            key = fields[others[0]].key
             hint = did_you_mean(str(others[0]), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
             raise self.fail(key, f"unknown step '{others[0]}'{hint}")
         action = [k for k in kinds if k != "expect"]
@@ -161,12 +169,12 @@ class _Reader:
         if not action:
             if "expect" not in fields:
                 raise self.fail(node, "empty step")
-            checks_node = fields["expect"][1]
+            checks_node = fields["expect"].value
             checks = self.mapping(checks_node, "expect", EXPECT_KEYS)
             return Step("expect", node.line, expect=self.checks(checks))
         kind = action[0]
-        value_node = fields[kind][1]
-        expect_node = fields["expect"][1] if "expect" in fields else None
+        value_node = fields[kind].value
+        expect_node = fields["expect"].value if "expect" in fields else None
         if kind in ("request", "tool"):
             name = self.string(value_node, kind)
             default = "taken" if kind == "request" else "allowed"

@@ -7,10 +7,18 @@ as YAML text through ``load_workflow`` (which must report no errors). Guards com
 small grammar over integer, boolean and string state keys plus the machine's counters;
 effects ``set``/``unset`` the guarded keys. No ``call`` effects (the unit tests cover
 them); preparations (``set`` only) in a separate property.
+
+Every case also drives a third engine: the same workflow with an ``async def`` no-op
+``call`` (one that really suspends) added to every phase's ``on_enter`` and ``on_exit``,
+through the machine's coroutines only (``advance``, ``take_request``), so their awaiting
+paths run; it must do exactly what the sync machine does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +41,7 @@ from phaseflow.interop.transitions import (
 )
 from phaseflow.machine import PhaseMachine, State
 from phaseflow.spec.model import (
+    CallEffect,
     Phase,
     Preparation,
     SetEffect,
@@ -181,11 +190,32 @@ def workflows(draw: st.DrawFn, preparations: bool = False) -> dict[str, Any]:
     return doc
 
 
-def _effect(spec: dict[str, Any]) -> SetEffect | UnsetEffect:
+async def _tick(ctx: Any) -> None:
+    """An async no-op that really suspends."""
+    await asyncio.sleep(0)
+
+
+TICKS: Mapping[str, Callable[..., Any]] = {"tick": _tick}
+
+
+def with_ticks(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with a ``call: tick`` added to every phase's ``on_enter`` and ``on_exit``."""
+    doc = copy.deepcopy(doc)
+    for spec in doc["phases"].values():
+        for hook in ("on_enter", "on_exit"):
+            spec[hook] = [*spec.get(hook, ()), {"call": "tick"}]
+    return doc
+
+
+def _effect(spec: dict[str, Any]) -> SetEffect | UnsetEffect | CallEffect:
+    if "call" in spec:
+        return CallEffect(spec["call"])
     return SetEffect(spec["set"]) if "set" in spec else UnsetEffect(tuple(spec["unset"]))
 
 
-def build_in_code(doc: dict[str, Any]) -> Workflow:
+def build_in_code(
+    doc: dict[str, Any], registry: Mapping[str, Callable[..., Any]] | None = None
+) -> Workflow:
     from phaseflow.spec.model import StateKey
 
     phases = {}
@@ -213,12 +243,14 @@ def build_in_code(doc: dict[str, Any]) -> Workflow:
         for k, s in doc.get("state", {}).items()
     }
     return Workflow(name=doc["name"], initial=doc["initial"], phases=phases, state=state,
-                    machine_factory=PhaseMachine.from_workflow)
+                    registry=registry or {}, machine_factory=PhaseMachine.from_workflow)
 
 
-def build_from_yaml(doc: dict[str, Any]) -> Workflow:
+def build_from_yaml(
+    doc: dict[str, Any], registry: Mapping[str, Callable[..., Any]] | None = None
+) -> Workflow:
     text = yaml.safe_dump(doc, sort_keys=False)
-    return phaseflow.load_workflow_text(text)  # raises WorkflowError on any error
+    return phaseflow.load_workflow_text(text, registry)  # raises WorkflowError on any error
 
 
 @dataclass(frozen=True)
@@ -275,10 +307,38 @@ def _check_same(machine: PhaseMachine, s1: State, model: Any, where: str) -> Non
     assert tracker.turn == machine.turn, where
 
 
-def run_oracle(workflow: Workflow, script: list[Any]) -> None:
+def _errors(records: Any) -> list[Any]:
+    return [(e.kind, e.phase, e.turn, e.message, e.source) for e in records]
+
+
+def _same_as_async(machine: PhaseMachine, s1: State, am: PhaseMachine, s3: State,
+                   result: Any, async_result: Any, where: str) -> None:
+    """The async twin did what the sync machine did (its ticks change nothing)."""
+    assert am.current == machine.current, where
+    assert am.history == machine.history, where
+    assert dict(am.visits) == dict(machine.visits), where
+    assert (am.turn, am.turns_in_phase) == (machine.turn, machine.turns_in_phase), where
+    # (positions differ in YAML: the ticks add lines)
+    assert _errors(am.trace) == _errors(machine.trace), where
+    assert s3 == s1, where
+    if result is None or async_result is None:
+        assert result is async_result, where
+    elif hasattr(result, "outcome"):
+        assert (async_result.outcome, async_result.target, async_result.missing,
+                async_result.preparations) == (result.outcome, result.target, result.missing,
+                                               result.preparations), where
+        assert _errors(async_result.events) == _errors(result.events), where
+    else:
+        assert async_result.record == result.record, where
+        assert _errors(async_result.events) == _errors(result.events), where
+
+
+def run_oracle(workflow: Workflow, script: list[Any], async_twin: Workflow) -> None:
     clock = Clock()
     machine = workflow.machine(clock=clock)
+    am = async_twin.machine(clock=clock)
     s1 = State(workflow.defaults())
+    s3 = State(async_twin.defaults())
     tm = build_machine(workflow, clock=clock)
     model = tm.models[0]
     s2 = tracker_of(model).state
@@ -293,12 +353,15 @@ def run_oracle(workflow: Workflow, script: list[Any]) -> None:
             assert model.may_trigger(request_trigger(step.target)) == pure, where
             taken = machine.take_request_sync(step.target, s1, turn=turn)
             assert request(model, step.target, turn=turn) == (taken is not None), where
+            assert am.request(step.target, s3) == pure, where
+            async_taken = asyncio.run(am.take_request(step.target, s3, turn=turn))
+            _same_as_async(machine, s1, am, s3, taken, async_taken, where)
             if not prepared:
                 assert (taken is not None) == pure, where
         else:
             if isinstance(step, Update):
                 for k, v in step.values.items():
-                    for s in (s1, s2):
+                    for s in (s1, s2, s3):
                         if v is UNSET:
                             s.unset(k)
                         else:
@@ -309,6 +372,8 @@ def run_oracle(workflow: Workflow, script: list[Any]) -> None:
             assert model.may_trigger(ADVANCE) == (ready is not None), where
             turn += 1
             result = machine.advance_sync(s1, turn=turn)
+            _same_as_async(machine, s1, am, s3, result,
+                           asyncio.run(am.advance(s3, turn=turn)), where)
             moved = turn_boundary(model, turn)
             assert moved == result.transitioned, where
             tracker = tracker_of(model)
@@ -333,7 +398,7 @@ def test_oracle_workflows_built_in_code(data: st.DataObject) -> None:
     workflow = build_in_code(doc)
     PhaseMachine.from_workflow(workflow).validate()
     script = data.draw(steps(list(doc["phases"])), label="steps")
-    run_oracle(workflow, script)
+    run_oracle(workflow, script, build_in_code(with_ticks(doc), TICKS))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -342,7 +407,7 @@ def test_oracle_workflows_loaded_from_yaml(data: st.DataObject) -> None:
     doc = data.draw(workflows(), label="workflow")
     workflow = build_from_yaml(doc)
     script = data.draw(steps(list(doc["phases"])), label="steps")
-    run_oracle(workflow, script)
+    run_oracle(workflow, script, build_from_yaml(with_ticks(doc), TICKS))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -352,7 +417,7 @@ def test_oracle_with_preparations(data: st.DataObject) -> None:
     model requests are compared too (the adapter runs preparations in ``turn_boundary`` and
     ``request``)."""
     doc = data.draw(workflows(preparations=True), label="workflow")
-    workflow = build_in_code(doc) if data.draw(st.booleans(), label="in code") else (
-        build_from_yaml(doc))
+    build = build_in_code if data.draw(st.booleans(), label="in code") else build_from_yaml
+    workflow = build(doc)
     script = data.draw(steps(list(doc["phases"])), label="steps")
-    run_oracle(workflow, script)
+    run_oracle(workflow, script, build(with_ticks(doc), TICKS))

@@ -73,7 +73,7 @@ def test_current_phase_is_none_for_an_unregistered_phase() -> None:
 def test_from_workflow_shares_phases_and_index() -> None:
     wf = chain(5)
     a, b = wf.machine(), PhaseMachine.from_workflow(wf)
-    assert a.index is b.index
+    assert a._index is b._index
     assert a.current_phase is wf.phases["p0"]
     assert a.workflow is wf
 
@@ -113,6 +113,6 @@ def test_machine_from_a_large_workflow_is_cheap() -> None:
     """Making a machine must not be O(phases): the per-phase entries are filled lazily."""
     wf = chain(1000)
     m = wf.machine()
-    assert len(m.index._info) == 0
+    assert len(m._index.entries) == 0
     m.advance_sync({"go": True}, turn=1)
-    assert len(m.index._info) <= 3
+    assert len(m._index.entries) <= 3

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from phaseflow.machine import MODEL_REQUEST, TRACE_LIMIT, EffectContext, State
+from phaseflow.machine import MODEL_REQUEST, TRACE_LIMIT, EffectContext, ErrorRecord, State
 from phaseflow.spec.model import CallEffect, Phase, SetEffect, Transition
 
 from ._support import FakeClock, workflow
@@ -47,6 +47,8 @@ def test_context_state_is_read_only() -> None:
     r = m.advance_sync(s, turn=1)
     assert "x" not in s
     assert [e.kind for e in r.events] == ["effect_error", "effect_error"]
+    assert all(isinstance(e, ErrorRecord) for e in r.events) and m.trace == r.events
+    assert r.events[0].format().startswith("[effect_error] b on_enter[0]: call 'hook' raised")
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from phaseflow.machine import State
-from phaseflow.spec.model import Phase, Preparation, SetEffect, Transition
+from phaseflow.spec.model import Navigation, Phase, Preparation, SetEffect, Transition
 
 from ._support import FakeClock, refund_desk, workflow
 
@@ -219,3 +219,48 @@ def test_a_key_tested_only_for_absence_is_not_waited_for() -> None:
     assert [n["waiting_for"] for n in facts["next"]] == [
         [], ["amount"], ["amount"], ["cancelled"], [], ["n"]]
     assert facts["next"][4]["ready"] is True  # 'Either' holds while cancelled is absent
+
+
+def test_keys_the_model_may_record_follow_still_needed() -> None:
+    """A phase's ``collect`` keys that are still absent are offered to the model on one
+    line after ``Still needed``; present keys drop off, and no line when none is left."""
+    wf = workflow([
+        Phase("intake", goal="Take the claim.", needs=["policy_no"],
+              collect=["name", "reason", "phone"], tools=["lookup"],
+              transitions=[Transition("done", "state.name and state.reason", "All known")]),
+        Phase("done", terminal=True),
+    ])
+    m = wf.machine()
+    assert m.describe_navigation(State({"phone": None})) == (
+        "[Navigation]\n"
+        "Current phase: intake — Take the claim.\n"
+        "Still needed: policy_no\n"
+        "You may record: name, reason, phone\n"
+        "Tools: lookup\n"
+        "Possible next:\n"
+        "  → done: All known (waiting for: name, reason)"
+    )
+    text = m.describe_navigation(State({"name": "Ada", "phone": "1"}))
+    assert "You may record: reason\n" in text
+    assert m.navigation_facts(State({"name": "Ada"}))["collect"] == ["reason", "phone"]
+    every = State({"name": "Ada", "reason": "hail", "phone": "1"})
+    assert "You may record" not in m.describe_navigation(every)
+    assert m.navigation_facts(every)["collect"] == []
+
+
+def test_a_phase_that_collects_nothing_has_no_record_line() -> None:
+    m = refund_desk().machine()
+    s = State({"customer_id": "C-1"})
+    m.advance_sync(s, turn=2)
+    assert m.navigation_facts(s)["collect"] == []
+    assert "You may record" not in m.describe_navigation(s)
+
+
+def test_a_navigation_template_gets_collect() -> None:
+    wf = workflow(
+        [Phase("a", collect=["name", "reason"]), Phase("b")],
+        navigation=Navigation(template="{{ phase }}: {{ collect|join(', ') or 'nothing' }}"),
+    )
+    m = wf.machine()
+    assert m.describe_navigation(State({"name": "Ada"})) == "a: reason"
+    assert m.describe_navigation(State({"name": "Ada", "reason": "r"})) == "a: nothing"

@@ -4,12 +4,18 @@ A random workflow is driven by random state changes, turn boundaries, requests a
 Alongside the machine under test (``advance``) runs a second machine driven by the spec's
 definition of a turn boundary composed from the public pure/async members
 (``evaluate_for_transition``, ``prepare_target``, ``transition``); both must agree.
+
+A third machine runs the same workflow with an async registry (``async def`` callables
+that really suspend, so the coroutines take their awaiting paths: ``_prepare_async``,
+``_do_transition_async``) and is driven only through the coroutines; every result, the
+state, the history, the visits and the trace must be identical to the sync machine's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import itertools
 from typing import Any
 
@@ -17,7 +23,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from phaseflow.machine import MODEL_REQUEST, Blocked, GuardTrigger, PhaseMachine, Ready, State
+from phaseflow.machine import (
+    MODEL_REQUEST,
+    Blocked,
+    GuardTrigger,
+    PhaseMachine,
+    Ready,
+    State,
+    TransitionResult,
+)
 from phaseflow.spec.model import (
     CallEffect,
     Phase,
@@ -53,6 +67,19 @@ def _bump(ctx: Any, key: str) -> dict[str, Any]:
 
 def _fail(ctx: Any, key: str) -> None:
     raise RuntimeError(key)
+
+
+async def _async_bump(ctx: Any, key: str) -> dict[str, Any]:
+    await asyncio.sleep(0)  # really suspends: only the awaiting path can run it
+    return _bump(ctx, key)
+
+
+async def _async_fail(ctx: Any, key: str) -> None:
+    await asyncio.sleep(0)
+    _fail(ctx, key)
+
+
+ASYNC_REGISTRY = {"bump": _async_bump, "fail": _async_fail}
 
 
 @st.composite
@@ -92,6 +119,16 @@ def _snapshot(m: PhaseMachine) -> Any:
 
 def _history(m: PhaseMachine) -> list[Any]:
     return [(r.from_phase, r.to_phase, r.turn, r.trigger) for r in m.history]
+
+
+def _result(r: Any) -> Any:
+    """Everything a boundary or transition result says, comparable."""
+    if r is None:
+        return None
+    if isinstance(r, TransitionResult):
+        return (r.from_phase, r.to_phase, r.trigger, r.turn, r.record, r.events, r.ok)
+    return (r.outcome, r.phase, r.turn, r.target, r.missing, r.preparations, r.events,
+            _result(r.transition))
 
 
 async def _reference_boundary(m: PhaseMachine, s: State, turn: int) -> None:
@@ -147,16 +184,30 @@ class MachineInvariants(RuleBasedStateMachine):
         self.ref = wf.machine(clock=self.clock)
         self.s = State(wf.defaults())
         self.rs = State(wf.defaults())
+        self.am = dataclasses.replace(wf, registry=ASYNC_REGISTRY).machine(clock=self.clock)
+        self.as_ = State(wf.defaults())
+
+    def _same_as_async(self, r: Any, ar: Any) -> None:
+        """The async-registry machine did exactly what the sync one did."""
+        assert _result(ar) == _result(r)
+        assert self.am.current == self.m.current
+        assert self.am.history == self.m.history
+        assert dict(self.am.visits) == dict(self.m.visits)
+        assert self.am.trace == self.m.trace
+        assert (self.am.turn, self.am.turns_in_phase) == (self.m.turn, self.m.turns_in_phase)
+        assert dict(self.as_) == dict(self.s)
 
     @rule(key=st.sampled_from(KEYS), value=VALUES)
     def set_key(self, key: str, value: Any) -> None:
         self.s.set(key, value)
         self.rs.set(key, copy.deepcopy(value))
+        self.as_.set(key, copy.deepcopy(value))
 
     @rule(key=st.sampled_from(KEYS))
     def unset_key(self, key: str) -> None:
         self.s.unset(key)
         self.rs.unset(key)
+        self.as_.unset(key)
 
     @rule(seconds=st.sampled_from([0, 1, 30]))
     def wait(self, seconds: int) -> None:
@@ -171,6 +222,7 @@ class MachineInvariants(RuleBasedStateMachine):
         r = (asyncio.run(self.m.advance(self.s, turn=self.turn)) if use_async
              else self.m.advance_sync(self.s, turn=self.turn))
         asyncio.run(_reference_boundary(self.ref, self.rs, self.turn))
+        self._same_as_async(r, asyncio.run(self.am.advance(self.as_, turn=self.turn)))
         moved = sum(self.m.visits.values()) - before_visits
         assert moved <= 1  # at most one transition per boundary
         assert moved == (1 if r.transitioned else 0)
@@ -196,6 +248,9 @@ class MachineInvariants(RuleBasedStateMachine):
         allowed = self.m.request(name, self.s)
         r = self.m.take_request_sync(name, self.s, turn=self.turn)
         r2 = self.ref.take_request_sync(name, self.rs, turn=self.turn)
+        assert self.am.request(name, self.as_) == allowed
+        self._same_as_async(r, asyncio.run(self.am.take_request(name, self.as_,
+                                                                turn=self.turn)))
         if allowed:
             assert r is not None and self.m.current == name
         if r is not None:  # only a model transition of the phase asked in can be taken
@@ -213,6 +268,14 @@ class MachineInvariants(RuleBasedStateMachine):
         r = self.m.goto_sync(name, self.s, turn=self.turn)
         self.ref.goto_sync(name, self.rs, turn=self.turn)
         assert (r is None) == (name not in self.wf.phases)
+        self._same_as_async(r, asyncio.run(self.am.goto(name, self.as_, turn=self.turn)))
+
+    @rule(name=st.sampled_from([f"p{i}" for i in range(6)]))
+    def prepare(self, name: str) -> None:
+        ok = self.m.prepare_target_sync(name, self.s)
+        self.ref.prepare_target_sync(name, self.rs)
+        assert asyncio.run(self.am.prepare_target(name, self.as_)) == ok
+        self._same_as_async(None, None)
 
     @rule()
     def evaluate_matches_the_spec(self) -> None:
