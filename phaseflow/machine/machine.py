@@ -528,12 +528,16 @@ class PhaseMachine:
         if template is None:
             return None
         index = self._index
-        return template.render({
+        outcome = template.render_checked({
             "state": state,
             "phase": {"name": phase.name, "goal": phase.goal},
             "workflow": {"name": index.name, "description": index.description},
             "turn": turn,
         })
+        if outcome.error is not None:
+            self._record([ErrorRecord("template_error", phase.name, turn, outcome.error,
+                                      "instructions", phase.position)])
+        return outcome.text
 
     # -- transitions -----------------------------------------------------------------------
 
@@ -946,8 +950,9 @@ class PhaseMachine:
 
     def render_instructions(self, state: Mapping[str, Any]) -> str | None:
         """The current phase's ``instructions`` rendered for ``state`` (``None`` when it has
-        none): what the model is told to do here. Pure; a template error is returned as
-        bracketed text, never raised."""
+        none): what the model is told to do here. It changes neither the state nor where
+        the conversation is; a template that fails gives the documented fallback text (the
+        empty string) and a ``template_error`` in the trace, never an exception."""
         info = self._info()
         if info is None:
             return None
@@ -972,8 +977,13 @@ class PhaseMachine:
 
     def describe_navigation(self, state: Mapping[str, Any]) -> str:
         """The navigation block for ``state`` (the workflow's ``navigation.template`` if it
-        has one, else the default block). Pure."""
-        return describe(self.whereabouts(), state)
+        has one, else the default block). A navigation template that fails gives the
+        default block instead and a ``template_error`` in the trace."""
+        text, error = describe(self.whereabouts(), state)
+        if error is not None:
+            self._record([ErrorRecord("template_error", self._current, self._turn, error,
+                                      "navigation.template")])
+        return text
 
     def navigation_facts(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The structured facts the navigation block is rendered from (what a

@@ -308,10 +308,14 @@ def format_block(f: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def describe(where: Whereabouts, state: Mapping[str, Any]) -> str:
-    """The block: the workflow's navigation template if it has one, else the default."""
+def describe(where: Whereabouts, state: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The block and the navigation template's render error, if it failed: the workflow's
+    navigation template if it has one, else (and when it fails) the default block."""
     f = facts(where, state)
     template = where.navigation.template
     if template is not None:
-        return template.render(f)
-    return format_block(f)
+        outcome = template.render_checked(f)
+        if outcome.error is None:
+            return outcome.text, None
+        return format_block(f), outcome.error
+    return format_block(f), None

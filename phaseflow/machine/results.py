@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple, get_args
 
 from phaseflow.spec.model import Phase, Position
 
@@ -145,7 +145,10 @@ class HistoryRecord(NamedTuple):
 
 
 #: What went wrong (see :class:`ErrorRecord`).
-ErrorKind = Literal["guard_error", "effect_error", "preparation_failed"]
+ErrorKind = Literal["guard_error", "effect_error", "preparation_failed", "template_error"]
+
+#: Every kind of :class:`ErrorRecord`, for readers that check a kind they are given.
+ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,10 @@ class ErrorRecord:
     ``guard_error``: a guard hit a run-time type error and counted as false.
     ``effect_error``: an effect failed (a ``call`` raised, or names no registered
     callable); the remaining effects still ran. ``preparation_failed``: a preparation
-    failed, so its target stayed blocked. ``phase`` is the phase the guard or effect
-    belongs to, ``source`` names it (``on_exit[1]``, ``transitions[0].when``, ``prepare:
+    failed, so its target stayed blocked. ``template_error``: an ``instructions`` or
+    ``navigation.template`` failed while rendering (the message says at which line of the
+    template; the model got the documented fallback instead). ``phase`` is the phase the
+    guard, effect or template belongs to, ``source`` names it (``on_exit[1]``, ``transitions[0].when``, ``prepare:
     load_policy``) and ``position`` is where it was written, when known.
     """
 

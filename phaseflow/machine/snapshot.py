@@ -32,15 +32,16 @@ from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.machine.results import (
+    ERROR_KINDS,
     MODEL_REQUEST,
-    EventKind,
+    ErrorKind,
+    ErrorRecord,
     GuardTrigger,
     HistoryRecord,
     ModelTrigger,
     ProgrammaticTrigger,
     TransitionTrigger,
 )
-from phaseflow.machine.results import Event as TraceEvent
 from phaseflow.spec.model import Position, Workflow
 
 __all__ = [
@@ -69,7 +70,7 @@ _TOP_KEYS = ("format", "version", "workflow", "phase", "elapsed", "turn", "turns
 _RECORD_KEYS = ("from", "to", "turn", "at", "trigger", "duration_in_phase")
 _EVENT_KEYS = ("kind", "phase", "turn", "message", "source", "position")
 _POSITION_KEYS = ("path", "line", "column")
-_EVENT_KINDS = frozenset({"guard_error", "effect_error", "preparation_failed"})
+_EVENT_KINDS = ERROR_KINDS
 
 
 class SnapshotError(PhaseflowError):
@@ -85,7 +86,7 @@ class MachineSlots(Protocol):
     _current: str
     _entered_at: float
     _history: deque[HistoryRecord] | None
-    _trace: deque[TraceEvent] | None
+    _trace: deque[ErrorRecord] | None
     _visits: dict[str, int]
     _turn: int
     _turns_in_phase: int
@@ -179,7 +180,7 @@ def _trigger_json(trigger: TransitionTrigger, i: int) -> dict[str, Any]:
                         "transition trigger")
 
 
-def _event_json(event: TraceEvent) -> dict[str, Any]:
+def _event_json(event: ErrorRecord) -> dict[str, Any]:
     p = event.position
     return {
         "kind": event.kind,
@@ -345,7 +346,7 @@ def _trigger(data: object, where: str) -> TransitionTrigger:
                         f"{_show(kind)}")
 
 
-def _event(data: object, i: int, scope: _Scope) -> TraceEvent:
+def _event(data: object, i: int, scope: _Scope) -> ErrorRecord:
     """Trace event ``i``: a fast path for the common case, as :func:`_record`."""
     if type(data) is dict and len(data) == 6:
         kind = data.get("kind")
@@ -358,14 +359,14 @@ def _event(data: object, i: int, scope: _Scope) -> TraceEvent:
                 and type(message) is str and type(source) is str and kind in _EVENT_KINDS
                 and phase in scope.phases and 0 <= turn <= MAX_COUNT):
             if pos is None:
-                return TraceEvent(cast(EventKind, kind), phase, turn, message, source, None)
+                return ErrorRecord(cast(ErrorKind, kind), phase, turn, message, source, None)
             if type(pos) is dict and len(pos) == 3:
                 path = pos.get("path")
                 line = pos.get("line")
                 column = pos.get("column")
                 if (type(path) is str and type(line) is int and type(column) is int
                         and 0 <= line <= MAX_COUNT and 0 <= column <= MAX_COUNT):
-                    return TraceEvent(cast(EventKind, kind), phase, turn, message, source,
+                    return ErrorRecord(cast(ErrorKind, kind), phase, turn, message, source,
                                       Position(path, line, column))
     return _checked_event(data, i, scope)
 
@@ -373,15 +374,15 @@ def _event(data: object, i: int, scope: _Scope) -> TraceEvent:
 _MISSING = object()
 
 
-def _checked_event(data: object, i: int, scope: _Scope) -> TraceEvent:
+def _checked_event(data: object, i: int, scope: _Scope) -> ErrorRecord:
     where = f"snapshot.trace[{i}]"
     ev = _object(data, where, _EVENT_KEYS)
     kind = ev["kind"]
     if not isinstance(kind, str) or kind not in _EVENT_KINDS:
         raise SnapshotError(f"{where}.kind: expected one of "
                             f"{', '.join(sorted(_EVENT_KINDS))}, got {_show(kind)}")
-    return TraceEvent(
-        cast(EventKind, kind),
+    return ErrorRecord(
+        cast(ErrorKind, kind),
         scope.phase(ev["phase"], f"{where}.phase"),
         _count(ev["turn"], f"{where}.turn"),
         _string(ev["message"], f"{where}.message"),
