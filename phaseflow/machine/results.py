@@ -162,8 +162,9 @@ class ErrorRecord:
     failed, so its target stayed blocked. ``template_error``: an ``instructions`` or
     ``navigation.template`` failed while rendering (the message says at which line of the
     template; the model got the documented fallback instead). ``phase`` is the phase the
-    guard, effect or template belongs to, ``source`` names it (``on_exit[1]``, ``transitions[0].when``, ``prepare:
-    load_policy``) and ``position`` is where it was written, when known.
+    guard, effect or template belongs to, ``source`` names it (``on_exit[1]``,
+    ``transitions[0].when``, ``prepare: load_policy``, ``instructions``) and ``position``
+    is where it was written, when known.
     """
 
     kind: ErrorKind

@@ -583,7 +583,7 @@ WRONG_VALUES: list[tuple[tuple[Any, ...], Any, str]] = [
     (("history", 1, "from"), "x" * 5000, "snapshot.history[1].from: "
      f"{'x' * 60!r}... (5000 chars) is not a phase of workflow 'refund-desk'"),
     (("trace", 0, "kind"), "oops", "snapshot.trace[0].kind: expected one of effect_error, "
-     "guard_error, preparation_failed, got 'oops'"),
+     "guard_error, preparation_failed, template_error, got 'oops'"),
     (("trace", 0, "position"), {"path": "x", "line": 1}, "snapshot.trace[0].position: "
      "missing key 'column'"),
     (("trace", 0, "position"), {"path": "x", "line": -1, "column": 0},
