@@ -20,6 +20,7 @@ Why this shape:
 from __future__ import annotations
 
 import ast
+import copyreg
 import difflib
 import threading
 import tokenize
@@ -28,6 +29,7 @@ from io import StringIO
 from typing import Any, Literal
 
 from phaseflow.expr._runtime import HELPERS
+from phaseflow.expr.absence import absence_tested_in
 from phaseflow.expr.types import Guard, GuardCompileError
 
 __all__ = [
@@ -191,7 +193,19 @@ def compile_guard(source: str) -> Guard:
         rewriter.dynamic_reads,
         function,
         frozenset(rewriter.visits),
+        absence_tested_in(tree.body),
     )
+
+
+def _reduce_guard(guard: Guard) -> tuple[Any, tuple[str]]:
+    """Pickle (and deep-copy) a guard as its source: the compiled function cannot be
+    pickled, and compiling the source again gives an equal guard."""
+    return compile_guard, (guard.source,)
+
+
+# Registered here, beside the only maker of guards, so that the value types never import
+# the compiler (pickle and copy consult this table before ``__reduce_ex__``).
+copyreg.pickle(Guard, _reduce_guard)
 
 
 def _wrap(source: str) -> str:
