@@ -12,6 +12,7 @@ others and nothing here can raise on odd input.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,7 +34,7 @@ from phaseflow.spec.model import (
     Workflow,
 )
 from phaseflow.spec.reference_checks import check_references, check_registry
-from phaseflow.spec.schema import entries, type_name
+from phaseflow.spec.schema import NodeLocator, entries, type_name
 from phaseflow.spec.sourcemap import PhaseNodes, SourceMap
 from phaseflow.spec.templates import (
     INSTRUCTION_NAMES,
@@ -49,12 +50,15 @@ TOP_KEYS = frozenset(
     {"phaseflow", "name", "description", "initial", "state", "tools", "phases", "navigation"}
 )
 STATE_KEY_KEYS = frozenset({"type", "description", "default"})
-TOOL_KEYS = frozenset({"description", "writes", "approval"})
+TOOL_KEYS = frozenset(
+    {"description", "writes", "approval", "parameters", "timeout", "idempotent"}
+)
 PHASE_KEYS = frozenset(
     {
         "goal",
         "instructions",
         "needs",
+        "collect",
         "requires",
         "guard",
         "prepare",
@@ -251,15 +255,63 @@ class Compiler:
 
     def tool(self, key: Scalar, value: Node) -> None:
         assert self.tools is not None
-        fields = {k.value: v for k, v in entries(value)} if isinstance(value, Mapping) else {}
-        approval = self.text(fields.get("approval"))
+        fields = {k.value: (k, v) for k, v in entries(value)} if isinstance(value, Mapping) else {}
+
+        def get(field_name: str) -> Node | None:
+            return fields[field_name][1] if field_name in fields else None
+
+        approval = self.text(get("approval"))
+        idempotent = get("idempotent")
         self.tools[key.value] = Tool(
             key.value,
-            self.text(fields.get("description")),
-            tuple(n for n, _ in self.names(fields.get("writes"))),
+            self.text(get("description")),
+            tuple(n for n, _ in self.names(get("writes"))),
             "always" if approval == "always" else "never",
             self.position(key),
+            self.parameters(key.value, *fields["parameters"]) if "parameters" in fields else None,
+            self.timeout(key.value, get("timeout")),
+            isinstance(idempotent, Scalar) and idempotent.value is True,
         )
+
+    def parameters(self, tool: str, key: Scalar, node: Node) -> dict[str, Any] | None:
+        """A tool's ``parameters`` when it is a valid object schema; PF103 at the node a
+        problem is about otherwise. The workflow schema already reported a non-mapping or
+        a ``type`` other than ``object``; the meta-schema check (which imports jsonschema)
+        runs only on what passed that."""
+        schema = to_python(node)
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            return None
+        from phaseflow.spec.tool_parameters import parameter_problems
+
+        problems = parameter_problems(schema)
+        for path, message in problems:
+            at, _ = NodeLocator(node).find(list(path))
+            where = ".".join(str(p) for p in path)
+            self.report(
+                at if path else key,
+                "PF103",
+                f"tool '{tool}': parameters{f' at {where!r}' if where else ''} is not a valid "
+                f"JSON Schema: {message}",
+            )
+        return None if problems else schema
+
+    def timeout(self, tool: str, node: Node | None) -> float | None:
+        """A positive, finite number of seconds, or ``None``. The schema reports a
+        non-number and a number <= 0; infinity and NaN are numbers it lets through."""
+        if not isinstance(node, Scalar):
+            return None
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            return None
+        if not math.isfinite(value):
+            self.report(
+                node,
+                "PF103",
+                f"tool '{tool}': 'timeout' must be a finite number of seconds, not {value!r}; "
+                "leave it out for no timeout",
+            )
+            return None
+        return value
 
     def effect(self, node: Node, nodes: PhaseNodes) -> Effect | None:
         if not isinstance(node, Mapping):
@@ -310,6 +362,7 @@ class Compiler:
             nodes.templates.append((instructions, get("instructions")))  # type: ignore[arg-type]
         nodes.requires = self.names(get("requires"))
         nodes.needs = self.names(get("needs"))
+        nodes.collect = self.names(get("collect"))
         nodes.clear = self.names(get("clear_on_enter"))
         tools_node = get("tools")
         nodes.tools = self.names(tools_node)
@@ -383,6 +436,7 @@ class Compiler:
             terminal=terminal,
             transitions=transitions,
             position=self.position(key),
+            collect=tuple(n for n, _ in nodes.collect),
         )
         self.nodes[name] = nodes
 

@@ -1,11 +1,13 @@
-"""The reference checks (PF301, PF303, PF400-PF405): does every name a phase uses name
-something the workflow declares, and can every required key be produced?
+"""The reference checks (PF301, PF303, PF400-PF407): does every name a phase uses name
+something the workflow declares, can every required key be produced, and does the model
+collect only what no tool is meant to write?
 
 Each check is a function of the compiled workflow and its :class:`SourceMap` (for the
 positions) to a list of diagnostics; :func:`check_references` runs them in order, and
 :func:`check_registry` runs when the workflow is loaded with a registry of callables.
-The state-key checks run only when the file declares ``state`` (the spec: declaring it
-switches them on); the tool checks only when it has a ``tools`` catalogue.
+The state-key warnings run only when the file declares ``state`` (the spec: declaring it
+switches them on), except PF406: a collected key needs a declared type, so it is an error
+with or without ``state``. The tool checks run only when there is a ``tools`` catalogue.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ __all__ = [
     "REFERENCE_CHECKS",
     "check_references",
     "check_registry",
+    "collected_tool_writes",
+    "undeclared_collect",
     "undeclared_keys",
     "undeclared_reads",
     "unknown_tools",
@@ -62,13 +66,14 @@ def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
 
 def _producible(workflow: Workflow, source: SourceMap) -> set[str]:
     """The keys something can put into the state: a default, a tool's ``writes``, a
-    preparation's ``produces``, a ``set`` effect."""
+    preparation's ``produces``, a ``set`` effect, a phase's ``collect`` (the model)."""
     producible: set[str] = {k for k, s in workflow.state.items() if s.has_default}
     for tool in (workflow.tools or {}).values():
         producible.update(tool.writes)
     for nodes in source.phases.values():
         producible.update(k for k, _ in nodes.produces)
         producible.update(nodes.sets)
+        producible.update(k for k, _ in nodes.collect)
     return producible
 
 
@@ -91,7 +96,7 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
                         "PF402",
                         f"phase '{name}' requires '{clip(key)}', but nothing can produce "
                         "it: no default, no tool writes it, no preparation produces it, "
-                        "no 'set' effect sets it",
+                        "no 'set' effect sets it, no phase collects it",
                     )
                 )
     return found
@@ -121,6 +126,64 @@ def undeclared_keys(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
                             f"'{clip(key)}'{did_you_mean(key, declared)}",
                         )
                     )
+    return found
+
+
+def undeclared_collect(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF406: ``collect`` names an undeclared state key. The model fills a collected key
+    with whatever it heard, so the key needs a declared type for the session to check the
+    value against; without ``state`` at all, every collected key is undeclared."""
+    declared = workflow.state
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for key, node in nodes.collect:
+            if key not in declared:
+                hint = did_you_mean(key, declared) or (
+                    f"; declare it under 'state' with its type (state: {{{clip(key)}: "
+                    "{type: string}})"
+                )
+                found.append(
+                    source.diagnostic(
+                        node,
+                        "PF406",
+                        f"phase '{name}': collect names undeclared state key '{clip(key)}' "
+                        f"(a key the model fills needs a declared type){hint}",
+                    )
+                )
+    return found
+
+
+def collected_tool_writes(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF407: a phase collects a key that a catalogued tool ``writes``. A tool that writes
+    a key is usually what establishes it (a verified customer id, a looked-up amount);
+    letting the model fill it too would let it skip the verification."""
+    tools = workflow.tools
+    if not tools:
+        return []
+    writers: dict[str, list[str]] = {}
+    for tool in tools.values():
+        for key in tool.writes:
+            writers.setdefault(key, []).append(tool.name)
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for key, node in nodes.collect:
+            if key not in writers:
+                continue
+            names = sorted(writers[key])
+            which = (
+                f"tool '{clip(names[0])}' writes"
+                if len(names) == 1
+                else "tools " + ", ".join(f"'{clip(n)}'" for n in names[:5]) + " write"
+            )
+            found.append(
+                source.diagnostic(
+                    node,
+                    "PF407",
+                    f"phase '{name}' collects '{clip(key)}', which {which}: the model could "
+                    "write what the tool is meant to verify; remove it from 'collect' (or "
+                    "from the tool's 'writes')",
+                )
+            )
     return found
 
 
@@ -169,6 +232,8 @@ REFERENCE_CHECKS: tuple[Callable[[Workflow, SourceMap], list[Diagnostic]], ...] 
     unknown_tools,
     unproducible_requires,
     undeclared_keys,
+    undeclared_collect,
+    collected_tool_writes,
     undeclared_reads,
 )
 
