@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["absence_tested", "absence_tested_in"]
+__all__ = ["absence_tested", "absence_tested_in", "may_test_absence"]
+
+
+def may_test_absence(source: str) -> bool:
+    """A cheap pre-check: an absence test needs ``not``, ``null`` or ``None`` in the text
+    (``state.k == null``, ``state.k is None``, ``not state.k``), so a guard without any of
+    these words tests nothing for absence and need not be walked. (A false alarm, such as
+    ``state.note == 'nothing'``, only costs the walk.)"""
+    return "not" in source or "null" in source or "None" in source
 
 
 def _state_key(node: ast.expr) -> str | None:
