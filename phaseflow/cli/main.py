@@ -22,16 +22,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit 2 with one clear line (it already does) and
-    ``--help`` works for every command."""
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that command's arguments are loaded (start-up time)."""
     from phaseflow import __version__
 
-    parser = _Parser(
+    parser = argparse.ArgumentParser(
         prog="phaseflow",
         description="Declarative phase workflows for guided LLM agents.",
     )

@@ -32,9 +32,9 @@ def _is_test_file(path: str) -> bool:
 
 def discover(paths: list[str]) -> list[str]:
     """Test files named in ``paths`` and found in its folders (same rules as validate)."""
-    from phaseflow.spec import loader
+    from phaseflow.cli import discovery
 
-    return loader.discover(paths, accept=_is_test_file)
+    return discovery.discover(paths, accept=_is_test_file)
 
 
 def run(args: argparse.Namespace) -> int:

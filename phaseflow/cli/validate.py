@@ -63,7 +63,8 @@ def _escape(value: str, property_value: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phaseflow.spec.loader import check_file, discover
+    from phaseflow.cli.discovery import discover
+    from phaseflow.spec.loader import check_file
 
     paths = args.paths or ["."]
     from phaseflow.cli.common import report_missing

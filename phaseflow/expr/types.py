@@ -94,7 +94,14 @@ class Guard:
     ``dynamic_reads`` is true it also reads keys that are only known at run time
     (``state[phase]``) or uses the state as a whole (``len(state)``), so ``reads`` is then a
     lower bound. ``visits`` is the set of phase names it reads visit counts of
-    (``visits.implement``), so a loader can flag a misspelt phase.
+    (``visits.implement``), so a loader can flag a misspelt phase. ``absence_tested`` is
+    the set of keys it reads *only* to test that they are absent (``state.x == null``,
+    ``not state.x``): a false guard is never waiting for them (see
+    :mod:`phaseflow.expr.absence`).
+
+    A guard pickles as its source and is compiled again on unpickling (the compiled
+    function cannot be pickled); :mod:`phaseflow.expr.compiler`, the only maker of guards,
+    registers that reduction, so this module never imports the compiler.
     """
 
     source: str
@@ -102,6 +109,7 @@ class Guard:
     dynamic_reads: bool = field(compare=False)
     _function: GuardFunction = field(repr=False, compare=False)
     visits: frozenset[str] = field(default=frozenset(), compare=False)
+    absence_tested: frozenset[str] = field(default=frozenset(), compare=False)
 
     def evaluate(self, state: Mapping[str, Any], ctx: GuardContext | None = None) -> GuardResult:
         """Evaluate against ``state``; never raises, never mutates ``state``.
@@ -120,12 +128,6 @@ class Guard:
     def __call__(self, state: Mapping[str, Any], ctx: GuardContext | None = None) -> bool:
         """``guard(state, ctx)`` is ``guard.evaluate(state, ctx).value``."""
         return self.evaluate(state, ctx).value
-
-    def __reduce__(self) -> tuple[Callable[[str], Guard], tuple[str]]:
-        # The compiled function cannot be pickled; recompiling the source is equivalent.
-        from phaseflow.expr.compiler import compile_guard
-
-        return compile_guard, (self.source,)
 
 
 def _describe(exc: Exception) -> str:

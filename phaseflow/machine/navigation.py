@@ -16,7 +16,7 @@ Rules where the spec leaves a choice (also in docs/embedding.md):
   its ``when`` reads, or ``(when: <condition>)`` when none is absent. A key the condition
   only tests for absence (``state.x == null``, ``state.x is None``, ``not state.x``) is not
   waited for: its absence is what the condition asks for, and setting it cannot help
-  (see :func:`absence_tested`). A transition with no
+  (see ``Guard.absence_tested``). A transition with no
   ``description`` always shows ``(when: <condition>)`` instead: the condition is the only
   thing that tells the model what it is about (this is the spec's example block, where
   ``escalate (when: state.amount > 500)`` appears while ``amount`` is absent). A condition
@@ -33,10 +33,8 @@ Rules where the spec leaves a choice (also in docs/embedding.md):
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from phaseflow.expr import Guard, GuardContext
@@ -44,7 +42,7 @@ from phaseflow.machine.results import HistoryRecord
 from phaseflow.spec.edges import check_edge
 from phaseflow.spec.model import Navigation, Phase, Transition
 
-__all__ = ["PhaseName", "Whereabouts", "absence_tested", "describe", "facts", "format_block"]
+__all__ = ["PhaseName", "Whereabouts", "describe", "facts", "format_block"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,100 +85,13 @@ def _absent(state: Mapping[str, Any], key: str) -> bool:
     return state.get(key) is None
 
 
-def _state_key(node: ast.expr) -> str | None:
-    """The top-level key of a ``state.k...`` / ``state['k']...`` chain, else ``None``."""
-    while isinstance(node, ast.Attribute | ast.Subscript):
-        inner = node.value
-        if isinstance(inner, ast.Name) and inner.id == "state":
-            if isinstance(node, ast.Attribute):
-                return node.attr
-            key = node.slice
-            if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                return key.value
-            return None
-        node = inner
-    return None
-
-
-def _is_null(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Constant) and node.value is None) or (
-        isinstance(node, ast.Name) and node.id in ("null", "None")
-    )
-
-
-@lru_cache(maxsize=1024)
-def absence_tested(source: str) -> frozenset[str]:
-    """The state keys a guard reads *only* in absence tests that it wants to hold:
-    ``state.k == null`` (or ``null == state.k``, ``is null``/``is None``, also of a part,
-    ``state.k.sub == null``) and ``not state.k``, reached from the top through ``and``,
-    ``or`` and an even number of ``not``.
-
-    The guard's truth is then a monotone function of those tests, which all hold while
-    ``k`` is absent; setting ``k`` can only make them false, so a false guard is never
-    *waiting for* ``k``. A key that is also read anywhere else (``state.k == null or
-    state.k > 3``), or tested under a ``not`` (``not (state.k == null)``, a presence test),
-    is not in the result."""
-    try:
-        tree = ast.parse(f"(\n{source}\n)", mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return frozenset()
-    tested: set[str] = set()
-    other: set[str] = set()
-
-    def chain_parts(node: ast.expr) -> None:
-        # index expressions inside a chain (state.items[state.i]) are ordinary reads
-        while isinstance(node, ast.Attribute | ast.Subscript):
-            if isinstance(node, ast.Subscript):
-                visit(node.slice, False)
-            node = node.value
-
-    def test(key: str, operand: ast.expr, wanted: bool) -> None:
-        (tested if wanted else other).add(key)
-        chain_parts(operand)
-
-    def visit(node: ast.AST, positive: bool | None) -> None:
-        """``positive``: True where the guard is monotone in ``node`` (reached through
-        and/or and an even number of not), False under an odd number of not, None
-        anywhere else (an operand of a comparison, a call, arithmetic)."""
-        if isinstance(node, ast.BoolOp):
-            for value in node.values:
-                visit(value, positive)
-            return
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            key = _state_key(node.operand)
-            if key is not None:
-                test(key, node.operand, positive is True)
-                return
-            visit(node.operand, None if positive is None else not positive)
-            return
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
-            node.ops[0], ast.Eq | ast.Is
-        ):
-            left, right = node.left, node.comparators[0]
-            for operand, other_side in ((left, right), (right, left)):
-                key = _state_key(operand)
-                if key is not None and _is_null(other_side):
-                    test(key, operand, positive is True)
-                    return
-        if isinstance(node, ast.Attribute | ast.Subscript):
-            key = _state_key(node)
-            if key is not None:
-                test(key, node, False)
-                return
-        for child in ast.iter_child_nodes(node):
-            visit(child, None)
-
-    visit(tree.body, True)
-    return frozenset(tested - other)
-
-
 def _waiting_for(guard: Guard, state: Mapping[str, Any]) -> list[str]:
     """The absent keys a false guard reads that setting could help: all of them except
     those it only tests for absence."""
     absent = [k for k in guard.reads if _absent(state, k)]
     if not absent:
         return []
-    skip = absence_tested(guard.source)
+    skip = guard.absence_tested
     return sorted(k for k in absent if k not in skip)
 
 

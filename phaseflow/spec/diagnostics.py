@@ -41,6 +41,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF402": ("warning", "a required key can never be produced"),
     "PF403": ("warning", "a preparation produces an undeclared state key"),
     "PF404": ("warning", "clear_on_enter or unset names an undeclared state key"),
+    "PF406": ("error", "collect names an undeclared state key"),
+    "PF407": ("warning", "a phase collects a key that a tool writes"),
     # Beyond the spec's table (documented in docs/validation.md):
     "PF405": ("error", "a call effect names no callable in the host's registry"),
 }

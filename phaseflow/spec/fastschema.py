@@ -26,7 +26,8 @@ _ANNOTATIONS = frozenset(
 )
 _SUPPORTED = _ANNOTATIONS | {
     "type", "properties", "additionalProperties", "required", "enum", "const", "pattern",
-    "minLength", "minProperties", "items", "minimum", "maximum", "oneOf", "allOf",
+    "minLength", "minProperties", "items", "minimum", "maximum", "exclusiveMinimum", "oneOf",
+    "allOf",
     "dependentRequired", "propertyNames", "unevaluatedProperties", "uniqueItems",
 }
 _MAX_UNIQUE = 2_000  # longer lists: let jsonschema decide
@@ -100,12 +101,16 @@ def _compile(schema: Any) -> _Eval:
     if "minLength" in schema:
         least = schema["minLength"]
         checks.append(lambda v: not isinstance(v, str) or len(v) >= least)
+    # Written as jsonschema tests them (the error case negated), so NaN agrees too.
     if "minimum" in schema:
         low = schema["minimum"]
-        checks.append(lambda v: not _is_type(v, "number") or v >= low)
+        checks.append(lambda v: not _is_type(v, "number") or not v < low)
     if "maximum" in schema:
         high = schema["maximum"]
-        checks.append(lambda v: not _is_type(v, "number") or v <= high)
+        checks.append(lambda v: not _is_type(v, "number") or not v > high)
+    if "exclusiveMinimum" in schema:
+        above = schema["exclusiveMinimum"]
+        checks.append(lambda v: not _is_type(v, "number") or not v <= above)
     if "items" in schema:
         item = _compile(schema["items"])
         checks.append(lambda v: not isinstance(v, list) or all(item(x) is not None for x in v))

@@ -11,7 +11,6 @@ import dataclasses
 import os
 import stat
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from phaseflow.errors import WorkflowError
@@ -186,51 +185,3 @@ def _compiled(result: CheckResult, machine_factory: MachineFactory | None) -> Wo
         if template is not None:
             template.compile()
     return workflow
-
-
-def is_workflow_text(text: str) -> bool:
-    """Cheap test for folder discovery: does the top-level mapping have a ``phaseflow`` key?"""
-    import re
-
-    return re.search(r"(?m)^(?:phaseflow|\"phaseflow\"|'phaseflow')[ \t]*:", text) is not None
-
-
-#: Folders never searched (besides hidden ones, whose names start with ".").
-SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
-
-
-def _is_workflow_file(path: str) -> bool:
-    text = read_text(path)
-    # a file that cannot be read or decoded is reported (PF001) rather than skipped
-    return isinstance(text, Diagnostic) or is_workflow_text(text)
-
-
-def discover(
-    paths: list[str],
-    filter_files: bool = False,
-    accept: Callable[[str], bool] = _is_workflow_file,
-) -> list[str]:
-    """Expand folders into the workflow files inside them (see docs/validation.md).
-
-    A folder is searched recursively for ``*.yaml``/``*.yml`` files that ``accept`` (by
-    default: whose top-level mapping has a ``phaseflow`` key), skipping hidden folders and
-    :data:`SKIPPED_FOLDERS`. A file named in ``paths`` is always kept, unless
-    ``filter_files`` is true: then it is kept only when it passes the same test. Each file
-    is listed once. ``phaseflow test`` uses it with its own ``accept`` for test files.
-    """
-    found: list[str] = []
-    for path in paths:
-        if not os.path.isdir(path):
-            if not filter_files or accept(path):
-                found.append(path)
-            continue
-        for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS)
-            for name in sorted(files):
-                if not name.endswith((".yaml", ".yml")):
-                    continue
-                full = os.path.join(folder, name)
-                if accept(full):
-                    found.append(full)
-    normalised = (str(Path(p)) if not p.startswith("./") else p for p in found)
-    return list(dict.fromkeys(normalised))

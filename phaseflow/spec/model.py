@@ -10,6 +10,7 @@ compiled on construction (a bad one raises :class:`~phaseflow.errors.ConfigError
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
+from phaseflow.spec.frozenjson import freeze, thaw
 from phaseflow.spec.templates import (
     NAVIGATION_NAMES,
     Template,
@@ -83,10 +85,12 @@ class Tool:
     """A catalogue entry: what the tool may write and whether every call needs approval.
 
     ``parameters`` is the JSON Schema (draft 2020-12, an ``object`` schema) of its
-    arguments, for hosts that do not derive it from the Python callable; ``timeout`` is
-    seconds per call; ``idempotent`` says a call may safely run again with the same
-    idempotency key (a session that crashed while it ran re-runs it instead of reporting
-    its outcome as unknown).
+    arguments, for hosts that do not derive it from the Python callable. It is deeply
+    immutable (read-only mappings, tuples for lists), since the workflow is shared;
+    :meth:`parameters_json` gives a plain copy. ``timeout`` is seconds per call;
+    ``idempotent`` says a call may safely run again with the same idempotency key (a
+    session that crashed while it ran re-runs it instead of reporting its outcome as
+    unknown).
     """
 
     name: str
@@ -97,6 +101,40 @@ class Tool:
     parameters: Mapping[str, Any] | None = None
     timeout: float | None = None
     idempotent: bool = False
+
+    def __post_init__(self) -> None:
+        # Built in code, a tool is frozen and its values are type-checked; whether
+        # ``parameters`` is a valid JSON Schema is checked when a workflow file is
+        # validated (PF103), as the other file checks are.
+        setter = object.__setattr__
+        if self.parameters is not None:
+            if not isinstance(self.parameters, Mapping):
+                raise ConfigError(
+                    f"tool {self.name!r}: parameters must be a JSON Schema mapping, "
+                    f"not {type(self.parameters).__name__}"
+                )
+            setter(self, "parameters", freeze(self.parameters))
+        timeout = self.timeout
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ConfigError(
+                f"tool {self.name!r}: timeout must be a positive number of seconds, "
+                f"not {timeout!r}"
+            )
+        if not isinstance(self.idempotent, bool):
+            raise ConfigError(f"tool {self.name!r}: idempotent must be true or false")
+
+    def parameters_json(self) -> dict[str, Any] | None:
+        """``parameters`` as a fresh plain ``dict`` (lists as ``list``), for a provider's
+        tool schema or ``json.dumps``; ``None`` when the tool has none."""
+        if self.parameters is None:
+            return None
+        plain: dict[str, Any] = thaw(self.parameters)
+        return plain
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,8 +112,10 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-class _Located:
-    """Finds the node for a JSON path, and the key node that names it."""
+class NodeLocator:
+    """Finds the node for a JSON path (keys and list indices) below ``root``, and the key
+    node that names it (``None`` for a list item, or the root itself). A path that leaves
+    the tree stops at the last node found."""
 
     def __init__(self, root: Node) -> None:
         self.root = root
@@ -183,10 +185,9 @@ def _describe(path: list[Any]) -> str:
 
 
 def _allowed_keys(subschema: dict[str, Any]) -> set[str]:
+    # the validator runs on the flattened schema (no $ref left), so properties are here
+    # or in allOf entries
     keys = set(subschema.get("properties", {}))
-    ref = subschema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        keys |= set(schema()["$defs"][ref[len("#/$defs/") :]].get("properties", {}))
     for part in subschema.get("allOf", []):
         if isinstance(part, dict):
             keys |= _allowed_keys(part)
@@ -201,7 +202,7 @@ def schema_diagnostics(
     are added to ``broken_phases`` when it is given."""
     if schema_valid(data) is True:
         return []  # nothing to explain, and no jsonschema import
-    located = _Located(root)
+    located = NodeLocator(root)
     found: list[Diagnostic] = []
     for error in _validator().iter_errors(data):
         found.extend(_diagnose(error, located, path))
@@ -216,7 +217,7 @@ def schema_diagnostics(
 _HINTED_KEYS = 100
 
 
-def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
+def _diagnose(error: Any, located: NodeLocator, path: str) -> Iterator[Diagnostic]:
     json_path = list(error.absolute_path)
     node, key_node = located.find(json_path)
     where = _describe(json_path)
@@ -276,6 +277,13 @@ def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
             f"unsupported format version {clip(repr(value))}: this phaseflow reads 'phaseflow: 1'",
             node,
         )
+    elif kind == "const":
+        desc = sch.get("description", "")
+        yield diag(
+            "PF103",
+            f"{where}: must be {sch['const']!r}, not {clip(repr(value))}. {desc}".strip(),
+            node,
+        )
     elif kind == "oneOf" and isinstance(value, dict):
         present = [k for k in ("set", "unset", "call") if k in value]
         if not present:
@@ -318,5 +326,11 @@ def _diagnose(error: Any, located: _Located, path: str) -> Iterator[Diagnostic]:
         yield diag("PF103", f"{subject} lists the same item more than once", node)
     elif kind in ("minimum", "maximum"):
         yield diag("PF103", f"{subject}: {clip(error.message, 200)}", node)
+    elif kind == "exclusiveMinimum":
+        yield diag(
+            "PF103",
+            f"{where}: must be greater than {sch['exclusiveMinimum']}, not {clip(repr(value))}",
+            node,
+        )
     else:
         yield diag("PF103", f"{where or 'file'}: {clip(error.message, 200)}", node)

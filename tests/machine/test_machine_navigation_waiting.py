@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaseflow.expr import compile_guard
-from phaseflow.machine.navigation import absence_tested
+from phaseflow.expr.absence import absence_tested
 
 KEYS = ("z", "y")
 ATOMS = [

@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "invalid"
 
 #: The spec's severities, written out here so that a change in CODES is caught.
 WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF401",
-            "PF402", "PF403", "PF404"}
+            "PF402", "PF403", "PF404", "PF407"}
 
 # file, [(code, line, column)], words the (first) message must contain
 CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
@@ -62,11 +62,23 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
      ["unknown tool 'lookup_custmer'", "did you mean 'lookup_customer'?"]),
     ("pf401_undeclared_requires.yaml", [("PF401", 13, 16)],
      ["'ordr_id'", "did you mean 'order_id'?"]),
-    ("pf402_never_produced.yaml", [("PF402", 15, 16)], ["'order_id'", "nothing can produce"]),
+    ("pf402_never_produced.yaml", [("PF402", 15, 16)],
+     ["'order_id'", "nothing can produce", "no phase collects it"]),
     ("pf403_produces_undeclared.yaml", [("PF403", 11, 20)],
      ["'polcy'", "did you mean 'policy'?"]),
     ("pf404_clear_undeclared.yaml", [("PF404", 9, 22)],
      ["clear_on_enter", "'drafts'", "did you mean 'draft'?"]),
+    ("pf406_collect_undeclared.yaml", [("PF406", 9, 15)],
+     ["collect", "'customer_nme'", "declared type", "did you mean 'customer_name'?"]),
+    ("pf406_collect_without_state.yaml", [("PF406", 7, 15)],
+     ["collect", "'customer_name'", "declared type", "declare it under 'state'"]),
+    ("pf407_collect_tool_writes.yaml", [("PF407", 12, 15)],
+     ["collects 'customer_id'", "tool 'lookup_customer' writes", "verify"]),
+    ("pf103_tool_parameters.yaml", [("PF103", 10, 26)],
+     ["tool 'find_order'", "'properties.order_id.type'", "not a valid JSON Schema",
+      "did you mean 'string'?"]),
+    ("pf103_tool_timeout.yaml", [("PF103", 5, 54)],
+     ["tool 'find_order'", "timeout", "greater than 0"]),
 ]
 
 

@@ -23,11 +23,14 @@ SEEDS = [
 ]
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 600) | st.floats(allow_nan=False)
-    | st.sampled_from(["", "x", "greet", "Bad Name", "auto", "model", "always", "1", "a.b"]),
+    st.none() | st.booleans() | st.integers(-5, 600) | st.floats()
+    | st.sampled_from([0, 0.0, -0.0, 1e-9, "", "x", "greet", "Bad Name", "auto", "model",
+                       "always", "1", "a.b", "object", "objekt"]),
     lambda inner: st.lists(inner, max_size=4)
     | st.dictionaries(st.sampled_from(["to", "when", "goal", "set", "call", "with", "unset",
-                                       "name", "x", "tools", "type", "default"]), inner,
+                                       "name", "x", "tools", "type", "default", "timeout",
+                                       "idempotent", "parameters", "collect",
+                                       "properties"]), inner,
                       max_size=4),
     max_leaves=12,
 )
@@ -65,7 +68,9 @@ def mutated(draw: st.DrawFn) -> Any:
         elif action == "delete" and isinstance(parent, dict):
             del parent[path[-1]]
         elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["zz", "goal", "when", "trigger", "with"]))] = draw(JSON)
+            key = draw(st.sampled_from(["zz", "goal", "when", "trigger", "with", "timeout",
+                                        "idempotent", "parameters", "collect", "type"]))
+            parent[key] = draw(JSON)
     return data
 
 
@@ -95,6 +100,17 @@ def test_arbitrary_json_gets_the_same_verdict(instance: Any) -> None:
 def test_an_unknown_keyword_disables_the_fast_path() -> None:
     assert compile_schema({"type": "object", "patternProperties": {}}) is None
     assert compile_schema({"type": "object", "properties": {"a": {"format": "email"}}}) is None
+
+
+def test_bounds_agree_with_jsonschema_on_nan_and_the_edges() -> None:
+    from jsonschema import Draft202012Validator
+
+    for bounds in ({"minimum": 0}, {"maximum": 0}, {"exclusiveMinimum": 0}):
+        check = compile_schema({"type": "number", **bounds})
+        assert check is not None
+        for value in (float("nan"), float("inf"), float("-inf"), 0, 0.0, -0.0, 1e-300, -1):
+            expected = Draft202012Validator({"type": "number", **bounds}).is_valid(value)
+            assert check(value) is expected, (bounds, value)
 
 
 def test_json_equality_rules() -> None:

@@ -100,6 +100,10 @@ def test_closed_objects_refuse_extra_keys() -> None:
 
 
 # A valid workflow with every key at every level, and where each level sits in it.
+TOOL_LINE = (
+    "  t: {description: d, writes: [k], approval: always, timeout: 2.5, idempotent: true, "
+    "parameters: {type: object, properties: {x: {type: string}}}}"
+)
 FULL = """\
 phaseflow: 1
 name: full
@@ -107,14 +111,16 @@ description: Every key.
 initial: a
 state:
   k: {type: string, description: d, default: x}
+  c: {type: string}
 tools:
-  t: {description: d, writes: [k], approval: always}
+  t: TOOL_LINE
 navigation: {history: 2, template: "{{ goal }}"}
 phases:
   a:
     goal: g
     instructions: "{{ state.k }}"
     needs: [k]
+    collect: [c]
     requires: [k]
     guard: state.k
     prepare:
@@ -131,13 +137,13 @@ phases:
   b:
     goal: g
     terminal: true
-"""
+""".replace("  t: TOOL_LINE", TOOL_LINE)
 
 # level -> (the line to add a key after, its indentation, the keys the loader reads there)
 LEVELS = {
     "top": ("description: Every key.", "", compiler.TOP_KEYS),
     "state key": ("  k: {type: string, description: d, default: x}", None, compiler.STATE_KEY_KEYS),
-    "tool": ("  t: {description: d, writes: [k], approval: always}", None, compiler.TOOL_KEYS),
+    "tool": (TOOL_LINE, None, compiler.TOOL_KEYS),
     "navigation": (
         'navigation: {history: 2, template: "{{ goal }}"}',
         None,

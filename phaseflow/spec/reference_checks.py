@@ -1,0 +1,259 @@
+"""The reference checks (PF301, PF303, PF400-PF407): does every name a phase uses name
+something the workflow declares, can every required key be produced, and does the model
+collect only what no tool is meant to write?
+
+Each check is a function of the compiled workflow and its :class:`SourceMap` (for the
+positions) to a list of diagnostics; :func:`check_references` runs them in order, and
+:func:`check_registry` runs when the workflow is loaded with a registry of callables.
+The state-key warnings run only when the file declares ``state`` (the spec: declaring it
+switches them on), except PF406: a collected key needs a declared type, so it is an error
+with or without ``state``. The tool checks run only when there is a ``tools`` catalogue.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable
+
+from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
+from phaseflow.spec.model import Workflow
+from phaseflow.spec.sourcemap import SourceMap
+
+__all__ = [
+    "REFERENCE_CHECKS",
+    "check_references",
+    "check_registry",
+    "collected_tool_writes",
+    "undeclared_collect",
+    "undeclared_keys",
+    "undeclared_reads",
+    "unknown_tools",
+    "unproducible_requires",
+]
+
+
+def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF400: a phase names a tool (or a pattern matching none) not in the catalogue."""
+    tools = workflow.tools
+    if tools is None:
+        return []
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for tool_name, node in nodes.tools:
+            if any(c in tool_name for c in "*?["):
+                if not any(fnmatch.fnmatchcase(t, tool_name) for t in tools):
+                    found.append(
+                        source.diagnostic(
+                            node,
+                            "PF400",
+                            f"phase '{name}': tool pattern '{clip(tool_name)}' matches no "
+                            "tool in the catalogue",
+                        )
+                    )
+            elif tool_name not in tools:
+                hint = did_you_mean(tool_name, tools) or (
+                    " (the catalogue has: " + ", ".join(sorted(tools)) + ")"
+                    if 0 < len(tools) <= 12
+                    else ""
+                )
+                found.append(
+                    source.diagnostic(
+                        node, "PF400", f"phase '{name}': unknown tool '{clip(tool_name)}'{hint}"
+                    )
+                )
+    return found
+
+
+def _producible(workflow: Workflow, source: SourceMap) -> set[str]:
+    """The keys something can put into the state: a default, a tool's ``writes``, a
+    preparation's ``produces``, a ``set`` effect, a phase's ``collect`` (the model)."""
+    producible: set[str] = {k for k, s in workflow.state.items() if s.has_default}
+    for tool in (workflow.tools or {}).values():
+        producible.update(tool.writes)
+    for nodes in source.phases.values():
+        producible.update(k for k, _ in nodes.produces)
+        producible.update(nodes.sets)
+        producible.update(k for k, _ in nodes.collect)
+    return producible
+
+
+def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF402: a required key nothing can produce (only with a tool catalogue: without
+    one, phaseflow cannot know what tools write)."""
+    if workflow.tools is None:
+        return []
+    producible = _producible(workflow, source)
+    declared = workflow.state
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for key, node in nodes.requires:
+            # an undeclared key is PF401 already: probably a typo, not news
+            undeclared = source.state_declared and key not in declared
+            if key not in producible and not undeclared:
+                found.append(
+                    source.diagnostic(
+                        node,
+                        "PF402",
+                        f"phase '{name}' requires '{clip(key)}', but nothing can produce "
+                        "it: no default, no tool writes it, no preparation produces it, "
+                        "no 'set' effect sets it, no phase collects it",
+                    )
+                )
+    return found
+
+
+def undeclared_keys(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF401, PF403, PF404: a list of state keys names one that is not declared."""
+    if not source.state_declared:
+        return []
+    declared = workflow.state
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for label, code, items in (
+            ("requires", "PF401", nodes.requires),
+            ("needs", "PF401", nodes.needs),
+            ("preparation produces", "PF403", nodes.produces),
+            ("clear_on_enter", "PF404", nodes.clear),
+            ("unset", "PF404", nodes.unset),
+        ):
+            for key, node in items:
+                if key not in declared:
+                    found.append(
+                        source.diagnostic(
+                            node,
+                            code,
+                            f"phase '{name}': {label} names undeclared state key "
+                            f"'{clip(key)}'{did_you_mean(key, declared)}",
+                        )
+                    )
+    return found
+
+
+def undeclared_collect(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF406: ``collect`` names an undeclared state key. The model fills a collected key
+    with whatever it heard, so the key needs a declared type for the session to check the
+    value against; without ``state`` at all, every collected key is undeclared."""
+    declared = workflow.state
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for key, node in nodes.collect:
+            if key not in declared:
+                hint = did_you_mean(key, declared) or (
+                    f"; declare it under 'state' with its type (state: {{{clip(key)}: "
+                    "{type: string}})"
+                )
+                found.append(
+                    source.diagnostic(
+                        node,
+                        "PF406",
+                        f"phase '{name}': collect names undeclared state key '{clip(key)}' "
+                        f"(a key the model fills needs a declared type){hint}",
+                    )
+                )
+    return found
+
+
+def collected_tool_writes(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF407: a phase collects a key that a catalogued tool ``writes``. A tool that writes
+    a key is usually what establishes it (a verified customer id, a looked-up amount);
+    letting the model fill it too would let it skip the verification."""
+    tools = workflow.tools
+    if not tools:
+        return []
+    writers: dict[str, list[str]] = {}
+    for tool in tools.values():
+        for key in tool.writes:
+            writers.setdefault(key, []).append(tool.name)
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for key, node in nodes.collect:
+            if key not in writers:
+                continue
+            names = sorted(writers[key])
+            which = (
+                f"tool '{clip(names[0])}' writes"
+                if len(names) == 1
+                else "tools " + ", ".join(f"'{clip(n)}'" for n in names[:5]) + " write"
+            )
+            found.append(
+                source.diagnostic(
+                    node,
+                    "PF407",
+                    f"phase '{name}' collects '{clip(key)}', which {which}: the model could "
+                    "write what the tool is meant to verify; remove it from 'collect' (or "
+                    "from the tool's 'writes')",
+                )
+            )
+    return found
+
+
+def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF301 (a guard) and PF303 (a template) read a state key that is not declared."""
+    if not source.state_declared:
+        return []
+    declared = workflow.state
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for guard, node in nodes.guards:
+            for key in sorted(k for k in guard.reads if k not in declared):
+                found.append(
+                    source.diagnostic(
+                        node,
+                        "PF301",
+                        f"phase '{name}': guard '{clip(guard.source.strip())}' reads "
+                        f"undeclared state key '{clip(key)}'{did_you_mean(key, declared)}",
+                    )
+                )
+        for template, node in nodes.templates:
+            for key in sorted(k for k in template.reads if k not in declared):
+                found.append(
+                    source.diagnostic(
+                        node,
+                        "PF303",
+                        f"phase '{name}': instructions read undeclared state key "
+                        f"'{clip(key)}'{did_you_mean(key, declared)}",
+                    )
+                )
+    for template, node in source.navigation_templates:
+        for key in sorted(k for k in template.reads if k not in declared):
+            found.append(
+                source.diagnostic(
+                    node,
+                    "PF303",
+                    f"navigation template reads undeclared state key '{clip(key)}'"
+                    f"{did_you_mean(key, declared)}",
+                )
+            )
+    return found
+
+
+#: The reference checks, in the order they run.
+REFERENCE_CHECKS: tuple[Callable[[Workflow, SourceMap], list[Diagnostic]], ...] = (
+    unknown_tools,
+    unproducible_requires,
+    undeclared_keys,
+    undeclared_collect,
+    collected_tool_writes,
+    undeclared_reads,
+)
+
+
+def check_references(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """Every reference check's diagnostics, in order."""
+    return [d for check in REFERENCE_CHECKS for d in check(workflow, source)]
+
+
+def check_registry(source: SourceMap, registry: Iterable[str]) -> list[Diagnostic]:
+    """PF405: every ``call`` names a callable the host registered."""
+    known = set(registry)
+    return [
+        source.diagnostic(
+            node,
+            "PF405",
+            f"phase '{name}': call '{clip(call)}' names no callable in the host's "
+            f"registry{did_you_mean(call, known)}",
+        )
+        for name, nodes in source.phases.items()
+        for call, node in nodes.calls
+        if call not in known
+    ]

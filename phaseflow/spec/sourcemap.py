@@ -1,0 +1,68 @@
+"""Where each part of a compiled workflow was written: the YAML nodes beside the model.
+
+The compiled model carries a :class:`~phaseflow.spec.model.Position` per value, which is
+enough for a host. The checks need more: the node of each name in a list (PF401 points at
+``ordr_id`` in ``requires: [ordr_id]``), of a transition's mapping (PF207), of the
+``transitions`` key (PF204). The compiler records those here while it builds the model,
+and each check reads the model and this map, so no check has to walk the YAML again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping as MappingABC
+from dataclasses import dataclass, field
+
+from phaseflow.expr import Guard
+from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.model import Transition
+from phaseflow.spec.templates import Template
+from phaseflow.spec.yamlnodes import Mapping, Node, Scalar
+
+#: A name written in a list, with the node it was written at.
+Named = tuple[str, Node]
+
+
+@dataclass
+class PhaseNodes:
+    """The nodes of one built phase, filled in by the compiler as it builds it."""
+
+    key: Scalar
+    #: each built transition, with its mapping and the node of its ``to``
+    transitions: list[tuple[Transition, Mapping, Node | None]] = field(default_factory=list)
+    transitions_key: Scalar | None = None
+    #: indices (into ``transitions``) of transitions with a broken ``when`` or an invalid
+    #: ``trigger``: already an error, so PF206/PF207 leave them out
+    unchecked_transitions: set[int] = field(default_factory=set)
+    tools: list[Named] = field(default_factory=list)
+    requires: list[Named] = field(default_factory=list)
+    needs: list[Named] = field(default_factory=list)
+    collect: list[Named] = field(default_factory=list)
+    clear: list[Named] = field(default_factory=list)
+    unset: list[Named] = field(default_factory=list)
+    #: the keys ``set`` effects of this phase set (effects and preparations)
+    sets: list[str] = field(default_factory=list)
+    produces: list[Named] = field(default_factory=list)
+    calls: list[Named] = field(default_factory=list)
+    guards: list[tuple[Guard, Node]] = field(default_factory=list)
+    templates: list[tuple[Template, Node]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """The nodes of a whole workflow, and what the schema pass found broken."""
+
+    path: str
+    phases: MappingABC[str, PhaseNodes]
+    #: ``initial`` when it is a string, and its node (either may be ``None``)
+    initial: str | None = None
+    initial_node: Node | None = None
+    #: the file has a ``state`` mapping (possibly empty): the reference checks are on
+    state_declared: bool = False
+    navigation_templates: tuple[tuple[Template, Node], ...] = ()
+    #: phases the schema found errors inside: their transitions and ``terminal`` may be
+    #: wrong, so graph warnings that depend on them would only add noise
+    broken_phases: frozenset[str] = frozenset()
+
+    def diagnostic(self, node: Node, code: str, message: str) -> Diagnostic:
+        """A diagnostic about ``node`` of this file."""
+        return Diagnostic(self.path, node.line, node.column, code, message)
