@@ -174,7 +174,7 @@ class Compiler:
                 content = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
                 column = len(content) - len(content.lstrip(" ")) + 1
             self.diags.append(
-                Diagnostic(self.path, line, column, "PF302", f"{what}: {exc.message}")
+                Diagnostic(self.path, line, column, exc.code, f"{what}: {exc.message}")
             )
             return None
 

@@ -36,6 +36,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF301": ("warning", "guard reads a state key that is not declared"),
     "PF302": ("error", "template syntax error"),
     "PF303": ("warning", "template reads a state key that is not declared"),
+    "PF304": ("error", "a template construct the sandbox refuses, or a limit its text breaks"),
     "PF400": ("error", "a phase names a tool that is not in the catalogue"),
     "PF401": ("warning", "requires/needs names an undeclared state key"),
     "PF402": ("warning", "a required key can never be produced"),

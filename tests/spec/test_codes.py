@@ -54,6 +54,7 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf301_guard_undeclared.yaml", [("PF301", 11, 15)],
      ["undeclared state key 'amout'", "did you mean 'amount'?"]),
     ("pf302_template_syntax.yaml", [("PF302", 9, 7)], ["instructions", "endif"]),
+    ("pf304_template_internals.yaml", [("PF304", 9, 7)], ["'__mro__' is not available"]),
     ("pf302_template_unknown_name.yaml", [("PF302", 7, 19)],
      ["unknown name 'stat'", "did you mean 'state'?"]),
     ("pf303_template_undeclared.yaml", [("PF303", 9, 19)],

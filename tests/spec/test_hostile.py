@@ -235,7 +235,7 @@ def test_jinja_ssti_in_instructions_renders_harmlessly() -> None:
         codes_found = [d.code for d in result.diagnostics]
         # either refused at load (unknown name 'cycler'), or loaded and harmless when rendered
         if result.workflow is None:
-            assert codes_found == ["PF302"], payload
+            assert codes_found in (["PF302"], ["PF304"]), payload
             continue
         template = result.workflow.phases["greet"].instructions
         assert template is not None
