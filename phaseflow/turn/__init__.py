@@ -4,8 +4,8 @@ Four parts, each an immutable value with pure operations that return the next va
 :class:`Rejected` (never an exception for a domain outcome), and lossless plain-JSON
 forms (``to_json`` / ``from_json``). See ``docs/turn-core.md``.
 
-* :mod:`~phaseflow.turn.execution` - mode, phase, queues, approvals, trust, edit bounds
-* :mod:`~phaseflow.turn.state` - turn identity, stale events, tool-result slots
+* :mod:`~phaseflow.turn.execution` - mode, run phase, queues, approvals, trust, edit ranges
+* :mod:`~phaseflow.turn.progress` - turn identity, stale events, tool-result slots
 * :mod:`~phaseflow.turn.continuation` - exact history and exactly-once tool effects
 * :mod:`~phaseflow.turn.output` - captured versus shown tool output
 """
@@ -16,10 +16,10 @@ from phaseflow.turn.continuation import (
     NOT_EXECUTED_TEXT,
     OUTCOME_UNKNOWN_TEXT,
     ActiveRequest,
-    Boundary,
     Branch,
     Continuation,
     EffectState,
+    HistoryMark,
     Provenance,
     Reconciled,
     RequestOutcome,
@@ -29,24 +29,24 @@ from phaseflow.turn.continuation import (
 )
 from phaseflow.turn.execution import (
     DEFAULT_SHELL_TOOLS,
-    ActivePhase,
     ActiveTool,
     Activity,
-    Approval,
     ApprovalDecision,
+    ApprovalRequest,
     ApprovalResolved,
     Completion,
     CompletionFinished,
-    EditBoundary,
+    EditRange,
     ExecStatus,
-    FailurePhase,
-    IdlePhase,
     Mode,
     PendingAutoApproval,
-    Phase,
     PromptAdmitted,
     PromptKind,
     Queued,
+    RunActive,
+    RunFailed,
+    RunIdle,
+    RunPhase,
     SendNext,
     SendNow,
     Starting,
@@ -96,12 +96,8 @@ from phaseflow.turn.output import (
     present_lines,
     result,
 )
-from phaseflow.turn.rejections import (
-    Rejected,
-    RejectionReason,
-    is_rejected,
-)
-from phaseflow.turn.state import (
+from phaseflow.turn.progress import (
+    CallOutcome,
     Cancelling,
     Compacting,
     CompactionTrigger,
@@ -114,25 +110,29 @@ from phaseflow.turn.state import (
     SubPhase,
     ToolResultAccepted,
     TurnId,
-    TurnMachine,
+    TurnProgress,
+    TurnStage,
     TurnStarted,
-    TurnState,
+)
+from phaseflow.turn.rejections import (
+    Rejected,
+    RejectionReason,
+    is_rejected,
 )
 
 __all__ = [
     "DEFAULT_SHELL_TOOLS",
     "NOT_EXECUTED_TEXT",
     "OUTCOME_UNKNOWN_TEXT",
-    "ActivePhase",
     "ActiveRequest",
     "ActiveTool",
     "Activity",
-    "Approval",
     "ApprovalDecision",
+    "ApprovalRequest",
     "ApprovalResolved",
     "AssistantMessage",
-    "Boundary",
     "Branch",
+    "CallOutcome",
     "Cancelling",
     "Capture",
     "CaptureComplete",
@@ -145,15 +145,14 @@ __all__ = [
     "Content",
     "ContentPart",
     "Continuation",
-    "EditBoundary",
+    "EditRange",
     "EffectState",
     "ExecStatus",
     "ExecutingTools",
-    "FailurePhase",
     "Generating",
     "History",
+    "HistoryMark",
     "Idle",
-    "IdlePhase",
     "MediaPart",
     "Message",
     "Mode",
@@ -161,7 +160,6 @@ __all__ = [
     "OutcomeStatus",
     "OutputReference",
     "PendingAutoApproval",
-    "Phase",
     "Presentation",
     "PresentationComplete",
     "PresentationTruncated",
@@ -174,6 +172,10 @@ __all__ = [
     "RejectionReason",
     "RequestOutcome",
     "Role",
+    "RunActive",
+    "RunFailed",
+    "RunIdle",
+    "RunPhase",
     "Selection",
     "SelectionKind",
     "SelectionUnit",
@@ -201,9 +203,9 @@ __all__ = [
     "TrustScope",
     "TurnExecution",
     "TurnId",
-    "TurnMachine",
+    "TurnProgress",
+    "TurnStage",
     "TurnStarted",
-    "TurnState",
     "UserMessage",
     "canonical_arguments",
     "content_from_json",

@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from phaseflow.turn import jsonio as j
-from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
@@ -38,17 +39,17 @@ from phaseflow.turn.messages import (
     canonical_arguments,
     freeze,
 )
+from phaseflow.turn.progress import TurnId
 from phaseflow.turn.rejections import Rejected, RejectionReason
-from phaseflow.turn.state import TurnId
 
 __all__ = [
     "NOT_EXECUTED_TEXT",
     "OUTCOME_UNKNOWN_TEXT",
     "ActiveRequest",
-    "Boundary",
     "Branch",
     "Continuation",
     "EffectState",
+    "HistoryMark",
     "Provenance",
     "Reconciled",
     "RequestOutcome",
@@ -109,7 +110,7 @@ class RequestOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class Boundary:
+class HistoryMark:
     """Completing revision ``revision`` produced display entry ``display_entry``; the
     history then had ``message_count`` messages (the rewind point for that entry)."""
 
@@ -122,11 +123,11 @@ class Boundary:
 class Branch:
     name: str
     messages: History
-    boundaries: tuple[Boundary, ...]
+    marks: tuple[HistoryMark, ...]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "boundaries", freeze(self.boundaries))
+        object.__setattr__(self, "marks", freeze(self.marks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +165,13 @@ class ToolCheckpoint:
         return self.messages.extend(
             e.result.to_message(e.call.id) for e in self.effects if e.result is not None
         )
+
+
+class _LocatedEffect(NamedTuple):
+    """A checkpoint's effect and its position (where ``_set_effect`` writes it back)."""
+
+    position: int
+    effect: ToolEffect
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,25 +227,56 @@ def _closed_prefixes(messages: Iterable[Message]) -> set[int]:
     return closed
 
 
-def _boundaries_problem(boundaries: tuple[Boundary, ...], messages: History, revision: int) -> str:
+def _marks_problem(marks: tuple[HistoryMark, ...], messages: History, revision: int) -> str:
     length = len(messages)
-    closed = _closed_prefixes(messages) if boundaries else set()
-    prev: Boundary | None = None
-    for b in boundaries:
+    closed = _closed_prefixes(messages) if marks else set()
+    prev: HistoryMark | None = None
+    for b in marks:
         if b.display_entry < 0 or b.revision < 1 or not 0 <= b.message_count <= length:
-            return f"boundary {b} out of range"
+            return f"history mark {b} out of range"
         if b.message_count not in closed:
-            return f"boundary {b} cuts a tool group (rewinding there would leave calls open)"
+            return f"history mark {b} cuts a tool group (rewinding there would leave calls open)"
         if b.revision > revision:
-            return f"boundary revision {b.revision} ahead of revision {revision}"
+            return f"history mark revision {b.revision} ahead of revision {revision}"
         if prev is not None and (
             b.display_entry <= prev.display_entry
             or b.revision <= prev.revision
             or b.message_count < prev.message_count
         ):
-            return "boundaries are not increasing"
+            return "history marks are not increasing"
         prev = b
     return ""
+
+
+def _group_calls_problem(messages: History, calls: tuple[ToolCall, ...]) -> Rejected | None:
+    """A tool group's calls: unique, non-empty ids, made by the group's last message.
+
+    One of the two rules of a checkpoint, shared by ``checkpoint_tool_group`` (a live
+    group) and restore (a persisted one), so both hold exactly the same values.
+    """
+    ids = [c.id for c in calls]
+    if not calls or "" in ids or len(set(ids)) != len(ids):
+        return Rejected(R.INVALID_TOOL_CALLS, "calls need unique, non-empty ids")
+    last = messages.last()
+    if not isinstance(last, AssistantMessage) or last.tool_calls != calls:
+        return Rejected(
+            R.INVALID_TOOL_CALLS, "messages must end with the assistant message making calls"
+        )
+    return None
+
+
+def _group_history_problem(base: History, messages: History) -> Rejected | None:
+    """A tool group's messages strictly extend ``base`` and leave nothing open before it.
+
+    Everything before the group's assistant message must be answered: a call left open
+    there would never get a result (not from the ledger, not from reconcile).
+    """
+    if len(messages) <= len(base) or not messages.starts_with(base):
+        return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
+    problem = history_problem(messages.after(len(base))[:-1], system_first=False)
+    if problem:
+        return Rejected(R.INVALID_HISTORY, problem)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,14 +288,14 @@ class Continuation:
     durable_revision: int = 0
     provenance: Provenance = Provenance.NATIVE
     request: ActiveRequest | None = None
-    boundaries: tuple[Boundary, ...] = ()
+    marks: tuple[HistoryMark, ...] = ()
     branches: tuple[Branch, ...] = ()
     checkpoint: ToolCheckpoint | None = None
     checkpoint_seq: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "boundaries", freeze(self.boundaries))
+        object.__setattr__(self, "marks", freeze(self.marks))
         object.__setattr__(self, "branches", freeze(self.branches))
 
     # --- requests ---
@@ -296,7 +335,7 @@ class Continuation:
 
         The outcome may equal its base (a turn cancelled before any reply keeps its
         prompt and its tool results). ``display_entry`` is the display index this
-        completion produced (default: one after the last boundary's).
+        completion produced (default: one after the last mark's).
         """
         request = self.request
         if request is None:
@@ -322,10 +361,10 @@ class Continuation:
         problem = history_problem(new_part, system_first=False)
         if problem:
             return Rejected(R.INVALID_HISTORY, problem)
-        last = self.boundaries[-1].display_entry if self.boundaries else -1
+        last = self.marks[-1].display_entry if self.marks else -1
         entry = last + 1 if display_entry is None else display_entry
         if entry <= last:
-            return Rejected(R.INVALID_BOUNDARY, f"display entry {entry} is not after {last}")
+            return Rejected(R.INVALID_MARK, f"display entry {entry} is not after {last}")
         revision = self.revision + 1
         return replace(
             self,
@@ -333,7 +372,7 @@ class Continuation:
             revision=revision,
             request=None,
             checkpoint=None,
-            boundaries=(*self.boundaries, Boundary(entry, revision, len(outcome.messages))),
+            marks=(*self.marks, HistoryMark(entry, revision, len(outcome.messages))),
         )
 
     # --- exactly-once tool effects ---
@@ -353,26 +392,17 @@ class Continuation:
         assert self.request is not None
         history = as_history(messages)
         group = tuple(calls)
-        ids = [c.id for c in group]
-        if not group or "" in ids or len(set(ids)) != len(ids):
-            return Rejected(R.INVALID_TOOL_CALLS, "calls need unique, non-empty ids")
-        last = history.last()
-        if not isinstance(last, AssistantMessage) or last.tool_calls != group:
-            return Rejected(
-                R.INVALID_TOOL_CALLS, "messages must end with the assistant message making calls"
-            )
+        bad = _group_calls_problem(history, group)
+        if bad:
+            return bad
         base = self.request.messages
         if self.checkpoint is not None:
             if not self.checkpoint.complete:
                 return Rejected(R.TOOL_EFFECTS_INCOMPLETE, "the previous group is not completed")
             base = self.checkpoint.resolved_messages()
-        if len(history) <= len(base) or not history.starts_with(base):
-            return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
-        # Everything before the group's assistant message must be answered: a call left
-        # open there would never get a result (not from the ledger, not from reconcile).
-        problem = history_problem(history.after(len(base))[:-1], system_first=False)
-        if problem:
-            return Rejected(R.INVALID_HISTORY, problem)
+        bad = _group_history_problem(base, history)
+        if bad:
+            return bad
         seq = self.checkpoint_seq + 1
         checkpoint = ToolCheckpoint(
             f"{request_id}#{seq}", request_id, history, tuple(ToolEffect(c) for c in group)
@@ -391,7 +421,7 @@ class Continuation:
         found = self._effect(request_id, checkpoint_id, call_id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
         canonical = canonical_arguments(arguments)
         if effect.call.name != name or canonical != effect.call.arguments:
             return Rejected(
@@ -409,7 +439,7 @@ class Continuation:
         found = self._effect(request_id, checkpoint_id, call.id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
         if effect.call != call:
             return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
         if effect.state is not EffectState.PENDING:
@@ -434,7 +464,7 @@ class Continuation:
         found = self._effect(request_id, checkpoint_id, call_id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
         if effect.call.name != name or canonical_arguments(arguments) != effect.call.arguments:
             return Rejected(
                 R.TOOL_CALL_IDENTITY_MISMATCH,
@@ -449,7 +479,7 @@ class Continuation:
         found = self._effect(request_id, checkpoint_id, call.id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
         if effect.call != call:
             return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
         return self._record(index, effect, result)
@@ -511,26 +541,26 @@ class Continuation:
     # --- branches and rewriting ---
 
     def branch_at(self, name: str, display_entry: int) -> Continuation | Rejected:
-        """Save the current history as ``name`` and rewind to a boundary's display entry."""
+        """Save the current history as ``name`` and rewind to a history mark's display entry."""
         bad = self._idle_history()
         if bad:
             return bad
         if not name or self.branch(name) is not None:
             return Rejected(R.BRANCH_EXISTS, f"branch name {name!r} is empty or taken")
-        kept: list[Boundary] = []
-        target: Boundary | None = None
-        for b in self.boundaries:
+        kept: list[HistoryMark] = []
+        target: HistoryMark | None = None
+        for b in self.marks:
             kept.append(b)
             if b.display_entry == display_entry:
                 target = b
                 break
         if target is None:
-            return Rejected(R.BOUNDARY_NOT_FOUND, f"no boundary for display entry {display_entry}")
-        saved = Branch(name, self.messages, self.boundaries)
+            return Rejected(R.MARK_NOT_FOUND, f"no history mark for display entry {display_entry}")
+        saved = Branch(name, self.messages, self.marks)
         return replace(
             self,
             messages=self.messages.take(target.message_count),
-            boundaries=tuple(kept),
+            marks=tuple(kept),
             revision=self.revision + 1,
             branches=(*self.branches, saved),
         )
@@ -549,11 +579,11 @@ class Continuation:
         if save_current_as is not None:
             if not save_current_as or self.branch(save_current_as) is not None:
                 return Rejected(R.BRANCH_EXISTS, f"branch name {save_current_as!r} is taken")
-            branches = (*branches, Branch(save_current_as, self.messages, self.boundaries))
+            branches = (*branches, Branch(save_current_as, self.messages, self.marks))
         return replace(
             self,
             messages=target.messages,
-            boundaries=target.boundaries,
+            marks=target.marks,
             revision=self.revision + 1,
             branches=branches,
         )
@@ -565,7 +595,7 @@ class Continuation:
         return None
 
     def replace_messages(self, messages: History | Iterable[Message]) -> Continuation | Rejected:
-        """Install a compacted history as a new revision. Boundaries are cleared: they
+        """Install a compacted history as a new revision. Marks are cleared: they
         pointed into the old history (save a branch first to keep it). O(n) validation."""
         bad = self._idle_history()
         if bad:
@@ -574,7 +604,7 @@ class Continuation:
         problem = history_problem(history)
         if problem:
             return Rejected(R.INVALID_HISTORY, problem)
-        return replace(self, messages=history, revision=self.revision + 1, boundaries=())
+        return replace(self, messages=history, revision=self.revision + 1, marks=())
 
     def replace_system(self, message: SystemMessage) -> Continuation | Rejected:
         """Change (or add) the system prompt as a new revision. O(n): copies the history."""
@@ -582,13 +612,13 @@ class Continuation:
         if bad:
             return bad
         first = self.messages[0] if len(self.messages) else None
-        boundaries = self.boundaries
+        marks = self.marks
         if isinstance(first, SystemMessage):
             history = History((message,)).extend(self.messages.after(1))
         else:
             history = History((message,)).extend(self.messages)
-            boundaries = tuple(replace(b, message_count=b.message_count + 1) for b in boundaries)
-        return replace(self, messages=history, revision=self.revision + 1, boundaries=boundaries)
+            marks = tuple(replace(b, message_count=b.message_count + 1) for b in marks)
+        return replace(self, messages=history, revision=self.revision + 1, marks=marks)
 
     # --- restore and legacy import ---
 
@@ -601,7 +631,7 @@ class Continuation:
         *,
         provenance: Provenance = Provenance.NATIVE,
         request: ActiveRequest | None = None,
-        boundaries: Iterable[Boundary] = (),
+        marks: Iterable[HistoryMark] = (),
         branches: Iterable[Branch] = (),
         checkpoint: ToolCheckpoint | None = None,
         checkpoint_seq: int = 0,
@@ -613,7 +643,7 @@ class Continuation:
             durable_revision,
             provenance,
             request,
-            tuple(boundaries),
+            tuple(marks),
             tuple(branches),
             checkpoint,
             checkpoint_seq,
@@ -630,15 +660,15 @@ class Continuation:
 
         Entries are ``(role, text)`` pairs or ``{"role": ..., "text": ...}`` objects with
         role ``user`` or ``assistant``. Every assistant entry ends a revision and records
-        a boundary at its display index, so branching works on imported histories.
+        a history mark at its display index, so branching works on imported histories.
         """
         messages: list[Message] = []
-        boundaries: list[Boundary] = []
+        marks: list[HistoryMark] = []
         for index, entry in enumerate(display_messages):
             if isinstance(entry, Mapping):
                 role, text = entry.get("role"), entry.get("text")
             elif isinstance(entry, tuple | list) and len(entry) == 2:
-                role, text = entry[0], entry[1]
+                role, text = entry
             else:
                 return Rejected(R.INVALID_HISTORY, f"entry {index}: expected (role, text)")
             if not isinstance(text, str):
@@ -647,61 +677,30 @@ class Continuation:
                 messages.append(UserMessage(text))
             elif role == "assistant":
                 messages.append(AssistantMessage(text))
-                boundaries.append(Boundary(index, len(boundaries) + 1, len(messages)))
+                marks.append(HistoryMark(index, len(marks) + 1, len(messages)))
             else:
                 return Rejected(R.INVALID_HISTORY, f"entry {index}: role {role!r} not importable")
         return cls(
             History(messages),
-            len(boundaries),
+            len(marks),
             0,
             Provenance.LEGACY_RECONSTRUCTED,
-            boundaries=tuple(boundaries),
+            marks=tuple(marks),
         )
 
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
         """Plain JSON. The request and checkpoint store only the messages they add."""
-        request: JsonValue = None
-        if self.request is not None:
-            r = self.request
-            request = {
-                "id": r.id,
-                "turn_id": r.turn_id,
-                "revision": r.revision,
-                "added": History(r.messages.after(len(self.messages))).to_json(),
-            }
-        checkpoint: JsonValue = None
-        if self.checkpoint is not None and self.request is not None:
-            c = self.checkpoint
-            checkpoint = {
-                "id": c.id,
-                "request_id": c.request_id,
-                "added": History(c.messages.after(len(self.request.messages))).to_json(),
-                "effects": [_effect_to_json(e) for e in c.effects],
-            }
-        return {
-            "messages": self.messages.to_json(),
-            "revision": self.revision,
-            "durable_revision": self.durable_revision,
-            "provenance": self.provenance.value,
-            "request": request,
-            "boundaries": [_boundary_to_json(b) for b in self.boundaries],
-            "branches": [
-                {
-                    "name": b.name,
-                    "messages": b.messages.to_json(),
-                    "boundaries": [_boundary_to_json(x) for x in b.boundaries],
-                }
-                for b in self.branches
-            ],
-            "checkpoint": checkpoint,
-            "checkpoint_seq": self.checkpoint_seq,
-        }
+        from phaseflow.turn import continuation_json  # the codec depends on these classes
+
+        return continuation_json.continuation_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> Continuation | Rejected:
-        decoded = j.decode(data, _decode_continuation)
+        from phaseflow.turn import continuation_json  # the codec depends on these classes
+
+        decoded = j.decode(data, continuation_json.decode_continuation)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     # --- helpers ---
@@ -722,7 +721,7 @@ class Continuation:
 
     def _effect(
         self, request_id: str, checkpoint_id: str, call_id: str
-    ) -> tuple[int, ToolEffect] | Rejected:
+    ) -> _LocatedEffect | Rejected:
         bad = self._request(request_id)
         if bad:
             return bad
@@ -730,7 +729,7 @@ class Continuation:
             return Rejected(R.CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id!r}")
         for index, effect in enumerate(self.checkpoint.effects):
             if effect.call.id == call_id:
-                return index, effect
+                return _LocatedEffect(index, effect)
         return Rejected(R.CALL_NOT_FOUND, f"no call {call_id!r} in checkpoint {checkpoint_id!r}")
 
     def _set_effect(self, index: int, effect: ToolEffect) -> Continuation:
@@ -748,16 +747,14 @@ def _continuation_problem(c: Continuation) -> str:
     problem = history_problem(c.messages)
     if problem:
         return f"messages: {problem}"
-    problem = _boundaries_problem(c.boundaries, c.messages, c.revision)
+    problem = _marks_problem(c.marks, c.messages, c.revision)
     if problem:
         return problem
     names = [b.name for b in c.branches]
     if "" in names or len(set(names)) != len(names):
         return "branch names must be unique and non-empty"
     for b in c.branches:
-        problem = history_problem(b.messages) or _boundaries_problem(
-            b.boundaries, b.messages, c.revision
-        )
+        problem = history_problem(b.messages) or _marks_problem(b.marks, b.messages, c.revision)
         if problem:
             return f"branch {b.name!r}: {problem}"
     r = c.request
@@ -777,103 +774,11 @@ def _continuation_problem(c: Continuation) -> str:
             return "a checkpoint exists only with its request"
         if not cp.id or not cp.id.startswith(f"{r.id}#") or c.checkpoint_seq < 1:
             return "checkpoint id does not belong to its request"
-        calls = tuple(e.call for e in cp.effects)
-        ids = [call.id for call in calls]
-        if not calls or "" in ids or len(set(ids)) != len(ids):
-            return "checkpoint calls need unique, non-empty ids"
-        last = cp.messages.last()
-        if not isinstance(last, AssistantMessage) or last.tool_calls != calls:
-            return "checkpoint messages must end with its tool calls"
-        if len(cp.messages) <= len(r.messages) or not cp.messages.starts_with(r.messages):
-            return "checkpoint messages do not extend the request's messages"
-        problem = history_problem(cp.messages.after(len(r.messages))[:-1], system_first=False)
-        if problem:
-            return f"checkpoint messages: {problem}"
+        bad = _group_calls_problem(cp.messages, tuple(e.call for e in cp.effects))
+        bad = bad or _group_history_problem(r.messages, cp.messages)
+        if bad:
+            return f"checkpoint: {bad.detail}"
         for e in cp.effects:
             if (e.result is not None) != (e.state is EffectState.COMPLETED):
                 return f"effect {e.call.id!r}: a result exactly when completed"
     return ""
-
-
-def _boundary_to_json(b: Boundary) -> dict[str, JsonValue]:
-    return {
-        "display_entry": b.display_entry,
-        "revision": b.revision,
-        "message_count": b.message_count,
-    }
-
-
-def _effect_to_json(e: ToolEffect) -> dict[str, JsonValue]:
-    return {
-        "call": e.call.to_json(),
-        "state": e.state.value,
-        "result": None if e.result is None else e.result.to_json(),
-    }
-
-
-def _decode_boundary(data: object) -> Boundary:
-    d = j.obj(data, "boundary")
-    w = "boundary"
-    return Boundary(
-        j.integer(d, "display_entry", w),
-        j.integer(d, "revision", w),
-        j.integer(d, "message_count", w),
-    )
-
-
-def _decode_branch(data: object) -> Branch:
-    d = j.obj(data, "branch")
-    return Branch(
-        j.string(d, "name", "branch"),
-        History.decode(j.field(d, "messages", "branch")),
-        j.items(d, "boundaries", "branch", _decode_boundary),
-    )
-
-
-def _decode_effect(data: object) -> ToolEffect:
-    d = j.obj(data, "tool effect")
-    raw = d.get("result")
-    return ToolEffect(
-        ToolCall.decode(j.field(d, "call", "tool effect")),
-        j.enum(d, "state", "tool effect", EffectState),
-        None if raw is None else ToolOutcome.decode(raw),
-    )
-
-
-def _decode_continuation(data: object) -> Continuation:
-    d = j.obj(data, "continuation")
-    w = "continuation"
-    messages = History.decode(j.field(d, "messages", w))
-    request = None
-    raw = d.get("request")
-    if raw is not None:
-        r = j.obj(raw, "request")
-        request = ActiveRequest(
-            j.string(r, "id", "request"),
-            TurnId(j.integer(r, "turn_id", "request")),
-            j.integer(r, "revision", "request"),
-            messages.extend(History.decode(j.field(r, "added", "request"))),
-        )
-    checkpoint = None
-    raw = d.get("checkpoint")
-    if raw is not None:
-        if request is None:
-            raise Malformed("checkpoint without a request")
-        cp = j.obj(raw, "checkpoint")
-        checkpoint = ToolCheckpoint(
-            j.string(cp, "id", "checkpoint"),
-            j.string(cp, "request_id", "checkpoint"),
-            request.messages.extend(History.decode(j.field(cp, "added", "checkpoint"))),
-            j.items(cp, "effects", "checkpoint", _decode_effect),
-        )
-    return Continuation(
-        messages,
-        j.integer(d, "revision", w),
-        j.integer(d, "durable_revision", w),
-        j.enum(d, "provenance", w, Provenance),
-        request,
-        j.items(d, "boundaries", w, _decode_boundary),
-        j.items(d, "branches", w, _decode_branch),
-        checkpoint,
-        j.integer(d, "checkpoint_seq", w),
-    )

@@ -15,12 +15,10 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 from phaseflow.turn import jsonio as j
-from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import (
     Content,
     ToolCall,
-    content_from_json,
-    content_to_json,
     freeze,
     freeze_content,
 )
@@ -28,24 +26,24 @@ from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
     "DEFAULT_SHELL_TOOLS",
-    "ActivePhase",
     "ActiveTool",
     "Activity",
-    "Approval",
     "ApprovalDecision",
+    "ApprovalRequest",
     "ApprovalResolved",
     "Completion",
     "CompletionFinished",
-    "EditBoundary",
+    "EditRange",
     "ExecStatus",
-    "FailurePhase",
-    "IdlePhase",
     "Mode",
     "PendingAutoApproval",
-    "Phase",
     "PromptAdmitted",
     "PromptKind",
     "Queued",
+    "RunActive",
+    "RunFailed",
+    "RunIdle",
+    "RunPhase",
     "SendNext",
     "SendNow",
     "Starting",
@@ -137,7 +135,7 @@ Activity = Starting | Thinking | Completion | ToolExecution
 
 
 @dataclass(frozen=True, slots=True)
-class Approval:
+class ApprovalRequest:
     """A question put to the user: may this tool call run?"""
 
     call: ToolCall
@@ -149,25 +147,25 @@ class Approval:
 
 
 @dataclass(frozen=True, slots=True)
-class IdlePhase:
+class RunIdle:
     kind = "idle"
 
 
 @dataclass(frozen=True, slots=True)
-class ActivePhase:
+class RunActive:
     activity: Activity
-    pending_approval: Approval | None = None
+    pending_approval: ApprovalRequest | None = None
     error: str | None = None
     kind = "active"
 
 
 @dataclass(frozen=True, slots=True)
-class FailurePhase:
+class RunFailed:
     message: str
     kind = "failure"
 
 
-Phase = IdlePhase | ActivePhase | FailurePhase
+RunPhase = RunIdle | RunActive | RunFailed
 
 
 # --- trust ---------------------------------------------------------------------------
@@ -192,19 +190,9 @@ class TrustKey:
     detail: str = ""
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"tool": self.tool, "kind": self.kind.value, "detail": self.detail}
+        from phaseflow.turn import execution_json  # the codec depends on these classes
 
-    @classmethod
-    def decode(cls, data: object) -> TrustKey:
-        d = j.obj(data, "trust key")
-        key = cls(
-            j.string(d, "tool", "trust key"),
-            j.enum(d, "kind", "trust key", TrustKeyKind),
-            j.string(d, "detail", "trust key"),
-        )
-        if (key.kind is TrustKeyKind.NAME) != (key.detail == ""):
-            raise Malformed("trust key: a name key has no detail, other kinds need one")
-        return key
+        return execution_json.trust_key_to_json(self)
 
 
 def trust_key(call: ToolCall, shell_tools: Iterable[str] = DEFAULT_SHELL_TOOLS) -> TrustKey:
@@ -237,7 +225,7 @@ class PendingAutoApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class EditBoundary:
+class EditRange:
     """A tool may edit ``path`` only within lines ``start..end`` (1-based, inclusive)."""
 
     path: str
@@ -285,7 +273,7 @@ class ToolStarted:
 @dataclass(frozen=True, slots=True)
 class ApprovalResolved:
     execution: TurnExecution
-    approval: Approval
+    approval: ApprovalRequest
     decision: ApprovalDecision
 
     @property
@@ -318,18 +306,18 @@ class TurnExecution:
     """The control state of one session. See ``docs/turn-core.md`` for each operation."""
 
     mode: Mode = Mode.EXEC
-    phase: Phase = field(default_factory=IdlePhase)
+    phase: RunPhase = field(default_factory=RunIdle)
     steering: tuple[Content, ...] = ()
     follow_up: tuple[Content, ...] = ()
     trust: tuple[TrustEntry, ...] = ()
     auto_approvals: tuple[PendingAutoApproval, ...] = ()
-    edit_boundaries: tuple[EditBoundary, ...] = ()
+    edit_ranges: tuple[EditRange, ...] = ()
     shell_tools: tuple[str, ...] = DEFAULT_SHELL_TOOLS
 
     def __post_init__(self) -> None:
         # Sequences are stored as tuples whatever the caller passed: no list is ever
         # reachable from a value. Cheap when they already are tuples (the normal case).
-        for name in ("trust", "auto_approvals", "edit_boundaries", "shell_tools"):
+        for name in ("trust", "auto_approvals", "edit_ranges", "shell_tools"):
             value = getattr(self, name)
             if type(value) is not tuple:
                 object.__setattr__(self, name, tuple(value))
@@ -342,16 +330,16 @@ class TurnExecution:
 
     @property
     def active(self) -> bool:
-        return isinstance(self.phase, ActivePhase)
+        return isinstance(self.phase, RunActive)
 
     @property
-    def pending_approval(self) -> Approval | None:
-        return self.phase.pending_approval if isinstance(self.phase, ActivePhase) else None
+    def pending_approval(self) -> ApprovalRequest | None:
+        return self.phase.pending_approval if isinstance(self.phase, RunActive) else None
 
     @property
     def active_tools(self) -> tuple[ActiveTool, ...]:
         phase = self.phase
-        if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+        if isinstance(phase, RunActive) and isinstance(phase.activity, ToolExecution):
             return phase.activity.active_tools
         return ()
 
@@ -367,11 +355,11 @@ class TurnExecution:
         phase = self.phase
         if self.mode is Mode.PLAN:
             return ExecStatus.PLAN
-        if isinstance(phase, FailurePhase) or (
-            isinstance(phase, ActivePhase) and phase.error is not None
+        if isinstance(phase, RunFailed) or (
+            isinstance(phase, RunActive) and phase.error is not None
         ):
             return ExecStatus.ERROR
-        if isinstance(phase, IdlePhase):
+        if isinstance(phase, RunIdle):
             return ExecStatus.IDLE
         if isinstance(phase.activity, ToolExecution):
             return ExecStatus.TOOL_EXECUTING
@@ -390,26 +378,26 @@ class TurnExecution:
                     return entry.scope
         return None
 
-    def edit_boundary(self, path: str) -> EditBoundary | None:
-        for boundary in self.edit_boundaries:
-            if boundary.path == path:
-                return boundary
+    def edit_range(self, path: str) -> EditRange | None:
+        for edit_range in self.edit_ranges:
+            if edit_range.path == path:
+                return edit_range
         return None
 
     def may_edit(self, path: str, start: int, end: int) -> bool:
-        """Whether lines ``start..end`` of ``path`` may be edited (no boundary: yes)."""
-        boundary = self.edit_boundary(path)
-        if boundary is None:
+        """Whether lines ``start..end`` of ``path`` may be edited (no range: yes)."""
+        edit_range = self.edit_range(path)
+        if edit_range is None:
             return True
-        return boundary.start <= start <= end <= boundary.end
+        return edit_range.start <= start <= end <= edit_range.end
 
     # --- prompts and the turn ---
 
     def admit_prompt(self, kind: PromptKind, content: Content) -> PromptAdmitted:
-        """Inactive: begin a turn with ``content`` (send now). ActivePhase: queue it (FIFO)."""
+        """Inactive: begin a turn with ``content`` (send now). RunActive: queue it (FIFO)."""
         content = freeze_content(content)
         if not self.active:
-            started = replace(self, phase=ActivePhase(Starting()))
+            started = replace(self, phase=RunActive(Starting()))
             return PromptAdmitted(started, SendNow(content))
         if PromptKind(kind) is PromptKind.STEERING:
             queued = replace(self, steering=(*self.steering, content))
@@ -420,21 +408,21 @@ class TurnExecution:
     def begin_turn(self) -> TurnExecution | Rejected:
         if self.active:
             return Rejected(R.TURN_ACTIVE, "a turn is already active")
-        return replace(self, phase=ActivePhase(Starting()))
+        return replace(self, phase=RunActive(Starting()))
 
     def provider_started(self) -> TurnExecution | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if not isinstance(phase.activity, Starting):
             return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not starting")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
-        return replace(self, phase=ActivePhase(Thinking()))
+        return replace(self, phase=RunActive(Thinking()))
 
     def tool_started(self, call_id: str, name: str) -> ToolStarted | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         running = self.active_tools
         if any(t.call_id == call_id for t in running):
@@ -449,7 +437,7 @@ class TurnExecution:
         activity = ToolExecution((*running, ActiveTool(call_id, name)))
         nxt = replace(
             self,
-            phase=ActivePhase(activity, phase.pending_approval, None),
+            phase=RunActive(activity, phase.pending_approval, None),
             auto_approvals=tuple(remaining),
         )
         return ToolStarted(nxt, scope)
@@ -457,23 +445,23 @@ class TurnExecution:
     def tool_completed(self, call_id: str) -> TurnExecution | Rejected:
         phase = self.phase
         running = self.active_tools
-        if not isinstance(phase, ActivePhase) or not any(t.call_id == call_id for t in running):
+        if not isinstance(phase, RunActive) or not any(t.call_id == call_id for t in running):
             return Rejected(R.TOOL_NOT_ACTIVE, f"tool call {call_id!r} is not active")
         rest = tuple(t for t in running if t.call_id != call_id)
         activity: Activity = ToolExecution(rest) if rest else Completion()
-        return replace(self, phase=ActivePhase(activity, phase.pending_approval, phase.error))
+        return replace(self, phase=RunActive(activity, phase.pending_approval, phase.error))
 
     # --- approvals and trust ---
 
-    def request_approval(self, approval: Approval) -> TurnExecution | Rejected:
+    def request_approval(self, approval: ApprovalRequest) -> TurnExecution | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if phase.pending_approval is not None:
             return Rejected(
                 R.APPROVAL_PENDING, f"approval for {phase.pending_approval.call_id!r} is pending"
             )
-        return replace(self, phase=ActivePhase(phase.activity, approval, phase.error))
+        return replace(self, phase=RunActive(phase.activity, approval, phase.error))
 
     def resolve_approval(
         self, call_id: str | None, decision: ApprovalDecision
@@ -482,7 +470,7 @@ class TurnExecution:
         # error (ValueError), never silently read as "approve".
         decision = ApprovalDecision(decision)
         phase = self.phase
-        if not isinstance(phase, ActivePhase) or phase.pending_approval is None:
+        if not isinstance(phase, RunActive) or phase.pending_approval is None:
             return Rejected(R.NO_PENDING_APPROVAL, "no approval is pending")
         approval = phase.pending_approval
         if call_id is not None and call_id != approval.call_id:
@@ -494,7 +482,7 @@ class TurnExecution:
             trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.SESSION)
         elif decision is ApprovalDecision.APPROVE_TURN:
             trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.TURN)
-        nxt = replace(self, phase=ActivePhase(phase.activity, None, phase.error), trust=trust)
+        nxt = replace(self, phase=RunActive(phase.activity, None, phase.error), trust=trust)
         return ApprovalResolved(nxt, approval, decision)
 
     def auto_approve(self, call: ToolCall, scope: TrustScope) -> TurnExecution | Rejected:
@@ -507,17 +495,17 @@ class TurnExecution:
 
     def begin_completion(self) -> TurnExecution | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if isinstance(phase.activity, ToolExecution):
             return Rejected(R.INVALID_PHASE, "tools are still executing")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
-        return replace(self, phase=ActivePhase(Completion(), None, phase.error))
+        return replace(self, phase=RunActive(Completion(), None, phase.error))
 
     def finish_completion(self) -> CompletionFinished | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if not isinstance(phase.activity, Completion):
             return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not completion")
@@ -532,78 +520,67 @@ class TurnExecution:
             follow_up=(),
         )
         if not queued:
-            return CompletionFinished(replace(cleared, phase=IdlePhase()), None)
-        return CompletionFinished(replace(cleared, phase=ActivePhase(Starting())), SendNext(queued))
+            return CompletionFinished(replace(cleared, phase=RunIdle()), None)
+        return CompletionFinished(replace(cleared, phase=RunActive(Starting())), SendNext(queued))
 
     def abort(self) -> TurnExecution:
         """Back to idle; turn trust and auto-approvals dropped, queues kept."""
-        return replace(self, phase=IdlePhase(), trust=_session_trust(self.trust), auto_approvals=())
+        return replace(self, phase=RunIdle(), trust=_session_trust(self.trust), auto_approvals=())
 
     def fail(self, message: str) -> TurnExecution:
         return replace(
-            self, phase=FailurePhase(message), trust=_session_trust(self.trust), auto_approvals=()
+            self, phase=RunFailed(message), trust=_session_trust(self.trust), auto_approvals=()
         )
 
     def report_error(self, message: str) -> TurnExecution:
         """During a turn: keep the work, record the error. Otherwise: like ``fail``."""
         phase = self.phase
-        if isinstance(phase, ActivePhase):
-            return replace(self, phase=ActivePhase(phase.activity, phase.pending_approval, message))
+        if isinstance(phase, RunActive):
+            return replace(self, phase=RunActive(phase.activity, phase.pending_approval, message))
         return self.fail(message)
 
     def recover(self) -> TurnExecution | Rejected:
-        if not isinstance(self.phase, FailurePhase):
+        if not isinstance(self.phase, RunFailed):
             return Rejected(R.INVALID_PHASE, f"phase is {self.phase.kind}, not failure")
-        return replace(self, phase=IdlePhase())
+        return replace(self, phase=RunIdle())
 
     # --- mode ---
 
     def enter_plan(self) -> TurnExecution:
         """Plan mode; a pending approval is dropped (no tool runs in plan mode)."""
         phase = self.phase
-        if isinstance(phase, ActivePhase):
-            phase = ActivePhase(phase.activity, None, phase.error)
+        if isinstance(phase, RunActive):
+            phase = RunActive(phase.activity, None, phase.error)
         return replace(self, mode=Mode.PLAN, phase=phase)
 
     def enter_exec(self) -> TurnExecution:
         return replace(self, mode=Mode.EXEC)
 
-    # --- edit boundaries ---
+    # --- edit ranges ---
 
-    def set_edit_boundary(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
+    def set_edit_range(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
         if not _absolute(path):
-            return Rejected(R.INVALID_EDIT_BOUNDARY, f"not an absolute path: {path!r}")
+            return Rejected(R.INVALID_EDIT_RANGE, f"not an absolute path: {path!r}")
         if not 1 <= start <= end:
-            return Rejected(R.INVALID_EDIT_BOUNDARY, f"bad line range {start}..{end}")
-        rest = tuple(b for b in self.edit_boundaries if b.path != path)
-        return replace(self, edit_boundaries=(*rest, EditBoundary(path, start, end)))
+            return Rejected(R.INVALID_EDIT_RANGE, f"bad line range {start}..{end}")
+        rest = tuple(b for b in self.edit_ranges if b.path != path)
+        return replace(self, edit_ranges=(*rest, EditRange(path, start, end)))
 
-    def clear_edit_boundary(self, path: str) -> TurnExecution:
-        return replace(
-            self, edit_boundaries=tuple(b for b in self.edit_boundaries if b.path != path)
-        )
+    def clear_edit_range(self, path: str) -> TurnExecution:
+        return replace(self, edit_ranges=tuple(b for b in self.edit_ranges if b.path != path))
 
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "mode": self.mode.value,
-            "phase": _phase_to_json(self.phase),
-            "steering": [content_to_json(c) for c in self.steering],
-            "follow_up": [content_to_json(c) for c in self.follow_up],
-            "trust": [{"key": e.key.to_json(), "scope": e.scope.value} for e in self.trust],
-            "auto_approvals": [
-                {"call_id": p.call_id, "scope": p.scope.value} for p in self.auto_approvals
-            ],
-            "edit_boundaries": [
-                {"path": b.path, "start": b.start, "end": b.end} for b in self.edit_boundaries
-            ],
-            "shell_tools": list(self.shell_tools),
-        }
+        from phaseflow.turn import execution_json  # the codec depends on these classes
+
+        return execution_json.execution_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> TurnExecution | Rejected:
-        decoded = j.decode(data, _decode_execution)
+        from phaseflow.turn import execution_json  # the codec depends on these classes
+
+        decoded = j.decode(data, execution_json.decode_execution)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     def validate(self) -> TurnExecution | Rejected:
@@ -628,7 +605,7 @@ def _session_trust(trust: tuple[TrustEntry, ...]) -> tuple[TrustEntry, ...]:
 
 def _invalid(value: TurnExecution) -> str:
     phase = value.phase
-    if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+    if isinstance(phase, RunActive) and isinstance(phase.activity, ToolExecution):
         ids = [t.call_id for t in phase.activity.active_tools]
         if not ids:
             return "tool execution with no active tools"
@@ -637,127 +614,17 @@ def _invalid(value: TurnExecution) -> str:
     keys = [e.key for e in value.trust]
     if len(set(keys)) != len(keys):
         return "duplicate trust key"
-    if value.auto_approvals and not isinstance(phase, ActivePhase):
+    if value.auto_approvals and not isinstance(phase, RunActive):
         return "pending auto-approvals outside a turn"
     calls = [p.call_id for p in value.auto_approvals]
     if len(set(calls)) != len(calls):
         return "duplicate pending auto-approval"
-    if not isinstance(phase, ActivePhase) and any(e.scope is TrustScope.TURN for e in value.trust):
+    if not isinstance(phase, RunActive) and any(e.scope is TrustScope.TURN for e in value.trust):
         return "turn-scoped trust outside a turn"
-    paths = [b.path for b in value.edit_boundaries]
+    paths = [b.path for b in value.edit_ranges]
     if len(set(paths)) != len(paths):
-        return "duplicate edit boundary"
-    for b in value.edit_boundaries:
+        return "duplicate edit range"
+    for b in value.edit_ranges:
         if not _absolute(b.path) or not 1 <= b.start <= b.end:
-            return f"bad edit boundary for {b.path!r}"
+            return f"bad edit range for {b.path!r}"
     return ""
-
-
-def _phase_to_json(phase: Phase) -> dict[str, JsonValue]:
-    if isinstance(phase, IdlePhase):
-        return {"kind": "idle"}
-    if isinstance(phase, FailurePhase):
-        return {"kind": "failure", "message": phase.message}
-    activity: dict[str, JsonValue] = {"kind": phase.activity.kind}
-    if isinstance(phase.activity, ToolExecution):
-        activity["active_tools"] = [
-            {"call_id": t.call_id, "name": t.name} for t in phase.activity.active_tools
-        ]
-    approval: JsonValue = None
-    if phase.pending_approval is not None:
-        approval = {
-            "call": phase.pending_approval.call.to_json(),
-            "reason": phase.pending_approval.reason,
-        }
-    return {
-        "kind": "active",
-        "activity": activity,
-        "pending_approval": approval,
-        "error": phase.error,
-    }
-
-
-def _decode_activity(data: object) -> Activity:
-    d = j.obj(data, "activity")
-    kind = j.string(d, "kind", "activity")
-    simple: dict[str, Activity] = {
-        "starting": Starting(),
-        "thinking": Thinking(),
-        "completion": Completion(),
-    }
-    if kind in simple:
-        return simple[kind]
-    if kind == "tool_execution":
-        tools = j.items(d, "active_tools", "activity", _decode_active_tool)
-        return ToolExecution(tools)
-    raise Malformed(f"activity: unknown kind {kind!r}")
-
-
-def _decode_active_tool(data: object) -> ActiveTool:
-    d = j.obj(data, "active tool")
-    return ActiveTool(j.string(d, "call_id", "active tool"), j.string(d, "name", "active tool"))
-
-
-def _decode_phase(data: object) -> Phase:
-    d = j.obj(data, "phase")
-    kind = j.string(d, "kind", "phase")
-    if kind == "idle":
-        return IdlePhase()
-    if kind == "failure":
-        return FailurePhase(j.string(d, "message", "phase"))
-    if kind != "active":
-        raise Malformed(f"phase: unknown kind {kind!r}")
-    activity = _decode_activity(j.field(d, "activity", "phase"))
-    raw = d.get("pending_approval")
-    approval = None
-    if raw is not None:
-        a = j.obj(raw, "approval")
-        approval = Approval(
-            ToolCall.decode(j.field(a, "call", "approval")), j.string(a, "reason", "approval")
-        )
-    return ActivePhase(activity, approval, j.opt_string(d, "error", "phase"))
-
-
-def _decode_trust(data: object) -> TrustEntry:
-    d = j.obj(data, "trust entry")
-    return TrustEntry(
-        TrustKey.decode(j.field(d, "key", "trust entry")),
-        j.enum(d, "scope", "trust entry", TrustScope),
-    )
-
-
-def _decode_auto(data: object) -> PendingAutoApproval:
-    d = j.obj(data, "auto approval")
-    return PendingAutoApproval(
-        j.string(d, "call_id", "auto approval"), j.enum(d, "scope", "auto approval", TrustScope)
-    )
-
-
-def _decode_boundary(data: object) -> EditBoundary:
-    d = j.obj(data, "edit boundary")
-    return EditBoundary(
-        j.string(d, "path", "edit boundary"),
-        j.integer(d, "start", "edit boundary"),
-        j.integer(d, "end", "edit boundary"),
-    )
-
-
-def _decode_name(data: object) -> str:
-    if not isinstance(data, str):
-        raise Malformed("shell tool: expected a string")
-    return data
-
-
-def _decode_execution(data: object) -> TurnExecution:
-    d = j.obj(data, "turn execution")
-    w = "turn execution"
-    return TurnExecution(
-        mode=j.enum(d, "mode", w, Mode),
-        phase=_decode_phase(j.field(d, "phase", w)),
-        steering=j.items(d, "steering", w, content_from_json),
-        follow_up=j.items(d, "follow_up", w, content_from_json),
-        trust=j.items(d, "trust", w, _decode_trust),
-        auto_approvals=j.items(d, "auto_approvals", w, _decode_auto),
-        edit_boundaries=j.items(d, "edit_boundaries", w, _decode_boundary),
-        shell_tools=j.items(d, "shell_tools", w, _decode_name),
-    )

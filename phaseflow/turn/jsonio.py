@@ -3,7 +3,7 @@
 Persisted turn state comes back from disk, from another process or from an older
 version; it is untrusted. Decoders in this package read it through the small helpers
 below, which raise the private :class:`Malformed` on the first wrong shape. The public
-``from_json`` functions catch it at the boundary (:func:`decode`) and return a typed
+``from_json`` functions catch it where the data enters (:func:`decode`) and return a typed
 :class:`~phaseflow.turn.rejections.Rejected` instead, so no input of any shape produces
 a traceback. Semantic checks (ordering, cross references) happen after the shape is
 known, in each value's ``restore``-style validation.
@@ -92,13 +92,6 @@ def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:
     except (ValueError, OverflowError) as exc:
         # Defence in depth: a number no shape check anticipated must still not escape.
         return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {exc}")
-
-
-def unwrap(value: T | Rejected) -> T:
-    """Inside a decoder: turn a nested rejection into ``Malformed`` (keeps the detail)."""
-    if isinstance(value, Rejected):
-        raise Malformed(str(value))
-    return value
 
 
 # --- shape readers -----------------------------------------------------------------
