@@ -19,11 +19,13 @@ conversation shares the conversation's messages instead of copying them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
+from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import (
     AssistantMessage,
@@ -37,7 +39,8 @@ from phaseflow.turn.messages import (
     UserMessage,
     as_history,
     canonical_arguments,
-    freeze,
+    read_call,
+    read_outcome,
 )
 from phaseflow.turn.progress import TurnId
 from phaseflow.turn.rejections import Rejected, RejectionReason
@@ -89,6 +92,9 @@ class ActiveRequest:
     messages: History
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "id", i.text(self.id, "request id"))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "request turn id"))
+        object.__setattr__(self, "revision", i.integer(self.revision, "request revision"))
         object.__setattr__(self, "messages", as_history(self.messages))
 
 
@@ -106,6 +112,9 @@ class RequestOutcome:
     messages: History
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "request_id", i.text(self.request_id, "outcome request id"))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "outcome turn id"))
+        object.__setattr__(self, "revision", i.integer(self.revision, "outcome revision"))
         object.__setattr__(self, "messages", as_history(self.messages))
 
 
@@ -118,6 +127,16 @@ class HistoryMark:
     revision: int
     message_count: int
 
+    def __post_init__(self) -> None:
+        setf = object.__setattr__
+        setf(self, "display_entry", i.integer(self.display_entry, "mark display entry"))
+        setf(self, "revision", i.integer(self.revision, "mark revision"))
+        setf(self, "message_count", i.integer(self.message_count, "mark message count"))
+
+
+def _read_mark(value: object, what: str) -> HistoryMark:
+    return i.exactly(value, (HistoryMark,), what)  # type: ignore[no-any-return]
+
 
 @dataclass(frozen=True, slots=True)
 class Branch:
@@ -126,8 +145,13 @@ class Branch:
     marks: tuple[HistoryMark, ...]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "name", i.text(self.name, "branch name"))
         object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "marks", freeze(self.marks))
+        object.__setattr__(self, "marks", i.sequence(self.marks, "branch marks", _read_mark))
+
+
+def _read_branch(value: object, what: str) -> Branch:
+    return i.exactly(value, (Branch,), what)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +159,16 @@ class ToolEffect:
     call: ToolCall
     state: EffectState = EffectState.PENDING
     result: ToolOutcome | None = None
+
+    def __post_init__(self) -> None:
+        read_call(self.call, "effect call")
+        object.__setattr__(self, "state", i.member(EffectState, self.state, "effect state"))
+        if self.result is not None:
+            read_outcome(self.result, "effect result")
+
+
+def _read_effect(value: object, what: str) -> ToolEffect:
+    return i.exactly(value, (ToolEffect,), what)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +181,10 @@ class ToolCheckpoint:
     effects: tuple[ToolEffect, ...]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "id", i.text(self.id, "checkpoint id"))
+        object.__setattr__(self, "request_id", i.text(self.request_id, "checkpoint request id"))
         object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "effects", freeze(self.effects))
+        object.__setattr__(self, "effects", i.sequence(self.effects, "effects", _read_effect))
 
     @property
     def complete(self) -> bool:
@@ -202,14 +238,14 @@ def history_problem(
         elif isinstance(message, AssistantMessage):
             for call in message.tool_calls:
                 if not call.id or call.id in open_calls:
-                    return f"tool call id {call.id!r} empty or already open"
+                    return f"tool call id {i.describe(call.id)} empty or already open"
                 open_calls.add(call.id)
         elif isinstance(message, ToolResultMessage):
             if message.call_id not in open_calls:
-                return f"tool result for unknown or answered call {message.call_id!r}"
+                return f"tool result for unknown or answered call {i.describe(message.call_id)}"
             open_calls.discard(message.call_id)
     if open_calls and not open_calls_ok:
-        return f"tool calls without a result: {sorted(open_calls)}"
+        return f"tool calls without a result: {i.describe(sorted(open_calls), 200)}"
     return ""
 
 
@@ -246,6 +282,11 @@ def _marks_problem(marks: tuple[HistoryMark, ...], messages: History, revision: 
             return "history marks are not increasing"
         prev = b
     return ""
+
+
+def _checkpoint_id(request_id: str, seq: int) -> str:
+    """The id of a request's tool group number ``seq``: the only form a checkpoint has."""
+    return f"{request_id}#{seq}"
 
 
 def _group_calls_problem(messages: History, calls: tuple[ToolCall, ...]) -> Rejected | None:
@@ -294,9 +335,20 @@ class Continuation:
     checkpoint_seq: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "marks", freeze(self.marks))
-        object.__setattr__(self, "branches", freeze(self.branches))
+        # Read every field once, here; the operations below copy the value with
+        # ``evolve``, which does not re-check (each field they set was read already).
+        setf = object.__setattr__
+        setf(self, "messages", as_history(self.messages))
+        setf(self, "revision", i.integer(self.revision, "revision"))
+        setf(self, "durable_revision", i.integer(self.durable_revision, "durable revision"))
+        setf(self, "provenance", i.member(Provenance, self.provenance, "provenance"))
+        if self.request is not None:
+            i.exactly(self.request, (ActiveRequest,), "request")
+        setf(self, "marks", i.sequence(self.marks, "marks", _read_mark))
+        setf(self, "branches", i.sequence(self.branches, "branches", _read_branch))
+        if self.checkpoint is not None:
+            i.exactly(self.checkpoint, (ToolCheckpoint,), "checkpoint")
+        setf(self, "checkpoint_seq", i.integer(self.checkpoint_seq, "checkpoint sequence"))
 
     # --- requests ---
 
@@ -311,14 +363,23 @@ class Continuation:
         if self.checkpoint is not None:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
         if self.request is not None:
-            return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
+            shown = i.describe(self.request.id)
+            return Rejected(R.REQUEST_ACTIVE, f"request {shown} is active")
+        try:
+            request_id = i.text(request_id, "request id")
+            turn_id = TurnId(i.integer(turn_id, "turn id"))
+            message = None if content is None else UserMessage(content)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_REQUEST, str(exc))
         if not request_id:
             return Rejected(R.INVALID_REQUEST, "a request needs a non-empty id")
-        if isinstance(turn_id, bool) or not isinstance(turn_id, int) or turn_id < 1:
-            return Rejected(R.INVALID_REQUEST, f"turn id must be a positive integer: {turn_id!r}")
-        sent = self.messages if content is None else self.messages.append(UserMessage(content))
-        return replace(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
+        if turn_id < 1:
+            shown = i.describe(turn_id)
+            return Rejected(R.INVALID_REQUEST, f"turn id must be a positive integer: {shown}")
+        sent = self.messages if message is None else self.messages.append(message)
+        return evolve(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def abandon_request(self, request_id: str) -> Continuation | Rejected:
         """Drop a request that produced nothing (provider failed before any tool ran)."""
         bad = self._request(request_id)
@@ -326,8 +387,9 @@ class Continuation:
             return bad
         if self.checkpoint is not None:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
-        return replace(self, request=None)
+        return evolve(self, request=None)
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def complete(
         self, outcome: RequestOutcome, display_entry: int | None = None
     ) -> Continuation | Rejected:
@@ -337,6 +399,8 @@ class Continuation:
         prompt and its tool results). ``display_entry`` is the display index this
         completion produced (default: one after the last mark's).
         """
+        i.exactly(outcome, (RequestOutcome,), "outcome")
+        display_entry = i.opt_integer(display_entry, "display entry")
         request = self.request
         if request is None:
             return Rejected(R.DUPLICATE_OUTCOME, "no request is active")
@@ -347,8 +411,9 @@ class Continuation:
         ):
             return Rejected(
                 R.STALE_OUTCOME,
-                f"outcome for ({outcome.request_id!r}, {outcome.turn_id}, {outcome.revision}),"
-                f" active is ({request.id!r}, {request.turn_id}, {request.revision})",
+                f"outcome for ({i.describe(outcome.request_id)}, {outcome.turn_id},"
+                f" {outcome.revision}), active is ({i.describe(request.id)}, {request.turn_id},"
+                f" {request.revision})",
             )
         base = request.messages
         if self.checkpoint is not None:
@@ -366,7 +431,7 @@ class Continuation:
         if entry <= last:
             return Rejected(R.INVALID_MARK, f"display entry {entry} is not after {last}")
         revision = self.revision + 1
-        return replace(
+        return evolve(
             self,
             messages=outcome.messages,
             revision=revision,
@@ -377,6 +442,7 @@ class Continuation:
 
     # --- exactly-once tool effects ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def checkpoint_tool_group(
         self, request_id: str, messages: History | Iterable[Message], calls: Iterable[ToolCall]
     ) -> Continuation | Rejected:
@@ -390,8 +456,14 @@ class Continuation:
         if bad:
             return bad
         assert self.request is not None
-        history = as_history(messages)
-        group = tuple(calls)
+        try:
+            history = as_history(messages)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_HISTORY, str(exc))
+        try:
+            group = i.sequence(calls, "calls", read_call)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_TOOL_CALLS, str(exc))
         bad = _group_calls_problem(history, group)
         if bad:
             return bad
@@ -405,10 +477,14 @@ class Continuation:
             return bad
         seq = self.checkpoint_seq + 1
         checkpoint = ToolCheckpoint(
-            f"{request_id}#{seq}", request_id, history, tuple(ToolEffect(c) for c in group)
+            _checkpoint_id(request_id, seq),
+            request_id,
+            history,
+            tuple(ToolEffect(c) for c in group),
         )
-        return replace(self, checkpoint=checkpoint, checkpoint_seq=seq)
+        return evolve(self, checkpoint=checkpoint, checkpoint_seq=seq)
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def admit_tool_effect(
         self, request_id: str, checkpoint_id: str, call_id: str, name: str, arguments: object
     ) -> Continuation | Rejected:
@@ -422,30 +498,37 @@ class Continuation:
         if isinstance(found, Rejected):
             return found
         index, effect = found.position, found.effect
+        name = i.text(name, "tool name")
         canonical = canonical_arguments(arguments)
         if effect.call.name != name or canonical != effect.call.arguments:
             return Rejected(
                 R.TOOL_CALL_IDENTITY_MISMATCH,
-                f"{call_id!r} was checkpointed with another name or other arguments",
+                f"{i.describe(call_id)} was checkpointed with another name or other arguments",
             )
         if effect.state is not EffectState.PENDING:
-            return Rejected(R.DUPLICATE_ADMISSION, f"{call_id!r} is already {effect.state}")
-        return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
+            shown = i.describe(call_id)
+            return Rejected(R.DUPLICATE_ADMISSION, f"{shown} is already {effect.state}")
+        return self._set_effect(index, evolve(effect, state=EffectState.ADMITTED))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def admit_call(
         self, request_id: str, checkpoint_id: str, call: ToolCall
     ) -> Continuation | Rejected:
         """:meth:`admit_tool_effect` for a :class:`ToolCall` value (compares canonical text)."""
+        call = read_call(call, "call")
         found = self._effect(request_id, checkpoint_id, call.id)
         if isinstance(found, Rejected):
             return found
         index, effect = found.position, found.effect
         if effect.call != call:
-            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
+            shown = i.describe(call.id)
+            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{shown} differs from checkpoint")
         if effect.state is not EffectState.PENDING:
-            return Rejected(R.DUPLICATE_ADMISSION, f"{call.id!r} is already {effect.state}")
-        return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
+            shown = i.describe(call.id)
+            return Rejected(R.DUPLICATE_ADMISSION, f"{shown} is already {effect.state}")
+        return self._set_effect(index, evolve(effect, state=EffectState.ADMITTED))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def complete_tool_effect(
         self,
         request_id: str,
@@ -465,36 +548,42 @@ class Continuation:
         if isinstance(found, Rejected):
             return found
         index, effect = found.position, found.effect
+        name = i.text(name, "tool name")
+        result = read_outcome(result, "result")
         if effect.call.name != name or canonical_arguments(arguments) != effect.call.arguments:
             return Rejected(
                 R.TOOL_CALL_IDENTITY_MISMATCH,
-                f"{call_id!r} was checkpointed with another name or other arguments",
+                f"{i.describe(call_id)} was checkpointed with another name or other arguments",
             )
         return self._record(index, effect, result)
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def complete_call(
         self, request_id: str, checkpoint_id: str, call: ToolCall, result: ToolOutcome
     ) -> Continuation | Rejected:
         """:meth:`complete_tool_effect` for a :class:`ToolCall` value."""
+        call = read_call(call, "call")
+        result = read_outcome(result, "result")
         found = self._effect(request_id, checkpoint_id, call.id)
         if isinstance(found, Rejected):
             return found
         index, effect = found.position, found.effect
         if effect.call != call:
-            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
+            shown = i.describe(call.id)
+            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{shown} differs from checkpoint")
         return self._record(index, effect, result)
 
     def _record(
         self, index: int, effect: ToolEffect, result: ToolOutcome
     ) -> Continuation | Rejected:
-        call_id = effect.call.id
+        shown = i.describe(effect.call.id)
         if effect.state is EffectState.PENDING:
-            return Rejected(R.NOT_ADMITTED, f"{call_id!r} was never admitted")
+            return Rejected(R.NOT_ADMITTED, f"{shown} was never admitted")
         if effect.state is EffectState.COMPLETED:
             if effect.result == result:
                 return self
-            return Rejected(R.CONFLICTING_TOOL_OUTCOME, f"{call_id!r} already has another result")
-        return self._set_effect(index, replace(effect, state=EffectState.COMPLETED, result=result))
+            return Rejected(R.CONFLICTING_TOOL_OUTCOME, f"{shown} already has another result")
+        return self._set_effect(index, evolve(effect, state=EffectState.COMPLETED, result=result))
 
     def reconcile_interrupted(self) -> Reconciled | Rejected:
         """After a crash: make the checkpoint history without running anything.
@@ -520,7 +609,7 @@ class Continuation:
                 skipped.append(e.call.id)
                 outcome = ToolOutcome.error(NOT_EXECUTED_TEXT)
             results.append(outcome.to_message(e.call.id))
-        nxt = replace(
+        nxt = evolve(
             self,
             messages=checkpoint.messages.extend(results),
             revision=self.revision + 1,
@@ -533,20 +622,24 @@ class Continuation:
 
     def mark_durable(self) -> Continuation:
         """The current revision is persisted."""
-        return replace(self, durable_revision=self.revision)
+        return evolve(self, durable_revision=self.revision)
 
     def durable(self) -> bool:
         return self.durable_revision == self.revision
 
     # --- branches and rewriting ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def branch_at(self, name: str, display_entry: int) -> Continuation | Rejected:
         """Save the current history as ``name`` and rewind to a history mark's display entry."""
         bad = self._idle_history()
         if bad:
             return bad
+        name = i.text(name, "branch name")
+        display_entry = i.integer(display_entry, "display entry")
         if not name or self.branch(name) is not None:
-            return Rejected(R.BRANCH_EXISTS, f"branch name {name!r} is empty or taken")
+            shown = i.describe(name)
+            return Rejected(R.BRANCH_EXISTS, f"branch name {shown} is empty or taken")
         kept: list[HistoryMark] = []
         target: HistoryMark | None = None
         for b in self.marks:
@@ -557,7 +650,7 @@ class Continuation:
         if target is None:
             return Rejected(R.MARK_NOT_FOUND, f"no history mark for display entry {display_entry}")
         saved = Branch(name, self.messages, self.marks)
-        return replace(
+        return evolve(
             self,
             messages=self.messages.take(target.message_count),
             marks=tuple(kept),
@@ -565,6 +658,7 @@ class Continuation:
             branches=(*self.branches, saved),
         )
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def switch_branch(
         self, name: str, save_current_as: str | None = None
     ) -> Continuation | Rejected:
@@ -572,15 +666,17 @@ class Continuation:
         bad = self._idle_history()
         if bad:
             return bad
+        save_current_as = i.opt_text(save_current_as, "branch name")
         target = self.branch(name)
         if target is None:
-            return Rejected(R.BRANCH_NOT_FOUND, f"no branch {name!r}")
+            return Rejected(R.BRANCH_NOT_FOUND, f"no branch {i.describe(name)}")
         branches = self.branches
         if save_current_as is not None:
             if not save_current_as or self.branch(save_current_as) is not None:
-                return Rejected(R.BRANCH_EXISTS, f"branch name {save_current_as!r} is taken")
+                shown = i.describe(save_current_as)
+                return Rejected(R.BRANCH_EXISTS, f"branch name {shown} is taken")
             branches = (*branches, Branch(save_current_as, self.messages, self.marks))
-        return replace(
+        return evolve(
             self,
             messages=target.messages,
             marks=target.marks,
@@ -589,6 +685,7 @@ class Continuation:
         )
 
     def branch(self, name: str) -> Branch | None:
+        name = i.text(name, "branch name")
         for b in self.branches:
             if b.name == name:
                 return b
@@ -600,25 +697,30 @@ class Continuation:
         bad = self._idle_history()
         if bad:
             return bad
-        history = as_history(messages)
+        try:
+            history = as_history(messages)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_HISTORY, str(exc))
         problem = history_problem(history)
         if problem:
             return Rejected(R.INVALID_HISTORY, problem)
-        return replace(self, messages=history, revision=self.revision + 1, marks=())
+        return evolve(self, messages=history, revision=self.revision + 1, marks=())
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def replace_system(self, message: SystemMessage) -> Continuation | Rejected:
         """Change (or add) the system prompt as a new revision. O(n): copies the history."""
         bad = self._idle_history()
         if bad:
             return bad
+        i.exactly(message, (SystemMessage,), "system message")
         first = self.messages[0] if len(self.messages) else None
         marks = self.marks
         if isinstance(first, SystemMessage):
             history = History((message,)).extend(self.messages.after(1))
         else:
             history = History((message,)).extend(self.messages)
-            marks = tuple(replace(b, message_count=b.message_count + 1) for b in marks)
-        return replace(self, messages=history, revision=self.revision + 1, marks=marks)
+            marks = tuple(evolve(b, message_count=b.message_count + 1) for b in marks)
+        return evolve(self, messages=history, revision=self.revision + 1, marks=marks)
 
     # --- restore and legacy import ---
 
@@ -636,18 +738,25 @@ class Continuation:
         checkpoint: ToolCheckpoint | None = None,
         checkpoint_seq: int = 0,
     ) -> Continuation | Rejected:
-        """Rebuild from persisted parts, validating every cross-part invariant."""
-        value = cls(
-            as_history(messages),
-            revision,
-            durable_revision,
-            provenance,
-            request,
-            tuple(marks),
-            tuple(branches),
-            checkpoint,
-            checkpoint_seq,
-        )
+        """Rebuild from persisted parts, validating every part and every invariant.
+
+        Never raises: a part of the wrong type, like a broken invariant, is
+        ``invalid_restore``; so is anything the live value could never hold.
+        """
+        try:
+            value = cls(
+                as_history(messages),
+                revision,
+                durable_revision,
+                provenance,
+                request,
+                i.sequence(marks, "marks", _read_mark),
+                i.sequence(branches, "branches", _read_branch),
+                checkpoint,
+                checkpoint_seq,
+            )
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_RESTORE, str(exc))
         return value.validate()
 
     def validate(self) -> Continuation | Rejected:
@@ -662,6 +771,10 @@ class Continuation:
         role ``user`` or ``assistant``. Every assistant entry ends a revision and records
         a history mark at its display index, so branching works on imported histories.
         """
+        if isinstance(display_messages, str | bytes | Mapping) or not isinstance(
+            display_messages, Iterable
+        ):
+            return Rejected(R.INVALID_HISTORY, "expected a sequence of (role, text) entries")
         messages: list[Message] = []
         marks: list[HistoryMark] = []
         for index, entry in enumerate(display_messages):
@@ -671,15 +784,17 @@ class Continuation:
                 role, text = entry
             else:
                 return Rejected(R.INVALID_HISTORY, f"entry {index}: expected (role, text)")
-            if not isinstance(text, str):
-                return Rejected(R.INVALID_HISTORY, f"entry {index}: text must be a string")
+            if not isinstance(text, str) or not isinstance(role, str):
+                return Rejected(R.INVALID_HISTORY, f"entry {index}: role and text are strings")
             if role == "user":
                 messages.append(UserMessage(text))
             elif role == "assistant":
                 messages.append(AssistantMessage(text))
                 marks.append(HistoryMark(index, len(marks) + 1, len(messages)))
             else:
-                return Rejected(R.INVALID_HISTORY, f"entry {index}: role {role!r} not importable")
+                return Rejected(
+                    R.INVALID_HISTORY, f"entry {index}: role {i.describe(role)} not importable"
+                )
         return cls(
             History(messages),
             len(marks),
@@ -706,17 +821,22 @@ class Continuation:
     # --- helpers ---
 
     def _request(self, request_id: str) -> Rejected | None:
+        """Whether ``request_id`` names the active request (``TurnInputError`` if not a
+        string: every caller is an operation that turns it into a rejection)."""
+        request_id = i.text(request_id, "request id")
         if self.request is None:
             return Rejected(R.NO_ACTIVE_REQUEST, "no request is active")
         if self.request.id != request_id:
-            return Rejected(R.UNKNOWN_REQUEST, f"active request is {self.request.id!r}")
+            shown = i.describe(self.request.id)
+            return Rejected(R.UNKNOWN_REQUEST, f"active request is {shown}")
         return None
 
     def _idle_history(self) -> Rejected | None:
         if self.checkpoint is not None:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
         if self.request is not None:
-            return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
+            shown = i.describe(self.request.id)
+            return Rejected(R.REQUEST_ACTIVE, f"request {shown} is active")
         return None
 
     def _effect(
@@ -725,18 +845,23 @@ class Continuation:
         bad = self._request(request_id)
         if bad:
             return bad
+        checkpoint_id = i.text(checkpoint_id, "checkpoint id")
+        call_id = i.text(call_id, "call id")
         if self.checkpoint is None or self.checkpoint.id != checkpoint_id:
-            return Rejected(R.CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id!r}")
+            return Rejected(R.CHECKPOINT_NOT_FOUND, f"no checkpoint {i.describe(checkpoint_id)}")
         for index, effect in enumerate(self.checkpoint.effects):
             if effect.call.id == call_id:
                 return _LocatedEffect(index, effect)
-        return Rejected(R.CALL_NOT_FOUND, f"no call {call_id!r} in checkpoint {checkpoint_id!r}")
+        return Rejected(
+            R.CALL_NOT_FOUND,
+            f"no call {i.describe(call_id)} in checkpoint {i.describe(checkpoint_id)}",
+        )
 
     def _set_effect(self, index: int, effect: ToolEffect) -> Continuation:
         assert self.checkpoint is not None
         effects = self.checkpoint.effects
         updated = (*effects[:index], effect, *effects[index + 1 :])
-        return replace(self, checkpoint=replace(self.checkpoint, effects=updated))
+        return evolve(self, checkpoint=evolve(self.checkpoint, effects=updated))
 
 
 def _continuation_problem(c: Continuation) -> str:
@@ -756,7 +881,7 @@ def _continuation_problem(c: Continuation) -> str:
     for b in c.branches:
         problem = history_problem(b.messages) or _marks_problem(b.marks, b.messages, c.revision)
         if problem:
-            return f"branch {b.name!r}: {problem}"
+            return f"branch {i.describe(b.name)}: {problem}"
     r = c.request
     if r is not None:
         if not r.id or r.turn_id < 1 or r.revision != c.revision:
@@ -772,13 +897,15 @@ def _continuation_problem(c: Continuation) -> str:
     if cp is not None:
         if r is None or cp.request_id != r.id:
             return "a checkpoint exists only with its request"
-        if not cp.id or not cp.id.startswith(f"{r.id}#") or c.checkpoint_seq < 1:
-            return "checkpoint id does not belong to its request"
+        if c.checkpoint_seq < 1 or cp.id != _checkpoint_id(r.id, c.checkpoint_seq):
+            # Only the id the live value would have generated: any other (an old group's,
+            # a future one's) could be handed out again and match a stale admission.
+            return "checkpoint id is not the one its request and sequence generate"
         bad = _group_calls_problem(cp.messages, tuple(e.call for e in cp.effects))
         bad = bad or _group_history_problem(r.messages, cp.messages)
         if bad:
             return f"checkpoint: {bad.detail}"
         for e in cp.effects:
             if (e.result is not None) != (e.state is EffectState.COMPLETED):
-                return f"effect {e.call.id!r}: a result exactly when completed"
+                return f"effect {i.describe(e.call.id)}: a result exactly when completed"
     return ""

@@ -9,18 +9,20 @@ every operation returns a new value (or a result wrapping one) or a :class:`Reje
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
+from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import (
     Content,
     ToolCall,
-    freeze,
     freeze_content,
+    read_content,
 )
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
@@ -104,6 +106,10 @@ class ActiveTool:
     call_id: str
     name: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call_id", i.text(self.call_id, "active tool call id"))
+        object.__setattr__(self, "name", i.text(self.name, "active tool name"))
+
 
 @dataclass(frozen=True, slots=True)
 class Starting:
@@ -128,10 +134,17 @@ class ToolExecution:
     kind = "tool_execution"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "active_tools", freeze(self.active_tools))
+        object.__setattr__(
+            self, "active_tools", i.sequence(self.active_tools, "active tools", _read_active)
+        )
 
 
 Activity = Starting | Thinking | Completion | ToolExecution
+_ACTIVITIES = (Starting, Thinking, Completion, ToolExecution)
+
+
+def _read_active(value: object, what: str) -> ActiveTool:
+    return i.exactly(value, (ActiveTool,), what)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +153,10 @@ class ApprovalRequest:
 
     call: ToolCall
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        i.exactly(self.call, (ToolCall,), "approval call")
+        object.__setattr__(self, "reason", i.text(self.reason, "approval reason"))
 
     @property
     def call_id(self) -> str:
@@ -158,14 +175,24 @@ class RunActive:
     error: str | None = None
     kind = "active"
 
+    def __post_init__(self) -> None:
+        i.exactly(self.activity, _ACTIVITIES, "activity")
+        if self.pending_approval is not None:
+            i.exactly(self.pending_approval, (ApprovalRequest,), "pending approval")
+        object.__setattr__(self, "error", i.opt_text(self.error, "error"))
+
 
 @dataclass(frozen=True, slots=True)
 class RunFailed:
     message: str
     kind = "failure"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", i.text(self.message, "failure message"))
+
 
 RunPhase = RunIdle | RunActive | RunFailed
+_PHASES = (RunIdle, RunActive, RunFailed)
 
 
 # --- trust ---------------------------------------------------------------------------
@@ -189,6 +216,13 @@ class TrustKey:
     kind: TrustKeyKind = TrustKeyKind.NAME
     detail: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool", i.text(self.tool, "trust key tool"))
+        object.__setattr__(self, "kind", i.member(TrustKeyKind, self.kind, "trust key kind"))
+        object.__setattr__(self, "detail", i.text(self.detail, "trust key detail"))
+        if (self.kind is TrustKeyKind.NAME) != (self.detail == ""):
+            raise i.TurnInputError("a name trust key has no detail; the other kinds need one")
+
     def to_json(self) -> dict[str, JsonValue]:
         from phaseflow.turn import execution_json  # the codec depends on these classes
 
@@ -196,19 +230,27 @@ class TrustKey:
 
 
 def trust_key(call: ToolCall, shell_tools: Iterable[str] = DEFAULT_SHELL_TOOLS) -> TrustKey:
-    """The specific trust key of a call.
+    """The trust key of a call: exactly what the human saw when approving it, no more.
 
-    A shell-like tool with a string ``command`` argument: name + command. A call with no
-    arguments: the bare name. Anything else: name + SHA-256 of the canonical arguments,
-    so approving one argument set never approves another.
+    A shell-like tool with a non-empty string ``command``: name + the *whole* canonical
+    arguments, readable (the command with its working directory, environment and every
+    other argument: ``ls`` in ``/repo`` is not ``ls`` in ``/``). Anything else, a shell
+    call without a command included: name + SHA-256 of the canonical arguments, so
+    approving one argument set never approves another. An approval never yields a bare
+    name key (that would trust every call of the tool); only a host sets one.
     """
-    args: Any = call.argument_value()
-    if call.name in shell_tools and isinstance(args, dict):
-        command = args.get("command")
+    i.exactly(call, (ToolCall,), "trust key call")
+    if isinstance(shell_tools, str):
+        raise i.TurnInputError("shell tools must be a sequence of names, not one string")
+    return _trust_key(call, tuple(shell_tools))
+
+
+def _trust_key(call: ToolCall, shell_tools: tuple[str, ...]) -> TrustKey:
+    if call.name in shell_tools:
+        args: Any = call.argument_value()
+        command = args.get("command") if isinstance(args, dict) else None
         if isinstance(command, str) and command:
-            return TrustKey(call.name, TrustKeyKind.COMMAND, command)
-    if args == {}:
-        return TrustKey(call.name)
+            return TrustKey(call.name, TrustKeyKind.COMMAND, call.arguments)
     return TrustKey(call.name, TrustKeyKind.ARGUMENTS, j.sha256_hex(call.arguments))
 
 
@@ -217,11 +259,19 @@ class TrustEntry:
     key: TrustKey
     scope: TrustScope
 
+    def __post_init__(self) -> None:
+        i.exactly(self.key, (TrustKey,), "trust entry key")
+        object.__setattr__(self, "scope", i.member(TrustScope, self.scope, "trust scope"))
+
 
 @dataclass(frozen=True, slots=True)
 class PendingAutoApproval:
     call_id: str
     scope: TrustScope
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call_id", i.text(self.call_id, "auto-approval call id"))
+        object.__setattr__(self, "scope", i.member(TrustScope, self.scope, "auto-approval scope"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +281,11 @@ class EditRange:
     path: str
     start: int
     end: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", i.text(self.path, "edit range path"))
+        object.__setattr__(self, "start", i.integer(self.start, "edit range start"))
+        object.__setattr__(self, "end", i.integer(self.end, "edit range end"))
 
 
 def _absolute(path: str) -> bool:
@@ -259,8 +314,11 @@ class Queued:
 
 @dataclass(frozen=True, slots=True)
 class PromptAdmitted:
+    """``action``: send it now, wait in a queue, or (prompts were still queued from an
+    aborted turn) send everything queued, this prompt included, in queue order."""
+
     execution: TurnExecution
-    action: SendNow | Queued
+    action: SendNow | Queued | SendNext
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +346,7 @@ class SendNext:
     contents: tuple[Content, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "contents", tuple(freeze_content(c) for c in self.contents))
+        object.__setattr__(self, "contents", i.sequence(self.contents, "contents", read_content))
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,22 +373,23 @@ class TurnExecution:
     shell_tools: tuple[str, ...] = DEFAULT_SHELL_TOOLS
 
     def __post_init__(self) -> None:
-        # Sequences are stored as tuples whatever the caller passed: no list is ever
-        # reachable from a value. Cheap when they already are tuples (the normal case).
-        for name in ("trust", "auto_approvals", "edit_ranges", "shell_tools"):
-            value = getattr(self, name)
-            if type(value) is not tuple:
-                object.__setattr__(self, name, tuple(value))
-        for name in ("steering", "follow_up"):
-            value = getattr(self, name)
-            if type(value) is not tuple:
-                object.__setattr__(self, name, tuple(freeze_content(c) for c in value))
+        # Read every field once, here; the operations below copy the value with
+        # ``evolve``, which does not re-check (each field they set was read already).
+        setf = object.__setattr__
+        setf(self, "mode", i.member(Mode, self.mode, "mode"))
+        i.exactly(self.phase, _PHASES, "phase")
+        setf(self, "steering", i.sequence(self.steering, "steering queue", read_content))
+        setf(self, "follow_up", i.sequence(self.follow_up, "follow-up queue", read_content))
+        setf(self, "trust", i.sequence(self.trust, "trust", _read_entry))
+        setf(self, "auto_approvals", i.sequence(self.auto_approvals, "auto-approvals", _read_auto))
+        setf(self, "edit_ranges", i.sequence(self.edit_ranges, "edit ranges", _read_range))
+        setf(self, "shell_tools", i.sequence(self.shell_tools, "shell tools", i.text))
 
     # --- queries ---
 
     @property
     def active(self) -> bool:
-        return isinstance(self.phase, RunActive)
+        return type(self.phase) is RunActive
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -366,10 +425,13 @@ class TurnExecution:
         return ExecStatus.THINKING
 
     def trust_key(self, call: ToolCall) -> TrustKey:
-        return trust_key(call, self.shell_tools)
+        """The key approving ``call`` would store (see :func:`trust_key`)."""
+        i.exactly(call, (ToolCall,), "call")
+        return _trust_key(call, self.shell_tools)
 
     def trusted_scope(self, call: ToolCall) -> TrustScope | None:
-        """The trust covering ``call``: its specific key first, then its bare tool name."""
+        """The trust covering ``call``: its specific key first, then a bare tool-name key
+        (which only a host sets; an approval never stores one)."""
         specific = self.trust_key(call)
         bare = TrustKey(call.name)
         for wanted in (specific, bare):
@@ -379,6 +441,7 @@ class TurnExecution:
         return None
 
     def edit_range(self, path: str) -> EditRange | None:
+        path = i.text(path, "path")
         for edit_range in self.edit_ranges:
             if edit_range.path == path:
                 return edit_range
@@ -386,6 +449,7 @@ class TurnExecution:
 
     def may_edit(self, path: str, start: int, end: int) -> bool:
         """Whether lines ``start..end`` of ``path`` may be edited (no range: yes)."""
+        start, end = i.integer(start, "start"), i.integer(end, "end")
         edit_range = self.edit_range(path)
         if edit_range is None:
             return True
@@ -394,21 +458,35 @@ class TurnExecution:
     # --- prompts and the turn ---
 
     def admit_prompt(self, kind: PromptKind, content: Content) -> PromptAdmitted:
-        """Inactive: begin a turn with ``content`` (send now). RunActive: queue it (FIFO)."""
-        content = freeze_content(content)
-        if not self.active:
-            started = replace(self, phase=RunActive(Starting()))
-            return PromptAdmitted(started, SendNow(content))
-        if PromptKind(kind) is PromptKind.STEERING:
-            queued = replace(self, steering=(*self.steering, content))
-            return PromptAdmitted(queued, Queued(PromptKind.STEERING, len(self.steering)))
-        queued = replace(self, follow_up=(*self.follow_up, content))
-        return PromptAdmitted(queued, Queued(PromptKind.FOLLOW_UP, len(self.follow_up)))
+        """Inactive: begin a turn with ``content`` (send now). Active: queue it (FIFO).
+
+        Queue order holds across an abort: when prompts are still queued (a turn was
+        aborted), the new one joins its queue and everything queued goes out now, as
+        ``finish_completion`` would send it (steering first, each in order).
+        Never refused; ``kind`` or ``content`` of the wrong type raise ``TurnInputError``.
+        """
+        kind = i.member(PromptKind, kind, "prompt kind")
+        content = freeze_content(content, "prompt content")
+        if self.active:
+            if kind is PromptKind.STEERING:
+                queued = evolve(self, steering=(*self.steering, content))
+                return PromptAdmitted(queued, Queued(kind, len(self.steering)))
+            queued = evolve(self, follow_up=(*self.follow_up, content))
+            return PromptAdmitted(queued, Queued(kind, len(self.follow_up)))
+        if not self.steering and not self.follow_up:
+            return PromptAdmitted(evolve(self, phase=_STARTING), SendNow(content))
+        steering, follow_up = self.steering, self.follow_up
+        if kind is PromptKind.STEERING:
+            steering = (*steering, content)
+        else:
+            follow_up = (*follow_up, content)
+        started = evolve(self, phase=_STARTING, steering=(), follow_up=())
+        return PromptAdmitted(started, SendNext((*steering, *follow_up)))
 
     def begin_turn(self) -> TurnExecution | Rejected:
         if self.active:
             return Rejected(R.TURN_ACTIVE, "a turn is already active")
-        return replace(self, phase=RunActive(Starting()))
+        return evolve(self, phase=_STARTING)
 
     def provider_started(self) -> TurnExecution | Rejected:
         phase = self.phase
@@ -418,15 +496,19 @@ class TurnExecution:
             return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not starting")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
-        return replace(self, phase=RunActive(Thinking()))
+        return evolve(self, phase=_THINKING)
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def tool_started(self, call_id: str, name: str) -> ToolStarted | Rejected:
+        call_id, name = i.text(call_id, "call id"), i.text(name, "tool name")
         phase = self.phase
         if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         running = self.active_tools
         if any(t.call_id == call_id for t in running):
-            return Rejected(R.TOOL_ALREADY_ACTIVE, f"tool call {call_id!r} is already active")
+            return Rejected(
+                R.TOOL_ALREADY_ACTIVE, f"tool call {i.describe(call_id)} is already active"
+            )
         scope: TrustScope | None = None
         remaining: list[PendingAutoApproval] = []
         for pending in self.auto_approvals:
@@ -435,61 +517,70 @@ class TurnExecution:
             else:
                 remaining.append(pending)
         activity = ToolExecution((*running, ActiveTool(call_id, name)))
-        nxt = replace(
+        nxt = evolve(
             self,
             phase=RunActive(activity, phase.pending_approval, None),
             auto_approvals=tuple(remaining),
         )
         return ToolStarted(nxt, scope)
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def tool_completed(self, call_id: str) -> TurnExecution | Rejected:
+        call_id = i.text(call_id, "call id")
         phase = self.phase
         running = self.active_tools
         if not isinstance(phase, RunActive) or not any(t.call_id == call_id for t in running):
-            return Rejected(R.TOOL_NOT_ACTIVE, f"tool call {call_id!r} is not active")
+            return Rejected(R.TOOL_NOT_ACTIVE, f"tool call {i.describe(call_id)} is not active")
         rest = tuple(t for t in running if t.call_id != call_id)
-        activity: Activity = ToolExecution(rest) if rest else Completion()
-        return replace(self, phase=RunActive(activity, phase.pending_approval, phase.error))
+        activity: Activity = ToolExecution(rest) if rest else _COMPLETION
+        return evolve(self, phase=RunActive(activity, phase.pending_approval, phase.error))
 
     # --- approvals and trust ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def request_approval(self, approval: ApprovalRequest) -> TurnExecution | Rejected:
+        i.exactly(approval, (ApprovalRequest,), "approval")
         phase = self.phase
         if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if phase.pending_approval is not None:
-            return Rejected(
-                R.APPROVAL_PENDING, f"approval for {phase.pending_approval.call_id!r} is pending"
-            )
-        return replace(self, phase=RunActive(phase.activity, approval, phase.error))
+            pending = i.describe(phase.pending_approval.call_id)
+            return Rejected(R.APPROVAL_PENDING, f"approval for {pending} is pending")
+        return evolve(self, phase=RunActive(phase.activity, approval, phase.error))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def resolve_approval(
         self, call_id: str | None, decision: ApprovalDecision
     ) -> ApprovalResolved | Rejected:
-        # A plain string is accepted for its enum value; anything else is a programming
-        # error (ValueError), never silently read as "approve".
-        decision = ApprovalDecision(decision)
+        # A plain string is read as its enum value; anything else is refused, never
+        # silently read as "approve".
+        call_id = i.opt_text(call_id, "call id")
+        decision = i.member(ApprovalDecision, decision, "decision")
         phase = self.phase
         if not isinstance(phase, RunActive) or phase.pending_approval is None:
             return Rejected(R.NO_PENDING_APPROVAL, "no approval is pending")
         approval = phase.pending_approval
         if call_id is not None and call_id != approval.call_id:
             return Rejected(
-                R.APPROVAL_NOT_FOUND, f"pending approval is {approval.call_id!r}, not {call_id!r}"
+                R.APPROVAL_NOT_FOUND,
+                f"pending approval is {i.describe(approval.call_id)}, not {i.describe(call_id)}",
             )
         trust = self.trust
         if decision is ApprovalDecision.APPROVE_SESSION:
             trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.SESSION)
         elif decision is ApprovalDecision.APPROVE_TURN:
             trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.TURN)
-        nxt = replace(self, phase=RunActive(phase.activity, None, phase.error), trust=trust)
+        nxt = evolve(self, phase=RunActive(phase.activity, None, phase.error), trust=trust)
         return ApprovalResolved(nxt, approval, decision)
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def auto_approve(self, call: ToolCall, scope: TrustScope) -> TurnExecution | Rejected:
+        i.exactly(call, (ToolCall,), "call")
+        scope = i.member(TrustScope, scope, "scope")
         if not self.active:
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         rest = tuple(p for p in self.auto_approvals if p.call_id != call.id)
-        return replace(self, auto_approvals=(*rest, PendingAutoApproval(call.id, scope)))
+        return evolve(self, auto_approvals=(*rest, PendingAutoApproval(call.id, scope)))
 
     # --- ending the turn ---
 
@@ -501,7 +592,7 @@ class TurnExecution:
             return Rejected(R.INVALID_PHASE, "tools are still executing")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
-        return replace(self, phase=RunActive(Completion(), None, phase.error))
+        return evolve(self, phase=RunActive(_COMPLETION, None, phase.error))
 
     def finish_completion(self) -> CompletionFinished | Rejected:
         phase = self.phase
@@ -512,37 +603,37 @@ class TurnExecution:
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
         queued = (*self.steering, *self.follow_up)
-        cleared = replace(
-            self,
-            trust=_session_trust(self.trust),
-            auto_approvals=(),
-            steering=(),
-            follow_up=(),
-        )
+        trust = _session_trust(self.trust)
         if not queued:
-            return CompletionFinished(replace(cleared, phase=RunIdle()), None)
-        return CompletionFinished(replace(cleared, phase=RunActive(Starting())), SendNext(queued))
+            idle = evolve(self, phase=_IDLE, trust=trust, auto_approvals=())
+            return CompletionFinished(idle, None)
+        nxt = evolve(
+            self, phase=_STARTING, trust=trust, auto_approvals=(), steering=(), follow_up=()
+        )
+        return CompletionFinished(nxt, SendNext(queued))
 
     def abort(self) -> TurnExecution:
         """Back to idle; turn trust and auto-approvals dropped, queues kept."""
-        return replace(self, phase=RunIdle(), trust=_session_trust(self.trust), auto_approvals=())
+        return evolve(self, phase=_IDLE, trust=_session_trust(self.trust), auto_approvals=())
 
     def fail(self, message: str) -> TurnExecution:
-        return replace(
-            self, phase=RunFailed(message), trust=_session_trust(self.trust), auto_approvals=()
-        )
+        """Into failure; the same drops as :meth:`abort`. Never refused (a message that is
+        not a string raises ``TurnInputError``)."""
+        failed = RunFailed(message)
+        return evolve(self, phase=failed, trust=_session_trust(self.trust), auto_approvals=())
 
     def report_error(self, message: str) -> TurnExecution:
         """During a turn: keep the work, record the error. Otherwise: like ``fail``."""
         phase = self.phase
         if isinstance(phase, RunActive):
-            return replace(self, phase=RunActive(phase.activity, phase.pending_approval, message))
+            error = i.text(message, "error message")
+            return evolve(self, phase=RunActive(phase.activity, phase.pending_approval, error))
         return self.fail(message)
 
     def recover(self) -> TurnExecution | Rejected:
         if not isinstance(self.phase, RunFailed):
             return Rejected(R.INVALID_PHASE, f"phase is {self.phase.kind}, not failure")
-        return replace(self, phase=RunIdle())
+        return evolve(self, phase=_IDLE)
 
     # --- mode ---
 
@@ -551,23 +642,27 @@ class TurnExecution:
         phase = self.phase
         if isinstance(phase, RunActive):
             phase = RunActive(phase.activity, None, phase.error)
-        return replace(self, mode=Mode.PLAN, phase=phase)
+        return evolve(self, mode=Mode.PLAN, phase=phase)
 
     def enter_exec(self) -> TurnExecution:
-        return replace(self, mode=Mode.EXEC)
+        return evolve(self, mode=Mode.EXEC)
 
     # --- edit ranges ---
 
+    @i.refusing(R.INVALID_EDIT_RANGE)
     def set_edit_range(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
+        path = i.text(path, "path")
+        start, end = i.integer(start, "start"), i.integer(end, "end")
         if not _absolute(path):
-            return Rejected(R.INVALID_EDIT_RANGE, f"not an absolute path: {path!r}")
+            return Rejected(R.INVALID_EDIT_RANGE, f"not an absolute path: {i.describe(path)}")
         if not 1 <= start <= end:
             return Rejected(R.INVALID_EDIT_RANGE, f"bad line range {start}..{end}")
         rest = tuple(b for b in self.edit_ranges if b.path != path)
-        return replace(self, edit_ranges=(*rest, EditRange(path, start, end)))
+        return evolve(self, edit_ranges=(*rest, EditRange(path, start, end)))
 
     def clear_edit_range(self, path: str) -> TurnExecution:
-        return replace(self, edit_ranges=tuple(b for b in self.edit_ranges if b.path != path))
+        path = i.text(path, "path")
+        return evolve(self, edit_ranges=tuple(b for b in self.edit_ranges if b.path != path))
 
     # --- JSON ---
 
@@ -587,6 +682,24 @@ class TurnExecution:
         """Check the invariants an operation sequence always keeps (for restored values)."""
         bad = _invalid(self)
         return Rejected(R.INVALID_RESTORE, bad) if bad else self
+
+
+_IDLE = RunIdle()
+_STARTING = RunActive(Starting())
+_THINKING = RunActive(Thinking())
+_COMPLETION = Completion()
+
+
+def _read_entry(value: object, what: str) -> TrustEntry:
+    return i.exactly(value, (TrustEntry,), what)  # type: ignore[no-any-return]
+
+
+def _read_auto(value: object, what: str) -> PendingAutoApproval:
+    return i.exactly(value, (PendingAutoApproval,), what)  # type: ignore[no-any-return]
+
+
+def _read_range(value: object, what: str) -> EditRange:
+    return i.exactly(value, (EditRange,), what)  # type: ignore[no-any-return]
 
 
 def _with_trust(

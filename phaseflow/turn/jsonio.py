@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from phaseflow.turn.inputs import MAX_INT, TurnInputError, describe
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
@@ -85,13 +86,15 @@ def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:
     """Run ``decoder`` on untrusted data; a shape error becomes ``malformed_json``."""
     try:
         return decoder(data)
-    except Malformed as exc:
+    except (Malformed, TurnInputError) as exc:
+        # A value's constructor refusing what the shape readers let through (it reads
+        # every field again) is a wrong shape too.
         return Rejected(RejectionReason.MALFORMED_JSON, str(exc))
     except RecursionError:
         return Rejected(RejectionReason.MALFORMED_JSON, "JSON nested too deeply")
     except (ValueError, OverflowError) as exc:
         # Defence in depth: a number no shape check anticipated must still not escape.
-        return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {exc}")
+        return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {describe(exc)}")
 
 
 # --- shape readers -----------------------------------------------------------------
@@ -129,16 +132,15 @@ def integer(data: Mapping[str, object], key: str, what: str) -> int:
     value = field(data, key, what)
     if not isinstance(value, int) or isinstance(value, bool):
         raise Malformed(f"{what}.{key}: expected an integer")
+    if not -MAX_INT - 1 <= value <= MAX_INT:
+        raise Malformed(f"{what}.{key}: integer out of the 64-bit range")
     return value
 
 
 def opt_integer(data: Mapping[str, object], key: str, what: str) -> int | None:
-    value = data.get(key)
-    if value is None:
+    if data.get(key) is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise Malformed(f"{what}.{key}: expected an integer or null")
-    return value
+    return integer(data, key, what)
 
 
 def number(data: Mapping[str, object], key: str, what: str) -> float:

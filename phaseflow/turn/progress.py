@@ -13,14 +13,15 @@ empty ones with a ``cancelled`` result instead of dropping them.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple, NewType
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
+from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue
-from phaseflow.turn.messages import ToolCall, ToolOutcome, freeze
+from phaseflow.turn.messages import ToolCall, ToolOutcome, read_call, read_outcome
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
@@ -89,7 +90,14 @@ class Generating:
     kind = "generating"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pending_tool_calls", freeze(self.pending_tool_calls))
+        setf = object.__setattr__
+        setf(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        setf(self, "text", i.text(self.text, "text"))
+        setf(self, "reasoning", i.text(self.reasoning, "reasoning"))
+        setf(self, "token_estimate", i.integer(self.token_estimate, "token estimate"))
+        setf(self, "sub_phase", i.member(SubPhase, self.sub_phase, "sub-phase"))
+        setf(self, "pending_tool_calls", i.sequence(self.pending_tool_calls, "calls", read_call))
+        setf(self, "continuation", i.flag(self.continuation, "continuation"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +110,9 @@ class ExecutingTools:
     kind = "executing_tools"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", freeze(self.calls))
-        object.__setattr__(self, "outcomes", freeze(self.outcomes))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        object.__setattr__(self, "calls", i.sequence(self.calls, "calls", read_call))
+        object.__setattr__(self, "outcomes", i.sequence(self.outcomes, "outcomes", _read_slot))
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -116,6 +125,12 @@ class Compacting:
     trigger: CompactionTrigger
     resume_continuation: bool = False
     kind = "compacting"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        object.__setattr__(self, "trigger", i.member(CompactionTrigger, self.trigger, "trigger"))
+        resume = i.flag(self.resume_continuation, "resume continuation")
+        object.__setattr__(self, "resume_continuation", resume)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +148,18 @@ class Cancelling:
     kind = "cancelling"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", freeze(self.calls))
-        object.__setattr__(self, "outcomes", freeze(self.outcomes))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        object.__setattr__(self, "since", i.number(self.since, "cancel time"))
+        object.__setattr__(self, "calls", i.sequence(self.calls, "calls", read_call))
+        object.__setattr__(self, "outcomes", i.sequence(self.outcomes, "outcomes", read_outcome))
 
 
 TurnStage = Idle | Generating | ExecutingTools | Compacting | Cancelling
+_STAGES = (Idle, Generating, ExecutingTools, Compacting, Cancelling)
+
+
+def _read_slot(value: object, what: str) -> ToolOutcome | None:
+    return None if value is None else read_outcome(value, what)
 
 
 class NextStep(StrEnum):
@@ -194,22 +216,32 @@ class TurnProgress:
     stage: TurnStage = field(default_factory=Idle)
     last_turn_id: int = 0
 
+    def __post_init__(self) -> None:
+        i.exactly(self.stage, _STAGES, "stage")
+        object.__setattr__(self, "last_turn_id", i.integer(self.last_turn_id, "last turn id"))
+
     @property
     def turn_id(self) -> TurnId | None:
         state = self.stage
         return None if isinstance(state, Idle) else state.turn_id
 
     def _check(self, turn: TurnId, *kinds: type) -> Rejected | None:
+        """Whether an event for ``turn`` applies to the current stage (one of ``kinds``)."""
+        if type(turn) is not int:
+            turn = TurnId(i.integer(turn, "turn"))  # refused by ``refusing`` when not one
         state = self.stage
         if isinstance(state, Idle) or state.turn_id != turn:
-            return Rejected(R.STALE_TURN, f"event for turn {turn}, current is {self.turn_id}")
+            shown = i.describe(turn)
+            return Rejected(R.STALE_TURN, f"event for turn {shown}, current is {self.turn_id}")
         if isinstance(state, Cancelling) and Cancelling not in kinds:
             return Rejected(R.CANCELLING, f"turn {turn} is cancelling; event ignored")
         if not isinstance(state, kinds):
             return Rejected(R.INVALID_STATE, f"turn {turn} is {state.kind}")
         return None
 
-    def _fresh(self) -> TurnId:
+    def _fresh(self) -> TurnId | Rejected:
+        if self.last_turn_id >= i.MAX_INT:
+            return Rejected(R.INVALID_STATE, "every turn id has been handed out")
         return TurnId(self.last_turn_id + 1)
 
     # --- starting ---
@@ -219,6 +251,8 @@ class TurnProgress:
         if not isinstance(self.stage, Idle):
             return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.stage.kind}")
         turn = self._fresh()
+        if isinstance(turn, Rejected):
+            return turn
         return TurnStarted(TurnProgress(Generating(turn), turn), turn)
 
     def start_compaction(self) -> TurnStarted | Rejected:
@@ -226,56 +260,69 @@ class TurnProgress:
         if not isinstance(self.stage, Idle):
             return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.stage.kind}")
         turn = self._fresh()
+        if isinstance(turn, Rejected):
+            return turn
         return TurnStarted(
             TurnProgress(Compacting(turn, CompactionTrigger.MANUAL, False), turn), turn
         )
 
     # --- streaming ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def reasoning_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        text = i.text(text, "reasoning")
         s = self.stage
         assert isinstance(s, Generating)
-        return self._to(replace(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
+        return self._to(evolve(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def text_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        text = i.text(text, "text")
         s = self.stage
         assert isinstance(s, Generating)
-        return self._to(replace(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
+        return self._to(evolve(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def tool_call(self, turn: TurnId, call: ToolCall) -> TurnProgress | Rejected:
         """A complete tool call parsed from the stream (ids must be unique and non-empty)."""
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        call = read_call(call, "tool call")
         s = self.stage
         assert isinstance(s, Generating)
         if not call.id or any(c.id == call.id for c in s.pending_tool_calls):
-            return Rejected(R.INVALID_TOOL_CALLS, f"tool call id {call.id!r} empty or repeated")
+            shown = i.describe(call.id)
+            return Rejected(R.INVALID_TOOL_CALLS, f"tool call id {shown} empty or repeated")
         return self._to(
-            replace(
+            evolve(
                 s, pending_tool_calls=(*s.pending_tool_calls, call), sub_phase=SubPhase.STREAMING
             )
         )
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def token_estimate(self, turn: TurnId, tokens: int) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        tokens = i.integer(tokens, "token estimate")
         s = self.stage
         assert isinstance(s, Generating)
-        return self._to(replace(s, token_estimate=max(0, tokens)))
+        return self._to(evolve(s, token_estimate=max(0, tokens)))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def stream_ended(self, turn: TurnId, stop: StopReason) -> StreamEnded | Rejected:
         """Commit the streamed reply. While cancelling this is refused: nothing commits."""
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        stop = i.member(StopReason, stop, "stop reason")
         s = self.stage
         assert isinstance(s, Generating)
         nxt: TurnStage
@@ -290,6 +337,7 @@ class TurnProgress:
             self._to(nxt), s.text, s.reasoning, s.pending_tool_calls, s.continuation, step
         )
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def fail(self, turn: TurnId) -> TurnProgress | Rejected:
         """The provider call or compaction failed: back to ``Idle``, nothing committed.
 
@@ -301,39 +349,45 @@ class TurnProgress:
 
     # --- tools ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def tool_result(
         self, turn: TurnId, call_id: str, outcome: ToolOutcome
     ) -> ToolResultAccepted | Rejected:
         """Fill one slot. Unknown call: ``unknown_call``; filled slot: ``duplicate_result``."""
-        state = self.stage
-        if isinstance(state, Cancelling) and state.turn_id == turn:
-            if any(c.id == call_id for c in state.calls):
-                return Rejected(R.DUPLICATE_RESULT, f"{call_id!r} already has a result")
-            return Rejected(R.UNKNOWN_CALL, f"no tool call {call_id!r} in turn {turn}")
-        bad = self._check(turn, ExecutingTools)
+        bad = self._check(turn, ExecutingTools, Cancelling)
         if bad:
             return bad
+        call_id = i.text(call_id, "call id")
+        outcome = read_outcome(outcome, "outcome")
+        state = self.stage
+        shown = i.describe(call_id)
+        if isinstance(state, Cancelling):
+            if any(c.id == call_id for c in state.calls):
+                return Rejected(R.DUPLICATE_RESULT, f"{shown} already has a result")
+            return Rejected(R.UNKNOWN_CALL, f"no tool call {shown} in turn {turn}")
         assert isinstance(state, ExecutingTools)
         for index, call in enumerate(state.calls):
             if call.id != call_id:
                 continue
             if state.outcomes[index] is not None:
-                return Rejected(R.DUPLICATE_RESULT, f"{call_id!r} already has a result")
+                return Rejected(R.DUPLICATE_RESULT, f"{shown} already has a result")
             outcomes = (*state.outcomes[:index], outcome, *state.outcomes[index + 1 :])
             if any(o is None for o in outcomes):
-                return ToolResultAccepted(self._to(replace(state, outcomes=outcomes)), None)
+                return ToolResultAccepted(self._to(evolve(state, outcomes=outcomes)), None)
             done = tuple(CallOutcome(c, o) for c, o in zip(state.calls, outcomes, strict=True) if o)
             return ToolResultAccepted(self._to(Generating(turn)), done)
-        return Rejected(R.UNKNOWN_CALL, f"no tool call {call_id!r} in turn {turn}")
+        return Rejected(R.UNKNOWN_CALL, f"no tool call {shown} in turn {turn}")
 
     # --- compaction ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def compact(self, turn: TurnId, trigger: CompactionTrigger) -> TurnProgress | Rejected:
         """Compact before (re)sending. The continuation flag survives; a
         ``truncation_recovery`` compaction always resumes as a continuation."""
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        trigger = i.member(CompactionTrigger, trigger, "compaction trigger")
         if trigger is CompactionTrigger.MANUAL:
             return Rejected(R.INVALID_STATE, "manual compaction happens between turns")
         s = self.stage
@@ -341,6 +395,7 @@ class TurnProgress:
         resume = s.continuation or trigger is CompactionTrigger.TRUNCATION_RECOVERY
         return self._to(Compacting(turn, trigger, resume))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def compaction_finished(self, turn: TurnId) -> TurnProgress | Rejected:
         bad = self._check(turn, Compacting)
         if bad:
@@ -353,6 +408,7 @@ class TurnProgress:
 
     # --- cancellation ---
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def cancel(self, turn: TurnId, now: float) -> TurnProgress | Rejected:
         """Stop the turn: every empty slot gets ``cancelled``; wait for confirmation.
 
@@ -362,23 +418,25 @@ class TurnProgress:
         bad = self._check(turn, Generating, ExecutingTools, Compacting)
         if bad:
             return bad
-        since = _finite(now)
-        if since is None:
+        try:
+            since = i.number(now, "cancel time")
+        except i.TurnInputError as exc:
             # ``since`` is persisted: a NaN or infinite time would not survive JSON.
-            return Rejected(R.INVALID_STATE, f"cancel time must be a finite number, not {now!r}")
+            return Rejected(R.INVALID_STATE, str(exc))
         s = self.stage
         if isinstance(s, ExecutingTools):
             filled = tuple(o if o is not None else ToolOutcome.cancelled() for o in s.outcomes)
             return self._to(Cancelling(turn, since, s.calls, filled))
         return self._to(Cancelling(turn, since))
 
+    @i.refusing(R.INVALID_ARGUMENT)
     def confirm_stopped(self, turn: TurnId) -> TurnProgress | Rejected:
         """The runner confirms the cancelled turn's work has stopped: back to ``Idle``."""
         bad = self._check(turn, Cancelling)
         return bad or self._to(Idle())
 
-    def _to(self, state: TurnStage) -> TurnProgress:
-        return TurnProgress(state, self.last_turn_id)
+    def _to(self, stage: TurnStage) -> TurnProgress:
+        return evolve(self, stage=stage)
 
     # --- JSON ---
 
@@ -397,16 +455,6 @@ class TurnProgress:
     def validate(self) -> TurnProgress | Rejected:
         bad = _invalid(self)
         return Rejected(R.INVALID_RESTORE, bad) if bad else self
-
-
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _invalid(m: TurnProgress) -> str:

@@ -64,6 +64,8 @@ class RejectionReason(StrEnum):
     REFERENCE_REQUIRED = "reference_required"
     INVALID_REFERENCE = "invalid_reference"
     INVALID_SELECTION = "invalid_selection"
+    # Every part: an argument that is not what the parameter accepts
+    INVALID_ARGUMENT = "invalid_argument"
     # Every part: untrusted JSON
     MALFORMED_JSON = "malformed_json"
 

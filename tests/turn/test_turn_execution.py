@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -26,6 +28,7 @@ from phaseflow.turn import (
     Thinking,
     ToolCall,
     ToolExecution,
+    TrustEntry,
     TrustKey,
     TrustKeyKind,
     TrustScope,
@@ -190,17 +193,25 @@ def test_plain_approve_stores_no_trust() -> None:
     assert ok(ex.resolve_approval(None, ApprovalDecision.APPROVE)).execution.trust == ()
 
 
-def test_trusted_scope_falls_back_to_bare_name() -> None:
+def test_trusted_scope_falls_back_to_a_host_set_bare_name() -> None:
+    host = TurnExecution(trust=(TrustEntry(TrustKey("list_files"), TrustScope.SESSION),))
+    assert (
+        host.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is TrustScope.SESSION
+    )
+    assert host.trusted_scope(ToolCall.of("y", "read_file", {})) is None
+
+
+def test_approving_a_call_without_arguments_trusts_only_that_call() -> None:
     no_args = ToolCall.of("x", "list_files", {})
     ex = ok(thinking().request_approval(ApprovalRequest(no_args)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution
-    assert ex.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is TrustScope.SESSION
+    assert ex.trusted_scope(ToolCall.of("z", "list_files", {})) is TrustScope.SESSION
+    assert ex.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is None
 
 
 def test_trusted_scope_prefers_the_specific_key_over_the_bare_name() -> None:
-    ex = ok(thinking().request_approval(ApprovalRequest(ToolCall.of("x", "bash", {}))))
-    ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution  # bare name
-    ex = ok(ex.request_approval(ApprovalRequest(BASH_LS)))
+    bare = TrustEntry(TrustKey("bash"), TrustScope.SESSION)  # only a host sets a bare name
+    ex = ok(replace(thinking(), trust=(bare,)).request_approval(ApprovalRequest(BASH_LS)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_TURN)).execution  # bash + ls
     assert ex.trusted_scope(BASH_LS) is TrustScope.TURN  # specific key first
     assert ex.trusted_scope(ToolCall.of("y", "bash", {"command": "pwd"})) is TrustScope.SESSION
@@ -226,8 +237,9 @@ def test_trust_key_of_arguments_with_a_lone_surrogate() -> None:
 
 
 def test_trust_keys() -> None:
-    assert trust_key(BASH_LS) == TrustKey("bash", TrustKeyKind.COMMAND, "ls")
-    assert trust_key(ToolCall.of("a", "t", {})) == TrustKey("t")
+    assert trust_key(BASH_LS) == TrustKey("bash", TrustKeyKind.COMMAND, '{"command":"ls"}')
+    no_args = trust_key(ToolCall.of("a", "t", {}))  # never the bare name: that trusts all calls
+    assert no_args.kind is TrustKeyKind.ARGUMENTS and len(no_args.detail) == 64
     k1 = trust_key(ToolCall.of("a", "t", {"x": 1, "y": 2}))
     k2 = trust_key(ToolCall.of("b", "t", {"y": 2, "x": 1}))
     assert k1 == k2 and k1.kind is TrustKeyKind.ARGUMENTS and len(k1.detail) == 64
@@ -236,7 +248,7 @@ def test_trust_keys() -> None:
     run = ToolCall.of("a", "run", {"command": "ls"})
     assert trust_key(run).kind is TrustKeyKind.ARGUMENTS
     assert TurnExecution(shell_tools=("run",)).trust_key(run) == TrustKey(
-        "run", TrustKeyKind.COMMAND, "ls"
+        "run", TrustKeyKind.COMMAND, '{"command":"ls"}'
     )
 
 
@@ -401,9 +413,14 @@ class ExecutionMachine(RuleBasedStateMachine):
         if was_active:
             assert isinstance(step.action, Queued)
             (self.steering if kind is PromptKind.STEERING else self.follow_up).append(prompt)
-        else:
+        elif not self.steering and not self.follow_up:
             assert step.action == SendNow(prompt)
             self.sent.append(prompt)
+        else:  # prompts still queued from an aborted turn go out first, in queue order
+            (self.steering if kind is PromptKind.STEERING else self.follow_up).append(prompt)
+            assert step.action == SendNext((*self.steering, *self.follow_up))
+            self.sent.extend(self.steering + self.follow_up)
+            self.steering, self.follow_up = [], []
         self.ex = step.execution
 
     @rule()

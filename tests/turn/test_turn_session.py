@@ -24,6 +24,7 @@ from phaseflow.turn import (
     OutputReference,
     PromptKind,
     RequestOutcome,
+    SendNext,
     SendNow,
     StopReason,
     ToolCall,
@@ -80,6 +81,8 @@ class Session(RuleBasedStateMachine):
         self.ex = admitted.execution
         if isinstance(admitted.action, SendNow):
             self._start(text)
+        elif isinstance(admitted.action, SendNext):  # queued prompts of an aborted turn first
+            self._start("\n".join(str(c) for c in admitted.action.contents))
 
     @precondition(lambda self: isinstance(self.tm.stage, Generating))
     @rule(count=st.integers(1, 3), trusted=st.booleans())
