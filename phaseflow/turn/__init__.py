@@ -60,6 +60,7 @@ from phaseflow.turn.execution import (
     TurnExecution,
     trust_key,
 )
+from phaseflow.turn.inputs import MAX_INT, TurnInputError
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
@@ -122,6 +123,7 @@ from phaseflow.turn.rejections import (
 
 __all__ = [
     "DEFAULT_SHELL_TOOLS",
+    "MAX_INT",
     "NOT_EXECUTED_TEXT",
     "OUTCOME_UNKNOWN_TEXT",
     "ActiveRequest",
@@ -203,6 +205,7 @@ __all__ = [
     "TrustScope",
     "TurnExecution",
     "TurnId",
+    "TurnInputError",
     "TurnProgress",
     "TurnStage",
     "TurnStarted",

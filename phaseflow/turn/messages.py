@@ -437,6 +437,8 @@ class History:
     def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
         if isinstance(index, slice):
             return self.to_tuple()[index]
+        if type(index) is not int:
+            index = i.integer(index, "history index")
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:
@@ -449,6 +451,8 @@ class History:
 
     def take(self, count: int) -> History:
         """The first ``count`` messages, sharing structure. O(nodes walked)."""
+        if type(count) is not int:
+            count = i.integer(count, "count")
         if count >= self._len:
             return self
         if count <= 0:
@@ -465,6 +469,8 @@ class History:
 
     def after(self, count: int) -> tuple[Message, ...]:
         """The messages from index ``count`` on. O(k + nodes walked) for a k-message tail."""
+        if type(count) is not int:
+            count = i.integer(count, "count")
         if count >= self._len:
             return ()
         chunks: list[tuple[Message, ...]] = []
@@ -482,28 +488,30 @@ class History:
         first, then equality) until both chains reach the same node, which proves the
         rest equal without looking at it.
         """
+        if type(prefix) is not History:
+            raise i.TurnInputError(f"prefix must be a History, not {i.describe(prefix)}")
         n = prefix._len
         if n > self._len:
             return False
         a: History = self
         b: History = prefix
-        i = n - 1
-        while i >= 0:
-            while a._start > i:
+        pos = n - 1
+        while pos >= 0:
+            while a._start > pos:
                 assert a._parent is not None
                 a = a._parent
-            while b._start > i:
+            while b._start > pos:
                 assert b._parent is not None
                 b = b._parent
             if a is b:
                 return True
             lo = max(a._start, b._start)
             at, bt, ast, bst = a._tail, b._tail, a._start, b._start
-            for k in range(i, lo - 1, -1):
+            for k in range(pos, lo - 1, -1):
                 x, y = at[k - ast], bt[k - bst]
                 if x is not y and x != y:
                     return False
-            i = lo - 1
+            pos = lo - 1
         return True
 
     def __eq__(self, other: object) -> bool:
