@@ -807,13 +807,15 @@ class Continuation:
 
     def to_json(self) -> dict[str, JsonValue]:
         """Plain JSON. The request and checkpoint store only the messages they add."""
-        from phaseflow.turn import continuation_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.continuation_json as continuation_json
 
         return continuation_json.continuation_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> Continuation | Rejected:
-        from phaseflow.turn import continuation_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.continuation_json as continuation_json
 
         decoded = j.decode(data, continuation_json.decode_continuation)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()

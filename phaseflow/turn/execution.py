@@ -224,7 +224,8 @@ class TrustKey:
             raise i.TurnInputError("a name trust key has no detail; the other kinds need one")
 
     def to_json(self) -> dict[str, JsonValue]:
-        from phaseflow.turn import execution_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.execution_json as execution_json
 
         return execution_json.trust_key_to_json(self)
 
@@ -667,13 +668,15 @@ class TurnExecution:
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        from phaseflow.turn import execution_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.execution_json as execution_json
 
         return execution_json.execution_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> TurnExecution | Rejected:
-        from phaseflow.turn import execution_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.execution_json as execution_json
 
         decoded = j.decode(data, execution_json.decode_execution)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()

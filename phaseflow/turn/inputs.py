@@ -180,24 +180,39 @@ def refusing(reason: RejectionReason) -> Callable[[Callable[P, T]], Callable[P, 
     return wrap
 
 
-_FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
+_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
 
 
 def evolve(value: T, **changes: Any) -> T:
     """A copy of the frozen dataclass ``value`` with ``changes``, not re-checked.
 
     Only for the core's own transitions, whose every new field was read through the
-    readers above (or is a value that was). About three times cheaper than
+    readers above (or is a value that was). Several times cheaper than
     ``dataclasses.replace``, which re-runs every check of the constructor.
     """
     cls = type(value)
-    known = _FIELDS.get(cls)
-    if known is None:
-        order = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
-        known = _FIELDS[cls] = (order, frozenset(order))
-    names, allowed = known
-    assert changes.keys() <= allowed, f"{cls.__name__} has no field {set(changes) - allowed}"
-    new = object.__new__(cls)
-    for name in names:
-        object.__setattr__(new, name, changes[name] if name in changes else getattr(value, name))
-    return new
+    copier = _COPIERS.get(cls)
+    if copier is None:
+        copier = _COPIERS[cls] = _copier(cls)
+    return copier(value, changes)  # type: ignore[no-any-return]
+
+
+def _copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    """A copy function for ``cls`` written out field by field (as ``dataclasses`` writes
+    its ``__init__``): about twice as fast as a loop over the fields."""
+    names = [f.name for f in fields(cls)]
+    lines = [
+        "def copy(v, c):",
+        "    assert c.keys() <= allowed, f'{cls.__name__} has no field {set(c) - allowed}'",
+        "    new = new_(cls)",
+        *(f"    set_(new, {n!r}, c[{n!r}] if {n!r} in c else v.{n})" for n in names),
+        "    return new",
+    ]
+    scope: dict[str, Any] = {
+        "cls": cls,
+        "allowed": frozenset(names),
+        "new_": object.__new__,
+        "set_": object.__setattr__,
+    }
+    exec("\n".join(lines), scope)  # our own field names, never input
+    return scope["copy"]  # type: ignore[no-any-return]

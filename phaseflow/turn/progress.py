@@ -441,13 +441,15 @@ class TurnProgress:
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        from phaseflow.turn import progress_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.progress_json as progress_json
 
         return progress_json.progress_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> TurnProgress | Rejected:
-        from phaseflow.turn import progress_json  # the codec depends on these classes
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.progress_json as progress_json
 
         decoded = j.decode(data, progress_json.decode_progress)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
