@@ -8,6 +8,10 @@ forms (``to_json`` / ``from_json``). See ``docs/turn-core.md``.
 * :mod:`~phaseflow.turn.progress` - turn identity, stale events, tool-result slots
 * :mod:`~phaseflow.turn.continuation` - exact history and exactly-once tool effects
 * :mod:`~phaseflow.turn.output` - captured versus shown tool output
+
+Every constructor and operation reads its arguments through :mod:`~phaseflow.turn.inputs`
+(one rule: the canonical form, or a refusal - ``Rejected`` from an operation that can
+refuse, :class:`TurnInputError` otherwise).
 """
 
 from __future__ import annotations

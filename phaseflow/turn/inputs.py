@@ -156,7 +156,9 @@ def sequence(value: object, what: str, each: Callable[[object, str], T]) -> tupl
     """A tuple or list, every item read by ``each``; stored as a tuple."""
     if not isinstance(value, tuple | list):
         raise _refuse(what, "a tuple or list", value)
-    return tuple(each(item, what) for item in value)
+    if not value:
+        return ()
+    return tuple([each(item, what) for item in value])
 
 
 def refusing(reason: RejectionReason) -> Callable[[Callable[P, T]], Callable[P, T]]:
