@@ -40,10 +40,11 @@ from phaseflow.turn.messages import (
     as_history,
     canonical_arguments,
     read_call,
+    read_message,
     read_outcome,
 )
 from phaseflow.turn.progress import TurnId
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "NOT_EXECUTED_TEXT",
@@ -230,6 +231,13 @@ def history_problem(
     answered exactly once by the end (unless ``open_calls_ok``: a tool group being
     checkpointed is unanswered by definition). O(n).
     """
+    if type(messages) is not tuple:
+        messages = as_history(messages)  # refuses anything that is not messages
+    else:
+        for message in messages:
+            read_message(message, "message")
+    system_first = i.flag(system_first, "system_first")
+    open_calls_ok = i.flag(open_calls_ok, "open_calls_ok")
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
         if isinstance(message, SystemMessage):
@@ -379,7 +387,7 @@ class Continuation:
         sent = self.messages if message is None else self.messages.append(message)
         return evolve(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def abandon_request(self, request_id: str) -> Continuation | Rejected:
         """Drop a request that produced nothing (provider failed before any tool ran)."""
         bad = self._request(request_id)
@@ -389,7 +397,7 @@ class Continuation:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
         return evolve(self, request=None)
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def complete(
         self, outcome: RequestOutcome, display_entry: int | None = None
     ) -> Continuation | Rejected:
@@ -442,7 +450,7 @@ class Continuation:
 
     # --- exactly-once tool effects ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def checkpoint_tool_group(
         self, request_id: str, messages: History | Iterable[Message], calls: Iterable[ToolCall]
     ) -> Continuation | Rejected:
@@ -484,7 +492,7 @@ class Continuation:
         )
         return evolve(self, checkpoint=checkpoint, checkpoint_seq=seq)
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def admit_tool_effect(
         self, request_id: str, checkpoint_id: str, call_id: str, name: str, arguments: object
     ) -> Continuation | Rejected:
@@ -510,7 +518,7 @@ class Continuation:
             return Rejected(R.DUPLICATE_ADMISSION, f"{shown} is already {effect.state}")
         return self._set_effect(index, evolve(effect, state=EffectState.ADMITTED))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def admit_call(
         self, request_id: str, checkpoint_id: str, call: ToolCall
     ) -> Continuation | Rejected:
@@ -528,7 +536,7 @@ class Continuation:
             return Rejected(R.DUPLICATE_ADMISSION, f"{shown} is already {effect.state}")
         return self._set_effect(index, evolve(effect, state=EffectState.ADMITTED))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def complete_tool_effect(
         self,
         request_id: str,
@@ -557,7 +565,7 @@ class Continuation:
             )
         return self._record(index, effect, result)
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def complete_call(
         self, request_id: str, checkpoint_id: str, call: ToolCall, result: ToolOutcome
     ) -> Continuation | Rejected:
@@ -629,7 +637,7 @@ class Continuation:
 
     # --- branches and rewriting ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def branch_at(self, name: str, display_entry: int) -> Continuation | Rejected:
         """Save the current history as ``name`` and rewind to a history mark's display entry."""
         bad = self._idle_history()
@@ -658,7 +666,7 @@ class Continuation:
             branches=(*self.branches, saved),
         )
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def switch_branch(
         self, name: str, save_current_as: str | None = None
     ) -> Continuation | Rejected:
@@ -706,7 +714,7 @@ class Continuation:
             return Rejected(R.INVALID_HISTORY, problem)
         return evolve(self, messages=history, revision=self.revision + 1, marks=())
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def replace_system(self, message: SystemMessage) -> Continuation | Rejected:
         """Change (or add) the system prompt as a new revision. O(n): copies the history."""
         bad = self._idle_history()

@@ -24,7 +24,7 @@ from phaseflow.turn.messages import (
     freeze_content,
     read_content,
 )
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "DEFAULT_SHELL_TOOLS",
@@ -241,9 +241,9 @@ def trust_key(call: ToolCall, shell_tools: Iterable[str] = DEFAULT_SHELL_TOOLS) 
     name key (that would trust every call of the tool); only a host sets one.
     """
     i.exactly(call, (ToolCall,), "trust key call")
-    if isinstance(shell_tools, str):
-        raise i.TurnInputError("shell tools must be a sequence of names, not one string")
-    return _trust_key(call, tuple(shell_tools))
+    if isinstance(shell_tools, set | frozenset):
+        shell_tools = tuple(shell_tools)
+    return _trust_key(call, i.sequence(shell_tools, "shell tools", i.text))
 
 
 def _trust_key(call: ToolCall, shell_tools: tuple[str, ...]) -> TrustKey:
@@ -499,7 +499,7 @@ class TurnExecution:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
         return evolve(self, phase=_THINKING)
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def tool_started(self, call_id: str, name: str) -> ToolStarted | Rejected:
         call_id, name = i.text(call_id, "call id"), i.text(name, "tool name")
         phase = self.phase
@@ -525,7 +525,7 @@ class TurnExecution:
         )
         return ToolStarted(nxt, scope)
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def tool_completed(self, call_id: str) -> TurnExecution | Rejected:
         call_id = i.text(call_id, "call id")
         phase = self.phase
@@ -538,7 +538,7 @@ class TurnExecution:
 
     # --- approvals and trust ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def request_approval(self, approval: ApprovalRequest) -> TurnExecution | Rejected:
         i.exactly(approval, (ApprovalRequest,), "approval")
         phase = self.phase
@@ -549,7 +549,7 @@ class TurnExecution:
             return Rejected(R.APPROVAL_PENDING, f"approval for {pending} is pending")
         return evolve(self, phase=RunActive(phase.activity, approval, phase.error))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def resolve_approval(
         self, call_id: str | None, decision: ApprovalDecision
     ) -> ApprovalResolved | Rejected:
@@ -574,7 +574,7 @@ class TurnExecution:
         nxt = evolve(self, phase=RunActive(phase.activity, None, phase.error), trust=trust)
         return ApprovalResolved(nxt, approval, decision)
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def auto_approve(self, call: ToolCall, scope: TrustScope) -> TurnExecution | Rejected:
         i.exactly(call, (ToolCall,), "call")
         scope = i.member(TrustScope, scope, "scope")
@@ -650,7 +650,7 @@ class TurnExecution:
 
     # --- edit ranges ---
 
-    @i.refusing(R.INVALID_EDIT_RANGE)
+    @refusing(R.INVALID_EDIT_RANGE)
     def set_edit_range(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
         path = i.text(path, "path")
         start, end = i.integer(start, "start"), i.integer(end, "end")

@@ -13,7 +13,7 @@ through the readers below. Each returns the value in its one canonical form or r
   core's own classes (a subclass would not compare equal after a JSON round trip).
 
 Constructors let the error propagate: building an impossible value is a programming
-error. Operations that can refuse catch it (see :func:`refusing`) and answer with the
+error. Operations that can refuse catch it (see ``rejections.refusing``) and answer with the
 documented :class:`~phaseflow.turn.rejections.Rejected` instead, so untrusted data fed
 into an operation never raises. Every message is built with :func:`describe`, which
 cannot fail (Python refuses to print integers beyond 4,300 digits; ``describe`` does not
@@ -27,15 +27,13 @@ edge and out of the hot path.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import fields
 from enum import StrEnum
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
     "MAX_INT",
@@ -49,7 +47,6 @@ __all__ = [
     "number",
     "opt_integer",
     "opt_text",
-    "refusing",
     "sequence",
     "text",
 ]
@@ -59,7 +56,6 @@ MAX_INT = 2**63 - 1
 
 E = TypeVar("E", bound=StrEnum)
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class TurnInputError(PhaseflowError, ValueError):
@@ -159,27 +155,6 @@ def sequence(value: object, what: str, each: Callable[[object, str], T]) -> tupl
     if not value:
         return ()
     return tuple([each(item, what) for item in value])
-
-
-def refusing(reason: RejectionReason) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """Make an operation answer a refused argument with ``Rejected(reason)``.
-
-    For operations whose result already includes ``Rejected``: a :class:`TurnInputError`
-    raised while the operation reads its arguments becomes the documented rejection, so
-    the caller gets a value, never an exception, for bad input.
-    """
-
-    def wrap(operation: Callable[P, T]) -> Callable[P, T]:
-        @functools.wraps(operation)
-        def checked(*args: P.args, **kwargs: P.kwargs) -> T:
-            try:
-                return operation(*args, **kwargs)
-            except TurnInputError as exc:
-                return Rejected(reason, str(exc))  # type: ignore[return-value]
-
-        return checked
-
-    return wrap
 
 
 _COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from phaseflow.errors import PhaseflowError
 from phaseflow.turn.inputs import MAX_INT, TurnInputError, describe
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
@@ -34,8 +35,12 @@ T = TypeVar("T")
 E = TypeVar("E")
 
 
-class Malformed(Exception):
-    """Raised by decoders on a wrong shape; converted to ``Rejected`` by :func:`decode`."""
+class Malformed(PhaseflowError):
+    """Raised by decoders on a wrong shape; converted to ``Rejected`` by :func:`decode`.
+
+    A ``PhaseflowError``, so even a decoder helper called directly on a wrong shape (e.g.
+    ``content_from_json(5)``) raises nothing but the package's own error.
+    """
 
 
 def canonical_json(value: object) -> str:

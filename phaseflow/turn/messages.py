@@ -123,6 +123,7 @@ def read_message(value: object, what: str) -> Message:
 
 
 def content_to_json(content: Content) -> JsonValue:
+    content = freeze_content(content)
     if isinstance(content, str):
         return content
     out: list[JsonValue] = []

@@ -22,7 +22,7 @@ from phaseflow.turn import jsonio as j
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import ToolCall, ToolOutcome, read_call, read_outcome
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "CallOutcome",
@@ -228,7 +228,7 @@ class TurnProgress:
     def _check(self, turn: TurnId, *kinds: type) -> Rejected | None:
         """Whether an event for ``turn`` applies to the current stage (one of ``kinds``)."""
         if type(turn) is not int:
-            turn = TurnId(i.integer(turn, "turn"))  # refused by ``refusing`` when not one
+            turn = TurnId(i.integer(turn, "turn"))  # ``refusing`` makes a non-int a rejection
         state = self.stage
         if isinstance(state, Idle) or state.turn_id != turn:
             shown = i.describe(turn)
@@ -268,7 +268,7 @@ class TurnProgress:
 
     # --- streaming ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def reasoning_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
@@ -278,7 +278,7 @@ class TurnProgress:
         assert isinstance(s, Generating)
         return self._to(evolve(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def text_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
@@ -288,7 +288,7 @@ class TurnProgress:
         assert isinstance(s, Generating)
         return self._to(evolve(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def tool_call(self, turn: TurnId, call: ToolCall) -> TurnProgress | Rejected:
         """A complete tool call parsed from the stream (ids must be unique and non-empty)."""
         bad = self._check(turn, Generating)
@@ -306,7 +306,7 @@ class TurnProgress:
             )
         )
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def token_estimate(self, turn: TurnId, tokens: int) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
@@ -316,7 +316,7 @@ class TurnProgress:
         assert isinstance(s, Generating)
         return self._to(evolve(s, token_estimate=max(0, tokens)))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def stream_ended(self, turn: TurnId, stop: StopReason) -> StreamEnded | Rejected:
         """Commit the streamed reply. While cancelling this is refused: nothing commits."""
         bad = self._check(turn, Generating)
@@ -337,7 +337,7 @@ class TurnProgress:
             self._to(nxt), s.text, s.reasoning, s.pending_tool_calls, s.continuation, step
         )
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def fail(self, turn: TurnId) -> TurnProgress | Rejected:
         """The provider call or compaction failed: back to ``Idle``, nothing committed.
 
@@ -349,7 +349,7 @@ class TurnProgress:
 
     # --- tools ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def tool_result(
         self, turn: TurnId, call_id: str, outcome: ToolOutcome
     ) -> ToolResultAccepted | Rejected:
@@ -380,7 +380,7 @@ class TurnProgress:
 
     # --- compaction ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def compact(self, turn: TurnId, trigger: CompactionTrigger) -> TurnProgress | Rejected:
         """Compact before (re)sending. The continuation flag survives; a
         ``truncation_recovery`` compaction always resumes as a continuation."""
@@ -395,7 +395,7 @@ class TurnProgress:
         resume = s.continuation or trigger is CompactionTrigger.TRUNCATION_RECOVERY
         return self._to(Compacting(turn, trigger, resume))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def compaction_finished(self, turn: TurnId) -> TurnProgress | Rejected:
         bad = self._check(turn, Compacting)
         if bad:
@@ -408,7 +408,7 @@ class TurnProgress:
 
     # --- cancellation ---
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def cancel(self, turn: TurnId, now: float) -> TurnProgress | Rejected:
         """Stop the turn: every empty slot gets ``cancelled``; wait for confirmation.
 
@@ -429,7 +429,7 @@ class TurnProgress:
             return self._to(Cancelling(turn, since, s.calls, filled))
         return self._to(Cancelling(turn, since))
 
-    @i.refusing(R.INVALID_ARGUMENT)
+    @refusing(R.INVALID_ARGUMENT)
     def confirm_stopped(self, turn: TurnId) -> TurnProgress | Rejected:
         """The runner confirms the cancelled turn's work has stopped: back to ``Idle``."""
         bad = self._check(turn, Cancelling)

@@ -9,11 +9,18 @@ A rejection never changes anything: the caller still holds the value it had.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeGuard
+from typing import Any, ParamSpec, TypeGuard, TypeVar
 
-__all__ = ["Rejected", "RejectionReason", "is_rejected"]
+from phaseflow.turn import inputs as i
+
+__all__ = ["Rejected", "RejectionReason", "is_rejected", "refusing"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class RejectionReason(StrEnum):
@@ -80,6 +87,10 @@ class Rejected:
     reason: RejectionReason
     detail: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", i.member(RejectionReason, self.reason, "reason"))
+        object.__setattr__(self, "detail", i.text(self.detail, "detail"))
+
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.reason.value, "detail": self.detail}
 
@@ -90,3 +101,24 @@ class Rejected:
 def is_rejected(value: object) -> TypeGuard[Rejected]:
     """True when ``value`` is a rejection (a convenience for ``isinstance``)."""
     return isinstance(value, Rejected)
+
+
+def refusing(reason: RejectionReason) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Make an operation answer a refused argument with ``Rejected(reason)``.
+
+    For operations whose result already includes ``Rejected``: a :class:`TurnInputError`
+    raised while the operation reads its arguments becomes the documented rejection, so
+    the caller gets a value, never an exception, for bad input.
+    """
+
+    def wrap(operation: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(operation)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return operation(*args, **kwargs)
+            except i.TurnInputError as exc:
+                return Rejected(reason, str(exc))  # type: ignore[return-value]
+
+        return checked
+
+    return wrap

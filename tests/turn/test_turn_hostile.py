@@ -382,6 +382,14 @@ CONSTRUCTORS: list[tuple[Callable[..., Any], int]] = [
     (Continuation.restore, 3),
     (Continuation.import_legacy, 1),
     (turn.canonical_arguments, 1),
+    (turn.content_to_json, 1),
+    (turn.content_from_json, 1),
+    (turn.message_from_json, 1),
+    (turn.history_problem, 1),
+    (ToolCall.of, 3),
+    (ToolOutcome.ok, 1),
+    (ToolOutcome.cancelled, 1),
+    (Rejected, 2),
 ]
 
 
@@ -402,6 +410,8 @@ def test_constructors_refuse_or_build_values_that_persist(
     if isinstance(built, PhaseflowError | Rejected):
         assert str(built)
         return
+    if build is turn.content_to_json:
+        json.dumps(built)  # plain JSON, always
     to_json = getattr(built, "to_json", None)
     if to_json is None:
         return
