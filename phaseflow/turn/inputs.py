@@ -134,7 +134,9 @@ def member(kind: type[E], value: object, what: str) -> E:
         return value
     if isinstance(value, str):
         try:
-            return kind(value)
+            # Look the value up as a plain string: a subclass's own __eq__ could
+            # otherwise match whichever member happens to be compared first.
+            return kind(text(value, what))
         except ValueError:
             pass
     values = ", ".join(m.value for m in kind)

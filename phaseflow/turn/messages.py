@@ -516,7 +516,7 @@ class History:
         return True
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, History):
+        if type(other) is not History:
             return NotImplemented
         return self is other or (self._len == other._len and self.starts_with(other))
 

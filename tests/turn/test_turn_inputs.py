@@ -223,6 +223,18 @@ def test_subclasses_of_str_and_int_are_stored_as_plain_values() -> None:
     class Name(str):
         pass
 
+    class Liar(str):  # equal to everything: must not be read as whichever member comes first
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return 0
+
+    m0, t0 = generating()
+    rejected(m0.stream_ended(t0, Liar("nonsense")), "invalid_argument")  # type: ignore[arg-type]
+    ended = ok(m0.stream_ended(t0, Liar("max_tokens")))  # type: ignore[arg-type]
+    assert ended.next is NextStep.CONTINUE
+
     call = ToolCall(Name("c"), Name("bash"))
     assert type(call.id) is str and type(call.name) is str
     m, t = generating()
