@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 MAX_INT = 2**63 - 1
-"""The largest magnitude of any integer the turn core stores (64-bit signed)."""
+"""Every integer the turn core stores lies in ``-MAX_INT - 1 .. MAX_INT`` (64-bit signed)."""
 
 E = TypeVar("E", bound=StrEnum)
 T = TypeVar("T")

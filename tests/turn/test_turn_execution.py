@@ -570,6 +570,14 @@ class ExecutionMachine(RuleBasedStateMachine):
             assert queue == sorted(queue, key=self.admitted.index)
 
     @invariant()
+    def no_prompt_jumps_the_queue(self) -> None:
+        # across turns, aborts and failures: whatever still waits was admitted after
+        # everything that has gone out (a new prompt never overtakes a queued one)
+        last_sent = max((self.admitted.index(p) for p in self.sent), default=-1)
+        waiting = self.steering + self.follow_up
+        assert all(self.admitted.index(p) > last_sent for p in waiting)
+
+    @invariant()
     def turn_scoped_state_gone_outside_a_turn(self) -> None:
         if not self.ex.active:
             assert all(e.scope is TrustScope.SESSION for e in self.ex.trust)
