@@ -33,7 +33,7 @@ from phaseflow.turn import (
     TrustScope,
     TurnExecution,
     TurnId,
-    TurnMachine,
+    TurnProgress,
     UserMessage,
     present_lines,
     result,
@@ -63,11 +63,11 @@ def history(n: int) -> Continuation:
 
 
 def full_turn(
-    ex: TurnExecution, m: TurnMachine, c: Continuation, snapshot: bool
-) -> tuple[TurnExecution, TurnMachine, Continuation]:
+    ex: TurnExecution, m: TurnProgress, c: Continuation, snapshot: bool
+) -> tuple[TurnExecution, TurnProgress, Continuation]:
     ex = ok(ex.admit_prompt(PromptKind.FOLLOW_UP, "do it")).execution  # type: ignore[attr-defined]
     started = ok(m.start_turn())
-    m, turn = started.machine, started.turn_id  # type: ignore[attr-defined]
+    m, turn = started.progress, started.turn_id  # type: ignore[attr-defined]
     rid = f"req{turn}"
     c = ok(c.begin_request(rid, turn, "do it"))  # type: ignore[assignment]
     ex = ok(ex.provider_started())  # type: ignore[assignment]
@@ -76,7 +76,7 @@ def full_turn(
     for call in CALLS:
         m = ok(m.tool_call(turn, call))  # type: ignore[assignment]
     ended = ok(m.stream_ended(turn, StopReason.TOOL_USE))
-    m = ended.machine  # type: ignore[attr-defined]
+    m = ended.progress  # type: ignore[attr-defined]
     assert c.request is not None
     group = c.request.messages.append(AssistantMessage(ended.text, ended.tool_calls))  # type: ignore[attr-defined]
     c = ok(c.checkpoint_tool_group(rid, group, CALLS))  # type: ignore[assignment]
@@ -93,11 +93,11 @@ def full_turn(
         c = ok(c.complete_call(rid, cp, call, outcome))  # type: ignore[assignment]
         if snapshot:
             c.to_json()
-        m = ok(m.tool_result(turn, call.id, outcome)).machine  # type: ignore[attr-defined]
+        m = ok(m.tool_result(turn, call.id, outcome)).progress  # type: ignore[attr-defined]
         ex = ok(ex.tool_completed(call.id))  # type: ignore[assignment]
     m = ok(m.text_delta(turn, "All done."))  # type: ignore[assignment]
     final = ok(m.stream_ended(turn, StopReason.END_TURN))
-    m = final.machine  # type: ignore[attr-defined]
+    m = final.progress  # type: ignore[attr-defined]
     reply = AssistantMessage(final.text)  # type: ignore[attr-defined]
     outcome_msgs = c.checkpoint.resolved_messages().append(reply)  # type: ignore[union-attr]
     assert c.request is not None
@@ -123,7 +123,7 @@ def timeit(label: str, fn: Callable[[], object], iterations: int, repeats: int =
 def main() -> None:
     print(f"python {sys.version.split()[0]}")
     base_c = history(1000)
-    ex0, m0 = TurnExecution(), TurnMachine()
+    ex0, m0 = TurnExecution(), TurnProgress()
     timeit(
         "full turn, 5 tool calls, 4 parts (1,000-msg history)",
         lambda: full_turn(ex0, m0, base_c, snapshot=False),
@@ -144,11 +144,9 @@ def main() -> None:
     timeit("full turn, chained (history grows 8 msgs per turn)", chained, 400)
     grown = state[2]
     assert isinstance(grown, Continuation)
-    print(
-        f"{'':<58} history now {len(grown.messages)} messages, {len(grown.boundaries)} boundaries"
-    )
+    print(f"{'':<58} history now {len(grown.messages)} messages, {len(grown.marks)} marks")
     tool_msgs = sum(isinstance(m, ToolResultMessage) for m in grown.messages)
-    assert tool_msgs == 5 * len(grown.boundaries)
+    assert tool_msgs == 5 * len(grown.marks)
 
     for n in (1000, 10000):
         c = history(n)

@@ -4,10 +4,14 @@ Four parts, each an immutable value with pure operations that return the next va
 :class:`Rejected` (never an exception for a domain outcome), and lossless plain-JSON
 forms (``to_json`` / ``from_json``). See ``docs/turn-core.md``.
 
-* :mod:`~phaseflow.turn.execution` - mode, phase, queues, approvals, trust, edit bounds
-* :mod:`~phaseflow.turn.state` - turn identity, stale events, tool-result slots
+* :mod:`~phaseflow.turn.execution` - mode, run phase, queues, approvals, trust, edit ranges
+* :mod:`~phaseflow.turn.progress` - turn identity, stale events, tool-result slots
 * :mod:`~phaseflow.turn.continuation` - exact history and exactly-once tool effects
 * :mod:`~phaseflow.turn.output` - captured versus shown tool output
+
+Every constructor and operation reads its arguments through :mod:`~phaseflow.turn.inputs`
+(one rule: the canonical form, or a refusal - ``Rejected`` from an operation that can
+refuse, :class:`TurnInputError` otherwise).
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ from phaseflow.turn.continuation import (
     NOT_EXECUTED_TEXT,
     OUTCOME_UNKNOWN_TEXT,
     ActiveRequest,
-    Boundary,
     Branch,
     Continuation,
     EffectState,
+    HistoryMark,
     Provenance,
     Reconciled,
     RequestOutcome,
@@ -29,24 +33,24 @@ from phaseflow.turn.continuation import (
 )
 from phaseflow.turn.execution import (
     DEFAULT_SHELL_TOOLS,
-    ActivePhase,
     ActiveTool,
     Activity,
-    Approval,
     ApprovalDecision,
+    ApprovalRequest,
     ApprovalResolved,
     Completion,
     CompletionFinished,
-    EditBoundary,
+    EditRange,
     ExecStatus,
-    FailurePhase,
-    IdlePhase,
     Mode,
     PendingAutoApproval,
-    Phase,
     PromptAdmitted,
     PromptKind,
     Queued,
+    RunActive,
+    RunFailed,
+    RunIdle,
+    RunPhase,
     SendNext,
     SendNow,
     Starting,
@@ -60,6 +64,7 @@ from phaseflow.turn.execution import (
     TurnExecution,
     trust_key,
 )
+from phaseflow.turn.inputs import MAX_INT, TurnInputError
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
@@ -96,12 +101,8 @@ from phaseflow.turn.output import (
     present_lines,
     result,
 )
-from phaseflow.turn.rejections import (
-    Rejected,
-    RejectionReason,
-    is_rejected,
-)
-from phaseflow.turn.state import (
+from phaseflow.turn.progress import (
+    CallOutcome,
     Cancelling,
     Compacting,
     CompactionTrigger,
@@ -114,25 +115,30 @@ from phaseflow.turn.state import (
     SubPhase,
     ToolResultAccepted,
     TurnId,
-    TurnMachine,
+    TurnProgress,
+    TurnStage,
     TurnStarted,
-    TurnState,
+)
+from phaseflow.turn.rejections import (
+    Rejected,
+    RejectionReason,
+    is_rejected,
 )
 
 __all__ = [
     "DEFAULT_SHELL_TOOLS",
+    "MAX_INT",
     "NOT_EXECUTED_TEXT",
     "OUTCOME_UNKNOWN_TEXT",
-    "ActivePhase",
     "ActiveRequest",
     "ActiveTool",
     "Activity",
-    "Approval",
     "ApprovalDecision",
+    "ApprovalRequest",
     "ApprovalResolved",
     "AssistantMessage",
-    "Boundary",
     "Branch",
+    "CallOutcome",
     "Cancelling",
     "Capture",
     "CaptureComplete",
@@ -145,15 +151,14 @@ __all__ = [
     "Content",
     "ContentPart",
     "Continuation",
-    "EditBoundary",
+    "EditRange",
     "EffectState",
     "ExecStatus",
     "ExecutingTools",
-    "FailurePhase",
     "Generating",
     "History",
+    "HistoryMark",
     "Idle",
-    "IdlePhase",
     "MediaPart",
     "Message",
     "Mode",
@@ -161,7 +166,6 @@ __all__ = [
     "OutcomeStatus",
     "OutputReference",
     "PendingAutoApproval",
-    "Phase",
     "Presentation",
     "PresentationComplete",
     "PresentationTruncated",
@@ -174,6 +178,10 @@ __all__ = [
     "RejectionReason",
     "RequestOutcome",
     "Role",
+    "RunActive",
+    "RunFailed",
+    "RunIdle",
+    "RunPhase",
     "Selection",
     "SelectionKind",
     "SelectionUnit",
@@ -201,9 +209,10 @@ __all__ = [
     "TrustScope",
     "TurnExecution",
     "TurnId",
-    "TurnMachine",
+    "TurnInputError",
+    "TurnProgress",
+    "TurnStage",
     "TurnStarted",
-    "TurnState",
     "UserMessage",
     "canonical_arguments",
     "content_from_json",

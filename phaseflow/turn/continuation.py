@@ -19,11 +19,14 @@ conversation shares the conversation's messages instead of copying them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
-from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.inputs import evolve
+from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
@@ -36,19 +39,21 @@ from phaseflow.turn.messages import (
     UserMessage,
     as_history,
     canonical_arguments,
-    freeze,
+    read_call,
+    read_message,
+    read_outcome,
 )
-from phaseflow.turn.rejections import Rejected, RejectionReason
-from phaseflow.turn.state import TurnId
+from phaseflow.turn.progress import TurnId
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "NOT_EXECUTED_TEXT",
     "OUTCOME_UNKNOWN_TEXT",
     "ActiveRequest",
-    "Boundary",
     "Branch",
     "Continuation",
     "EffectState",
+    "HistoryMark",
     "Provenance",
     "Reconciled",
     "RequestOutcome",
@@ -88,6 +93,9 @@ class ActiveRequest:
     messages: History
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "id", i.text(self.id, "request id"))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "request turn id"))
+        object.__setattr__(self, "revision", i.integer(self.revision, "request revision"))
         object.__setattr__(self, "messages", as_history(self.messages))
 
 
@@ -105,11 +113,14 @@ class RequestOutcome:
     messages: History
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "request_id", i.text(self.request_id, "outcome request id"))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "outcome turn id"))
+        object.__setattr__(self, "revision", i.integer(self.revision, "outcome revision"))
         object.__setattr__(self, "messages", as_history(self.messages))
 
 
 @dataclass(frozen=True, slots=True)
-class Boundary:
+class HistoryMark:
     """Completing revision ``revision`` produced display entry ``display_entry``; the
     history then had ``message_count`` messages (the rewind point for that entry)."""
 
@@ -117,16 +128,31 @@ class Boundary:
     revision: int
     message_count: int
 
+    def __post_init__(self) -> None:
+        setf = object.__setattr__
+        setf(self, "display_entry", i.integer(self.display_entry, "mark display entry"))
+        setf(self, "revision", i.integer(self.revision, "mark revision"))
+        setf(self, "message_count", i.integer(self.message_count, "mark message count"))
+
+
+def _read_mark(value: object, what: str) -> HistoryMark:
+    return i.exactly(value, (HistoryMark,), what)  # type: ignore[no-any-return]
+
 
 @dataclass(frozen=True, slots=True)
 class Branch:
     name: str
     messages: History
-    boundaries: tuple[Boundary, ...]
+    marks: tuple[HistoryMark, ...]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "name", i.text(self.name, "branch name"))
         object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "boundaries", freeze(self.boundaries))
+        object.__setattr__(self, "marks", i.sequence(self.marks, "branch marks", _read_mark))
+
+
+def _read_branch(value: object, what: str) -> Branch:
+    return i.exactly(value, (Branch,), what)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +160,16 @@ class ToolEffect:
     call: ToolCall
     state: EffectState = EffectState.PENDING
     result: ToolOutcome | None = None
+
+    def __post_init__(self) -> None:
+        read_call(self.call, "effect call")
+        object.__setattr__(self, "state", i.member(EffectState, self.state, "effect state"))
+        if self.result is not None:
+            read_outcome(self.result, "effect result")
+
+
+def _read_effect(value: object, what: str) -> ToolEffect:
+    return i.exactly(value, (ToolEffect,), what)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +182,10 @@ class ToolCheckpoint:
     effects: tuple[ToolEffect, ...]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "id", i.text(self.id, "checkpoint id"))
+        object.__setattr__(self, "request_id", i.text(self.request_id, "checkpoint request id"))
         object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "effects", freeze(self.effects))
+        object.__setattr__(self, "effects", i.sequence(self.effects, "effects", _read_effect))
 
     @property
     def complete(self) -> bool:
@@ -164,6 +202,13 @@ class ToolCheckpoint:
         return self.messages.extend(
             e.result.to_message(e.call.id) for e in self.effects if e.result is not None
         )
+
+
+class _LocatedEffect(NamedTuple):
+    """A checkpoint's effect and its position (where ``_set_effect`` writes it back)."""
+
+    position: int
+    effect: ToolEffect
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +231,13 @@ def history_problem(
     answered exactly once by the end (unless ``open_calls_ok``: a tool group being
     checkpointed is unanswered by definition). O(n).
     """
+    if type(messages) is not tuple:
+        messages = as_history(messages)  # refuses anything that is not messages
+    else:
+        for message in messages:
+            read_message(message, "message")
+    system_first = i.flag(system_first, "system_first")
+    open_calls_ok = i.flag(open_calls_ok, "open_calls_ok")
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
         if isinstance(message, SystemMessage):
@@ -194,14 +246,14 @@ def history_problem(
         elif isinstance(message, AssistantMessage):
             for call in message.tool_calls:
                 if not call.id or call.id in open_calls:
-                    return f"tool call id {call.id!r} empty or already open"
+                    return f"tool call id {i.describe(call.id)} empty or already open"
                 open_calls.add(call.id)
         elif isinstance(message, ToolResultMessage):
             if message.call_id not in open_calls:
-                return f"tool result for unknown or answered call {message.call_id!r}"
+                return f"tool result for unknown or answered call {i.describe(message.call_id)}"
             open_calls.discard(message.call_id)
     if open_calls and not open_calls_ok:
-        return f"tool calls without a result: {sorted(open_calls)}"
+        return f"tool calls without a result: {i.describe(sorted(open_calls), 200)}"
     return ""
 
 
@@ -219,25 +271,61 @@ def _closed_prefixes(messages: Iterable[Message]) -> set[int]:
     return closed
 
 
-def _boundaries_problem(boundaries: tuple[Boundary, ...], messages: History, revision: int) -> str:
+def _marks_problem(marks: tuple[HistoryMark, ...], messages: History, revision: int) -> str:
     length = len(messages)
-    closed = _closed_prefixes(messages) if boundaries else set()
-    prev: Boundary | None = None
-    for b in boundaries:
+    closed = _closed_prefixes(messages) if marks else set()
+    prev: HistoryMark | None = None
+    for b in marks:
         if b.display_entry < 0 or b.revision < 1 or not 0 <= b.message_count <= length:
-            return f"boundary {b} out of range"
+            return f"history mark {b} out of range"
         if b.message_count not in closed:
-            return f"boundary {b} cuts a tool group (rewinding there would leave calls open)"
+            return f"history mark {b} cuts a tool group (rewinding there would leave calls open)"
         if b.revision > revision:
-            return f"boundary revision {b.revision} ahead of revision {revision}"
+            return f"history mark revision {b.revision} ahead of revision {revision}"
         if prev is not None and (
             b.display_entry <= prev.display_entry
             or b.revision <= prev.revision
             or b.message_count < prev.message_count
         ):
-            return "boundaries are not increasing"
+            return "history marks are not increasing"
         prev = b
     return ""
+
+
+def _checkpoint_id(request_id: str, seq: int) -> str:
+    """The id of a request's tool group number ``seq``: the only form a checkpoint has."""
+    return f"{request_id}#{seq}"
+
+
+def _group_calls_problem(messages: History, calls: tuple[ToolCall, ...]) -> Rejected | None:
+    """A tool group's calls: unique, non-empty ids, made by the group's last message.
+
+    One of the two rules of a checkpoint, shared by ``checkpoint_tool_group`` (a live
+    group) and restore (a persisted one), so both hold exactly the same values.
+    """
+    ids = [c.id for c in calls]
+    if not calls or "" in ids or len(set(ids)) != len(ids):
+        return Rejected(R.INVALID_TOOL_CALLS, "calls need unique, non-empty ids")
+    last = messages.last()
+    if not isinstance(last, AssistantMessage) or last.tool_calls != calls:
+        return Rejected(
+            R.INVALID_TOOL_CALLS, "messages must end with the assistant message making calls"
+        )
+    return None
+
+
+def _group_history_problem(base: History, messages: History) -> Rejected | None:
+    """A tool group's messages strictly extend ``base`` and leave nothing open before it.
+
+    Everything before the group's assistant message must be answered: a call left open
+    there would never get a result (not from the ledger, not from reconcile).
+    """
+    if len(messages) <= len(base) or not messages.starts_with(base):
+        return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
+    problem = history_problem(messages.after(len(base))[:-1], system_first=False)
+    if problem:
+        return Rejected(R.INVALID_HISTORY, problem)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,15 +337,26 @@ class Continuation:
     durable_revision: int = 0
     provenance: Provenance = Provenance.NATIVE
     request: ActiveRequest | None = None
-    boundaries: tuple[Boundary, ...] = ()
+    marks: tuple[HistoryMark, ...] = ()
     branches: tuple[Branch, ...] = ()
     checkpoint: ToolCheckpoint | None = None
     checkpoint_seq: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "messages", as_history(self.messages))
-        object.__setattr__(self, "boundaries", freeze(self.boundaries))
-        object.__setattr__(self, "branches", freeze(self.branches))
+        # Read every field once, here; the operations below copy the value with
+        # ``evolve``, which does not re-check (each field they set was read already).
+        setf = object.__setattr__
+        setf(self, "messages", as_history(self.messages))
+        setf(self, "revision", i.integer(self.revision, "revision"))
+        setf(self, "durable_revision", i.integer(self.durable_revision, "durable revision"))
+        setf(self, "provenance", i.member(Provenance, self.provenance, "provenance"))
+        if self.request is not None:
+            i.exactly(self.request, (ActiveRequest,), "request")
+        setf(self, "marks", i.sequence(self.marks, "marks", _read_mark))
+        setf(self, "branches", i.sequence(self.branches, "branches", _read_branch))
+        if self.checkpoint is not None:
+            i.exactly(self.checkpoint, (ToolCheckpoint,), "checkpoint")
+        setf(self, "checkpoint_seq", i.integer(self.checkpoint_seq, "checkpoint sequence"))
 
     # --- requests ---
 
@@ -272,14 +371,23 @@ class Continuation:
         if self.checkpoint is not None:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
         if self.request is not None:
-            return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
+            shown = i.describe(self.request.id)
+            return Rejected(R.REQUEST_ACTIVE, f"request {shown} is active")
+        try:
+            request_id = i.text(request_id, "request id")
+            turn_id = TurnId(i.integer(turn_id, "turn id"))
+            message = None if content is None else UserMessage(content)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_REQUEST, str(exc))
         if not request_id:
             return Rejected(R.INVALID_REQUEST, "a request needs a non-empty id")
-        if isinstance(turn_id, bool) or not isinstance(turn_id, int) or turn_id < 1:
-            return Rejected(R.INVALID_REQUEST, f"turn id must be a positive integer: {turn_id!r}")
-        sent = self.messages if content is None else self.messages.append(UserMessage(content))
-        return replace(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
+        if turn_id < 1:
+            shown = i.describe(turn_id)
+            return Rejected(R.INVALID_REQUEST, f"turn id must be a positive integer: {shown}")
+        sent = self.messages if message is None else self.messages.append(message)
+        return evolve(self, request=ActiveRequest(request_id, turn_id, self.revision, sent))
 
+    @refusing(R.INVALID_ARGUMENT)
     def abandon_request(self, request_id: str) -> Continuation | Rejected:
         """Drop a request that produced nothing (provider failed before any tool ran)."""
         bad = self._request(request_id)
@@ -287,8 +395,9 @@ class Continuation:
             return bad
         if self.checkpoint is not None:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
-        return replace(self, request=None)
+        return evolve(self, request=None)
 
+    @refusing(R.INVALID_ARGUMENT)
     def complete(
         self, outcome: RequestOutcome, display_entry: int | None = None
     ) -> Continuation | Rejected:
@@ -296,8 +405,10 @@ class Continuation:
 
         The outcome may equal its base (a turn cancelled before any reply keeps its
         prompt and its tool results). ``display_entry`` is the display index this
-        completion produced (default: one after the last boundary's).
+        completion produced (default: one after the last mark's).
         """
+        i.exactly(outcome, (RequestOutcome,), "outcome")
+        display_entry = i.opt_integer(display_entry, "display entry")
         request = self.request
         if request is None:
             return Rejected(R.DUPLICATE_OUTCOME, "no request is active")
@@ -308,8 +419,9 @@ class Continuation:
         ):
             return Rejected(
                 R.STALE_OUTCOME,
-                f"outcome for ({outcome.request_id!r}, {outcome.turn_id}, {outcome.revision}),"
-                f" active is ({request.id!r}, {request.turn_id}, {request.revision})",
+                f"outcome for ({i.describe(outcome.request_id)}, {outcome.turn_id},"
+                f" {outcome.revision}), active is ({i.describe(request.id)}, {request.turn_id},"
+                f" {request.revision})",
             )
         base = request.messages
         if self.checkpoint is not None:
@@ -322,22 +434,23 @@ class Continuation:
         problem = history_problem(new_part, system_first=False)
         if problem:
             return Rejected(R.INVALID_HISTORY, problem)
-        last = self.boundaries[-1].display_entry if self.boundaries else -1
+        last = self.marks[-1].display_entry if self.marks else -1
         entry = last + 1 if display_entry is None else display_entry
         if entry <= last:
-            return Rejected(R.INVALID_BOUNDARY, f"display entry {entry} is not after {last}")
+            return Rejected(R.INVALID_MARK, f"display entry {entry} is not after {last}")
         revision = self.revision + 1
-        return replace(
+        return evolve(
             self,
             messages=outcome.messages,
             revision=revision,
             request=None,
             checkpoint=None,
-            boundaries=(*self.boundaries, Boundary(entry, revision, len(outcome.messages))),
+            marks=(*self.marks, HistoryMark(entry, revision, len(outcome.messages))),
         )
 
     # --- exactly-once tool effects ---
 
+    @refusing(R.INVALID_ARGUMENT)
     def checkpoint_tool_group(
         self, request_id: str, messages: History | Iterable[Message], calls: Iterable[ToolCall]
     ) -> Continuation | Rejected:
@@ -351,34 +464,35 @@ class Continuation:
         if bad:
             return bad
         assert self.request is not None
-        history = as_history(messages)
-        group = tuple(calls)
-        ids = [c.id for c in group]
-        if not group or "" in ids or len(set(ids)) != len(ids):
-            return Rejected(R.INVALID_TOOL_CALLS, "calls need unique, non-empty ids")
-        last = history.last()
-        if not isinstance(last, AssistantMessage) or last.tool_calls != group:
-            return Rejected(
-                R.INVALID_TOOL_CALLS, "messages must end with the assistant message making calls"
-            )
+        try:
+            history = as_history(messages)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_HISTORY, str(exc))
+        try:
+            group = i.sequence(calls, "calls", read_call)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_TOOL_CALLS, str(exc))
+        bad = _group_calls_problem(history, group)
+        if bad:
+            return bad
         base = self.request.messages
         if self.checkpoint is not None:
             if not self.checkpoint.complete:
                 return Rejected(R.TOOL_EFFECTS_INCOMPLETE, "the previous group is not completed")
             base = self.checkpoint.resolved_messages()
-        if len(history) <= len(base) or not history.starts_with(base):
-            return Rejected(R.HISTORY_MISMATCH, "messages do not extend the request's history")
-        # Everything before the group's assistant message must be answered: a call left
-        # open there would never get a result (not from the ledger, not from reconcile).
-        problem = history_problem(history.after(len(base))[:-1], system_first=False)
-        if problem:
-            return Rejected(R.INVALID_HISTORY, problem)
+        bad = _group_history_problem(base, history)
+        if bad:
+            return bad
         seq = self.checkpoint_seq + 1
         checkpoint = ToolCheckpoint(
-            f"{request_id}#{seq}", request_id, history, tuple(ToolEffect(c) for c in group)
+            _checkpoint_id(request_id, seq),
+            request_id,
+            history,
+            tuple(ToolEffect(c) for c in group),
         )
-        return replace(self, checkpoint=checkpoint, checkpoint_seq=seq)
+        return evolve(self, checkpoint=checkpoint, checkpoint_seq=seq)
 
+    @refusing(R.INVALID_ARGUMENT)
     def admit_tool_effect(
         self, request_id: str, checkpoint_id: str, call_id: str, name: str, arguments: object
     ) -> Continuation | Rejected:
@@ -391,31 +505,38 @@ class Continuation:
         found = self._effect(request_id, checkpoint_id, call_id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
+        name = i.text(name, "tool name")
         canonical = canonical_arguments(arguments)
         if effect.call.name != name or canonical != effect.call.arguments:
             return Rejected(
                 R.TOOL_CALL_IDENTITY_MISMATCH,
-                f"{call_id!r} was checkpointed with another name or other arguments",
+                f"{i.describe(call_id)} was checkpointed with another name or other arguments",
             )
         if effect.state is not EffectState.PENDING:
-            return Rejected(R.DUPLICATE_ADMISSION, f"{call_id!r} is already {effect.state}")
-        return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
+            shown = i.describe(call_id)
+            return Rejected(R.DUPLICATE_ADMISSION, f"{shown} is already {effect.state}")
+        return self._set_effect(index, evolve(effect, state=EffectState.ADMITTED))
 
+    @refusing(R.INVALID_ARGUMENT)
     def admit_call(
         self, request_id: str, checkpoint_id: str, call: ToolCall
     ) -> Continuation | Rejected:
         """:meth:`admit_tool_effect` for a :class:`ToolCall` value (compares canonical text)."""
+        call = read_call(call, "call")
         found = self._effect(request_id, checkpoint_id, call.id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
         if effect.call != call:
-            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
+            shown = i.describe(call.id)
+            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{shown} differs from checkpoint")
         if effect.state is not EffectState.PENDING:
-            return Rejected(R.DUPLICATE_ADMISSION, f"{call.id!r} is already {effect.state}")
-        return self._set_effect(index, replace(effect, state=EffectState.ADMITTED))
+            shown = i.describe(call.id)
+            return Rejected(R.DUPLICATE_ADMISSION, f"{shown} is already {effect.state}")
+        return self._set_effect(index, evolve(effect, state=EffectState.ADMITTED))
 
+    @refusing(R.INVALID_ARGUMENT)
     def complete_tool_effect(
         self,
         request_id: str,
@@ -434,37 +555,43 @@ class Continuation:
         found = self._effect(request_id, checkpoint_id, call_id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
+        name = i.text(name, "tool name")
+        result = read_outcome(result, "result")
         if effect.call.name != name or canonical_arguments(arguments) != effect.call.arguments:
             return Rejected(
                 R.TOOL_CALL_IDENTITY_MISMATCH,
-                f"{call_id!r} was checkpointed with another name or other arguments",
+                f"{i.describe(call_id)} was checkpointed with another name or other arguments",
             )
         return self._record(index, effect, result)
 
+    @refusing(R.INVALID_ARGUMENT)
     def complete_call(
         self, request_id: str, checkpoint_id: str, call: ToolCall, result: ToolOutcome
     ) -> Continuation | Rejected:
         """:meth:`complete_tool_effect` for a :class:`ToolCall` value."""
+        call = read_call(call, "call")
+        result = read_outcome(result, "result")
         found = self._effect(request_id, checkpoint_id, call.id)
         if isinstance(found, Rejected):
             return found
-        index, effect = found
+        index, effect = found.position, found.effect
         if effect.call != call:
-            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{call.id!r} differs from checkpoint")
+            shown = i.describe(call.id)
+            return Rejected(R.TOOL_CALL_IDENTITY_MISMATCH, f"{shown} differs from checkpoint")
         return self._record(index, effect, result)
 
     def _record(
         self, index: int, effect: ToolEffect, result: ToolOutcome
     ) -> Continuation | Rejected:
-        call_id = effect.call.id
+        shown = i.describe(effect.call.id)
         if effect.state is EffectState.PENDING:
-            return Rejected(R.NOT_ADMITTED, f"{call_id!r} was never admitted")
+            return Rejected(R.NOT_ADMITTED, f"{shown} was never admitted")
         if effect.state is EffectState.COMPLETED:
             if effect.result == result:
                 return self
-            return Rejected(R.CONFLICTING_TOOL_OUTCOME, f"{call_id!r} already has another result")
-        return self._set_effect(index, replace(effect, state=EffectState.COMPLETED, result=result))
+            return Rejected(R.CONFLICTING_TOOL_OUTCOME, f"{shown} already has another result")
+        return self._set_effect(index, evolve(effect, state=EffectState.COMPLETED, result=result))
 
     def reconcile_interrupted(self) -> Reconciled | Rejected:
         """After a crash: make the checkpoint history without running anything.
@@ -490,7 +617,7 @@ class Continuation:
                 skipped.append(e.call.id)
                 outcome = ToolOutcome.error(NOT_EXECUTED_TEXT)
             results.append(outcome.to_message(e.call.id))
-        nxt = replace(
+        nxt = evolve(
             self,
             messages=checkpoint.messages.extend(results),
             revision=self.revision + 1,
@@ -503,38 +630,43 @@ class Continuation:
 
     def mark_durable(self) -> Continuation:
         """The current revision is persisted."""
-        return replace(self, durable_revision=self.revision)
+        return evolve(self, durable_revision=self.revision)
 
     def durable(self) -> bool:
         return self.durable_revision == self.revision
 
     # --- branches and rewriting ---
 
+    @refusing(R.INVALID_ARGUMENT)
     def branch_at(self, name: str, display_entry: int) -> Continuation | Rejected:
-        """Save the current history as ``name`` and rewind to a boundary's display entry."""
+        """Save the current history as ``name`` and rewind to a history mark's display entry."""
         bad = self._idle_history()
         if bad:
             return bad
+        name = i.text(name, "branch name")
+        display_entry = i.integer(display_entry, "display entry")
         if not name or self.branch(name) is not None:
-            return Rejected(R.BRANCH_EXISTS, f"branch name {name!r} is empty or taken")
-        kept: list[Boundary] = []
-        target: Boundary | None = None
-        for b in self.boundaries:
+            shown = i.describe(name)
+            return Rejected(R.BRANCH_EXISTS, f"branch name {shown} is empty or taken")
+        kept: list[HistoryMark] = []
+        target: HistoryMark | None = None
+        for b in self.marks:
             kept.append(b)
             if b.display_entry == display_entry:
                 target = b
                 break
         if target is None:
-            return Rejected(R.BOUNDARY_NOT_FOUND, f"no boundary for display entry {display_entry}")
-        saved = Branch(name, self.messages, self.boundaries)
-        return replace(
+            return Rejected(R.MARK_NOT_FOUND, f"no history mark for display entry {display_entry}")
+        saved = Branch(name, self.messages, self.marks)
+        return evolve(
             self,
             messages=self.messages.take(target.message_count),
-            boundaries=tuple(kept),
+            marks=tuple(kept),
             revision=self.revision + 1,
             branches=(*self.branches, saved),
         )
 
+    @refusing(R.INVALID_ARGUMENT)
     def switch_branch(
         self, name: str, save_current_as: str | None = None
     ) -> Continuation | Rejected:
@@ -542,53 +674,61 @@ class Continuation:
         bad = self._idle_history()
         if bad:
             return bad
+        save_current_as = i.opt_text(save_current_as, "branch name")
         target = self.branch(name)
         if target is None:
-            return Rejected(R.BRANCH_NOT_FOUND, f"no branch {name!r}")
+            return Rejected(R.BRANCH_NOT_FOUND, f"no branch {i.describe(name)}")
         branches = self.branches
         if save_current_as is not None:
             if not save_current_as or self.branch(save_current_as) is not None:
-                return Rejected(R.BRANCH_EXISTS, f"branch name {save_current_as!r} is taken")
-            branches = (*branches, Branch(save_current_as, self.messages, self.boundaries))
-        return replace(
+                shown = i.describe(save_current_as)
+                return Rejected(R.BRANCH_EXISTS, f"branch name {shown} is taken")
+            branches = (*branches, Branch(save_current_as, self.messages, self.marks))
+        return evolve(
             self,
             messages=target.messages,
-            boundaries=target.boundaries,
+            marks=target.marks,
             revision=self.revision + 1,
             branches=branches,
         )
 
     def branch(self, name: str) -> Branch | None:
+        name = i.text(name, "branch name")
         for b in self.branches:
             if b.name == name:
                 return b
         return None
 
     def replace_messages(self, messages: History | Iterable[Message]) -> Continuation | Rejected:
-        """Install a compacted history as a new revision. Boundaries are cleared: they
+        """Install a compacted history as a new revision. Marks are cleared: they
         pointed into the old history (save a branch first to keep it). O(n) validation."""
         bad = self._idle_history()
         if bad:
             return bad
-        history = as_history(messages)
+        try:
+            history = as_history(messages)
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_HISTORY, str(exc))
         problem = history_problem(history)
         if problem:
             return Rejected(R.INVALID_HISTORY, problem)
-        return replace(self, messages=history, revision=self.revision + 1, boundaries=())
+        return evolve(self, messages=history, revision=self.revision + 1, marks=())
 
+    @refusing(R.INVALID_ARGUMENT)
     def replace_system(self, message: SystemMessage) -> Continuation | Rejected:
         """Change (or add) the system prompt as a new revision. O(n): copies the history."""
         bad = self._idle_history()
         if bad:
             return bad
+        i.exactly(message, (SystemMessage,), "system message")
         first = self.messages[0] if len(self.messages) else None
-        boundaries = self.boundaries
+        marks = self.marks
         if isinstance(first, SystemMessage):
             history = History((message,)).extend(self.messages.after(1))
         else:
             history = History((message,)).extend(self.messages)
-            boundaries = tuple(replace(b, message_count=b.message_count + 1) for b in boundaries)
-        return replace(self, messages=history, revision=self.revision + 1, boundaries=boundaries)
+            marks = tuple(evolve(b, message_count=b.message_count + 1) for b in marks)
+        return evolve(self, messages=history, revision=self.revision + 1, marks=marks)
 
     # --- restore and legacy import ---
 
@@ -601,23 +741,30 @@ class Continuation:
         *,
         provenance: Provenance = Provenance.NATIVE,
         request: ActiveRequest | None = None,
-        boundaries: Iterable[Boundary] = (),
+        marks: Iterable[HistoryMark] = (),
         branches: Iterable[Branch] = (),
         checkpoint: ToolCheckpoint | None = None,
         checkpoint_seq: int = 0,
     ) -> Continuation | Rejected:
-        """Rebuild from persisted parts, validating every cross-part invariant."""
-        value = cls(
-            as_history(messages),
-            revision,
-            durable_revision,
-            provenance,
-            request,
-            tuple(boundaries),
-            tuple(branches),
-            checkpoint,
-            checkpoint_seq,
-        )
+        """Rebuild from persisted parts, validating every part and every invariant.
+
+        Never raises: a part of the wrong type, like a broken invariant, is
+        ``invalid_restore``; so is anything the live value could never hold.
+        """
+        try:
+            value = cls(
+                as_history(messages),
+                revision,
+                durable_revision,
+                provenance,
+                request,
+                i.sequence(marks, "marks", _read_mark),
+                i.sequence(branches, "branches", _read_branch),
+                checkpoint,
+                checkpoint_seq,
+            )
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_RESTORE, str(exc))
         return value.validate()
 
     def validate(self) -> Continuation | Rejected:
@@ -630,114 +777,101 @@ class Continuation:
 
         Entries are ``(role, text)`` pairs or ``{"role": ..., "text": ...}`` objects with
         role ``user`` or ``assistant``. Every assistant entry ends a revision and records
-        a boundary at its display index, so branching works on imported histories.
+        a history mark at its display index, so branching works on imported histories.
         """
+        if isinstance(display_messages, str | bytes | Mapping) or not isinstance(
+            display_messages, Iterable
+        ):
+            return Rejected(R.INVALID_HISTORY, "expected a sequence of (role, text) entries")
         messages: list[Message] = []
-        boundaries: list[Boundary] = []
+        marks: list[HistoryMark] = []
         for index, entry in enumerate(display_messages):
             if isinstance(entry, Mapping):
                 role, text = entry.get("role"), entry.get("text")
             elif isinstance(entry, tuple | list) and len(entry) == 2:
-                role, text = entry[0], entry[1]
+                role, text = entry
             else:
                 return Rejected(R.INVALID_HISTORY, f"entry {index}: expected (role, text)")
-            if not isinstance(text, str):
-                return Rejected(R.INVALID_HISTORY, f"entry {index}: text must be a string")
+            if not isinstance(text, str) or not isinstance(role, str):
+                return Rejected(R.INVALID_HISTORY, f"entry {index}: role and text are strings")
             if role == "user":
                 messages.append(UserMessage(text))
             elif role == "assistant":
                 messages.append(AssistantMessage(text))
-                boundaries.append(Boundary(index, len(boundaries) + 1, len(messages)))
+                marks.append(HistoryMark(index, len(marks) + 1, len(messages)))
             else:
-                return Rejected(R.INVALID_HISTORY, f"entry {index}: role {role!r} not importable")
+                return Rejected(
+                    R.INVALID_HISTORY, f"entry {index}: role {i.describe(role)} not importable"
+                )
         return cls(
             History(messages),
-            len(boundaries),
+            len(marks),
             0,
             Provenance.LEGACY_RECONSTRUCTED,
-            boundaries=tuple(boundaries),
+            marks=tuple(marks),
         )
 
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
         """Plain JSON. The request and checkpoint store only the messages they add."""
-        request: JsonValue = None
-        if self.request is not None:
-            r = self.request
-            request = {
-                "id": r.id,
-                "turn_id": r.turn_id,
-                "revision": r.revision,
-                "added": History(r.messages.after(len(self.messages))).to_json(),
-            }
-        checkpoint: JsonValue = None
-        if self.checkpoint is not None and self.request is not None:
-            c = self.checkpoint
-            checkpoint = {
-                "id": c.id,
-                "request_id": c.request_id,
-                "added": History(c.messages.after(len(self.request.messages))).to_json(),
-                "effects": [_effect_to_json(e) for e in c.effects],
-            }
-        return {
-            "messages": self.messages.to_json(),
-            "revision": self.revision,
-            "durable_revision": self.durable_revision,
-            "provenance": self.provenance.value,
-            "request": request,
-            "boundaries": [_boundary_to_json(b) for b in self.boundaries],
-            "branches": [
-                {
-                    "name": b.name,
-                    "messages": b.messages.to_json(),
-                    "boundaries": [_boundary_to_json(x) for x in b.boundaries],
-                }
-                for b in self.branches
-            ],
-            "checkpoint": checkpoint,
-            "checkpoint_seq": self.checkpoint_seq,
-        }
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.continuation_json as continuation_json
+
+        return continuation_json.continuation_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> Continuation | Rejected:
-        decoded = j.decode(data, _decode_continuation)
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.continuation_json as continuation_json
+
+        decoded = j.decode(data, continuation_json.decode_continuation)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     # --- helpers ---
 
     def _request(self, request_id: str) -> Rejected | None:
+        """Whether ``request_id`` names the active request (``TurnInputError`` if not a
+        string: every caller is an operation that turns it into a rejection)."""
+        request_id = i.text(request_id, "request id")
         if self.request is None:
             return Rejected(R.NO_ACTIVE_REQUEST, "no request is active")
         if self.request.id != request_id:
-            return Rejected(R.UNKNOWN_REQUEST, f"active request is {self.request.id!r}")
+            shown = i.describe(self.request.id)
+            return Rejected(R.UNKNOWN_REQUEST, f"active request is {shown}")
         return None
 
     def _idle_history(self) -> Rejected | None:
         if self.checkpoint is not None:
             return Rejected(R.EFFECT_RECONCILIATION_REQUIRED, "a tool checkpoint is unresolved")
         if self.request is not None:
-            return Rejected(R.REQUEST_ACTIVE, f"request {self.request.id!r} is active")
+            shown = i.describe(self.request.id)
+            return Rejected(R.REQUEST_ACTIVE, f"request {shown} is active")
         return None
 
     def _effect(
         self, request_id: str, checkpoint_id: str, call_id: str
-    ) -> tuple[int, ToolEffect] | Rejected:
+    ) -> _LocatedEffect | Rejected:
         bad = self._request(request_id)
         if bad:
             return bad
+        checkpoint_id = i.text(checkpoint_id, "checkpoint id")
+        call_id = i.text(call_id, "call id")
         if self.checkpoint is None or self.checkpoint.id != checkpoint_id:
-            return Rejected(R.CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id!r}")
+            return Rejected(R.CHECKPOINT_NOT_FOUND, f"no checkpoint {i.describe(checkpoint_id)}")
         for index, effect in enumerate(self.checkpoint.effects):
             if effect.call.id == call_id:
-                return index, effect
-        return Rejected(R.CALL_NOT_FOUND, f"no call {call_id!r} in checkpoint {checkpoint_id!r}")
+                return _LocatedEffect(index, effect)
+        return Rejected(
+            R.CALL_NOT_FOUND,
+            f"no call {i.describe(call_id)} in checkpoint {i.describe(checkpoint_id)}",
+        )
 
     def _set_effect(self, index: int, effect: ToolEffect) -> Continuation:
         assert self.checkpoint is not None
         effects = self.checkpoint.effects
         updated = (*effects[:index], effect, *effects[index + 1 :])
-        return replace(self, checkpoint=replace(self.checkpoint, effects=updated))
+        return evolve(self, checkpoint=evolve(self.checkpoint, effects=updated))
 
 
 def _continuation_problem(c: Continuation) -> str:
@@ -748,18 +882,16 @@ def _continuation_problem(c: Continuation) -> str:
     problem = history_problem(c.messages)
     if problem:
         return f"messages: {problem}"
-    problem = _boundaries_problem(c.boundaries, c.messages, c.revision)
+    problem = _marks_problem(c.marks, c.messages, c.revision)
     if problem:
         return problem
     names = [b.name for b in c.branches]
     if "" in names or len(set(names)) != len(names):
         return "branch names must be unique and non-empty"
     for b in c.branches:
-        problem = history_problem(b.messages) or _boundaries_problem(
-            b.boundaries, b.messages, c.revision
-        )
+        problem = history_problem(b.messages) or _marks_problem(b.marks, b.messages, c.revision)
         if problem:
-            return f"branch {b.name!r}: {problem}"
+            return f"branch {i.describe(b.name)}: {problem}"
     r = c.request
     if r is not None:
         if not r.id or r.turn_id < 1 or r.revision != c.revision:
@@ -775,105 +907,15 @@ def _continuation_problem(c: Continuation) -> str:
     if cp is not None:
         if r is None or cp.request_id != r.id:
             return "a checkpoint exists only with its request"
-        if not cp.id or not cp.id.startswith(f"{r.id}#") or c.checkpoint_seq < 1:
-            return "checkpoint id does not belong to its request"
-        calls = tuple(e.call for e in cp.effects)
-        ids = [call.id for call in calls]
-        if not calls or "" in ids or len(set(ids)) != len(ids):
-            return "checkpoint calls need unique, non-empty ids"
-        last = cp.messages.last()
-        if not isinstance(last, AssistantMessage) or last.tool_calls != calls:
-            return "checkpoint messages must end with its tool calls"
-        if len(cp.messages) <= len(r.messages) or not cp.messages.starts_with(r.messages):
-            return "checkpoint messages do not extend the request's messages"
-        problem = history_problem(cp.messages.after(len(r.messages))[:-1], system_first=False)
-        if problem:
-            return f"checkpoint messages: {problem}"
+        if c.checkpoint_seq < 1 or cp.id != _checkpoint_id(r.id, c.checkpoint_seq):
+            # Only the id the live value would have generated: any other (an old group's,
+            # a future one's) could be handed out again and match a stale admission.
+            return "checkpoint id is not the one its request and sequence generate"
+        bad = _group_calls_problem(cp.messages, tuple(e.call for e in cp.effects))
+        bad = bad or _group_history_problem(r.messages, cp.messages)
+        if bad:
+            return f"checkpoint: {bad.detail}"
         for e in cp.effects:
             if (e.result is not None) != (e.state is EffectState.COMPLETED):
-                return f"effect {e.call.id!r}: a result exactly when completed"
+                return f"effect {i.describe(e.call.id)}: a result exactly when completed"
     return ""
-
-
-def _boundary_to_json(b: Boundary) -> dict[str, JsonValue]:
-    return {
-        "display_entry": b.display_entry,
-        "revision": b.revision,
-        "message_count": b.message_count,
-    }
-
-
-def _effect_to_json(e: ToolEffect) -> dict[str, JsonValue]:
-    return {
-        "call": e.call.to_json(),
-        "state": e.state.value,
-        "result": None if e.result is None else e.result.to_json(),
-    }
-
-
-def _decode_boundary(data: object) -> Boundary:
-    d = j.obj(data, "boundary")
-    w = "boundary"
-    return Boundary(
-        j.integer(d, "display_entry", w),
-        j.integer(d, "revision", w),
-        j.integer(d, "message_count", w),
-    )
-
-
-def _decode_branch(data: object) -> Branch:
-    d = j.obj(data, "branch")
-    return Branch(
-        j.string(d, "name", "branch"),
-        History.decode(j.field(d, "messages", "branch")),
-        j.items(d, "boundaries", "branch", _decode_boundary),
-    )
-
-
-def _decode_effect(data: object) -> ToolEffect:
-    d = j.obj(data, "tool effect")
-    raw = d.get("result")
-    return ToolEffect(
-        ToolCall.decode(j.field(d, "call", "tool effect")),
-        j.enum(d, "state", "tool effect", EffectState),
-        None if raw is None else ToolOutcome.decode(raw),
-    )
-
-
-def _decode_continuation(data: object) -> Continuation:
-    d = j.obj(data, "continuation")
-    w = "continuation"
-    messages = History.decode(j.field(d, "messages", w))
-    request = None
-    raw = d.get("request")
-    if raw is not None:
-        r = j.obj(raw, "request")
-        request = ActiveRequest(
-            j.string(r, "id", "request"),
-            TurnId(j.integer(r, "turn_id", "request")),
-            j.integer(r, "revision", "request"),
-            messages.extend(History.decode(j.field(r, "added", "request"))),
-        )
-    checkpoint = None
-    raw = d.get("checkpoint")
-    if raw is not None:
-        if request is None:
-            raise Malformed("checkpoint without a request")
-        cp = j.obj(raw, "checkpoint")
-        checkpoint = ToolCheckpoint(
-            j.string(cp, "id", "checkpoint"),
-            j.string(cp, "request_id", "checkpoint"),
-            request.messages.extend(History.decode(j.field(cp, "added", "checkpoint"))),
-            j.items(cp, "effects", "checkpoint", _decode_effect),
-        )
-    return Continuation(
-        messages,
-        j.integer(d, "revision", w),
-        j.integer(d, "durable_revision", w),
-        j.enum(d, "provenance", w, Provenance),
-        request,
-        j.items(d, "boundaries", w, _decode_boundary),
-        j.items(d, "branches", w, _decode_branch),
-        checkpoint,
-        j.integer(d, "checkpoint_seq", w),
-    )

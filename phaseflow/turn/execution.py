@@ -9,43 +9,43 @@ every operation returns a new value (or a result wrapping one) or a :class:`Reje
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
-from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.inputs import evolve
+from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import (
     Content,
     ToolCall,
-    content_from_json,
-    content_to_json,
-    freeze,
     freeze_content,
+    read_content,
 )
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "DEFAULT_SHELL_TOOLS",
-    "ActivePhase",
     "ActiveTool",
     "Activity",
-    "Approval",
     "ApprovalDecision",
+    "ApprovalRequest",
     "ApprovalResolved",
     "Completion",
     "CompletionFinished",
-    "EditBoundary",
+    "EditRange",
     "ExecStatus",
-    "FailurePhase",
-    "IdlePhase",
     "Mode",
     "PendingAutoApproval",
-    "Phase",
     "PromptAdmitted",
     "PromptKind",
     "Queued",
+    "RunActive",
+    "RunFailed",
+    "RunIdle",
+    "RunPhase",
     "SendNext",
     "SendNow",
     "Starting",
@@ -106,6 +106,10 @@ class ActiveTool:
     call_id: str
     name: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call_id", i.text(self.call_id, "active tool call id"))
+        object.__setattr__(self, "name", i.text(self.name, "active tool name"))
+
 
 @dataclass(frozen=True, slots=True)
 class Starting:
@@ -130,18 +134,29 @@ class ToolExecution:
     kind = "tool_execution"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "active_tools", freeze(self.active_tools))
+        object.__setattr__(
+            self, "active_tools", i.sequence(self.active_tools, "active tools", _read_active)
+        )
 
 
 Activity = Starting | Thinking | Completion | ToolExecution
+_ACTIVITIES = (Starting, Thinking, Completion, ToolExecution)
+
+
+def _read_active(value: object, what: str) -> ActiveTool:
+    return i.exactly(value, (ActiveTool,), what)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
-class Approval:
+class ApprovalRequest:
     """A question put to the user: may this tool call run?"""
 
     call: ToolCall
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        i.exactly(self.call, (ToolCall,), "approval call")
+        object.__setattr__(self, "reason", i.text(self.reason, "approval reason"))
 
     @property
     def call_id(self) -> str:
@@ -149,25 +164,35 @@ class Approval:
 
 
 @dataclass(frozen=True, slots=True)
-class IdlePhase:
+class RunIdle:
     kind = "idle"
 
 
 @dataclass(frozen=True, slots=True)
-class ActivePhase:
+class RunActive:
     activity: Activity
-    pending_approval: Approval | None = None
+    pending_approval: ApprovalRequest | None = None
     error: str | None = None
     kind = "active"
 
+    def __post_init__(self) -> None:
+        i.exactly(self.activity, _ACTIVITIES, "activity")
+        if self.pending_approval is not None:
+            i.exactly(self.pending_approval, (ApprovalRequest,), "pending approval")
+        object.__setattr__(self, "error", i.opt_text(self.error, "error"))
+
 
 @dataclass(frozen=True, slots=True)
-class FailurePhase:
+class RunFailed:
     message: str
     kind = "failure"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", i.text(self.message, "failure message"))
 
-Phase = IdlePhase | ActivePhase | FailurePhase
+
+RunPhase = RunIdle | RunActive | RunFailed
+_PHASES = (RunIdle, RunActive, RunFailed)
 
 
 # --- trust ---------------------------------------------------------------------------
@@ -191,36 +216,42 @@ class TrustKey:
     kind: TrustKeyKind = TrustKeyKind.NAME
     detail: str = ""
 
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"tool": self.tool, "kind": self.kind.value, "detail": self.detail}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool", i.text(self.tool, "trust key tool"))
+        object.__setattr__(self, "kind", i.member(TrustKeyKind, self.kind, "trust key kind"))
+        object.__setattr__(self, "detail", i.text(self.detail, "trust key detail"))
+        if (self.kind is TrustKeyKind.NAME) != (self.detail == ""):
+            raise i.TurnInputError("a name trust key has no detail; the other kinds need one")
 
-    @classmethod
-    def decode(cls, data: object) -> TrustKey:
-        d = j.obj(data, "trust key")
-        key = cls(
-            j.string(d, "tool", "trust key"),
-            j.enum(d, "kind", "trust key", TrustKeyKind),
-            j.string(d, "detail", "trust key"),
-        )
-        if (key.kind is TrustKeyKind.NAME) != (key.detail == ""):
-            raise Malformed("trust key: a name key has no detail, other kinds need one")
-        return key
+    def to_json(self) -> dict[str, JsonValue]:
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.execution_json as execution_json
+
+        return execution_json.trust_key_to_json(self)
 
 
 def trust_key(call: ToolCall, shell_tools: Iterable[str] = DEFAULT_SHELL_TOOLS) -> TrustKey:
-    """The specific trust key of a call.
+    """The trust key of a call: exactly what the human saw when approving it, no more.
 
-    A shell-like tool with a string ``command`` argument: name + command. A call with no
-    arguments: the bare name. Anything else: name + SHA-256 of the canonical arguments,
-    so approving one argument set never approves another.
+    A shell-like tool with a non-empty string ``command``: name + the *whole* canonical
+    arguments, readable (the command with its working directory, environment and every
+    other argument: ``ls`` in ``/repo`` is not ``ls`` in ``/``). Anything else, a shell
+    call without a command included: name + SHA-256 of the canonical arguments, so
+    approving one argument set never approves another. An approval never yields a bare
+    name key (that would trust every call of the tool); only a host sets one.
     """
-    args: Any = call.argument_value()
-    if call.name in shell_tools and isinstance(args, dict):
-        command = args.get("command")
+    i.exactly(call, (ToolCall,), "trust key call")
+    if isinstance(shell_tools, set | frozenset):
+        shell_tools = tuple(shell_tools)
+    return _trust_key(call, i.sequence(shell_tools, "shell tools", i.text))
+
+
+def _trust_key(call: ToolCall, shell_tools: tuple[str, ...]) -> TrustKey:
+    if call.name in shell_tools:
+        args: Any = call.argument_value()
+        command = args.get("command") if isinstance(args, dict) else None
         if isinstance(command, str) and command:
-            return TrustKey(call.name, TrustKeyKind.COMMAND, command)
-    if args == {}:
-        return TrustKey(call.name)
+            return TrustKey(call.name, TrustKeyKind.COMMAND, call.arguments)
     return TrustKey(call.name, TrustKeyKind.ARGUMENTS, j.sha256_hex(call.arguments))
 
 
@@ -229,20 +260,33 @@ class TrustEntry:
     key: TrustKey
     scope: TrustScope
 
+    def __post_init__(self) -> None:
+        i.exactly(self.key, (TrustKey,), "trust entry key")
+        object.__setattr__(self, "scope", i.member(TrustScope, self.scope, "trust scope"))
+
 
 @dataclass(frozen=True, slots=True)
 class PendingAutoApproval:
     call_id: str
     scope: TrustScope
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call_id", i.text(self.call_id, "auto-approval call id"))
+        object.__setattr__(self, "scope", i.member(TrustScope, self.scope, "auto-approval scope"))
+
 
 @dataclass(frozen=True, slots=True)
-class EditBoundary:
+class EditRange:
     """A tool may edit ``path`` only within lines ``start..end`` (1-based, inclusive)."""
 
     path: str
     start: int
     end: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", i.text(self.path, "edit range path"))
+        object.__setattr__(self, "start", i.integer(self.start, "edit range start"))
+        object.__setattr__(self, "end", i.integer(self.end, "edit range end"))
 
 
 def _absolute(path: str) -> bool:
@@ -271,8 +315,11 @@ class Queued:
 
 @dataclass(frozen=True, slots=True)
 class PromptAdmitted:
+    """``action``: send it now, wait in a queue, or (prompts were still queued from an
+    aborted turn) send everything queued, this prompt included, in queue order."""
+
     execution: TurnExecution
-    action: SendNow | Queued
+    action: SendNow | Queued | SendNext
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +332,7 @@ class ToolStarted:
 @dataclass(frozen=True, slots=True)
 class ApprovalResolved:
     execution: TurnExecution
-    approval: Approval
+    approval: ApprovalRequest
     decision: ApprovalDecision
 
     @property
@@ -300,7 +347,7 @@ class SendNext:
     contents: tuple[Content, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "contents", tuple(freeze_content(c) for c in self.contents))
+        object.__setattr__(self, "contents", i.sequence(self.contents, "contents", read_content))
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,40 +365,41 @@ class TurnExecution:
     """The control state of one session. See ``docs/turn-core.md`` for each operation."""
 
     mode: Mode = Mode.EXEC
-    phase: Phase = field(default_factory=IdlePhase)
+    phase: RunPhase = field(default_factory=RunIdle)
     steering: tuple[Content, ...] = ()
     follow_up: tuple[Content, ...] = ()
     trust: tuple[TrustEntry, ...] = ()
     auto_approvals: tuple[PendingAutoApproval, ...] = ()
-    edit_boundaries: tuple[EditBoundary, ...] = ()
+    edit_ranges: tuple[EditRange, ...] = ()
     shell_tools: tuple[str, ...] = DEFAULT_SHELL_TOOLS
 
     def __post_init__(self) -> None:
-        # Sequences are stored as tuples whatever the caller passed: no list is ever
-        # reachable from a value. Cheap when they already are tuples (the normal case).
-        for name in ("trust", "auto_approvals", "edit_boundaries", "shell_tools"):
-            value = getattr(self, name)
-            if type(value) is not tuple:
-                object.__setattr__(self, name, tuple(value))
-        for name in ("steering", "follow_up"):
-            value = getattr(self, name)
-            if type(value) is not tuple:
-                object.__setattr__(self, name, tuple(freeze_content(c) for c in value))
+        # Read every field once, here; the operations below copy the value with
+        # ``evolve``, which does not re-check (each field they set was read already).
+        setf = object.__setattr__
+        setf(self, "mode", i.member(Mode, self.mode, "mode"))
+        i.exactly(self.phase, _PHASES, "phase")
+        setf(self, "steering", i.sequence(self.steering, "steering queue", read_content))
+        setf(self, "follow_up", i.sequence(self.follow_up, "follow-up queue", read_content))
+        setf(self, "trust", i.sequence(self.trust, "trust", _read_entry))
+        setf(self, "auto_approvals", i.sequence(self.auto_approvals, "auto-approvals", _read_auto))
+        setf(self, "edit_ranges", i.sequence(self.edit_ranges, "edit ranges", _read_range))
+        setf(self, "shell_tools", i.sequence(self.shell_tools, "shell tools", i.text))
 
     # --- queries ---
 
     @property
     def active(self) -> bool:
-        return isinstance(self.phase, ActivePhase)
+        return type(self.phase) is RunActive
 
     @property
-    def pending_approval(self) -> Approval | None:
-        return self.phase.pending_approval if isinstance(self.phase, ActivePhase) else None
+    def pending_approval(self) -> ApprovalRequest | None:
+        return self.phase.pending_approval if isinstance(self.phase, RunActive) else None
 
     @property
     def active_tools(self) -> tuple[ActiveTool, ...]:
         phase = self.phase
-        if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+        if isinstance(phase, RunActive) and isinstance(phase.activity, ToolExecution):
             return phase.activity.active_tools
         return ()
 
@@ -367,21 +415,24 @@ class TurnExecution:
         phase = self.phase
         if self.mode is Mode.PLAN:
             return ExecStatus.PLAN
-        if isinstance(phase, FailurePhase) or (
-            isinstance(phase, ActivePhase) and phase.error is not None
+        if isinstance(phase, RunFailed) or (
+            isinstance(phase, RunActive) and phase.error is not None
         ):
             return ExecStatus.ERROR
-        if isinstance(phase, IdlePhase):
+        if isinstance(phase, RunIdle):
             return ExecStatus.IDLE
         if isinstance(phase.activity, ToolExecution):
             return ExecStatus.TOOL_EXECUTING
         return ExecStatus.THINKING
 
     def trust_key(self, call: ToolCall) -> TrustKey:
-        return trust_key(call, self.shell_tools)
+        """The key approving ``call`` would store (see :func:`trust_key`)."""
+        i.exactly(call, (ToolCall,), "call")
+        return _trust_key(call, self.shell_tools)
 
     def trusted_scope(self, call: ToolCall) -> TrustScope | None:
-        """The trust covering ``call``: its specific key first, then its bare tool name."""
+        """The trust covering ``call``: its specific key first, then a bare tool-name key
+        (which only a host sets; an approval never stores one)."""
         specific = self.trust_key(call)
         bare = TrustKey(call.name)
         for wanted in (specific, bare):
@@ -390,55 +441,75 @@ class TurnExecution:
                     return entry.scope
         return None
 
-    def edit_boundary(self, path: str) -> EditBoundary | None:
-        for boundary in self.edit_boundaries:
-            if boundary.path == path:
-                return boundary
+    def edit_range(self, path: str) -> EditRange | None:
+        path = i.text(path, "path")
+        for edit_range in self.edit_ranges:
+            if edit_range.path == path:
+                return edit_range
         return None
 
     def may_edit(self, path: str, start: int, end: int) -> bool:
-        """Whether lines ``start..end`` of ``path`` may be edited (no boundary: yes)."""
-        boundary = self.edit_boundary(path)
-        if boundary is None:
+        """Whether lines ``start..end`` of ``path`` may be edited (no range: yes)."""
+        start, end = i.integer(start, "start"), i.integer(end, "end")
+        edit_range = self.edit_range(path)
+        if edit_range is None:
             return True
-        return boundary.start <= start <= end <= boundary.end
+        return edit_range.start <= start <= end <= edit_range.end
 
     # --- prompts and the turn ---
 
     def admit_prompt(self, kind: PromptKind, content: Content) -> PromptAdmitted:
-        """Inactive: begin a turn with ``content`` (send now). ActivePhase: queue it (FIFO)."""
-        content = freeze_content(content)
-        if not self.active:
-            started = replace(self, phase=ActivePhase(Starting()))
-            return PromptAdmitted(started, SendNow(content))
-        if PromptKind(kind) is PromptKind.STEERING:
-            queued = replace(self, steering=(*self.steering, content))
-            return PromptAdmitted(queued, Queued(PromptKind.STEERING, len(self.steering)))
-        queued = replace(self, follow_up=(*self.follow_up, content))
-        return PromptAdmitted(queued, Queued(PromptKind.FOLLOW_UP, len(self.follow_up)))
+        """Inactive: begin a turn with ``content`` (send now). Active: queue it (FIFO).
+
+        Queue order holds across an abort: when prompts are still queued (a turn was
+        aborted), the new one joins its queue and everything queued goes out now, as
+        ``finish_completion`` would send it (steering first, each in order).
+        Never refused; ``kind`` or ``content`` of the wrong type raise ``TurnInputError``.
+        """
+        kind = i.member(PromptKind, kind, "prompt kind")
+        content = freeze_content(content, "prompt content")
+        if self.active:
+            if kind is PromptKind.STEERING:
+                queued = evolve(self, steering=(*self.steering, content))
+                return PromptAdmitted(queued, Queued(kind, len(self.steering)))
+            queued = evolve(self, follow_up=(*self.follow_up, content))
+            return PromptAdmitted(queued, Queued(kind, len(self.follow_up)))
+        if not self.steering and not self.follow_up:
+            return PromptAdmitted(evolve(self, phase=_STARTING), SendNow(content))
+        steering, follow_up = self.steering, self.follow_up
+        if kind is PromptKind.STEERING:
+            steering = (*steering, content)
+        else:
+            follow_up = (*follow_up, content)
+        started = evolve(self, phase=_STARTING, steering=(), follow_up=())
+        return PromptAdmitted(started, SendNext((*steering, *follow_up)))
 
     def begin_turn(self) -> TurnExecution | Rejected:
         if self.active:
             return Rejected(R.TURN_ACTIVE, "a turn is already active")
-        return replace(self, phase=ActivePhase(Starting()))
+        return evolve(self, phase=_STARTING)
 
     def provider_started(self) -> TurnExecution | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if not isinstance(phase.activity, Starting):
             return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not starting")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
-        return replace(self, phase=ActivePhase(Thinking()))
+        return evolve(self, phase=_THINKING)
 
+    @refusing(R.INVALID_ARGUMENT)
     def tool_started(self, call_id: str, name: str) -> ToolStarted | Rejected:
+        call_id, name = i.text(call_id, "call id"), i.text(name, "tool name")
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         running = self.active_tools
         if any(t.call_id == call_id for t in running):
-            return Rejected(R.TOOL_ALREADY_ACTIVE, f"tool call {call_id!r} is already active")
+            return Rejected(
+                R.TOOL_ALREADY_ACTIVE, f"tool call {i.describe(call_id)} is already active"
+            )
         scope: TrustScope | None = None
         remaining: list[PendingAutoApproval] = []
         for pending in self.auto_approvals:
@@ -447,169 +518,191 @@ class TurnExecution:
             else:
                 remaining.append(pending)
         activity = ToolExecution((*running, ActiveTool(call_id, name)))
-        nxt = replace(
+        nxt = evolve(
             self,
-            phase=ActivePhase(activity, phase.pending_approval, None),
+            phase=RunActive(activity, phase.pending_approval, None),
             auto_approvals=tuple(remaining),
         )
         return ToolStarted(nxt, scope)
 
+    @refusing(R.INVALID_ARGUMENT)
     def tool_completed(self, call_id: str) -> TurnExecution | Rejected:
+        call_id = i.text(call_id, "call id")
         phase = self.phase
         running = self.active_tools
-        if not isinstance(phase, ActivePhase) or not any(t.call_id == call_id for t in running):
-            return Rejected(R.TOOL_NOT_ACTIVE, f"tool call {call_id!r} is not active")
+        if not isinstance(phase, RunActive) or not any(t.call_id == call_id for t in running):
+            return Rejected(R.TOOL_NOT_ACTIVE, f"tool call {i.describe(call_id)} is not active")
         rest = tuple(t for t in running if t.call_id != call_id)
-        activity: Activity = ToolExecution(rest) if rest else Completion()
-        return replace(self, phase=ActivePhase(activity, phase.pending_approval, phase.error))
+        activity: Activity = ToolExecution(rest) if rest else _COMPLETION
+        return evolve(self, phase=RunActive(activity, phase.pending_approval, phase.error))
 
     # --- approvals and trust ---
 
-    def request_approval(self, approval: Approval) -> TurnExecution | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def request_approval(self, approval: ApprovalRequest) -> TurnExecution | Rejected:
+        i.exactly(approval, (ApprovalRequest,), "approval")
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if phase.pending_approval is not None:
-            return Rejected(
-                R.APPROVAL_PENDING, f"approval for {phase.pending_approval.call_id!r} is pending"
-            )
-        return replace(self, phase=ActivePhase(phase.activity, approval, phase.error))
+            pending = i.describe(phase.pending_approval.call_id)
+            return Rejected(R.APPROVAL_PENDING, f"approval for {pending} is pending")
+        return evolve(self, phase=RunActive(phase.activity, approval, phase.error))
 
+    @refusing(R.INVALID_ARGUMENT)
     def resolve_approval(
         self, call_id: str | None, decision: ApprovalDecision
     ) -> ApprovalResolved | Rejected:
-        # A plain string is accepted for its enum value; anything else is a programming
-        # error (ValueError), never silently read as "approve".
-        decision = ApprovalDecision(decision)
+        # A plain string is read as its enum value; anything else is refused, never
+        # silently read as "approve".
+        call_id = i.opt_text(call_id, "call id")
+        decision = i.member(ApprovalDecision, decision, "decision")
         phase = self.phase
-        if not isinstance(phase, ActivePhase) or phase.pending_approval is None:
+        if not isinstance(phase, RunActive) or phase.pending_approval is None:
             return Rejected(R.NO_PENDING_APPROVAL, "no approval is pending")
         approval = phase.pending_approval
         if call_id is not None and call_id != approval.call_id:
             return Rejected(
-                R.APPROVAL_NOT_FOUND, f"pending approval is {approval.call_id!r}, not {call_id!r}"
+                R.APPROVAL_NOT_FOUND,
+                f"pending approval is {i.describe(approval.call_id)}, not {i.describe(call_id)}",
             )
         trust = self.trust
         if decision is ApprovalDecision.APPROVE_SESSION:
             trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.SESSION)
         elif decision is ApprovalDecision.APPROVE_TURN:
             trust = _with_trust(trust, self.trust_key(approval.call), TrustScope.TURN)
-        nxt = replace(self, phase=ActivePhase(phase.activity, None, phase.error), trust=trust)
+        nxt = evolve(self, phase=RunActive(phase.activity, None, phase.error), trust=trust)
         return ApprovalResolved(nxt, approval, decision)
 
+    @refusing(R.INVALID_ARGUMENT)
     def auto_approve(self, call: ToolCall, scope: TrustScope) -> TurnExecution | Rejected:
+        i.exactly(call, (ToolCall,), "call")
+        scope = i.member(TrustScope, scope, "scope")
         if not self.active:
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         rest = tuple(p for p in self.auto_approvals if p.call_id != call.id)
-        return replace(self, auto_approvals=(*rest, PendingAutoApproval(call.id, scope)))
+        return evolve(self, auto_approvals=(*rest, PendingAutoApproval(call.id, scope)))
 
     # --- ending the turn ---
 
     def begin_completion(self) -> TurnExecution | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if isinstance(phase.activity, ToolExecution):
             return Rejected(R.INVALID_PHASE, "tools are still executing")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
-        return replace(self, phase=ActivePhase(Completion(), None, phase.error))
+        return evolve(self, phase=RunActive(_COMPLETION, None, phase.error))
 
     def finish_completion(self) -> CompletionFinished | Rejected:
         phase = self.phase
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             return Rejected(R.NOT_ACTIVE, "no turn is active")
         if not isinstance(phase.activity, Completion):
             return Rejected(R.INVALID_PHASE, f"activity is {phase.activity.kind}, not completion")
         if phase.pending_approval is not None:
             return Rejected(R.APPROVAL_PENDING, "an approval is pending")
         queued = (*self.steering, *self.follow_up)
-        cleared = replace(
-            self,
-            trust=_session_trust(self.trust),
-            auto_approvals=(),
-            steering=(),
-            follow_up=(),
-        )
+        trust = _session_trust(self.trust)
         if not queued:
-            return CompletionFinished(replace(cleared, phase=IdlePhase()), None)
-        return CompletionFinished(replace(cleared, phase=ActivePhase(Starting())), SendNext(queued))
+            idle = evolve(self, phase=_IDLE, trust=trust, auto_approvals=())
+            return CompletionFinished(idle, None)
+        nxt = evolve(
+            self, phase=_STARTING, trust=trust, auto_approvals=(), steering=(), follow_up=()
+        )
+        return CompletionFinished(nxt, SendNext(queued))
 
     def abort(self) -> TurnExecution:
         """Back to idle; turn trust and auto-approvals dropped, queues kept."""
-        return replace(self, phase=IdlePhase(), trust=_session_trust(self.trust), auto_approvals=())
+        return evolve(self, phase=_IDLE, trust=_session_trust(self.trust), auto_approvals=())
 
     def fail(self, message: str) -> TurnExecution:
-        return replace(
-            self, phase=FailurePhase(message), trust=_session_trust(self.trust), auto_approvals=()
-        )
+        """Into failure; the same drops as :meth:`abort`. Never refused (a message that is
+        not a string raises ``TurnInputError``)."""
+        failed = RunFailed(message)
+        return evolve(self, phase=failed, trust=_session_trust(self.trust), auto_approvals=())
 
     def report_error(self, message: str) -> TurnExecution:
         """During a turn: keep the work, record the error. Otherwise: like ``fail``."""
         phase = self.phase
-        if isinstance(phase, ActivePhase):
-            return replace(self, phase=ActivePhase(phase.activity, phase.pending_approval, message))
+        if isinstance(phase, RunActive):
+            error = i.text(message, "error message")
+            return evolve(self, phase=RunActive(phase.activity, phase.pending_approval, error))
         return self.fail(message)
 
     def recover(self) -> TurnExecution | Rejected:
-        if not isinstance(self.phase, FailurePhase):
+        if not isinstance(self.phase, RunFailed):
             return Rejected(R.INVALID_PHASE, f"phase is {self.phase.kind}, not failure")
-        return replace(self, phase=IdlePhase())
+        return evolve(self, phase=_IDLE)
 
     # --- mode ---
 
     def enter_plan(self) -> TurnExecution:
         """Plan mode; a pending approval is dropped (no tool runs in plan mode)."""
         phase = self.phase
-        if isinstance(phase, ActivePhase):
-            phase = ActivePhase(phase.activity, None, phase.error)
-        return replace(self, mode=Mode.PLAN, phase=phase)
+        if isinstance(phase, RunActive):
+            phase = RunActive(phase.activity, None, phase.error)
+        return evolve(self, mode=Mode.PLAN, phase=phase)
 
     def enter_exec(self) -> TurnExecution:
-        return replace(self, mode=Mode.EXEC)
+        return evolve(self, mode=Mode.EXEC)
 
-    # --- edit boundaries ---
+    # --- edit ranges ---
 
-    def set_edit_boundary(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
+    @refusing(R.INVALID_EDIT_RANGE)
+    def set_edit_range(self, path: str, start: int, end: int) -> TurnExecution | Rejected:
+        path = i.text(path, "path")
+        start, end = i.integer(start, "start"), i.integer(end, "end")
         if not _absolute(path):
-            return Rejected(R.INVALID_EDIT_BOUNDARY, f"not an absolute path: {path!r}")
+            return Rejected(R.INVALID_EDIT_RANGE, f"not an absolute path: {i.describe(path)}")
         if not 1 <= start <= end:
-            return Rejected(R.INVALID_EDIT_BOUNDARY, f"bad line range {start}..{end}")
-        rest = tuple(b for b in self.edit_boundaries if b.path != path)
-        return replace(self, edit_boundaries=(*rest, EditBoundary(path, start, end)))
+            return Rejected(R.INVALID_EDIT_RANGE, f"bad line range {start}..{end}")
+        rest = tuple(b for b in self.edit_ranges if b.path != path)
+        return evolve(self, edit_ranges=(*rest, EditRange(path, start, end)))
 
-    def clear_edit_boundary(self, path: str) -> TurnExecution:
-        return replace(
-            self, edit_boundaries=tuple(b for b in self.edit_boundaries if b.path != path)
-        )
+    def clear_edit_range(self, path: str) -> TurnExecution:
+        path = i.text(path, "path")
+        return evolve(self, edit_ranges=tuple(b for b in self.edit_ranges if b.path != path))
 
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "mode": self.mode.value,
-            "phase": _phase_to_json(self.phase),
-            "steering": [content_to_json(c) for c in self.steering],
-            "follow_up": [content_to_json(c) for c in self.follow_up],
-            "trust": [{"key": e.key.to_json(), "scope": e.scope.value} for e in self.trust],
-            "auto_approvals": [
-                {"call_id": p.call_id, "scope": p.scope.value} for p in self.auto_approvals
-            ],
-            "edit_boundaries": [
-                {"path": b.path, "start": b.start, "end": b.end} for b in self.edit_boundaries
-            ],
-            "shell_tools": list(self.shell_tools),
-        }
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.execution_json as execution_json
+
+        return execution_json.execution_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> TurnExecution | Rejected:
-        decoded = j.decode(data, _decode_execution)
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.execution_json as execution_json
+
+        decoded = j.decode(data, execution_json.decode_execution)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     def validate(self) -> TurnExecution | Rejected:
         """Check the invariants an operation sequence always keeps (for restored values)."""
         bad = _invalid(self)
         return Rejected(R.INVALID_RESTORE, bad) if bad else self
+
+
+_IDLE = RunIdle()
+_STARTING = RunActive(Starting())
+_THINKING = RunActive(Thinking())
+_COMPLETION = Completion()
+
+
+def _read_entry(value: object, what: str) -> TrustEntry:
+    return i.exactly(value, (TrustEntry,), what)  # type: ignore[no-any-return]
+
+
+def _read_auto(value: object, what: str) -> PendingAutoApproval:
+    return i.exactly(value, (PendingAutoApproval,), what)  # type: ignore[no-any-return]
+
+
+def _read_range(value: object, what: str) -> EditRange:
+    return i.exactly(value, (EditRange,), what)  # type: ignore[no-any-return]
 
 
 def _with_trust(
@@ -628,7 +721,7 @@ def _session_trust(trust: tuple[TrustEntry, ...]) -> tuple[TrustEntry, ...]:
 
 def _invalid(value: TurnExecution) -> str:
     phase = value.phase
-    if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+    if isinstance(phase, RunActive) and isinstance(phase.activity, ToolExecution):
         ids = [t.call_id for t in phase.activity.active_tools]
         if not ids:
             return "tool execution with no active tools"
@@ -637,127 +730,17 @@ def _invalid(value: TurnExecution) -> str:
     keys = [e.key for e in value.trust]
     if len(set(keys)) != len(keys):
         return "duplicate trust key"
-    if value.auto_approvals and not isinstance(phase, ActivePhase):
+    if value.auto_approvals and not isinstance(phase, RunActive):
         return "pending auto-approvals outside a turn"
     calls = [p.call_id for p in value.auto_approvals]
     if len(set(calls)) != len(calls):
         return "duplicate pending auto-approval"
-    if not isinstance(phase, ActivePhase) and any(e.scope is TrustScope.TURN for e in value.trust):
+    if not isinstance(phase, RunActive) and any(e.scope is TrustScope.TURN for e in value.trust):
         return "turn-scoped trust outside a turn"
-    paths = [b.path for b in value.edit_boundaries]
+    paths = [b.path for b in value.edit_ranges]
     if len(set(paths)) != len(paths):
-        return "duplicate edit boundary"
-    for b in value.edit_boundaries:
+        return "duplicate edit range"
+    for b in value.edit_ranges:
         if not _absolute(b.path) or not 1 <= b.start <= b.end:
-            return f"bad edit boundary for {b.path!r}"
+            return f"bad edit range for {b.path!r}"
     return ""
-
-
-def _phase_to_json(phase: Phase) -> dict[str, JsonValue]:
-    if isinstance(phase, IdlePhase):
-        return {"kind": "idle"}
-    if isinstance(phase, FailurePhase):
-        return {"kind": "failure", "message": phase.message}
-    activity: dict[str, JsonValue] = {"kind": phase.activity.kind}
-    if isinstance(phase.activity, ToolExecution):
-        activity["active_tools"] = [
-            {"call_id": t.call_id, "name": t.name} for t in phase.activity.active_tools
-        ]
-    approval: JsonValue = None
-    if phase.pending_approval is not None:
-        approval = {
-            "call": phase.pending_approval.call.to_json(),
-            "reason": phase.pending_approval.reason,
-        }
-    return {
-        "kind": "active",
-        "activity": activity,
-        "pending_approval": approval,
-        "error": phase.error,
-    }
-
-
-def _decode_activity(data: object) -> Activity:
-    d = j.obj(data, "activity")
-    kind = j.string(d, "kind", "activity")
-    simple: dict[str, Activity] = {
-        "starting": Starting(),
-        "thinking": Thinking(),
-        "completion": Completion(),
-    }
-    if kind in simple:
-        return simple[kind]
-    if kind == "tool_execution":
-        tools = j.items(d, "active_tools", "activity", _decode_active_tool)
-        return ToolExecution(tools)
-    raise Malformed(f"activity: unknown kind {kind!r}")
-
-
-def _decode_active_tool(data: object) -> ActiveTool:
-    d = j.obj(data, "active tool")
-    return ActiveTool(j.string(d, "call_id", "active tool"), j.string(d, "name", "active tool"))
-
-
-def _decode_phase(data: object) -> Phase:
-    d = j.obj(data, "phase")
-    kind = j.string(d, "kind", "phase")
-    if kind == "idle":
-        return IdlePhase()
-    if kind == "failure":
-        return FailurePhase(j.string(d, "message", "phase"))
-    if kind != "active":
-        raise Malformed(f"phase: unknown kind {kind!r}")
-    activity = _decode_activity(j.field(d, "activity", "phase"))
-    raw = d.get("pending_approval")
-    approval = None
-    if raw is not None:
-        a = j.obj(raw, "approval")
-        approval = Approval(
-            ToolCall.decode(j.field(a, "call", "approval")), j.string(a, "reason", "approval")
-        )
-    return ActivePhase(activity, approval, j.opt_string(d, "error", "phase"))
-
-
-def _decode_trust(data: object) -> TrustEntry:
-    d = j.obj(data, "trust entry")
-    return TrustEntry(
-        TrustKey.decode(j.field(d, "key", "trust entry")),
-        j.enum(d, "scope", "trust entry", TrustScope),
-    )
-
-
-def _decode_auto(data: object) -> PendingAutoApproval:
-    d = j.obj(data, "auto approval")
-    return PendingAutoApproval(
-        j.string(d, "call_id", "auto approval"), j.enum(d, "scope", "auto approval", TrustScope)
-    )
-
-
-def _decode_boundary(data: object) -> EditBoundary:
-    d = j.obj(data, "edit boundary")
-    return EditBoundary(
-        j.string(d, "path", "edit boundary"),
-        j.integer(d, "start", "edit boundary"),
-        j.integer(d, "end", "edit boundary"),
-    )
-
-
-def _decode_name(data: object) -> str:
-    if not isinstance(data, str):
-        raise Malformed("shell tool: expected a string")
-    return data
-
-
-def _decode_execution(data: object) -> TurnExecution:
-    d = j.obj(data, "turn execution")
-    w = "turn execution"
-    return TurnExecution(
-        mode=j.enum(d, "mode", w, Mode),
-        phase=_decode_phase(j.field(d, "phase", w)),
-        steering=j.items(d, "steering", w, content_from_json),
-        follow_up=j.items(d, "follow_up", w, content_from_json),
-        trust=j.items(d, "trust", w, _decode_trust),
-        auto_approvals=j.items(d, "auto_approvals", w, _decode_auto),
-        edit_boundaries=j.items(d, "edit_boundaries", w, _decode_boundary),
-        shell_tools=j.items(d, "shell_tools", w, _decode_name),
-    )

@@ -3,7 +3,7 @@
 Persisted turn state comes back from disk, from another process or from an older
 version; it is untrusted. Decoders in this package read it through the small helpers
 below, which raise the private :class:`Malformed` on the first wrong shape. The public
-``from_json`` functions catch it at the boundary (:func:`decode`) and return a typed
+``from_json`` functions catch it where the data enters (:func:`decode`) and return a typed
 :class:`~phaseflow.turn.rejections.Rejected` instead, so no input of any shape produces
 a traceback. Semantic checks (ordering, cross references) happen after the shape is
 known, in each value's ``restore``-style validation.
@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from phaseflow.errors import PhaseflowError
+from phaseflow.turn.inputs import MAX_INT, TurnInputError, describe
 from phaseflow.turn.rejections import Rejected, RejectionReason
 
 __all__ = [
@@ -33,8 +35,12 @@ T = TypeVar("T")
 E = TypeVar("E")
 
 
-class Malformed(Exception):
-    """Raised by decoders on a wrong shape; converted to ``Rejected`` by :func:`decode`."""
+class Malformed(PhaseflowError):
+    """Raised by decoders on a wrong shape; converted to ``Rejected`` by :func:`decode`.
+
+    A ``PhaseflowError``, so even a decoder helper called directly on a wrong shape (e.g.
+    ``content_from_json(5)``) raises nothing but the package's own error.
+    """
 
 
 def canonical_json(value: object) -> str:
@@ -85,20 +91,15 @@ def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:
     """Run ``decoder`` on untrusted data; a shape error becomes ``malformed_json``."""
     try:
         return decoder(data)
-    except Malformed as exc:
+    except (Malformed, TurnInputError) as exc:
+        # A value's constructor refusing what the shape readers let through (it reads
+        # every field again) is a wrong shape too.
         return Rejected(RejectionReason.MALFORMED_JSON, str(exc))
     except RecursionError:
         return Rejected(RejectionReason.MALFORMED_JSON, "JSON nested too deeply")
     except (ValueError, OverflowError) as exc:
         # Defence in depth: a number no shape check anticipated must still not escape.
-        return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {exc}")
-
-
-def unwrap(value: T | Rejected) -> T:
-    """Inside a decoder: turn a nested rejection into ``Malformed`` (keeps the detail)."""
-    if isinstance(value, Rejected):
-        raise Malformed(str(value))
-    return value
+        return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {describe(exc)}")
 
 
 # --- shape readers -----------------------------------------------------------------
@@ -136,16 +137,15 @@ def integer(data: Mapping[str, object], key: str, what: str) -> int:
     value = field(data, key, what)
     if not isinstance(value, int) or isinstance(value, bool):
         raise Malformed(f"{what}.{key}: expected an integer")
+    if not -MAX_INT - 1 <= value <= MAX_INT:
+        raise Malformed(f"{what}.{key}: integer out of the 64-bit range")
     return value
 
 
 def opt_integer(data: Mapping[str, object], key: str, what: str) -> int | None:
-    value = data.get(key)
-    if value is None:
+    if data.get(key) is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise Malformed(f"{what}.{key}: expected an integer or null")
-    return value
+    return integer(data, key, what)
 
 
 def number(data: Mapping[str, object], key: str, what: str) -> float:

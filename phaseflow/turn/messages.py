@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, overload
 
-from phaseflow.errors import PhaseflowError
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.rejections import Rejected
@@ -59,6 +59,9 @@ class Role(StrEnum):
 class TextPart:
     text: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", i.text(self.text, "text part"))
+
 
 @dataclass(frozen=True, slots=True)
 class MediaPart:
@@ -67,25 +70,60 @@ class MediaPart:
     media_type: str
     token: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "media_type", i.text(self.media_type, "media part type"))
+        object.__setattr__(self, "token", i.text(self.token, "media part token"))
+
 
 ContentPart = TextPart | MediaPart
 Content = str | tuple[ContentPart, ...]
 """Plain text, or an ordered tuple of parts."""
 
 
-def freeze_content(content: Content) -> Content:
-    """``content`` with a list of parts turned into a tuple (values never hold a list)."""
-    if isinstance(content, str) or type(content) is tuple:
+_PARTS = (TextPart, MediaPart)
+
+
+def freeze_content(content: object, what: str = "content") -> Content:
+    """``content`` as :data:`Content`: a string, or a tuple of parts (a list becomes one).
+
+    Anything else (a list of strings, bytes, a number, ``None``) raises
+    :class:`~phaseflow.turn.inputs.TurnInputError`.
+    """
+    if type(content) is str:
         return content
-    return tuple(content)
+    if isinstance(content, tuple | list):
+        for part in content:
+            if type(part) not in _PARTS:
+                raise i.TurnInputError(
+                    f"{what} parts must be TextPart or MediaPart, not {i.describe(part)}"
+                )
+        return content if type(content) is tuple else tuple(content)
+    if isinstance(content, str):
+        return i.text(content, what)
+    raise i.TurnInputError(
+        f"{what} must be a string or a tuple of parts, not {i.describe(content)}"
+    )
 
 
-def freeze(items: Iterable[Any]) -> tuple[Any, ...]:
-    """``items`` as a tuple (the same object when it already is one)."""
-    return items if type(items) is tuple else tuple(items)
+def read_content(content: object, what: str) -> Content:
+    """:func:`freeze_content` with the reader signature of :func:`inputs.sequence`."""
+    return freeze_content(content, what)
+
+
+def read_call(value: object, what: str) -> ToolCall:
+    return i.exactly(value, (ToolCall,), what)  # type: ignore[no-any-return]
+
+
+def read_outcome(value: object, what: str) -> ToolOutcome:
+    return i.exactly(value, (ToolOutcome,), what)  # type: ignore[no-any-return]
+
+
+def read_message(value: object, what: str) -> Message:
+    return i.exactly(value, _MESSAGES, what)  # type: ignore[no-any-return]
 
 
 def content_to_json(content: Content) -> JsonValue:
+    content = freeze_content(content)
     if isinstance(content, str):
         return content
     out: list[JsonValue] = []
@@ -126,17 +164,21 @@ class ToolCall:
     arguments: str = "{}"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "id", i.text(self.id, "tool call id"))
+        object.__setattr__(self, "name", i.text(self.name, "tool call name"))
         # Keep the one invariant identity comparisons rely on: ``arguments`` is the
         # canonical text. A non-canonical string (other key order, spaces) or a JSON value
         # passed directly is canonicalised; anything that is not JSON is a programming
-        # error (``PhaseflowError``), as in :meth:`of`.
+        # error (``TurnInputError``), as in :meth:`of`.
         raw: object = self.arguments
         try:
             value = json.loads(raw) if isinstance(raw, str) else raw
             text = j.canonical_json(value)
-        except (ValueError, Malformed) as exc:
-            raise PhaseflowError(f"tool call arguments are not JSON: {exc}") from None
-        if text != raw:
+        except (ValueError, RecursionError, Malformed) as exc:
+            raise i.TurnInputError(
+                f"tool call arguments are not JSON: {i.describe(exc, 120)}"
+            ) from None
+        if text != raw or type(raw) is not str:
             object.__setattr__(self, "arguments", text)
 
     @classmethod
@@ -149,7 +191,7 @@ class ToolCall:
         try:
             text = j.canonical_json({} if arguments is None else arguments)
         except Malformed as exc:
-            raise PhaseflowError(f"tool call arguments are not JSON: {exc}") from None
+            raise i.TurnInputError(f"tool call arguments are not JSON: {exc}") from None
         return cls(id, name, text)
 
     def argument_value(self) -> Any:
@@ -186,7 +228,8 @@ class ToolOutcome:
     content: Content
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", freeze_content(self.content))
+        object.__setattr__(self, "status", i.member(OutcomeStatus, self.status, "outcome status"))
+        object.__setattr__(self, "content", freeze_content(self.content, "outcome content"))
 
     @property
     def is_error(self) -> bool:
@@ -229,7 +272,7 @@ class SystemMessage:
     content: Content
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", freeze_content(self.content))
+        object.__setattr__(self, "content", freeze_content(self.content, "system content"))
 
     role: ClassVar[Role] = Role.SYSTEM
 
@@ -239,7 +282,7 @@ class UserMessage:
     content: Content
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", freeze_content(self.content))
+        object.__setattr__(self, "content", freeze_content(self.content, "user content"))
 
     role: ClassVar[Role] = Role.USER
 
@@ -252,8 +295,9 @@ class AssistantMessage:
     role: ClassVar[Role] = Role.ASSISTANT
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", freeze_content(self.content))
-        object.__setattr__(self, "tool_calls", freeze(self.tool_calls))
+        object.__setattr__(self, "content", freeze_content(self.content, "assistant content"))
+        object.__setattr__(self, "tool_calls", i.sequence(self.tool_calls, "tool calls", read_call))
+        object.__setattr__(self, "reasoning", i.text(self.reasoning, "reasoning"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,10 +308,13 @@ class ToolResultMessage:
     role: ClassVar[Role] = Role.TOOL
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "content", freeze_content(self.content))
+        object.__setattr__(self, "call_id", i.text(self.call_id, "tool result call id"))
+        object.__setattr__(self, "content", freeze_content(self.content, "tool result content"))
+        object.__setattr__(self, "is_error", i.flag(self.is_error, "tool result is_error"))
 
 
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
+_MESSAGES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
 
 
 def message_to_json(message: Message) -> dict[str, JsonValue]:
@@ -327,7 +374,7 @@ class History:
     _len: int
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
-        tail = tuple(messages)
+        tail = _messages(messages)
         object.__setattr__(self, "_parent", None)
         object.__setattr__(self, "_tail", tail)
         object.__setattr__(self, "_start", 0)
@@ -353,11 +400,11 @@ class History:
 
     def extend(self, messages: Iterable[Message]) -> History:
         """A new history: this one plus ``messages``. O(k); shares this one."""
-        tail = tuple(messages)
+        tail = _messages(messages)
         return History._node(self, tail) if tail else self
 
     def append(self, message: Message) -> History:
-        return History._node(self, (message,))
+        return History._node(self, (read_message(message, "message"),))
 
     def _nodes(self) -> list[History]:
         nodes: list[History] = []
@@ -391,6 +438,8 @@ class History:
     def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
         if isinstance(index, slice):
             return self.to_tuple()[index]
+        if type(index) is not int:
+            index = i.integer(index, "history index")
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:
@@ -403,6 +452,8 @@ class History:
 
     def take(self, count: int) -> History:
         """The first ``count`` messages, sharing structure. O(nodes walked)."""
+        if type(count) is not int:
+            count = i.integer(count, "count")
         if count >= self._len:
             return self
         if count <= 0:
@@ -419,6 +470,8 @@ class History:
 
     def after(self, count: int) -> tuple[Message, ...]:
         """The messages from index ``count`` on. O(k + nodes walked) for a k-message tail."""
+        if type(count) is not int:
+            count = i.integer(count, "count")
         if count >= self._len:
             return ()
         chunks: list[tuple[Message, ...]] = []
@@ -436,32 +489,34 @@ class History:
         first, then equality) until both chains reach the same node, which proves the
         rest equal without looking at it.
         """
+        if type(prefix) is not History:
+            raise i.TurnInputError(f"prefix must be a History, not {i.describe(prefix)}")
         n = prefix._len
         if n > self._len:
             return False
         a: History = self
         b: History = prefix
-        i = n - 1
-        while i >= 0:
-            while a._start > i:
+        pos = n - 1
+        while pos >= 0:
+            while a._start > pos:
                 assert a._parent is not None
                 a = a._parent
-            while b._start > i:
+            while b._start > pos:
                 assert b._parent is not None
                 b = b._parent
             if a is b:
                 return True
             lo = max(a._start, b._start)
             at, bt, ast, bst = a._tail, b._tail, a._start, b._start
-            for k in range(i, lo - 1, -1):
+            for k in range(pos, lo - 1, -1):
                 x, y = at[k - ast], bt[k - bst]
                 if x is not y and x != y:
                     return False
-            i = lo - 1
+            pos = lo - 1
         return True
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, History):
+        if type(other) is not History:
             return NotImplemented
         return self is other or (self._len == other._len and self.starts_with(other))
 
@@ -485,8 +540,26 @@ class History:
         return j.decode(data, cls.decode)
 
 
+def _messages(messages: Iterable[Message]) -> tuple[Message, ...]:
+    """``messages`` as a tuple of messages; raises ``TurnInputError`` for anything else.
+
+    Any iterable is read (the core itself extends histories with generators), but a
+    string or a mapping is refused: iterating one would never yield messages.
+    """
+    listed = type(messages) is tuple or type(messages) is list
+    if not listed and (
+        isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable)
+    ):
+        raise i.TurnInputError(f"messages must be a sequence, not {i.describe(messages)}")
+    tail = tuple(messages)
+    for message in tail:
+        if type(message) not in _MESSAGES:
+            raise i.TurnInputError(f"not a message: {i.describe(message)}")
+    return tail
+
+
 def as_history(messages: History | Iterable[Message]) -> History:
-    return messages if isinstance(messages, History) else History(messages)
+    return messages if type(messages) is History else History(messages)
 
 
 def canonical_arguments(arguments: object) -> str | None:

@@ -19,7 +19,9 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
+from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.messages import ToolOutcome
 from phaseflow.turn.rejections import Rejected, RejectionReason
@@ -68,8 +70,12 @@ class CaptureIncomplete:
     reason: CaptureReason
     kind = "incomplete"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", i.member(CaptureReason, self.reason, "capture reason"))
+
 
 Capture = CaptureComplete | CaptureIncomplete
+_CAPTURES = (CaptureComplete, CaptureIncomplete)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +90,12 @@ class PresentationTruncated:
     omitted: int | None = None
     kind = "truncated"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "omitted", i.opt_integer(self.omitted, "omitted count"))
+
 
 Presentation = PresentationComplete | PresentationTruncated
+_PRESENTATIONS = (PresentationComplete, PresentationTruncated)
 
 
 class SelectionKind(StrEnum):
@@ -111,6 +121,14 @@ class Selection:
     count: int
     total: int | None = None
 
+    def __post_init__(self) -> None:
+        setf = object.__setattr__
+        setf(self, "kind", i.member(SelectionKind, self.kind, "selection kind"))
+        setf(self, "unit", i.member(SelectionUnit, self.unit, "selection unit"))
+        setf(self, "start", i.integer(self.start, "selection start"))
+        setf(self, "count", i.integer(self.count, "selection count"))
+        setf(self, "total", i.opt_integer(self.total, "selection total"))
+
     @classmethod
     def create(
         cls,
@@ -120,7 +138,10 @@ class Selection:
         count: int,
         total: int | None = None,
     ) -> Selection | Rejected:
-        return cls(kind, unit, start, count, total).validate()
+        try:
+            return cls(kind, unit, start, count, total).validate()
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_SELECTION, str(exc))
 
     def validate(self) -> Selection | Rejected:
         problem = _selection_problem(self)
@@ -151,7 +172,7 @@ class Selection:
 def _selection_problem(s: Selection) -> str:
     if s.start < 0 or s.count < 0 or (s.total is not None and s.total < 0):
         return "start, count and total must not be negative"
-    if s.total is not None and s.start + s.count > s.total:
+    if s.total is not None and s.start + s.count > s.total:  # bounded ints: printable
         return f"range {s.start}+{s.count} exceeds total {s.total}"
     if s.kind is SelectionKind.FULL and (s.start != 0 or s.total is None or s.count != s.total):
         return "a full selection starts at 0 and covers the (known) total"
@@ -180,11 +201,20 @@ class OutputReference:
     size: int
     sha256: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "token", i.text(self.token, "reference token"))
+        object.__setattr__(self, "media_type", i.text(self.media_type, "reference media type"))
+        object.__setattr__(self, "size", i.integer(self.size, "reference size"))
+        object.__setattr__(self, "sha256", i.text(self.sha256, "reference sha256"))
+
     @classmethod
     def create(
         cls, token: str, media_type: str, size: int, sha256: str
     ) -> OutputReference | Rejected:
-        return cls(token, media_type, size, sha256).validate()
+        try:
+            return cls(token, media_type, size, sha256).validate()
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_REFERENCE, str(exc))
 
     def validate(self) -> OutputReference | Rejected:
         problem = _reference_problem(self)
@@ -212,9 +242,10 @@ class OutputReference:
 
 def _reference_problem(ref: OutputReference) -> str:
     if not _TOKEN.fullmatch(ref.token) or ".." in ref.token:
-        return f"token {ref.token!r} is not an opaque token (looks like a path or is malformed)"
+        shown = i.describe(ref.token)
+        return f"token {shown} is not an opaque token (looks like a path or is malformed)"
     if not _MEDIA.fullmatch(ref.media_type):
-        return f"bad media type {ref.media_type!r}"
+        return f"bad media type {i.describe(ref.media_type)}"
     if ref.size < 0:
         return "negative size"
     if not _SHA256.fullmatch(ref.sha256):
@@ -236,6 +267,16 @@ class ToolOutput:
     reference: OutputReference | None = None
     failed: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", i.text(self.text, "output text"))
+        i.exactly(self.capture, _CAPTURES, "capture")
+        i.exactly(self.presentation, _PRESENTATIONS, "presentation")
+        if self.selection is not None:
+            i.exactly(self.selection, (Selection,), "selection")
+        if self.reference is not None:
+            i.exactly(self.reference, (OutputReference,), "reference")
+        object.__setattr__(self, "failed", i.flag(self.failed, "failed"))
+
     @classmethod
     def create(
         cls,
@@ -246,7 +287,10 @@ class ToolOutput:
         reference: OutputReference | None = None,
         failed: bool = False,
     ) -> ToolOutput | Rejected:
-        return cls(text, capture, presentation, selection, reference, failed).validate()
+        try:
+            return cls(text, capture, presentation, selection, reference, failed).validate()
+        except i.TurnInputError as exc:
+            return Rejected(R.INVALID_OUTPUT, str(exc))
 
     def validate(self) -> ToolOutput | Rejected:
         p = self.presentation
@@ -333,6 +377,7 @@ def result(output: ToolOutput) -> ToolOutcome:
     An incomplete capture is an error even when a prefix is shown: the model must not
     mistake part of an answer for all of it.
     """
+    i.exactly(output, (ToolOutput,), "output")
     text = output.text
     notes: list[str] = []
     p = output.presentation
@@ -356,6 +401,9 @@ def result(output: ToolOutput) -> ToolOutcome:
     return ToolOutcome.error(text) if output.is_error else ToolOutcome.ok(text)
 
 
+_LINES = Selection(SelectionKind.FULL, SelectionUnit.LINES, 0, 0, 0)
+
+
 def present_lines(
     captured: str,
     max_lines: int,
@@ -370,15 +418,23 @@ def present_lines(
     when lines are cut the presentation is truncated and ``reference`` is required.
     A complete capture knows its total; an incomplete one does not.
     """
+    try:
+        max_lines = i.integer(max_lines, "max_lines")
+    except i.TurnInputError as exc:
+        return Rejected(R.INVALID_SELECTION, str(exc))
     if max_lines < 0:
         return Rejected(R.INVALID_SELECTION, "max_lines must not be negative")
+    try:
+        captured = i.text(captured, "captured text")
+    except i.TurnInputError as exc:
+        return Rejected(R.INVALID_OUTPUT, str(exc))
     lines = captured.splitlines(keepends=True)
     shown = lines[:max_lines]
     omitted = len(lines) - len(shown)
     complete = isinstance(capture, CaptureComplete)
     total = len(lines) if complete else None
     kind = SelectionKind.FULL if complete and omitted == 0 else SelectionKind.CAPTURED_PREFIX
-    selection = Selection(kind, SelectionUnit.LINES, 0, len(shown), total)
+    selection = evolve(_LINES, kind=kind, count=len(shown), total=total)
     presentation: Presentation = (
         PresentationTruncated(omitted) if omitted else PresentationComplete()
     )

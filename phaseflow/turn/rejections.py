@@ -9,11 +9,18 @@ A rejection never changes anything: the caller still holds the value it had.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeGuard
+from typing import Any, ParamSpec, TypeGuard, TypeVar
 
-__all__ = ["Rejected", "RejectionReason", "is_rejected"]
+from phaseflow.turn import inputs as i
+
+__all__ = ["Rejected", "RejectionReason", "is_rejected", "refusing"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class RejectionReason(StrEnum):
@@ -28,7 +35,7 @@ class RejectionReason(StrEnum):
     APPROVAL_PENDING = "approval_pending"
     TOOL_ALREADY_ACTIVE = "tool_already_active"
     TOOL_NOT_ACTIVE = "tool_not_active"
-    INVALID_EDIT_BOUNDARY = "invalid_edit_boundary"
+    INVALID_EDIT_RANGE = "invalid_edit_range"
     # Part 2: turn state
     STALE_TURN = "stale_turn"
     INVALID_STATE = "invalid_state"
@@ -41,7 +48,7 @@ class RejectionReason(StrEnum):
     NO_ACTIVE_REQUEST = "no_active_request"
     UNKNOWN_REQUEST = "unknown_request"
     INVALID_REQUEST = "invalid_request"
-    INVALID_BOUNDARY = "invalid_boundary"
+    INVALID_MARK = "invalid_mark"
     DUPLICATE_OUTCOME = "duplicate_outcome"
     STALE_OUTCOME = "stale_outcome"
     HISTORY_MISMATCH = "history_mismatch"
@@ -54,7 +61,7 @@ class RejectionReason(StrEnum):
     TOOL_CALL_IDENTITY_MISMATCH = "tool_call_identity_mismatch"
     NOT_ADMITTED = "not_admitted"
     CONFLICTING_TOOL_OUTCOME = "conflicting_tool_outcome"
-    BOUNDARY_NOT_FOUND = "boundary_not_found"
+    MARK_NOT_FOUND = "mark_not_found"
     BRANCH_EXISTS = "branch_exists"
     BRANCH_NOT_FOUND = "branch_not_found"
     INVALID_HISTORY = "invalid_history"
@@ -64,6 +71,8 @@ class RejectionReason(StrEnum):
     REFERENCE_REQUIRED = "reference_required"
     INVALID_REFERENCE = "invalid_reference"
     INVALID_SELECTION = "invalid_selection"
+    # Every part: an argument that is not what the parameter accepts
+    INVALID_ARGUMENT = "invalid_argument"
     # Every part: untrusted JSON
     MALFORMED_JSON = "malformed_json"
 
@@ -78,6 +87,10 @@ class Rejected:
     reason: RejectionReason
     detail: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", i.member(RejectionReason, self.reason, "reason"))
+        object.__setattr__(self, "detail", i.text(self.detail, "detail"))
+
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.reason.value, "detail": self.detail}
 
@@ -88,3 +101,24 @@ class Rejected:
 def is_rejected(value: object) -> TypeGuard[Rejected]:
     """True when ``value`` is a rejection (a convenience for ``isinstance``)."""
     return isinstance(value, Rejected)
+
+
+def refusing(reason: RejectionReason) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Make an operation answer a refused argument with ``Rejected(reason)``.
+
+    For operations whose result already includes ``Rejected``: a :class:`TurnInputError`
+    raised while the operation reads its arguments becomes the documented rejection, so
+    the caller gets a value, never an exception, for bad input.
+    """
+
+    def wrap(operation: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(operation)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return operation(*args, **kwargs)
+            except i.TurnInputError as exc:
+                return Rejected(reason, str(exc))  # type: ignore[return-value]
+
+        return checked
+
+    return wrap

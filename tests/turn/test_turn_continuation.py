@@ -11,10 +11,10 @@ from phaseflow.turn import (
     OUTCOME_UNKNOWN_TEXT,
     ActiveRequest,
     AssistantMessage,
-    Boundary,
     Continuation,
     EffectState,
     History,
+    HistoryMark,
     Provenance,
     Rejected,
     RequestOutcome,
@@ -100,7 +100,7 @@ def test_complete_applies_once_and_records_a_boundary() -> None:
     outcome = reply(c)
     done = ok(c.complete(outcome, display_entry=3))
     assert done.revision == 2 and done.request is None
-    assert done.boundaries == (Boundary(3, 2, 3),)
+    assert done.marks == (HistoryMark(3, 2, 3),)
     assert done.messages.last() == AssistantMessage("done")
     rejected(done.complete(outcome), "duplicate_outcome")
 
@@ -134,7 +134,7 @@ def test_complete_refuses_unanswered_tool_calls_and_bad_boundaries() -> None:
     rejected(c.complete(RequestOutcome("r1", T1, 1, dangling)), "invalid_history")
     done = ok(c.complete(reply(c), display_entry=5))
     again = ok(done.begin_request("r2", TurnId(2), "more"))
-    rejected(again.complete(reply(again), display_entry=5), "invalid_boundary")
+    rejected(again.complete(reply(again), display_entry=5), "invalid_mark")
 
 
 def test_complete_with_checkpoint_needs_every_call_completed_and_results() -> None:
@@ -355,7 +355,7 @@ def test_branch_at_saves_and_rewinds_and_switch_restores() -> None:
     full = c.messages
     b = ok(c.branch_at("alt", 3))
     assert b.messages.to_tuple() == full.to_tuple()[:5]
-    assert [x.display_entry for x in b.boundaries] == [1, 3]
+    assert [x.display_entry for x in b.marks] == [1, 3]
     assert b.branch("alt").messages == full  # type: ignore[union-attr]
     b = ok(b.begin_request("rx", TurnId(9), "different"))
     b = ok(b.complete(reply(b, "other answer")))
@@ -366,7 +366,7 @@ def test_branch_at_saves_and_rewinds_and_switch_restores() -> None:
 
 def test_branch_rejections() -> None:
     c = conversation(2)
-    rejected(c.branch_at("x", 99), "boundary_not_found")
+    rejected(c.branch_at("x", 99), "mark_not_found")
     b = ok(c.branch_at("x", 1))
     rejected(b.branch_at("x", 1), "branch_exists")
     rejected(b.branch_at("", 1), "branch_exists")
@@ -381,7 +381,7 @@ def test_replace_messages_and_system_refused_while_active() -> None:
     c = conversation(1)
     compacted = [SystemMessage("s"), UserMessage("summary"), AssistantMessage("ok")]
     r = ok(c.replace_messages(compacted))
-    assert r.revision == c.revision + 1 and r.boundaries == () and len(r.messages) == 3
+    assert r.revision == c.revision + 1 and r.marks == () and len(r.messages) == 3
     rejected(c.replace_messages([UserMessage("x"), SystemMessage("late")]), "invalid_history")
     rejected(c.replace_messages([AssistantMessage("", (LS,))]), "invalid_history")
     s = ok(c.replace_system(SystemMessage("new")))
@@ -395,7 +395,7 @@ def test_replace_system_prepending_shifts_boundaries() -> None:
     c = ok(Continuation().begin_request("r", T1, "q"))
     c = ok(c.complete(reply(c)))
     s = ok(c.replace_system(SystemMessage("sys")))
-    assert s.boundaries[0].message_count == 3
+    assert s.marks[0].message_count == 3
     b = ok(s.branch_at("x", 0))
     assert b.messages.to_tuple() == (
         SystemMessage("sys"),
@@ -409,13 +409,13 @@ def test_replace_system_prepending_shifts_boundaries() -> None:
 
 def test_restore_validates() -> None:
     msgs = [UserMessage("q"), AssistantMessage("a")]
-    assert ok(Continuation.restore(msgs, 1, 1, boundaries=[Boundary(0, 1, 2)]))
+    assert ok(Continuation.restore(msgs, 1, 1, marks=[HistoryMark(0, 1, 2)]))
     rejected(Continuation.restore(msgs, 1, 2), "invalid_restore")  # durable ahead
     rejected(
-        Continuation.restore(msgs, 2, 0, boundaries=[Boundary(3, 2, 2), Boundary(1, 1, 1)]),
+        Continuation.restore(msgs, 2, 0, marks=[HistoryMark(3, 2, 2), HistoryMark(1, 1, 1)]),
         "invalid_restore",
     )  # not increasing
-    rejected(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 9)]), "invalid_restore")
+    rejected(Continuation.restore(msgs, 1, 0, marks=[HistoryMark(0, 1, 9)]), "invalid_restore")
     history = History(msgs)
     req = ActiveRequest("r", T1, 1, history.append(UserMessage("n")))
     assert ok(Continuation.restore(history, 1, 0, request=req))
@@ -448,9 +448,9 @@ def test_restore_refuses_a_boundary_inside_a_tool_group() -> None:
         ToolResultMessage("c1", "files"),
         AssistantMessage("a"),
     ]
-    assert ok(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 4)]))
+    assert ok(Continuation.restore(msgs, 1, 0, marks=[HistoryMark(0, 1, 4)]))
     # rewinding to message 2 would leave c1 without a result
-    rejected(Continuation.restore(msgs, 1, 0, boundaries=[Boundary(0, 1, 2)]), "invalid_restore")
+    rejected(Continuation.restore(msgs, 1, 0, marks=[HistoryMark(0, 1, 2)]), "invalid_restore")
 
 
 def test_restore_refuses_a_checkpoint_with_an_open_call_before_its_group() -> None:
@@ -496,7 +496,7 @@ def test_import_legacy() -> None:
         UserMessage("more"),
         AssistantMessage("ok"),
     )
-    assert c.boundaries == (Boundary(1, 1, 2), Boundary(3, 2, 4))
+    assert c.marks == (HistoryMark(1, 1, 2), HistoryMark(3, 2, 4))
     assert ok(c.branch_at("old", 1)).messages.to_tuple() == (
         UserMessage("hi"),
         AssistantMessage("yo"),
@@ -741,9 +741,9 @@ class ContinuationMachine(RuleBasedStateMachine):
 
     @rule(pick=st.integers(0, 5))
     def branch_at(self, pick: int) -> None:
-        if not self.c.boundaries:
+        if not self.c.marks:
             return
-        b = self.c.boundaries[pick % len(self.c.boundaries)]
+        b = self.c.marks[pick % len(self.c.marks)]
         result = self.c.branch_at(self._id("b"), b.display_entry)
         if self.c.request is not None:
             rejected(

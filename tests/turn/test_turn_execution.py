@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.turn import (
-    ActivePhase,
-    Approval,
     ApprovalDecision,
+    ApprovalRequest,
     Completion,
     ExecStatus,
-    FailurePhase,
-    IdlePhase,
     Mode,
     PromptKind,
     Queued,
     Rejected,
+    RunActive,
+    RunFailed,
+    RunIdle,
     SendNext,
     SendNow,
     Starting,
@@ -26,6 +28,7 @@ from phaseflow.turn import (
     Thinking,
     ToolCall,
     ToolExecution,
+    TrustEntry,
     TrustKey,
     TrustKeyKind,
     TrustScope,
@@ -52,7 +55,7 @@ def thinking() -> TurnExecution:
 def test_prompt_when_idle_is_sent_now_and_starts_the_turn() -> None:
     admitted = TurnExecution().admit_prompt(PromptKind.FOLLOW_UP, "hi")
     assert admitted.action == SendNow("hi")
-    assert admitted.execution.phase == ActivePhase(Starting())
+    assert admitted.execution.phase == RunActive(Starting())
 
 
 def test_prompts_during_a_turn_queue_in_order_and_drain_steering_first() -> None:
@@ -65,13 +68,13 @@ def test_prompts_during_a_turn_queue_in_order_and_drain_steering_first() -> None
     ex = ok(ex.begin_completion())
     done = ok(ex.finish_completion())
     assert done.next == SendNext(("s1", "s2", "f1", "f2"))
-    assert done.execution.phase == ActivePhase(Starting())
+    assert done.execution.phase == RunActive(Starting())
     assert done.execution.steering == () and done.execution.follow_up == ()
 
 
 def test_finish_with_nothing_queued_is_idle() -> None:
     done = ok(ok(thinking().begin_completion()).finish_completion())
-    assert done.next is None and done.execution.phase == IdlePhase()
+    assert done.next is None and done.execution.phase == RunIdle()
 
 
 def test_begin_turn_while_active_is_turn_active() -> None:
@@ -79,20 +82,20 @@ def test_begin_turn_while_active_is_turn_active() -> None:
 
 
 def test_begin_turn_from_failure() -> None:
-    assert ok(TurnExecution().fail("x").begin_turn()).phase == ActivePhase(Starting())
+    assert ok(TurnExecution().fail("x").begin_turn()).phase == RunActive(Starting())
 
 
 def test_provider_started_needs_starting_without_approval() -> None:
     rejected(TurnExecution().provider_started(), "not_active")
     rejected(thinking().provider_started(), "invalid_phase")
-    pending = ok(active().request_approval(Approval(BASH_LS)))
+    pending = ok(active().request_approval(ApprovalRequest(BASH_LS)))
     rejected(pending.provider_started(), "approval_pending")
 
 
 def test_provider_started_clears_the_error() -> None:
     ex = active().report_error("boom")
     assert ex.status is ExecStatus.ERROR
-    assert ok(ex.provider_started()).phase == ActivePhase(Thinking())
+    assert ok(ex.provider_started()).phase == RunActive(Thinking())
 
 
 # --- tools ------------------------------------------------------------------------
@@ -105,9 +108,9 @@ def test_tools_start_in_order_and_last_out_is_completion() -> None:
     ex = ok(ex.tool_started("b", "read_file")).execution
     assert [t.call_id for t in ex.active_tools] == ["a", "b"]
     ex = ok(ex.tool_completed("a"))
-    assert isinstance(ex.phase, ActivePhase) and isinstance(ex.phase.activity, ToolExecution)
+    assert isinstance(ex.phase, RunActive) and isinstance(ex.phase.activity, ToolExecution)
     ex = ok(ex.tool_completed("b"))
-    assert ex.phase == ActivePhase(Completion())
+    assert ex.phase == RunActive(Completion())
 
 
 def test_tool_already_active() -> None:
@@ -144,20 +147,20 @@ def test_auto_approve_outside_a_turn() -> None:
 
 
 def test_request_approval_never_replaces_a_pending_one() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
-    other = Approval(ToolCall.of("c2", "bash", {"command": "pwd"}))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
+    other = ApprovalRequest(ToolCall.of("c2", "bash", {"command": "pwd"}))
     rejected(ex.request_approval(other), "approval_pending")
     rejected(TurnExecution().request_approval(other), "not_active")
 
 
 def test_resolve_approval_rejections() -> None:
     rejected(thinking().resolve_approval(None, ApprovalDecision.APPROVE), "no_pending_approval")
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     rejected(ex.resolve_approval("other", ApprovalDecision.APPROVE), "approval_not_found")
 
 
 def test_resolve_approval_none_matches_pending() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     resolved = ok(ex.resolve_approval(None, ApprovalDecision.REJECT))
     assert resolved.approval.call_id == "c1" and not resolved.approved
     assert resolved.execution.pending_approval is None
@@ -165,7 +168,7 @@ def test_resolve_approval_none_matches_pending() -> None:
 
 
 def test_approve_session_and_turn_store_trust_by_key() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     ex = ok(ex.resolve_approval("c1", ApprovalDecision.APPROVE_SESSION)).execution
     same_cmd = ToolCall.of("c9", "bash", {"command": "ls"})
     other_cmd = ToolCall.of("c9", "bash", {"command": "rm -rf /"})
@@ -174,7 +177,7 @@ def test_approve_session_and_turn_store_trust_by_key() -> None:
 
     read = ToolCall.of("r1", "read_file", {"path": "/a"})
     ex = ok(
-        ok(ex.request_approval(Approval(read))).resolve_approval(
+        ok(ex.request_approval(ApprovalRequest(read))).resolve_approval(
             None, ApprovalDecision.APPROVE_TURN
         )
     ).execution
@@ -186,21 +189,29 @@ def test_approve_session_and_turn_store_trust_by_key() -> None:
 
 
 def test_plain_approve_stores_no_trust() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     assert ok(ex.resolve_approval(None, ApprovalDecision.APPROVE)).execution.trust == ()
 
 
-def test_trusted_scope_falls_back_to_bare_name() -> None:
+def test_trusted_scope_falls_back_to_a_host_set_bare_name() -> None:
+    host = TurnExecution(trust=(TrustEntry(TrustKey("list_files"), TrustScope.SESSION),))
+    assert (
+        host.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is TrustScope.SESSION
+    )
+    assert host.trusted_scope(ToolCall.of("y", "read_file", {})) is None
+
+
+def test_approving_a_call_without_arguments_trusts_only_that_call() -> None:
     no_args = ToolCall.of("x", "list_files", {})
-    ex = ok(thinking().request_approval(Approval(no_args)))
+    ex = ok(thinking().request_approval(ApprovalRequest(no_args)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution
-    assert ex.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is TrustScope.SESSION
+    assert ex.trusted_scope(ToolCall.of("z", "list_files", {})) is TrustScope.SESSION
+    assert ex.trusted_scope(ToolCall.of("y", "list_files", {"path": "/any"})) is None
 
 
 def test_trusted_scope_prefers_the_specific_key_over_the_bare_name() -> None:
-    ex = ok(thinking().request_approval(Approval(ToolCall.of("x", "bash", {}))))
-    ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution  # bare name
-    ex = ok(ex.request_approval(Approval(BASH_LS)))
+    bare = TrustEntry(TrustKey("bash"), TrustScope.SESSION)  # only a host sets a bare name
+    ex = ok(replace(thinking(), trust=(bare,)).request_approval(ApprovalRequest(BASH_LS)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_TURN)).execution  # bash + ls
     assert ex.trusted_scope(BASH_LS) is TrustScope.TURN  # specific key first
     assert ex.trusted_scope(ToolCall.of("y", "bash", {"command": "pwd"})) is TrustScope.SESSION
@@ -209,7 +220,7 @@ def test_trusted_scope_prefers_the_specific_key_over_the_bare_name() -> None:
 
 
 def test_resolve_approval_reads_a_plain_string_decision_by_value() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     resolved = ok(ex.resolve_approval(None, "reject"))  # type: ignore[arg-type]
     assert not resolved.approved and resolved.execution.trust == ()
     session = ok(ex.resolve_approval(None, "approve_session"))  # type: ignore[arg-type]
@@ -219,15 +230,16 @@ def test_resolve_approval_reads_a_plain_string_decision_by_value() -> None:
 def test_trust_key_of_arguments_with_a_lone_surrogate() -> None:
     odd = ToolCall.of("s", "write_file", {"text": "\ud800"})
     assert trust_key(odd).kind is TrustKeyKind.ARGUMENTS
-    ex = ok(thinking().request_approval(Approval(odd)))
+    ex = ok(thinking().request_approval(ApprovalRequest(odd)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution
     assert ex.trusted_scope(odd) is TrustScope.SESSION
     assert_json_identity(ex, TurnExecution.from_json)
 
 
 def test_trust_keys() -> None:
-    assert trust_key(BASH_LS) == TrustKey("bash", TrustKeyKind.COMMAND, "ls")
-    assert trust_key(ToolCall.of("a", "t", {})) == TrustKey("t")
+    assert trust_key(BASH_LS) == TrustKey("bash", TrustKeyKind.COMMAND, '{"command":"ls"}')
+    no_args = trust_key(ToolCall.of("a", "t", {}))  # never the bare name: that trusts all calls
+    assert no_args.kind is TrustKeyKind.ARGUMENTS and len(no_args.detail) == 64
     k1 = trust_key(ToolCall.of("a", "t", {"x": 1, "y": 2}))
     k2 = trust_key(ToolCall.of("b", "t", {"y": 2, "x": 1}))
     assert k1 == k2 and k1.kind is TrustKeyKind.ARGUMENTS and len(k1.detail) == 64
@@ -236,14 +248,14 @@ def test_trust_keys() -> None:
     run = ToolCall.of("a", "run", {"command": "ls"})
     assert trust_key(run).kind is TrustKeyKind.ARGUMENTS
     assert TurnExecution(shell_tools=("run",)).trust_key(run) == TrustKey(
-        "run", TrustKeyKind.COMMAND, "ls"
+        "run", TrustKeyKind.COMMAND, '{"command":"ls"}'
     )
 
 
 def test_session_trust_is_never_narrowed_to_turn() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_SESSION)).execution
-    ex = ok(ex.request_approval(Approval(BASH_LS)))
+    ex = ok(ex.request_approval(ApprovalRequest(BASH_LS)))
     ex = ok(ex.resolve_approval(None, ApprovalDecision.APPROVE_TURN)).execution
     assert ex.abort().trusted_scope(BASH_LS) is TrustScope.SESSION
 
@@ -257,7 +269,7 @@ def test_completion_rejections() -> None:
     rejected(thinking().finish_completion(), "invalid_phase")
     tools = ok(thinking().tool_started("a", "bash")).execution
     rejected(tools.begin_completion(), "invalid_phase")
-    pending = ok(thinking().request_approval(Approval(BASH_LS)))
+    pending = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     rejected(pending.begin_completion(), "approval_pending")
 
 
@@ -265,12 +277,12 @@ def test_abort_keeps_queues_and_drops_turn_state() -> None:
     ex = thinking().admit_prompt(PromptKind.STEERING, "s").execution
     ex = ok(ex.auto_approve(BASH_LS, TrustScope.TURN))
     ex = ok(
-        ok(ex.request_approval(Approval(BASH_LS))).resolve_approval(
+        ok(ex.request_approval(ApprovalRequest(BASH_LS))).resolve_approval(
             None, ApprovalDecision.APPROVE_TURN
         )
     ).execution
     aborted = ex.abort()
-    assert aborted.phase == IdlePhase()
+    assert aborted.phase == RunIdle()
     assert aborted.steering == ("s",)
     assert aborted.trust == () and aborted.auto_approvals == ()
     assert not aborted.reclaimable  # something is still queued
@@ -278,19 +290,19 @@ def test_abort_keeps_queues_and_drops_turn_state() -> None:
 
 def test_fail_report_error_recover() -> None:
     failed = thinking().fail("down")
-    assert failed.phase == FailurePhase("down") and failed.status is ExecStatus.ERROR
-    assert ok(failed.recover()).phase == IdlePhase()
+    assert failed.phase == RunFailed("down") and failed.status is ExecStatus.ERROR
+    assert ok(failed.recover()).phase == RunIdle()
     rejected(TurnExecution().recover(), "invalid_phase")
     kept = ok(thinking().tool_started("a", "bash")).execution.report_error("warn")
     assert kept.active_tools and kept.status is ExecStatus.ERROR
-    assert TurnExecution().report_error("x").phase == FailurePhase("x")
+    assert TurnExecution().report_error("x").phase == RunFailed("x")
 
 
 def test_plan_mode_drops_pending_approval_and_keeps_phase() -> None:
-    ex = ok(thinking().request_approval(Approval(BASH_LS)))
+    ex = ok(thinking().request_approval(ApprovalRequest(BASH_LS)))
     plan = ex.enter_plan()
     assert plan.mode is Mode.PLAN and plan.pending_approval is None
-    assert plan.phase == ActivePhase(Thinking())
+    assert plan.phase == RunActive(Thinking())
     assert plan.status is ExecStatus.PLAN
     assert plan.enter_exec().status is ExecStatus.THINKING
 
@@ -311,7 +323,7 @@ def test_status_values() -> None:
 def test_admit_prompt_from_failure_sends_now_and_reclaimable_needs_empty_queues() -> None:
     admitted = TurnExecution().fail("x").admit_prompt(PromptKind.STEERING, "again")
     assert admitted.action == SendNow("again")
-    assert admitted.execution.phase == ActivePhase(Starting())
+    assert admitted.execution.phase == RunActive(Starting())
     ex = thinking().admit_prompt(PromptKind.FOLLOW_UP, "later").execution.abort()
     assert not ex.reclaimable and ex.follow_up == ("later",)
     assert ok(thinking().auto_approve(BASH_LS, TrustScope.SESSION)).abort().reclaimable
@@ -339,16 +351,16 @@ def test_status_and_reclaimable() -> None:
     assert thinking().status is ExecStatus.THINKING and not thinking().reclaimable
 
 
-def test_edit_boundaries() -> None:
-    ex = ok(TurnExecution().set_edit_boundary("/src/a.py", 10, 20))
+def test_edit_ranges() -> None:
+    ex = ok(TurnExecution().set_edit_range("/src/a.py", 10, 20))
     assert ex.may_edit("/src/a.py", 12, 18) and not ex.may_edit("/src/a.py", 5, 12)
     assert ex.may_edit("/src/other.py", 1, 1000)
-    assert ok(ex.set_edit_boundary("/src/a.py", 1, 2)).edit_boundary("/src/a.py").end == 2  # type: ignore[union-attr]
-    rejected(ex.set_edit_boundary("relative/a.py", 1, 2), "invalid_edit_boundary")
-    rejected(ex.set_edit_boundary("/a", 5, 2), "invalid_edit_boundary")
-    rejected(ex.set_edit_boundary("/a", 0, 2), "invalid_edit_boundary")
-    assert ok(ex.set_edit_boundary("C:\\w\\a.py", 1, 1)).edit_boundary("C:\\w\\a.py")
-    assert ex.clear_edit_boundary("/src/a.py").edit_boundaries == ()
+    assert ok(ex.set_edit_range("/src/a.py", 1, 2)).edit_range("/src/a.py").end == 2  # type: ignore[union-attr]
+    rejected(ex.set_edit_range("relative/a.py", 1, 2), "invalid_edit_range")
+    rejected(ex.set_edit_range("/a", 5, 2), "invalid_edit_range")
+    rejected(ex.set_edit_range("/a", 0, 2), "invalid_edit_range")
+    assert ok(ex.set_edit_range("C:\\w\\a.py", 1, 1)).edit_range("C:\\w\\a.py")
+    assert ex.clear_edit_range("/src/a.py").edit_ranges == ()
 
 
 def test_json_restore_rejects_inconsistent_values() -> None:
@@ -401,9 +413,14 @@ class ExecutionMachine(RuleBasedStateMachine):
         if was_active:
             assert isinstance(step.action, Queued)
             (self.steering if kind is PromptKind.STEERING else self.follow_up).append(prompt)
-        else:
+        elif not self.steering and not self.follow_up:
             assert step.action == SendNow(prompt)
             self.sent.append(prompt)
+        else:  # prompts still queued from an aborted turn go out first, in queue order
+            (self.steering if kind is PromptKind.STEERING else self.follow_up).append(prompt)
+            assert step.action == SendNext((*self.steering, *self.follow_up))
+            self.sent.extend(self.steering + self.follow_up)
+            self.steering, self.follow_up = [], []
         self.ex = step.execution
 
     @rule()
@@ -418,7 +435,7 @@ class ExecutionMachine(RuleBasedStateMachine):
     def provider_started(self) -> None:
         phase = self.ex.phase
         result = self.ex.provider_started()
-        if not isinstance(phase, ActivePhase):
+        if not isinstance(phase, RunActive):
             rejected(result, "not_active")
         elif not isinstance(phase.activity, Starting):
             rejected(result, "invalid_phase")
@@ -426,7 +443,7 @@ class ExecutionMachine(RuleBasedStateMachine):
             rejected(result, "approval_pending")
         else:
             self.ex = ok(result)
-            assert self.ex.phase == ActivePhase(Thinking())
+            assert self.ex.phase == RunActive(Thinking())
 
     @rule(name=names, reuse=st.booleans(), auto=st.booleans())
     def tool_started(self, name: str, reuse: bool, auto: bool) -> None:
@@ -449,7 +466,7 @@ class ExecutionMachine(RuleBasedStateMachine):
         assert started.auto_approval == pending.get(call_id)  # consumed and returned
         assert call_id not in {p.call_id for p in started.execution.auto_approvals}
         phase = started.execution.phase
-        assert isinstance(phase, ActivePhase) and phase.error is None
+        assert isinstance(phase, RunActive) and phase.error is None
         self.ex = started.execution
 
     @rule(index=st.integers(0, 3))
@@ -464,7 +481,7 @@ class ExecutionMachine(RuleBasedStateMachine):
     def request_approval(self, name: str, args: object) -> None:
         self.call_ids += 1
         self._apply(
-            self.ex.request_approval(Approval(ToolCall.of(f"c{self.call_ids}", name, args)))
+            self.ex.request_approval(ApprovalRequest(ToolCall.of(f"c{self.call_ids}", name, args)))
         )
 
     @rule(decision=st.sampled_from(ApprovalDecision), by_id=st.booleans())
@@ -496,11 +513,11 @@ class ExecutionMachine(RuleBasedStateMachine):
         expected = self.steering + self.follow_up
         if expected:
             assert result.next == SendNext(tuple(expected))
-            assert result.execution.phase == ActivePhase(Starting())
+            assert result.execution.phase == RunActive(Starting())
             self.sent.extend(expected)
         else:
             assert result.next is None
-            assert result.execution.phase == IdlePhase()
+            assert result.execution.phase == RunIdle()
         # the turn is over even when the next one starts at once: its trust is gone
         assert all(e.scope is TrustScope.SESSION for e in result.execution.trust)
         assert result.execution.auto_approvals == ()
@@ -524,8 +541,8 @@ class ExecutionMachine(RuleBasedStateMachine):
         assert self.ex.pending_approval is None or not plan
 
     @rule(path=st.sampled_from(["/a", "/b", "rel"]), start=st.integers(0, 3), end=st.integers(0, 3))
-    def edit_boundary(self, path: str, start: int, end: int) -> None:
-        result = self.ex.set_edit_boundary(path, start, end)
+    def edit_range(self, path: str, start: int, end: int) -> None:
+        result = self.ex.set_edit_range(path, start, end)
         valid = path.startswith("/") and 1 <= start <= end
         assert isinstance(result, Rejected) != valid
         self._apply(result)
@@ -553,6 +570,14 @@ class ExecutionMachine(RuleBasedStateMachine):
             assert queue == sorted(queue, key=self.admitted.index)
 
     @invariant()
+    def no_prompt_jumps_the_queue(self) -> None:
+        # across turns, aborts and failures: whatever still waits was admitted after
+        # everything that has gone out (a new prompt never overtakes a queued one)
+        last_sent = max((self.admitted.index(p) for p in self.sent), default=-1)
+        waiting = self.steering + self.follow_up
+        assert all(self.admitted.index(p) > last_sent for p in waiting)
+
+    @invariant()
     def turn_scoped_state_gone_outside_a_turn(self) -> None:
         if not self.ex.active:
             assert all(e.scope is TrustScope.SESSION for e in self.ex.trust)
@@ -562,7 +587,7 @@ class ExecutionMachine(RuleBasedStateMachine):
     @invariant()
     def tool_execution_never_empty(self) -> None:
         phase = self.ex.phase
-        if isinstance(phase, ActivePhase) and isinstance(phase.activity, ToolExecution):
+        if isinstance(phase, RunActive) and isinstance(phase.activity, ToolExecution):
             ids = [t.call_id for t in phase.activity.active_tools]
             assert ids and len(set(ids)) == len(ids)
 
@@ -575,11 +600,11 @@ class ExecutionMachine(RuleBasedStateMachine):
         phase = ex.phase
         if ex.mode is Mode.PLAN:
             expected = ExecStatus.PLAN
-        elif isinstance(phase, FailurePhase) or (
-            isinstance(phase, ActivePhase) and phase.error is not None
+        elif isinstance(phase, RunFailed) or (
+            isinstance(phase, RunActive) and phase.error is not None
         ):
             expected = ExecStatus.ERROR
-        elif isinstance(phase, IdlePhase):
+        elif isinstance(phase, RunIdle):
             expected = ExecStatus.IDLE
         elif isinstance(phase.activity, ToolExecution):
             expected = ExecStatus.TOOL_EXECUTING

@@ -19,7 +19,7 @@ from phaseflow.turn import (
     ToolOutput,
     ToolResultMessage,
     TurnExecution,
-    TurnMachine,
+    TurnProgress,
     UserMessage,
     message_from_json,
     trust_key,
@@ -30,7 +30,7 @@ from .helpers import PROPERTY
 DECODERS = [
     Continuation.from_json,
     TurnExecution.from_json,
-    TurnMachine.from_json,
+    TurnProgress.from_json,
     ToolOutput.from_json,
     History.from_json,
     ToolCall.from_json,
@@ -49,6 +49,7 @@ keys = st.sampled_from(
         "provenance",
         "request",
         "checkpoint",
+        "stage",
         "state",
         "phase",
         "mode",
@@ -64,7 +65,7 @@ keys = st.sampled_from(
         "status",
         "effects",
         "added",
-        "boundaries",
+        "marks",
         "branches",
         "checkpoint_seq",
         "last_turn_id",
@@ -72,7 +73,7 @@ keys = st.sampled_from(
         "follow_up",
         "trust",
         "auto_approvals",
-        "edit_boundaries",
+        "edit_ranges",
         "shell_tools",
         "activity",
         "selection",
@@ -136,12 +137,12 @@ def _mutations(data: object) -> list[object]:
 
 def test_mutated_real_documents_never_raise() -> None:
     from .test_turn_continuation import finished, with_group
-    from .test_turn_state import executing
+    from .test_turn_progress import executing
 
     docs = [
         (Continuation.from_json, with_group().to_json()),
         (Continuation.from_json, finished(with_group()).to_json()),
-        (TurnMachine.from_json, executing()[0].to_json()),
+        (TurnProgress.from_json, executing()[0].to_json()),
         (TurnExecution.from_json, TurnExecution().begin_turn().to_json()),  # type: ignore[union-attr]
     ]
     count = 0
@@ -159,7 +160,7 @@ def test_mutated_real_documents_never_raise() -> None:
     assert isinstance(Continuation.from_json({"messages": deep}), Rejected)
     huge = {
         "last_turn_id": 1,
-        "state": {
+        "stage": {
             "kind": "cancelling",
             "turn_id": 1,
             "since": 10**400,
@@ -167,7 +168,7 @@ def test_mutated_real_documents_never_raise() -> None:
             "outcomes": [],
         },
     }
-    assert isinstance(TurnMachine.from_json(huge), Rejected)
+    assert isinstance(TurnProgress.from_json(huge), Rejected)
     assert isinstance(
         ToolCall.from_json({"id": "a", "name": "b", "arguments": {"x": 10**5000}}), Rejected
     )

@@ -24,6 +24,7 @@ from phaseflow.turn import (
     OutputReference,
     PromptKind,
     RequestOutcome,
+    SendNext,
     SendNow,
     StopReason,
     ToolCall,
@@ -31,7 +32,7 @@ from phaseflow.turn import (
     ToolResultMessage,
     TrustScope,
     TurnExecution,
-    TurnMachine,
+    TurnProgress,
     UserMessage,
     history_problem,
     present_lines,
@@ -47,7 +48,7 @@ class Session(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.ex = TurnExecution()
-        self.tm = TurnMachine()
+        self.tm = TurnProgress()
         self.cont = Continuation()
         self.persisted = self.cont.to_json()
         self.rid = ""
@@ -63,7 +64,7 @@ class Session(RuleBasedStateMachine):
 
     def _start(self, content: str) -> None:
         started = ok(self.tm.start_turn())
-        self.tm, turn = started.machine, started.turn_id
+        self.tm, turn = started.progress, started.turn_id
         self.rid = f"req{turn}"
         self.cont = ok(self.cont.begin_request(self.rid, turn, content))
         self.ex = ok(self.ex.provider_started())
@@ -80,11 +81,13 @@ class Session(RuleBasedStateMachine):
         self.ex = admitted.execution
         if isinstance(admitted.action, SendNow):
             self._start(text)
+        elif isinstance(admitted.action, SendNext):  # queued prompts of an aborted turn first
+            self._start("\n".join(str(c) for c in admitted.action.contents))
 
-    @precondition(lambda self: isinstance(self.tm.state, Generating))
+    @precondition(lambda self: isinstance(self.tm.stage, Generating))
     @rule(count=st.integers(1, 3), trusted=st.booleans())
     def model_calls_tools(self, count: int, trusted: bool) -> None:
-        state, req = self.tm.state, self.cont.request
+        state, req = self.tm.stage, self.cont.request
         if not isinstance(state, Generating) or req is None:
             return
         turn = state.turn_id
@@ -97,21 +100,21 @@ class Session(RuleBasedStateMachine):
             if trusted:
                 self.ex = ok(self.ex.auto_approve(call, TrustScope.TURN))
         ended = ok(self.tm.stream_ended(turn, StopReason.TOOL_USE))
-        self.tm = ended.machine
+        self.tm = ended.progress
         cp = self.cont.checkpoint
         base = cp.resolved_messages() if cp else req.messages
         msgs = base.append(AssistantMessage("", ended.tool_calls))
         self.cont = ok(self.cont.checkpoint_tool_group(self.rid, msgs, ended.tool_calls))
         self._persist()
 
-    @precondition(lambda self: isinstance(self.tm.state, ExecutingTools))
+    @precondition(lambda self: isinstance(self.tm.stage, ExecutingTools))
     @rule(
         pick=st.integers(0, 5),
         incomplete=st.booleans(),
         crash_before_result=st.integers(0, 9).map(lambda x: x == 0),
     )
     def run_a_tool(self, pick: int, incomplete: bool, crash_before_result: bool) -> None:
-        state, cp = self.tm.state, self.cont.checkpoint
+        state, cp = self.tm.stage, self.cont.checkpoint
         if not isinstance(state, ExecutingTools) or cp is None:
             return
         missing = state.missing
@@ -130,25 +133,25 @@ class Session(RuleBasedStateMachine):
         assert outcome.is_error == incomplete
         self.cont = ok(self.cont.complete_call(self.rid, cp.id, call, outcome))
         self._persist()
-        self.tm = ok(self.tm.tool_result(state.turn_id, call.id, outcome)).machine
+        self.tm = ok(self.tm.tool_result(state.turn_id, call.id, outcome)).progress
         self.ex = ok(self.ex.tool_completed(call.id))
 
-    @precondition(lambda self: isinstance(self.tm.state, ExecutingTools))
+    @precondition(lambda self: isinstance(self.tm.stage, ExecutingTools))
     @rule()
     def run_every_tool(self) -> None:
-        while isinstance(self.tm.state, ExecutingTools):
+        while isinstance(self.tm.stage, ExecutingTools):
             self.run_a_tool(0, False, False)
 
-    @precondition(lambda self: isinstance(self.tm.state, Generating))
+    @precondition(lambda self: isinstance(self.tm.stage, Generating))
     @rule()
     def model_answers(self) -> None:
-        state, req = self.tm.state, self.cont.request
+        state, req = self.tm.stage, self.cont.request
         if not isinstance(state, Generating) or req is None:
             return
         turn = state.turn_id
         self.tm = ok(self.tm.text_delta(turn, "answer"))
         ended = ok(self.tm.stream_ended(turn, StopReason.END_TURN))
-        self.tm = ended.machine
+        self.tm = ended.progress
         cp = self.cont.checkpoint
         base = cp.resolved_messages() if cp else req.messages
         outcome = RequestOutcome(
@@ -167,10 +170,10 @@ class Session(RuleBasedStateMachine):
         if finished.next is not None:
             self._start("\n".join(str(c) for c in finished.next.contents))
 
-    @precondition(lambda self: not isinstance(self.tm.state, Idle))
+    @precondition(lambda self: not isinstance(self.tm.stage, Idle))
     @rule(dice=st.integers(0, 3))
     def user_cancels(self, dice: int) -> None:
-        state, req = self.tm.state, self.cont.request
+        state, req = self.tm.stage, self.cont.request
         if dice != 3:
             return
         if isinstance(state, Idle) or req is None:
@@ -189,7 +192,7 @@ class Session(RuleBasedStateMachine):
                             self.rid, cp.id, effect.call, ToolOutcome.cancelled()
                         )
                     )
-        cancelling = self.tm.state
+        cancelling = self.tm.stage
         # the machine's slots and the ledger agree on every call's outcome
         cp = self.cont.checkpoint
         if cp is not None and cancelling.calls:  # type: ignore[union-attr]
@@ -230,7 +233,7 @@ class Session(RuleBasedStateMachine):
             )
         self.cont = cont
         self._persist()
-        self.tm = TurnMachine(last_turn_id=self.tm.last_turn_id)
+        self.tm = TurnProgress(last_turn_id=self.tm.last_turn_id)
         # queued prompts were persisted by the host alongside the continuation
         restored = ok(TurnExecution.from_json(self.ex.to_json())).abort()
         assert (restored.steering, restored.follow_up) == queued
@@ -266,11 +269,11 @@ class Session(RuleBasedStateMachine):
     @invariant()
     def parts_agree(self) -> None:
         # a turn is running in all three parts or in none
-        idle = isinstance(self.tm.state, Idle)
+        idle = isinstance(self.tm.stage, Idle)
         assert (self.cont.request is None) == idle
         assert self.ex.active == (not idle)
         # the turn machine's slots and the ledger agree on every tool call
-        state, cp = self.tm.state, self.cont.checkpoint
+        state, cp = self.tm.stage, self.cont.checkpoint
         if isinstance(state, ExecutingTools):
             assert cp is not None
             assert tuple(e.call for e in cp.effects) == state.calls
@@ -284,7 +287,7 @@ class Session(RuleBasedStateMachine):
     @invariant()
     def json_round_trips(self) -> None:
         assert_json_identity(self.cont, Continuation.from_json)
-        assert_json_identity(self.tm, TurnMachine.from_json)
+        assert_json_identity(self.tm, TurnProgress.from_json)
         assert_json_identity(self.ex, TurnExecution.from_json)
 
 

@@ -20,7 +20,7 @@ from phaseflow.turn import (
     ToolCall,
     ToolOutcome,
     TurnId,
-    TurnMachine,
+    TurnProgress,
 )
 
 from .helpers import STATEFUL, assert_json_identity, ok, outcomes, rejected
@@ -29,24 +29,24 @@ A = ToolCall.of("a", "bash", {"command": "ls"})
 B = ToolCall.of("b", "read_file", {"path": "/x"})
 
 
-def generating() -> tuple[TurnMachine, TurnId]:
-    started = ok(TurnMachine().start_turn())
-    return started.machine, started.turn_id
+def generating() -> tuple[TurnProgress, TurnId]:
+    started = ok(TurnProgress().start_turn())
+    return started.progress, started.turn_id
 
 
-def executing() -> tuple[TurnMachine, TurnId]:
+def executing() -> tuple[TurnProgress, TurnId]:
     m, t = generating()
     m = ok(ok(m.tool_call(t, A)).tool_call(t, B))
-    return ok(m.stream_ended(t, StopReason.TOOL_USE)).machine, t
+    return ok(m.stream_ended(t, StopReason.TOOL_USE)).progress, t
 
 
 def test_turn_ids_are_fresh_and_increasing() -> None:
     m, t1 = generating()
     rejected(m.start_turn(), "turn_active")
-    m = ok(m.stream_ended(t1, StopReason.END_TURN)).machine
+    m = ok(m.stream_ended(t1, StopReason.END_TURN)).progress
     t2 = ok(m.start_turn()).turn_id
     assert t2 > t1
-    restored = ok(TurnMachine.from_json(m.to_json()))
+    restored = ok(TurnProgress.from_json(m.to_json()))
     assert ok(restored.start_turn()).turn_id == t2
 
 
@@ -64,19 +64,19 @@ def test_stale_events_change_nothing_and_say_so() -> None:
         m.tool_result(old, "a", ToolOutcome.ok("")),
     ):
         rejected(result, "stale_turn")
-    rejected(TurnMachine().text_delta(TurnId(1), "x"), "stale_turn")
+    rejected(TurnProgress().text_delta(TurnId(1), "x"), "stale_turn")
 
 
 def test_streaming_sub_phases_and_commit() -> None:
     m, t = generating()
-    assert isinstance(m.state, Generating) and m.state.sub_phase is SubPhase.SENDING
+    assert isinstance(m.stage, Generating) and m.stage.sub_phase is SubPhase.SENDING
     m = ok(m.reasoning_delta(t, "hmm"))
-    assert m.state.sub_phase is SubPhase.THINKING  # type: ignore[union-attr]
+    assert m.stage.sub_phase is SubPhase.THINKING  # type: ignore[union-attr]
     m = ok(ok(m.text_delta(t, "Hel")).text_delta(t, "lo"))
     m = ok(m.token_estimate(t, 42))
     ended = ok(m.stream_ended(t, StopReason.END_TURN))
     assert (ended.text, ended.reasoning, ended.next) == ("Hello", "hmm", NextStep.DONE)
-    assert ended.machine.state == Idle()
+    assert ended.progress.stage == Idle()
 
 
 def test_duplicate_tool_call_id_in_stream_is_refused() -> None:
@@ -87,29 +87,29 @@ def test_duplicate_tool_call_id_in_stream_is_refused() -> None:
 
 def test_slots_first_result_wins_and_follow_up_only_when_all_filled() -> None:
     m, t = executing()
-    assert isinstance(m.state, ExecutingTools) and m.state.missing == ("a", "b")
+    assert isinstance(m.stage, ExecutingTools) and m.stage.missing == ("a", "b")
     step = ok(m.tool_result(t, "b", ToolOutcome.ok("B")))
-    assert step.completed is None and isinstance(step.machine.state, ExecutingTools)
-    rejected(step.machine.tool_result(t, "b", ToolOutcome.ok("other")), "duplicate_result")
-    rejected(step.machine.tool_result(t, "zzz", ToolOutcome.ok("")), "unknown_call")
-    rejected(step.machine.text_delta(t, "x"), "invalid_state")
-    rejected(step.machine.fail(t), "invalid_state")
-    done = ok(step.machine.tool_result(t, "a", ToolOutcome.ok("A")))
+    assert step.completed is None and isinstance(step.progress.stage, ExecutingTools)
+    rejected(step.progress.tool_result(t, "b", ToolOutcome.ok("other")), "duplicate_result")
+    rejected(step.progress.tool_result(t, "zzz", ToolOutcome.ok("")), "unknown_call")
+    rejected(step.progress.text_delta(t, "x"), "invalid_state")
+    rejected(step.progress.fail(t), "invalid_state")
+    done = ok(step.progress.tool_result(t, "a", ToolOutcome.ok("A")))
     assert done.completed == ((A, ToolOutcome.ok("A")), (B, ToolOutcome.ok("B")))
-    assert done.machine.state == Generating(t)
+    assert done.progress.stage == Generating(t)
 
 
 def test_cancel_fills_empty_slots_and_waits_for_confirmation() -> None:
     m, t = executing()
-    m = ok(m.tool_result(t, "a", ToolOutcome.ok("A"))).machine
+    m = ok(m.tool_result(t, "a", ToolOutcome.ok("A"))).progress
     m = ok(m.cancel(t, 12.5))
-    assert isinstance(m.state, Cancelling) and m.state.since == 12.5
-    assert m.state.outcomes == (ToolOutcome.ok("A"), ToolOutcome.cancelled())
-    assert m.state.outcomes[1].status is OutcomeStatus.CANCELLED
+    assert isinstance(m.stage, Cancelling) and m.stage.since == 12.5
+    assert m.stage.outcomes == (ToolOutcome.ok("A"), ToolOutcome.cancelled())
+    assert m.stage.outcomes[1].status is OutcomeStatus.CANCELLED
     rejected(m.tool_result(t, "b", ToolOutcome.ok("late")), "duplicate_result")
     rejected(m.cancel(t, 13.0), "cancelling")
     rejected(m.start_turn(), "turn_active")
-    assert ok(m.confirm_stopped(t)).state == Idle()
+    assert ok(m.confirm_stopped(t)).stage == Idle()
 
 
 def test_cancel_time_must_survive_json() -> None:
@@ -117,8 +117,8 @@ def test_cancel_time_must_survive_json() -> None:
     for bad in (float("nan"), float("inf"), 10**400, True):
         rejected(m.cancel(t, bad), "invalid_state")  # type: ignore[arg-type]
     c = ok(m.cancel(t, 5))
-    assert c.state.since == 5.0 and isinstance(c.state.since, float)  # type: ignore[union-attr]
-    assert_json_identity(c, TurnMachine.from_json)
+    assert c.stage.since == 5.0 and isinstance(c.stage.since, float)  # type: ignore[union-attr]
+    assert_json_identity(c, TurnProgress.from_json)
 
 
 def test_cancel_from_compaction_and_late_events() -> None:
@@ -137,8 +137,8 @@ def test_stream_end_while_cancelling_commits_nothing() -> None:
     m = ok(ok(m.text_delta(t, "partial")).cancel(t, 1.0))
     rejected(m.stream_ended(t, StopReason.END_TURN), "cancelling")
     rejected(m.text_delta(t, "more"), "cancelling")
-    assert isinstance(m.state, Cancelling)
-    rejected(TurnMachine().confirm_stopped(TurnId(1)), "stale_turn")
+    assert isinstance(m.stage, Cancelling)
+    rejected(TurnProgress().confirm_stopped(TurnId(1)), "stale_turn")
     g, tg = generating()
     rejected(g.confirm_stopped(tg), "invalid_state")
 
@@ -147,12 +147,12 @@ def test_truncation_keeps_the_continuation_flag_through_compaction() -> None:
     m, t = generating()
     ended = ok(ok(m.text_delta(t, "first half")).stream_ended(t, StopReason.MAX_TOKENS))
     assert ended.next is NextStep.CONTINUE and not ended.continuation
-    m = ended.machine
-    assert m.state == Generating(t, continuation=True)
+    m = ended.progress
+    assert m.stage == Generating(t, continuation=True)
     m = ok(m.compact(t, CompactionTrigger.TRUNCATION_RECOVERY))
-    assert m.state == Compacting(t, CompactionTrigger.TRUNCATION_RECOVERY, True)
-    m = ok(ok(TurnMachine.from_json(m.to_json())).compaction_finished(t))
-    assert m.state == Generating(t, continuation=True)
+    assert m.stage == Compacting(t, CompactionTrigger.TRUNCATION_RECOVERY, True)
+    m = ok(ok(TurnProgress.from_json(m.to_json())).compaction_finished(t))
+    assert m.stage == Generating(t, continuation=True)
     second = ok(ok(m.text_delta(t, " second half")).stream_ended(t, StopReason.END_TURN))
     assert second.continuation and second.next is NextStep.DONE
 
@@ -161,33 +161,33 @@ def test_other_compactions() -> None:
     m, t = generating()
     rejected(m.compact(t, CompactionTrigger.MANUAL), "invalid_state")
     m = ok(m.compact(t, CompactionTrigger.CONTEXT_LIMIT_RETRY))
-    assert m.state == Compacting(t, CompactionTrigger.CONTEXT_LIMIT_RETRY, False)
-    assert ok(m.compaction_finished(t)).state == Generating(t)
-    assert ok(m.fail(t)).state == Idle()
-    manual = ok(TurnMachine(last_turn_id=4).start_compaction())
+    assert m.stage == Compacting(t, CompactionTrigger.CONTEXT_LIMIT_RETRY, False)
+    assert ok(m.compaction_finished(t)).stage == Generating(t)
+    assert ok(m.fail(t)).stage == Idle()
+    manual = ok(TurnProgress(last_turn_id=4).start_compaction())
     assert manual.turn_id == 5
-    assert ok(manual.machine.compaction_finished(manual.turn_id)).state == Idle()
-    rejected(manual.machine.start_compaction(), "turn_active")
+    assert ok(manual.progress.compaction_finished(manual.turn_id)).stage == Idle()
+    rejected(manual.progress.start_compaction(), "turn_active")
 
 
 def test_restore_validation() -> None:
     rejected(
-        TurnMachine.from_json({"last_turn_id": 1, "state": {"kind": "nope"}}), "malformed_json"
+        TurnProgress.from_json({"last_turn_id": 1, "stage": {"kind": "nope"}}), "malformed_json"
     )
     bad = {
         "last_turn_id": 1,
-        "state": {
+        "stage": {
             "kind": "compacting",
             "turn_id": 7,
             "trigger": "manual",
             "resume_continuation": False,
         },
     }
-    rejected(TurnMachine.from_json(bad), "invalid_restore")
+    rejected(TurnProgress.from_json(bad), "invalid_restore")
     m, _ = executing()
     data = m.to_json()
-    data["state"]["outcomes"] = [{"status": "ok", "content": ""}] * 2  # type: ignore[index]
-    rejected(TurnMachine.from_json(data), "invalid_restore")
+    data["stage"]["outcomes"] = [{"status": "ok", "content": ""}] * 2  # type: ignore[index]
+    rejected(TurnProgress.from_json(data), "invalid_restore")
 
 
 class TurnStateMachine(RuleBasedStateMachine):
@@ -195,7 +195,7 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.m = TurnMachine()
+        self.m = TurnProgress()
         self.ids: list[int] = []
         self.committed: dict[str, ToolCall] = {}
         self.results: dict[str, ToolOutcome] = {}
@@ -213,7 +213,7 @@ class TurnStateMachine(RuleBasedStateMachine):
         if stale or self.m.turn_id is None:
             rejected(result, "stale_turn")
             return None
-        if refused_while_cancelling and isinstance(self.m.state, Cancelling):
+        if refused_while_cancelling and isinstance(self.m.stage, Cancelling):
             rejected(result, "cancelling")  # e.g. a stream that ends while cancelling
             return None
         return result
@@ -227,7 +227,7 @@ class TurnStateMachine(RuleBasedStateMachine):
         assert all(result.turn_id > i for i in self.ids)
         self.ids.append(result.turn_id)
         self.committed, self.results, self.first = {}, {}, {}
-        self.m = result.machine
+        self.m = result.progress
 
     @rule()
     def start_manual_compaction(self) -> None:
@@ -236,7 +236,7 @@ class TurnStateMachine(RuleBasedStateMachine):
             assert all(result.turn_id > i for i in self.ids)
             self.ids.append(result.turn_id)
             self.committed, self.results, self.first = {}, {}, {}
-            self.m = result.machine
+            self.m = result.progress
 
     @rule(stale=st.booleans(), text=st.text("ab", max_size=3), reasoning=st.booleans())
     def delta(self, stale: bool, text: str, reasoning: bool) -> None:
@@ -252,7 +252,7 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @rule(stale=st.booleans(), stop=st.sampled_from(StopReason))
     def stream_ended(self, stale: bool, stop: StopReason) -> None:
-        before = self.m.state
+        before = self.m.stage
         r = self._event(stale, self.m.stream_ended(self._turn(stale), stop))
         if r is None or isinstance(r, Rejected):
             return
@@ -260,7 +260,7 @@ class TurnStateMachine(RuleBasedStateMachine):
         assert r.text == before.text  # type: ignore[attr-defined]
         for call in r.tool_calls:  # type: ignore[attr-defined]
             self.committed[call.id] = call
-        self.m = r.machine  # type: ignore[attr-defined]
+        self.m = r.progress  # type: ignore[attr-defined]
 
     @rule(stale=st.booleans(), pick=st.integers(0, 5), outcome=outcomes)
     def tool_result(self, stale: bool, pick: int, outcome: ToolOutcome) -> None:
@@ -280,15 +280,15 @@ class TurnStateMachine(RuleBasedStateMachine):
             for call, got in r.completed:  # type: ignore[attr-defined]
                 assert got == self.first[call.id]
                 self.results[call.id] = got
-        self.m = r.machine  # type: ignore[attr-defined]
+        self.m = r.progress  # type: ignore[attr-defined]
 
     @rule(stale=st.booleans())
     def cancel(self, stale: bool) -> None:
         r = self._event(stale, self.m.cancel(self._turn(stale), 3.0))
         if r is None or isinstance(r, Rejected):
             return
-        assert isinstance(r, TurnMachine) and isinstance(r.state, Cancelling)
-        for call, got in zip(r.state.calls, r.state.outcomes, strict=True):
+        assert isinstance(r, TurnProgress) and isinstance(r.stage, Cancelling)
+        for call, got in zip(r.stage.calls, r.stage.outcomes, strict=True):
             if call.id in self.first:
                 assert got == self.first[call.id]
             else:
@@ -299,31 +299,31 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @rule(stale=st.booleans())
     def confirm(self, stale: bool) -> None:
-        before = self.m.state
+        before = self.m.stage
         r = self._event(stale, self.m.confirm_stopped(self._turn(stale)), False)
         if isinstance(before, Cancelling) and r is not None:
-            assert ok(r).state == Idle()  # only confirmation leaves Cancelling
+            assert ok(r).stage == Idle()  # only confirmation leaves Cancelling
         elif r is not None:
             rejected(r, "invalid_state")
         self._keep(r)
 
     @rule(stale=st.booleans(), trigger=st.sampled_from(CompactionTrigger))
     def compact(self, stale: bool, trigger: CompactionTrigger) -> None:
-        before = self.m.state
+        before = self.m.stage
         r = self._event(stale, self.m.compact(self._turn(stale), trigger))
-        if isinstance(r, TurnMachine):
-            assert isinstance(before, Generating) and isinstance(r.state, Compacting)
+        if isinstance(r, TurnProgress):
+            assert isinstance(before, Generating) and isinstance(r.stage, Compacting)
             if before.continuation:
-                assert r.state.resume_continuation
+                assert r.stage.resume_continuation
         self._keep(r)
 
     @rule(stale=st.booleans())
     def compaction_finished(self, stale: bool) -> None:
-        before = self.m.state
+        before = self.m.stage
         r = self._event(stale, self.m.compaction_finished(self._turn(stale)))
-        if isinstance(r, TurnMachine) and isinstance(r.state, Generating):
+        if isinstance(r, TurnProgress) and isinstance(r.stage, Generating):
             assert isinstance(before, Compacting)
-            assert r.state.continuation == before.resume_continuation
+            assert r.stage.continuation == before.resume_continuation
         self._keep(r)
 
     @rule(stale=st.booleans())
@@ -332,23 +332,23 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @rule()
     def crash_and_restore(self) -> None:
-        self.m = ok(TurnMachine.from_json(self.m.to_json()))
+        self.m = ok(TurnProgress.from_json(self.m.to_json()))
 
     def _keep(self, r: object) -> None:
-        if isinstance(r, TurnMachine):
+        if isinstance(r, TurnProgress):
             self.m = r
 
     @invariant()
     def no_tool_call_without_a_result_once_past_tools(self) -> None:
         # Outside ExecutingTools (in particular at the end of a turn, and while
         # cancelling) every tool call the model made has exactly its first result.
-        if isinstance(self.m.state, Idle | Generating | Cancelling):
+        if isinstance(self.m.stage, Idle | Generating | Cancelling):
             assert set(self.committed) == set(self.results)
             assert all(self.results[k] == self.first[k] for k in self.results)
 
     @invariant()
     def executing_tools_has_an_empty_slot(self) -> None:
-        s = self.m.state
+        s = self.m.stage
         if isinstance(s, ExecutingTools):
             assert any(o is None for o in s.outcomes)
             assert {c.id for c in s.calls} <= set(self.committed)
@@ -360,7 +360,7 @@ class TurnStateMachine(RuleBasedStateMachine):
 
     @invariant()
     def json_round_trip_is_identity(self) -> None:
-        assert_json_identity(self.m, TurnMachine.from_json)
+        assert_json_identity(self.m, TurnProgress.from_json)
 
 
 TestTurnStateMachine = TurnStateMachine.TestCase

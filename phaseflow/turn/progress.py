@@ -1,9 +1,9 @@
-"""Part 2 - turn state: which turn is running, and that no tool result is ever lost.
+"""Part 2 - turn progress: which turn is running, and that no tool result is ever lost.
 
 Everything that happens during a turn arrives as an event from some asynchronous source
 (a provider stream, a tool runner, a compactor, the user pressing stop). Events for an
 old turn arrive late all the time; each event therefore carries the :data:`TurnId` it
-belongs to, and an event the current state does not accept changes nothing and is
+belongs to, and an event the current stage does not accept changes nothing and is
 answered with a :class:`Rejected` that says why (``stale_turn``, ``cancelling``, ...).
 
 Tool results live in slots, one per call, filled first-come-first-served; the turn goes
@@ -13,17 +13,19 @@ empty ones with a ``cancelled`` result instead of dropping them.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NewType
+from typing import NamedTuple, NewType
 
+from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
-from phaseflow.turn.jsonio import JsonValue, Malformed
-from phaseflow.turn.messages import ToolCall, ToolOutcome, freeze
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.inputs import evolve
+from phaseflow.turn.jsonio import JsonValue
+from phaseflow.turn.messages import ToolCall, ToolOutcome, read_call, read_outcome
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
+    "CallOutcome",
     "Cancelling",
     "Compacting",
     "CompactionTrigger",
@@ -36,9 +38,9 @@ __all__ = [
     "SubPhase",
     "ToolResultAccepted",
     "TurnId",
-    "TurnMachine",
+    "TurnProgress",
+    "TurnStage",
     "TurnStarted",
-    "TurnState",
 ]
 
 R = RejectionReason
@@ -88,7 +90,14 @@ class Generating:
     kind = "generating"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pending_tool_calls", freeze(self.pending_tool_calls))
+        setf = object.__setattr__
+        setf(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        setf(self, "text", i.text(self.text, "text"))
+        setf(self, "reasoning", i.text(self.reasoning, "reasoning"))
+        setf(self, "token_estimate", i.integer(self.token_estimate, "token estimate"))
+        setf(self, "sub_phase", i.member(SubPhase, self.sub_phase, "sub-phase"))
+        setf(self, "pending_tool_calls", i.sequence(self.pending_tool_calls, "calls", read_call))
+        setf(self, "continuation", i.flag(self.continuation, "continuation"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +110,9 @@ class ExecutingTools:
     kind = "executing_tools"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", freeze(self.calls))
-        object.__setattr__(self, "outcomes", freeze(self.outcomes))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        object.__setattr__(self, "calls", i.sequence(self.calls, "calls", read_call))
+        object.__setattr__(self, "outcomes", i.sequence(self.outcomes, "outcomes", _read_slot))
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -115,6 +125,12 @@ class Compacting:
     trigger: CompactionTrigger
     resume_continuation: bool = False
     kind = "compacting"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        object.__setattr__(self, "trigger", i.member(CompactionTrigger, self.trigger, "trigger"))
+        resume = i.flag(self.resume_continuation, "resume continuation")
+        object.__setattr__(self, "resume_continuation", resume)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +148,18 @@ class Cancelling:
     kind = "cancelling"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", freeze(self.calls))
-        object.__setattr__(self, "outcomes", freeze(self.outcomes))
+        object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
+        object.__setattr__(self, "since", i.number(self.since, "cancel time"))
+        object.__setattr__(self, "calls", i.sequence(self.calls, "calls", read_call))
+        object.__setattr__(self, "outcomes", i.sequence(self.outcomes, "outcomes", read_outcome))
 
 
-TurnState = Idle | Generating | ExecutingTools | Compacting | Cancelling
+TurnStage = Idle | Generating | ExecutingTools | Compacting | Cancelling
+_STAGES = (Idle, Generating, ExecutingTools, Compacting, Cancelling)
+
+
+def _read_slot(value: object, what: str) -> ToolOutcome | None:
+    return None if value is None else read_outcome(value, what)
 
 
 class NextStep(StrEnum):
@@ -149,7 +172,7 @@ class NextStep(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
-    machine: TurnMachine
+    progress: TurnProgress
     turn_id: TurnId
 
 
@@ -161,7 +184,7 @@ class StreamEnded:
     (append it to that message rather than starting a new one).
     """
 
-    machine: TurnMachine
+    progress: TurnProgress
     text: str
     reasoning: str
     tool_calls: tuple[ToolCall, ...]
@@ -169,105 +192,140 @@ class StreamEnded:
     next: NextStep
 
 
+class CallOutcome(NamedTuple):
+    """One tool call of a finished tool group with the outcome that filled its slot."""
+
+    call: ToolCall
+    outcome: ToolOutcome
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResultAccepted:
-    machine: TurnMachine
-    completed: tuple[tuple[ToolCall, ToolOutcome], ...] | None
+    progress: TurnProgress
+    completed: tuple[CallOutcome, ...] | None
     """Every call with its outcome, in call order, once the last slot was filled."""
 
 
 @dataclass(frozen=True, slots=True)
-class TurnMachine:
-    """The current :data:`TurnState` plus the last turn id handed out."""
+class TurnProgress:
+    """Where the current turn is (its :data:`TurnStage`) plus the last turn id handed out.
 
-    state: TurnState = field(default_factory=Idle)
+    A value, not a machine: every event method returns the next ``TurnProgress``.
+    """
+
+    stage: TurnStage = field(default_factory=Idle)
     last_turn_id: int = 0
+
+    def __post_init__(self) -> None:
+        i.exactly(self.stage, _STAGES, "stage")
+        object.__setattr__(self, "last_turn_id", i.integer(self.last_turn_id, "last turn id"))
 
     @property
     def turn_id(self) -> TurnId | None:
-        state = self.state
+        state = self.stage
         return None if isinstance(state, Idle) else state.turn_id
 
     def _check(self, turn: TurnId, *kinds: type) -> Rejected | None:
-        state = self.state
+        """Whether an event for ``turn`` applies to the current stage (one of ``kinds``)."""
+        if type(turn) is not int:
+            turn = TurnId(i.integer(turn, "turn"))  # ``refusing`` makes a non-int a rejection
+        state = self.stage
         if isinstance(state, Idle) or state.turn_id != turn:
-            return Rejected(R.STALE_TURN, f"event for turn {turn}, current is {self.turn_id}")
+            shown = i.describe(turn)
+            return Rejected(R.STALE_TURN, f"event for turn {shown}, current is {self.turn_id}")
         if isinstance(state, Cancelling) and Cancelling not in kinds:
             return Rejected(R.CANCELLING, f"turn {turn} is cancelling; event ignored")
         if not isinstance(state, kinds):
             return Rejected(R.INVALID_STATE, f"turn {turn} is {state.kind}")
         return None
 
-    def _fresh(self) -> TurnId:
+    def _fresh(self) -> TurnId | Rejected:
+        if self.last_turn_id >= i.MAX_INT:
+            return Rejected(R.INVALID_STATE, "every turn id has been handed out")
         return TurnId(self.last_turn_id + 1)
 
     # --- starting ---
 
     def start_turn(self) -> TurnStarted | Rejected:
         """Idle to ``Generating`` under a fresh turn id."""
-        if not isinstance(self.state, Idle):
-            return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.state.kind}")
+        if not isinstance(self.stage, Idle):
+            return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.stage.kind}")
         turn = self._fresh()
-        return TurnStarted(TurnMachine(Generating(turn), turn), turn)
+        if isinstance(turn, Rejected):
+            return turn
+        return TurnStarted(TurnProgress(Generating(turn), turn), turn)
 
     def start_compaction(self) -> TurnStarted | Rejected:
         """A manual compaction between turns: a turn of its own, ending in ``Idle``."""
-        if not isinstance(self.state, Idle):
-            return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.state.kind}")
+        if not isinstance(self.stage, Idle):
+            return Rejected(R.TURN_ACTIVE, f"turn {self.turn_id} is {self.stage.kind}")
         turn = self._fresh()
+        if isinstance(turn, Rejected):
+            return turn
         return TurnStarted(
-            TurnMachine(Compacting(turn, CompactionTrigger.MANUAL, False), turn), turn
+            TurnProgress(Compacting(turn, CompactionTrigger.MANUAL, False), turn), turn
         )
 
     # --- streaming ---
 
-    def reasoning_delta(self, turn: TurnId, text: str) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def reasoning_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
             return bad
-        s = self.state
+        text = i.text(text, "reasoning")
+        s = self.stage
         assert isinstance(s, Generating)
-        return self._to(replace(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
+        return self._to(evolve(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
 
-    def text_delta(self, turn: TurnId, text: str) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def text_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
             return bad
-        s = self.state
+        text = i.text(text, "text")
+        s = self.stage
         assert isinstance(s, Generating)
-        return self._to(replace(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
+        return self._to(evolve(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
 
-    def tool_call(self, turn: TurnId, call: ToolCall) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def tool_call(self, turn: TurnId, call: ToolCall) -> TurnProgress | Rejected:
         """A complete tool call parsed from the stream (ids must be unique and non-empty)."""
         bad = self._check(turn, Generating)
         if bad:
             return bad
-        s = self.state
+        call = read_call(call, "tool call")
+        s = self.stage
         assert isinstance(s, Generating)
         if not call.id or any(c.id == call.id for c in s.pending_tool_calls):
-            return Rejected(R.INVALID_TOOL_CALLS, f"tool call id {call.id!r} empty or repeated")
+            shown = i.describe(call.id)
+            return Rejected(R.INVALID_TOOL_CALLS, f"tool call id {shown} empty or repeated")
         return self._to(
-            replace(
+            evolve(
                 s, pending_tool_calls=(*s.pending_tool_calls, call), sub_phase=SubPhase.STREAMING
             )
         )
 
-    def token_estimate(self, turn: TurnId, tokens: int) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def token_estimate(self, turn: TurnId, tokens: int) -> TurnProgress | Rejected:
         bad = self._check(turn, Generating)
         if bad:
             return bad
-        s = self.state
+        tokens = i.integer(tokens, "token estimate")
+        s = self.stage
         assert isinstance(s, Generating)
-        return self._to(replace(s, token_estimate=max(0, tokens)))
+        return self._to(evolve(s, token_estimate=max(0, tokens)))
 
+    @refusing(R.INVALID_ARGUMENT)
     def stream_ended(self, turn: TurnId, stop: StopReason) -> StreamEnded | Rejected:
         """Commit the streamed reply. While cancelling this is refused: nothing commits."""
         bad = self._check(turn, Generating)
         if bad:
             return bad
-        s = self.state
+        stop = i.member(StopReason, stop, "stop reason")
+        s = self.stage
         assert isinstance(s, Generating)
-        nxt: TurnState
+        nxt: TurnStage
         if s.pending_tool_calls:
             calls = s.pending_tool_calls
             nxt, step = ExecutingTools(turn, calls, (None,) * len(calls)), NextStep.RUN_TOOLS
@@ -279,7 +337,8 @@ class TurnMachine:
             self._to(nxt), s.text, s.reasoning, s.pending_tool_calls, s.continuation, step
         )
 
-    def fail(self, turn: TurnId) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def fail(self, turn: TurnId) -> TurnProgress | Rejected:
         """The provider call or compaction failed: back to ``Idle``, nothing committed.
 
         Refused (``invalid_state``) while tools execute: use :meth:`cancel`, which gives
@@ -290,51 +349,58 @@ class TurnMachine:
 
     # --- tools ---
 
+    @refusing(R.INVALID_ARGUMENT)
     def tool_result(
         self, turn: TurnId, call_id: str, outcome: ToolOutcome
     ) -> ToolResultAccepted | Rejected:
         """Fill one slot. Unknown call: ``unknown_call``; filled slot: ``duplicate_result``."""
-        state = self.state
-        if isinstance(state, Cancelling) and state.turn_id == turn:
-            if any(c.id == call_id for c in state.calls):
-                return Rejected(R.DUPLICATE_RESULT, f"{call_id!r} already has a result")
-            return Rejected(R.UNKNOWN_CALL, f"no tool call {call_id!r} in turn {turn}")
-        bad = self._check(turn, ExecutingTools)
+        bad = self._check(turn, ExecutingTools, Cancelling)
         if bad:
             return bad
+        call_id = i.text(call_id, "call id")
+        outcome = read_outcome(outcome, "outcome")
+        state = self.stage
+        shown = i.describe(call_id)
+        if isinstance(state, Cancelling):
+            if any(c.id == call_id for c in state.calls):
+                return Rejected(R.DUPLICATE_RESULT, f"{shown} already has a result")
+            return Rejected(R.UNKNOWN_CALL, f"no tool call {shown} in turn {turn}")
         assert isinstance(state, ExecutingTools)
         for index, call in enumerate(state.calls):
             if call.id != call_id:
                 continue
             if state.outcomes[index] is not None:
-                return Rejected(R.DUPLICATE_RESULT, f"{call_id!r} already has a result")
+                return Rejected(R.DUPLICATE_RESULT, f"{shown} already has a result")
             outcomes = (*state.outcomes[:index], outcome, *state.outcomes[index + 1 :])
             if any(o is None for o in outcomes):
-                return ToolResultAccepted(self._to(replace(state, outcomes=outcomes)), None)
-            done = tuple((c, o) for c, o in zip(state.calls, outcomes, strict=True) if o)
+                return ToolResultAccepted(self._to(evolve(state, outcomes=outcomes)), None)
+            done = tuple(CallOutcome(c, o) for c, o in zip(state.calls, outcomes, strict=True) if o)
             return ToolResultAccepted(self._to(Generating(turn)), done)
-        return Rejected(R.UNKNOWN_CALL, f"no tool call {call_id!r} in turn {turn}")
+        return Rejected(R.UNKNOWN_CALL, f"no tool call {shown} in turn {turn}")
 
     # --- compaction ---
 
-    def compact(self, turn: TurnId, trigger: CompactionTrigger) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def compact(self, turn: TurnId, trigger: CompactionTrigger) -> TurnProgress | Rejected:
         """Compact before (re)sending. The continuation flag survives; a
         ``truncation_recovery`` compaction always resumes as a continuation."""
         bad = self._check(turn, Generating)
         if bad:
             return bad
+        trigger = i.member(CompactionTrigger, trigger, "compaction trigger")
         if trigger is CompactionTrigger.MANUAL:
             return Rejected(R.INVALID_STATE, "manual compaction happens between turns")
-        s = self.state
+        s = self.stage
         assert isinstance(s, Generating)
         resume = s.continuation or trigger is CompactionTrigger.TRUNCATION_RECOVERY
         return self._to(Compacting(turn, trigger, resume))
 
-    def compaction_finished(self, turn: TurnId) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def compaction_finished(self, turn: TurnId) -> TurnProgress | Rejected:
         bad = self._check(turn, Compacting)
         if bad:
             return bad
-        s = self.state
+        s = self.stage
         assert isinstance(s, Compacting)
         if s.trigger is CompactionTrigger.MANUAL:
             return self._to(Idle())
@@ -342,7 +408,8 @@ class TurnMachine:
 
     # --- cancellation ---
 
-    def cancel(self, turn: TurnId, now: float) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def cancel(self, turn: TurnId, now: float) -> TurnProgress | Rejected:
         """Stop the turn: every empty slot gets ``cancelled``; wait for confirmation.
 
         Uncommitted stream content (partial text, tool calls of an unfinished stream)
@@ -351,51 +418,49 @@ class TurnMachine:
         bad = self._check(turn, Generating, ExecutingTools, Compacting)
         if bad:
             return bad
-        since = _finite(now)
-        if since is None:
+        try:
+            since = i.number(now, "cancel time")
+        except i.TurnInputError as exc:
             # ``since`` is persisted: a NaN or infinite time would not survive JSON.
-            return Rejected(R.INVALID_STATE, f"cancel time must be a finite number, not {now!r}")
-        s = self.state
+            return Rejected(R.INVALID_STATE, str(exc))
+        s = self.stage
         if isinstance(s, ExecutingTools):
             filled = tuple(o if o is not None else ToolOutcome.cancelled() for o in s.outcomes)
             return self._to(Cancelling(turn, since, s.calls, filled))
         return self._to(Cancelling(turn, since))
 
-    def confirm_stopped(self, turn: TurnId) -> TurnMachine | Rejected:
+    @refusing(R.INVALID_ARGUMENT)
+    def confirm_stopped(self, turn: TurnId) -> TurnProgress | Rejected:
         """The runner confirms the cancelled turn's work has stopped: back to ``Idle``."""
         bad = self._check(turn, Cancelling)
         return bad or self._to(Idle())
 
-    def _to(self, state: TurnState) -> TurnMachine:
-        return TurnMachine(state, self.last_turn_id)
+    def _to(self, stage: TurnStage) -> TurnProgress:
+        return evolve(self, stage=stage)
 
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"last_turn_id": self.last_turn_id, "state": _state_to_json(self.state)}
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.progress_json as progress_json
+
+        return progress_json.progress_to_json(self)
 
     @classmethod
-    def from_json(cls, data: object) -> TurnMachine | Rejected:
-        decoded = j.decode(data, _decode_machine)
+    def from_json(cls, data: object) -> TurnProgress | Rejected:
+        # imported here: the codec module imports the classes of this one
+        import phaseflow.turn.progress_json as progress_json
+
+        decoded = j.decode(data, progress_json.decode_progress)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
-    def validate(self) -> TurnMachine | Rejected:
+    def validate(self) -> TurnProgress | Rejected:
         bad = _invalid(self)
         return Rejected(R.INVALID_RESTORE, bad) if bad else self
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _invalid(m: TurnMachine) -> str:
-    s = m.state
+def _invalid(m: TurnProgress) -> str:
+    s = m.stage
     if m.last_turn_id < 0:
         return "negative last turn id"
     if isinstance(s, Idle):
@@ -419,91 +484,3 @@ def _invalid(m: TurnMachine) -> str:
     ):
         return "a manual compaction has no continuation to resume"
     return ""
-
-
-def _calls_json(calls: tuple[ToolCall, ...]) -> list[JsonValue]:
-    return [c.to_json() for c in calls]
-
-
-def _state_to_json(s: TurnState) -> dict[str, JsonValue]:
-    if isinstance(s, Idle):
-        return {"kind": "idle"}
-    if isinstance(s, Generating):
-        return {
-            "kind": s.kind,
-            "turn_id": s.turn_id,
-            "text": s.text,
-            "reasoning": s.reasoning,
-            "token_estimate": s.token_estimate,
-            "sub_phase": s.sub_phase.value,
-            "pending_tool_calls": _calls_json(s.pending_tool_calls),
-            "continuation": s.continuation,
-        }
-    if isinstance(s, ExecutingTools):
-        return {
-            "kind": s.kind,
-            "turn_id": s.turn_id,
-            "calls": _calls_json(s.calls),
-            "outcomes": [None if o is None else o.to_json() for o in s.outcomes],
-        }
-    if isinstance(s, Compacting):
-        return {
-            "kind": s.kind,
-            "turn_id": s.turn_id,
-            "trigger": s.trigger.value,
-            "resume_continuation": s.resume_continuation,
-        }
-    return {
-        "kind": s.kind,
-        "turn_id": s.turn_id,
-        "since": s.since,
-        "calls": _calls_json(s.calls),
-        "outcomes": [o.to_json() for o in s.outcomes],
-    }
-
-
-def _opt_outcome(data: object) -> ToolOutcome | None:
-    return None if data is None else ToolOutcome.decode(data)
-
-
-def _decode_state(data: object) -> TurnState:
-    d = j.obj(data, "turn state")
-    w = "turn state"
-    kind = j.string(d, "kind", w)
-    if kind == "idle":
-        return Idle()
-    turn = TurnId(j.integer(d, "turn_id", w))
-    if kind == "generating":
-        return Generating(
-            turn,
-            j.string(d, "text", w),
-            j.string(d, "reasoning", w),
-            j.integer(d, "token_estimate", w),
-            j.enum(d, "sub_phase", w, SubPhase),
-            j.items(d, "pending_tool_calls", w, ToolCall.decode),
-            j.boolean(d, "continuation", w),
-        )
-    if kind == "executing_tools":
-        return ExecutingTools(
-            turn, j.items(d, "calls", w, ToolCall.decode), j.items(d, "outcomes", w, _opt_outcome)
-        )
-    if kind == "compacting":
-        return Compacting(
-            turn, j.enum(d, "trigger", w, CompactionTrigger), j.boolean(d, "resume_continuation", w)
-        )
-    if kind == "cancelling":
-        return Cancelling(
-            turn,
-            j.number(d, "since", w),
-            j.items(d, "calls", w, ToolCall.decode),
-            j.items(d, "outcomes", w, ToolOutcome.decode),
-        )
-    raise Malformed(f"turn state: unknown kind {kind!r}")
-
-
-def _decode_machine(data: object) -> TurnMachine:
-    d = j.obj(data, "turn machine")
-    return TurnMachine(
-        _decode_state(j.field(d, "state", "turn machine")),
-        j.integer(d, "last_turn_id", "turn machine"),
-    )
