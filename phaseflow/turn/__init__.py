@@ -84,6 +84,7 @@ from phaseflow.turn.messages import (
     content_from_json,
     content_to_json,
     message_from_json,
+    message_to_json,
 )
 from phaseflow.turn.output import (
     Capture,
@@ -220,6 +221,7 @@ __all__ = [
     "history_problem",
     "is_rejected",
     "message_from_json",
+    "message_to_json",
     "present_lines",
     "result",
     "trust_key",

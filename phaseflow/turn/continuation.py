@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
+from phaseflow.turn import continuation_json
 from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.inputs import evolve
@@ -815,17 +816,11 @@ class Continuation:
 
     def to_json(self) -> dict[str, JsonValue]:
         """Plain JSON. The request and checkpoint store only the messages they add."""
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.continuation_json as continuation_json
-
         return continuation_json.continuation_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> Continuation | Rejected:
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.continuation_json as continuation_json
-
-        decoded = j.decode(data, continuation_json.decode_continuation)
+        decoded = j.decode(data, _decode)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     # --- helpers ---
@@ -919,3 +914,21 @@ def _continuation_problem(c: Continuation) -> str:
             if (e.result is not None) != (e.state is EffectState.COMPLETED):
                 return f"effect {i.describe(e.call.id)}: a result exactly when completed"
     return ""
+
+
+# --- JSON: the codec builds values with these classes (it does not import this module) ---
+
+_CLASSES = continuation_json.ContinuationClasses(
+    Continuation=Continuation,
+    ActiveRequest=ActiveRequest,
+    ToolCheckpoint=ToolCheckpoint,
+    HistoryMark=HistoryMark,
+    Branch=Branch,
+    ToolEffect=ToolEffect,
+    Provenance=Provenance,
+    EffectState=EffectState,
+)
+
+
+def _decode(data: object) -> Continuation:
+    return continuation_json.decode_continuation(data, _CLASSES)

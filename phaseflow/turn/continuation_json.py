@@ -3,36 +3,131 @@
 Kept apart from the value so each module has one job: ``continuation`` keeps the exact
 history and the tool ledger, this module writes them down and reads them back. The
 request and the checkpoint store only the messages they add to the history before them,
-so the JSON is linear in the history; reading restores the sharing. Reading goes through
-the shape readers of :mod:`~phaseflow.turn.jsonio` (``Malformed`` on the first wrong
-shape); ``Continuation.from_json`` turns that into a rejection and then checks every
+so the JSON is linear in the history; reading restores the sharing.
+
+This module sits *below* ``continuation`` and never imports it (``continuation`` imports
+this one, for ``to_json`` / ``from_json``): writing reads attributes, typed by the small
+protocols below (exactly the fields the JSON form holds); reading builds values through
+the constructors ``continuation`` hands over as :class:`ContinuationClasses`. Reading goes
+through the shape readers of :mod:`~phaseflow.turn.jsonio` (``Malformed`` on the first
+wrong shape); ``Continuation.from_json`` turns that into a rejection and then checks every
 invariant (``validate``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Generic, NamedTuple, Protocol, TypeVar
+
 from phaseflow.turn import jsonio as j
-from phaseflow.turn.continuation import (
-    ActiveRequest,
-    Branch,
-    Continuation,
-    EffectState,
-    HistoryMark,
-    Provenance,
-    ToolCheckpoint,
-    ToolEffect,
-)
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.messages import History, ToolCall, ToolOutcome
 from phaseflow.turn.progress import TurnId
 
-__all__ = ["continuation_to_json", "decode_continuation"]
+__all__ = ["ContinuationClasses", "continuation_to_json", "decode_continuation"]
+
+T = TypeVar("T")
+
+
+# --- what writing reads of each value of ``continuation`` -----------------------------
+
+
+class _ActiveRequest(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def turn_id(self) -> int: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def messages(self) -> History: ...
+
+
+class _HistoryMark(Protocol):
+    @property
+    def display_entry(self) -> int: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def message_count(self) -> int: ...
+
+
+class _Branch(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def messages(self) -> History: ...
+    @property
+    def marks(self) -> tuple[_HistoryMark, ...]: ...
+
+
+class _ToolEffect(Protocol):
+    @property
+    def call(self) -> ToolCall: ...
+    @property
+    def state(self) -> StrEnum: ...
+    @property
+    def result(self) -> ToolOutcome | None: ...
+
+
+class _ToolCheckpoint(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def messages(self) -> History: ...
+    @property
+    def effects(self) -> tuple[_ToolEffect, ...]: ...
+
+
+class _Continuation(Protocol):
+    @property
+    def messages(self) -> History: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def durable_revision(self) -> int: ...
+    @property
+    def provenance(self) -> StrEnum: ...
+    @property
+    def request(self) -> _ActiveRequest | None: ...
+    @property
+    def marks(self) -> tuple[_HistoryMark, ...]: ...
+    @property
+    def branches(self) -> tuple[_Branch, ...]: ...
+    @property
+    def checkpoint(self) -> _ToolCheckpoint | None: ...
+    @property
+    def checkpoint_seq(self) -> int: ...
+
+
+# --- what reading builds values with ----------------------------------------------------
+
+
+class ContinuationClasses(NamedTuple, Generic[T]):
+    """The classes of ``continuation`` that reading builds values with (``T``: the value).
+
+    Handed over by ``continuation``, which this module must not import. A constructor
+    whose arguments are values of ``continuation`` is typed ``...``: each constructor
+    reads every argument itself (as for any caller), and a refusal is a wrong shape.
+    """
+
+    Continuation: Callable[..., T]
+    ActiveRequest: Callable[[str, TurnId, int, History], _ActiveRequest]
+    ToolCheckpoint: Callable[..., object]
+    HistoryMark: Callable[[int, int, int], object]
+    Branch: Callable[..., object]
+    ToolEffect: Callable[..., object]
+    Provenance: Callable[[str], object]
+    EffectState: Callable[[str], object]
 
 
 # --- writing ---------------------------------------------------------------------------
 
 
-def continuation_to_json(c: Continuation) -> dict[str, JsonValue]:
+def continuation_to_json(c: _Continuation) -> dict[str, JsonValue]:
     request: JsonValue = None
     if c.request is not None:
         r = c.request
@@ -71,7 +166,7 @@ def continuation_to_json(c: Continuation) -> dict[str, JsonValue]:
     }
 
 
-def _mark_to_json(m: HistoryMark) -> dict[str, JsonValue]:
+def _mark_to_json(m: _HistoryMark) -> dict[str, JsonValue]:
     return {
         "display_entry": m.display_entry,
         "revision": m.revision,
@@ -79,7 +174,7 @@ def _mark_to_json(m: HistoryMark) -> dict[str, JsonValue]:
     }
 
 
-def _effect_to_json(e: ToolEffect) -> dict[str, JsonValue]:
+def _effect_to_json(e: _ToolEffect) -> dict[str, JsonValue]:
     return {
         "call": e.call.to_json(),
         "state": e.state.value,
@@ -90,70 +185,80 @@ def _effect_to_json(e: ToolEffect) -> dict[str, JsonValue]:
 # --- reading ---------------------------------------------------------------------------
 
 
-def decode_continuation(data: object) -> Continuation:
+def decode_continuation(data: object, classes: ContinuationClasses[T]) -> T:
     """Read a continuation's shape; raises ``Malformed`` (run it through ``j.decode``)."""
-    w = "continuation"
-    d = j.obj(data, w)
-    messages = History.decode(j.field(d, "messages", w))
-    request = None
-    raw = d.get("request")
-    if raw is not None:
-        r = j.obj(raw, "request")
-        request = ActiveRequest(
-            j.string(r, "id", "request"),
-            TurnId(j.integer(r, "turn_id", "request")),
-            j.integer(r, "revision", "request"),
-            messages.extend(History.decode(j.field(r, "added", "request"))),
+    return _Reader(classes).continuation(data)
+
+
+class _Reader(Generic[T]):
+    """The decoders of one read, each building with ``make`` (bound methods, so they fit
+    the one-argument readers ``j.items`` takes)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: ContinuationClasses[T]) -> None:
+        self.make = make
+
+    def continuation(self, data: object) -> T:
+        w = "continuation"
+        d = j.obj(data, w)
+        messages = History.decode(j.field(d, "messages", w))
+        request = None
+        raw = d.get("request")
+        if raw is not None:
+            r = j.obj(raw, "request")
+            request = self.make.ActiveRequest(
+                j.string(r, "id", "request"),
+                TurnId(j.integer(r, "turn_id", "request")),
+                j.integer(r, "revision", "request"),
+                messages.extend(History.decode(j.field(r, "added", "request"))),
+            )
+        checkpoint = None
+        raw = d.get("checkpoint")
+        if raw is not None:
+            if request is None:
+                raise Malformed("checkpoint without a request")
+            cp = j.obj(raw, "checkpoint")
+            checkpoint = self.make.ToolCheckpoint(
+                j.string(cp, "id", "checkpoint"),
+                j.string(cp, "request_id", "checkpoint"),
+                request.messages.extend(History.decode(j.field(cp, "added", "checkpoint"))),
+                j.items(cp, "effects", "checkpoint", self.effect),
+            )
+        return self.make.Continuation(
+            messages,
+            j.integer(d, "revision", w),
+            j.integer(d, "durable_revision", w),
+            j.enum(d, "provenance", w, self.make.Provenance),
+            request,
+            j.items(d, "marks", w, self.mark),
+            j.items(d, "branches", w, self.branch),
+            checkpoint,
+            j.integer(d, "checkpoint_seq", w),
         )
-    checkpoint = None
-    raw = d.get("checkpoint")
-    if raw is not None:
-        if request is None:
-            raise Malformed("checkpoint without a request")
-        cp = j.obj(raw, "checkpoint")
-        checkpoint = ToolCheckpoint(
-            j.string(cp, "id", "checkpoint"),
-            j.string(cp, "request_id", "checkpoint"),
-            request.messages.extend(History.decode(j.field(cp, "added", "checkpoint"))),
-            j.items(cp, "effects", "checkpoint", _decode_effect),
+
+    def mark(self, data: object) -> object:
+        w = "history mark"
+        d = j.obj(data, w)
+        return self.make.HistoryMark(
+            j.integer(d, "display_entry", w),
+            j.integer(d, "revision", w),
+            j.integer(d, "message_count", w),
         )
-    return Continuation(
-        messages,
-        j.integer(d, "revision", w),
-        j.integer(d, "durable_revision", w),
-        j.enum(d, "provenance", w, Provenance),
-        request,
-        j.items(d, "marks", w, _decode_mark),
-        j.items(d, "branches", w, _decode_branch),
-        checkpoint,
-        j.integer(d, "checkpoint_seq", w),
-    )
 
+    def branch(self, data: object) -> object:
+        d = j.obj(data, "branch")
+        return self.make.Branch(
+            j.string(d, "name", "branch"),
+            History.decode(j.field(d, "messages", "branch")),
+            j.items(d, "marks", "branch", self.mark),
+        )
 
-def _decode_mark(data: object) -> HistoryMark:
-    w = "history mark"
-    d = j.obj(data, w)
-    return HistoryMark(
-        j.integer(d, "display_entry", w),
-        j.integer(d, "revision", w),
-        j.integer(d, "message_count", w),
-    )
-
-
-def _decode_branch(data: object) -> Branch:
-    d = j.obj(data, "branch")
-    return Branch(
-        j.string(d, "name", "branch"),
-        History.decode(j.field(d, "messages", "branch")),
-        j.items(d, "marks", "branch", _decode_mark),
-    )
-
-
-def _decode_effect(data: object) -> ToolEffect:
-    d = j.obj(data, "tool effect")
-    raw = d.get("result")
-    return ToolEffect(
-        ToolCall.decode(j.field(d, "call", "tool effect")),
-        j.enum(d, "state", "tool effect", EffectState),
-        None if raw is None else ToolOutcome.decode(raw),
-    )
+    def effect(self, data: object) -> object:
+        d = j.obj(data, "tool effect")
+        raw = d.get("result")
+        return self.make.ToolEffect(
+            ToolCall.decode(j.field(d, "call", "tool effect")),
+            j.enum(d, "state", "tool effect", self.make.EffectState),
+            None if raw is None else ToolOutcome.decode(raw),
+        )

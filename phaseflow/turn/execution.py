@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Any
+from typing import Any, ClassVar, Literal
 
+from phaseflow.turn import execution_json
 from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.inputs import evolve
@@ -113,17 +114,17 @@ class ActiveTool:
 
 @dataclass(frozen=True, slots=True)
 class Starting:
-    kind = "starting"
+    kind: ClassVar[Literal["starting"]] = "starting"
 
 
 @dataclass(frozen=True, slots=True)
 class Thinking:
-    kind = "thinking"
+    kind: ClassVar[Literal["thinking"]] = "thinking"
 
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    kind = "completion"
+    kind: ClassVar[Literal["completion"]] = "completion"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,7 @@ class ToolExecution:
     """Tools running now, in start order; never empty (the last one out ends it)."""
 
     active_tools: tuple[ActiveTool, ...]
-    kind = "tool_execution"
+    kind: ClassVar[Literal["tool_execution"]] = "tool_execution"
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -165,7 +166,7 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, slots=True)
 class RunIdle:
-    kind = "idle"
+    kind: ClassVar[Literal["idle"]] = "idle"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,7 @@ class RunActive:
     activity: Activity
     pending_approval: ApprovalRequest | None = None
     error: str | None = None
-    kind = "active"
+    kind: ClassVar[Literal["active"]] = "active"
 
     def __post_init__(self) -> None:
         i.exactly(self.activity, _ACTIVITIES, "activity")
@@ -185,7 +186,7 @@ class RunActive:
 @dataclass(frozen=True, slots=True)
 class RunFailed:
     message: str
-    kind = "failure"
+    kind: ClassVar[Literal["failure"]] = "failure"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "message", i.text(self.message, "failure message"))
@@ -224,9 +225,6 @@ class TrustKey:
             raise i.TurnInputError("a name trust key has no detail; the other kinds need one")
 
     def to_json(self) -> dict[str, JsonValue]:
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.execution_json as execution_json
-
         return execution_json.trust_key_to_json(self)
 
 
@@ -668,17 +666,11 @@ class TurnExecution:
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.execution_json as execution_json
-
         return execution_json.execution_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> TurnExecution | Rejected:
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.execution_json as execution_json
-
-        decoded = j.decode(data, execution_json.decode_execution)
+        decoded = j.decode(data, _decode)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     def validate(self) -> TurnExecution | Rejected:
@@ -744,3 +736,30 @@ def _invalid(value: TurnExecution) -> str:
         if not _absolute(b.path) or not 1 <= b.start <= b.end:
             return f"bad edit range for {b.path!r}"
     return ""
+
+
+# --- JSON: the codec builds values with these classes (it does not import this module) ---
+
+_CLASSES = execution_json.ExecutionClasses(
+    TurnExecution=TurnExecution,
+    Mode=Mode,
+    RunIdle=RunIdle,
+    RunActive=RunActive,
+    RunFailed=RunFailed,
+    Starting=Starting,
+    Thinking=Thinking,
+    Completion=Completion,
+    ToolExecution=ToolExecution,
+    ActiveTool=ActiveTool,
+    ApprovalRequest=ApprovalRequest,
+    TrustKey=TrustKey,
+    TrustKeyKind=TrustKeyKind,
+    TrustEntry=TrustEntry,
+    TrustScope=TrustScope,
+    PendingAutoApproval=PendingAutoApproval,
+    EditRange=EditRange,
+)
+
+
+def _decode(data: object) -> TurnExecution:
+    return execution_json.decode_execution(data, _CLASSES)

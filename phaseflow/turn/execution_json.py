@@ -1,7 +1,12 @@
 """The plain-JSON form of :class:`~phaseflow.turn.execution.TurnExecution` (part 1).
 
 Kept apart from the value so each module has one job: ``execution`` says what a session's
-control state may do, this module says how it is written down and read back. Reading goes
+control state may do, this module says how it is written down and read back.
+
+This module sits *below* ``execution`` and never imports it (``execution`` imports this
+one, for ``to_json`` / ``from_json``): writing reads attributes, typed by the small
+protocols below (exactly the fields the JSON form holds); reading builds values through
+the constructors ``execution`` hands over as :class:`ExecutionClasses`. Reading goes
 through the shape readers of :mod:`~phaseflow.turn.jsonio` (``Malformed`` on the first
 wrong shape); ``TurnExecution.from_json`` turns that into a rejection and then checks the
 invariants (``validate``).
@@ -9,38 +14,156 @@ invariants (``validate``).
 
 from __future__ import annotations
 
-from phaseflow.turn import jsonio as j
-from phaseflow.turn.execution import (
-    ActiveTool,
-    Activity,
-    ApprovalRequest,
-    Completion,
-    EditRange,
-    Mode,
-    PendingAutoApproval,
-    RunActive,
-    RunFailed,
-    RunIdle,
-    RunPhase,
-    Starting,
-    Thinking,
-    ToolExecution,
-    TrustEntry,
-    TrustKey,
-    TrustKeyKind,
-    TrustScope,
-    TurnExecution,
-)
-from phaseflow.turn.jsonio import JsonValue, Malformed
-from phaseflow.turn.messages import ToolCall, content_from_json, content_to_json
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
 
-__all__ = ["decode_execution", "execution_to_json", "trust_key_to_json"]
+from phaseflow.turn import jsonio as j
+from phaseflow.turn.jsonio import JsonValue, Malformed
+from phaseflow.turn.messages import Content, ToolCall, content_from_json, content_to_json
+
+__all__ = ["ExecutionClasses", "decode_execution", "execution_to_json", "trust_key_to_json"]
+
+T = TypeVar("T")
+
+
+# --- what writing reads of each value of ``execution`` --------------------------------
+
+
+class _ActiveTool(Protocol):
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+class _PlainActivity(Protocol):
+    @property
+    def kind(self) -> Literal["starting", "thinking", "completion"]: ...
+
+
+class _ToolExecution(Protocol):
+    @property
+    def kind(self) -> Literal["tool_execution"]: ...
+    @property
+    def active_tools(self) -> tuple[_ActiveTool, ...]: ...
+
+
+class _ApprovalRequest(Protocol):
+    @property
+    def call(self) -> ToolCall: ...
+    @property
+    def reason(self) -> str: ...
+
+
+class _RunIdle(Protocol):
+    @property
+    def kind(self) -> Literal["idle"]: ...
+
+
+class _RunFailed(Protocol):
+    @property
+    def kind(self) -> Literal["failure"]: ...
+    @property
+    def message(self) -> str: ...
+
+
+class _RunActive(Protocol):
+    @property
+    def kind(self) -> Literal["active"]: ...
+    @property
+    def activity(self) -> _PlainActivity | _ToolExecution: ...
+    @property
+    def pending_approval(self) -> _ApprovalRequest | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class _TrustKey(Protocol):
+    @property
+    def tool(self) -> str: ...
+    @property
+    def kind(self) -> StrEnum: ...
+    @property
+    def detail(self) -> str: ...
+
+
+class _TrustEntry(Protocol):
+    @property
+    def key(self) -> _TrustKey: ...
+    @property
+    def scope(self) -> StrEnum: ...
+
+
+class _PendingAutoApproval(Protocol):
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def scope(self) -> StrEnum: ...
+
+
+class _EditRange(Protocol):
+    @property
+    def path(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+class _TurnExecution(Protocol):
+    @property
+    def mode(self) -> StrEnum: ...
+    @property
+    def phase(self) -> _RunIdle | _RunActive | _RunFailed: ...
+    @property
+    def steering(self) -> tuple[Content, ...]: ...
+    @property
+    def follow_up(self) -> tuple[Content, ...]: ...
+    @property
+    def trust(self) -> tuple[_TrustEntry, ...]: ...
+    @property
+    def auto_approvals(self) -> tuple[_PendingAutoApproval, ...]: ...
+    @property
+    def edit_ranges(self) -> tuple[_EditRange, ...]: ...
+    @property
+    def shell_tools(self) -> tuple[str, ...]: ...
+
+
+# --- what reading builds values with ----------------------------------------------------
+
+
+class ExecutionClasses(NamedTuple, Generic[T]):
+    """The classes of ``execution`` that reading builds values with (``T``: the value).
+
+    Handed over by ``execution``, which this module must not import. A constructor whose
+    arguments are values of ``execution`` is typed ``...``: each constructor reads every
+    argument itself (as for any caller), and a refusal is a wrong shape.
+    """
+
+    TurnExecution: Callable[..., T]
+    Mode: Callable[[str], object]
+    RunIdle: Callable[[], object]
+    RunActive: Callable[..., object]
+    RunFailed: Callable[[str], object]
+    Starting: Callable[[], object]
+    Thinking: Callable[[], object]
+    Completion: Callable[[], object]
+    ToolExecution: Callable[..., object]
+    ActiveTool: Callable[[str, str], object]
+    ApprovalRequest: Callable[[ToolCall, str], object]
+    TrustKey: Callable[..., object]
+    TrustKeyKind: Callable[[str], object]
+    TrustEntry: Callable[..., object]
+    TrustScope: Callable[[str], object]
+    PendingAutoApproval: Callable[..., object]
+    EditRange: Callable[[str, int, int], object]
 
 
 # --- writing ---------------------------------------------------------------------------
 
 
-def execution_to_json(ex: TurnExecution) -> dict[str, JsonValue]:
+def execution_to_json(ex: _TurnExecution) -> dict[str, JsonValue]:
     return {
         "mode": ex.mode.value,
         "phase": _phase_to_json(ex.phase),
@@ -55,17 +178,17 @@ def execution_to_json(ex: TurnExecution) -> dict[str, JsonValue]:
     }
 
 
-def trust_key_to_json(key: TrustKey) -> dict[str, JsonValue]:
+def trust_key_to_json(key: _TrustKey) -> dict[str, JsonValue]:
     return {"tool": key.tool, "kind": key.kind.value, "detail": key.detail}
 
 
-def _phase_to_json(phase: RunPhase) -> dict[str, JsonValue]:
-    if isinstance(phase, RunIdle):
+def _phase_to_json(phase: _RunIdle | _RunActive | _RunFailed) -> dict[str, JsonValue]:
+    if phase.kind == "idle":
         return {"kind": "idle"}
-    if isinstance(phase, RunFailed):
+    if phase.kind == "failure":
         return {"kind": "failure", "message": phase.message}
     activity: dict[str, JsonValue] = {"kind": phase.activity.kind}
-    if isinstance(phase.activity, ToolExecution):
+    if phase.activity.kind == "tool_execution":
         activity["active_tools"] = [
             {"call_id": t.call_id, "name": t.name} for t in phase.activity.active_tools
         ]
@@ -86,90 +209,104 @@ def _phase_to_json(phase: RunPhase) -> dict[str, JsonValue]:
 # --- reading ---------------------------------------------------------------------------
 
 
-def decode_execution(data: object) -> TurnExecution:
+def decode_execution(data: object, classes: ExecutionClasses[T]) -> T:
     """Read an execution value's shape; raises ``Malformed`` (run it through ``j.decode``)."""
-    w = "turn execution"
-    d = j.obj(data, w)
-    return TurnExecution(
-        mode=j.enum(d, "mode", w, Mode),
-        phase=_decode_phase(j.field(d, "phase", w)),
-        steering=j.items(d, "steering", w, content_from_json),
-        follow_up=j.items(d, "follow_up", w, content_from_json),
-        trust=j.items(d, "trust", w, _decode_trust),
-        auto_approvals=j.items(d, "auto_approvals", w, _decode_auto),
-        edit_ranges=j.items(d, "edit_ranges", w, _decode_edit_range),
-        shell_tools=j.items(d, "shell_tools", w, _decode_name),
-    )
+    return _Reader(classes).execution(data)
 
 
-def _decode_activity(data: object) -> Activity:
-    d = j.obj(data, "activity")
-    kind = j.string(d, "kind", "activity")
-    simple: dict[str, Activity] = {
-        "starting": Starting(),
-        "thinking": Thinking(),
-        "completion": Completion(),
-    }
-    if kind in simple:
-        return simple[kind]
-    if kind == "tool_execution":
-        return ToolExecution(j.items(d, "active_tools", "activity", _decode_active_tool))
-    raise Malformed(f"activity: unknown kind {kind!r}")
+class _Reader(Generic[T]):
+    """The decoders of one read, each building with ``make`` (bound methods, so they fit
+    the one-argument readers ``j.items`` takes)."""
 
+    __slots__ = ("make",)
 
-def _decode_active_tool(data: object) -> ActiveTool:
-    d = j.obj(data, "active tool")
-    return ActiveTool(j.string(d, "call_id", "active tool"), j.string(d, "name", "active tool"))
+    def __init__(self, make: ExecutionClasses[T]) -> None:
+        self.make = make
 
-
-def _decode_phase(data: object) -> RunPhase:
-    d = j.obj(data, "phase")
-    kind = j.string(d, "kind", "phase")
-    if kind == "idle":
-        return RunIdle()
-    if kind == "failure":
-        return RunFailed(j.string(d, "message", "phase"))
-    if kind != "active":
-        raise Malformed(f"phase: unknown kind {kind!r}")
-    activity = _decode_activity(j.field(d, "activity", "phase"))
-    raw = d.get("pending_approval")
-    approval = None
-    if raw is not None:
-        a = j.obj(raw, "approval")
-        approval = ApprovalRequest(
-            ToolCall.decode(j.field(a, "call", "approval")), j.string(a, "reason", "approval")
+    def execution(self, data: object) -> T:
+        w = "turn execution"
+        d = j.obj(data, w)
+        return self.make.TurnExecution(
+            mode=j.enum(d, "mode", w, self.make.Mode),
+            phase=self.phase(j.field(d, "phase", w)),
+            steering=j.items(d, "steering", w, content_from_json),
+            follow_up=j.items(d, "follow_up", w, content_from_json),
+            trust=j.items(d, "trust", w, self.trust),
+            auto_approvals=j.items(d, "auto_approvals", w, self.auto),
+            edit_ranges=j.items(d, "edit_ranges", w, self.edit_range),
+            shell_tools=j.items(d, "shell_tools", w, _decode_name),
         )
-    return RunActive(activity, approval, j.opt_string(d, "error", "phase"))
 
+    def activity(self, data: object) -> object:
+        d = j.obj(data, "activity")
+        kind = j.string(d, "kind", "activity")
+        simple: dict[str, Callable[[], object]] = {
+            "starting": self.make.Starting,
+            "thinking": self.make.Thinking,
+            "completion": self.make.Completion,
+        }
+        if kind in simple:
+            return simple[kind]()
+        if kind == "tool_execution":
+            return self.make.ToolExecution(
+                j.items(d, "active_tools", "activity", self.active_tool)
+            )
+        raise Malformed(f"activity: unknown kind {kind!r}")
 
-def _decode_trust_key(data: object) -> TrustKey:
-    d = j.obj(data, "trust key")
-    return TrustKey(  # the constructor refuses a name key with a detail and the reverse
-        j.string(d, "tool", "trust key"),
-        j.enum(d, "kind", "trust key", TrustKeyKind),
-        j.string(d, "detail", "trust key"),
-    )
+    def active_tool(self, data: object) -> object:
+        d = j.obj(data, "active tool")
+        return self.make.ActiveTool(
+            j.string(d, "call_id", "active tool"), j.string(d, "name", "active tool")
+        )
 
+    def phase(self, data: object) -> object:
+        d = j.obj(data, "phase")
+        kind = j.string(d, "kind", "phase")
+        if kind == "idle":
+            return self.make.RunIdle()
+        if kind == "failure":
+            return self.make.RunFailed(j.string(d, "message", "phase"))
+        if kind != "active":
+            raise Malformed(f"phase: unknown kind {kind!r}")
+        activity = self.activity(j.field(d, "activity", "phase"))
+        raw = d.get("pending_approval")
+        approval = None
+        if raw is not None:
+            a = j.obj(raw, "approval")
+            approval = self.make.ApprovalRequest(
+                ToolCall.decode(j.field(a, "call", "approval")), j.string(a, "reason", "approval")
+            )
+        return self.make.RunActive(activity, approval, j.opt_string(d, "error", "phase"))
 
-def _decode_trust(data: object) -> TrustEntry:
-    d = j.obj(data, "trust entry")
-    return TrustEntry(
-        _decode_trust_key(j.field(d, "key", "trust entry")),
-        j.enum(d, "scope", "trust entry", TrustScope),
-    )
+    def trust_key(self, data: object) -> object:
+        d = j.obj(data, "trust key")
+        # the constructor refuses a name key with a detail and the reverse
+        return self.make.TrustKey(
+            j.string(d, "tool", "trust key"),
+            j.enum(d, "kind", "trust key", self.make.TrustKeyKind),
+            j.string(d, "detail", "trust key"),
+        )
 
+    def trust(self, data: object) -> object:
+        d = j.obj(data, "trust entry")
+        return self.make.TrustEntry(
+            self.trust_key(j.field(d, "key", "trust entry")),
+            j.enum(d, "scope", "trust entry", self.make.TrustScope),
+        )
 
-def _decode_auto(data: object) -> PendingAutoApproval:
-    d = j.obj(data, "auto approval")
-    return PendingAutoApproval(
-        j.string(d, "call_id", "auto approval"), j.enum(d, "scope", "auto approval", TrustScope)
-    )
+    def auto(self, data: object) -> object:
+        d = j.obj(data, "auto approval")
+        return self.make.PendingAutoApproval(
+            j.string(d, "call_id", "auto approval"),
+            j.enum(d, "scope", "auto approval", self.make.TrustScope),
+        )
 
-
-def _decode_edit_range(data: object) -> EditRange:
-    w = "edit range"
-    d = j.obj(data, w)
-    return EditRange(j.string(d, "path", w), j.integer(d, "start", w), j.integer(d, "end", w))
+    def edit_range(self, data: object) -> object:
+        w = "edit range"
+        d = j.obj(data, w)
+        return self.make.EditRange(
+            j.string(d, "path", w), j.integer(d, "start", w), j.integer(d, "end", w)
+        )
 
 
 def _decode_name(data: object) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "content_from_json",
     "content_to_json",
     "message_from_json",
+    "message_to_json",
 ]
 
 
@@ -318,6 +319,13 @@ _MESSAGES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
 
 
 def message_to_json(message: Message) -> dict[str, JsonValue]:
+    """A message's plain JSON (what :func:`message_from_json` reads back); anything but a
+    message raises :class:`~phaseflow.turn.inputs.TurnInputError`."""
+    return _message_json(read_message(message, "message"))
+
+
+def _message_json(message: Message) -> dict[str, JsonValue]:
+    # unchecked: ``History`` holds only messages (its constructor read each one)
     out: dict[str, JsonValue] = {
         "role": message.role.value,
         "content": content_to_json(message.content),
@@ -527,7 +535,7 @@ class History:
         return f"History({list(self)!r})"
 
     def to_json(self) -> list[JsonValue]:
-        return [message_to_json(m) for m in self]
+        return [_message_json(m) for m in self]
 
     @classmethod
     def decode(cls, data: object) -> History:

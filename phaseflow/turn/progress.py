@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple, NewType
+from typing import ClassVar, Literal, NamedTuple, NewType
 
 from phaseflow.turn import inputs as i
 from phaseflow.turn import jsonio as j
+from phaseflow.turn import progress_json
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue
 from phaseflow.turn.messages import ToolCall, ToolOutcome, read_call, read_outcome
@@ -72,7 +73,7 @@ class StopReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    kind = "idle"
+    kind: ClassVar[Literal["idle"]] = "idle"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ class Generating:
     pending_tool_calls: tuple[ToolCall, ...] = ()
     continuation: bool = False
     """This generation continues a reply cut by the output cap: stitch, do not start anew."""
-    kind = "generating"
+    kind: ClassVar[Literal["generating"]] = "generating"
 
     def __post_init__(self) -> None:
         setf = object.__setattr__
@@ -107,7 +108,7 @@ class ExecutingTools:
     turn_id: TurnId
     calls: tuple[ToolCall, ...]
     outcomes: tuple[ToolOutcome | None, ...]
-    kind = "executing_tools"
+    kind: ClassVar[Literal["executing_tools"]] = "executing_tools"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
@@ -124,7 +125,7 @@ class Compacting:
     turn_id: TurnId
     trigger: CompactionTrigger
     resume_continuation: bool = False
-    kind = "compacting"
+    kind: ClassVar[Literal["compacting"]] = "compacting"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
@@ -145,7 +146,7 @@ class Cancelling:
     since: float
     calls: tuple[ToolCall, ...] = ()
     outcomes: tuple[ToolOutcome, ...] = ()
-    kind = "cancelling"
+    kind: ClassVar[Literal["cancelling"]] = "cancelling"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "turn_id", i.integer(self.turn_id, "turn id"))
@@ -441,17 +442,11 @@ class TurnProgress:
     # --- JSON ---
 
     def to_json(self) -> dict[str, JsonValue]:
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.progress_json as progress_json
-
         return progress_json.progress_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> TurnProgress | Rejected:
-        # imported here: the codec module imports the classes of this one
-        import phaseflow.turn.progress_json as progress_json
-
-        decoded = j.decode(data, progress_json.decode_progress)
+        decoded = j.decode(data, _decode)
         return decoded if isinstance(decoded, Rejected) else decoded.validate()
 
     def validate(self) -> TurnProgress | Rejected:
@@ -484,3 +479,21 @@ def _invalid(m: TurnProgress) -> str:
     ):
         return "a manual compaction has no continuation to resume"
     return ""
+
+
+# --- JSON: the codec builds values with these classes (it does not import this module) ---
+
+_CLASSES = progress_json.ProgressClasses(
+    TurnProgress=TurnProgress,
+    Idle=Idle,
+    Generating=Generating,
+    ExecutingTools=ExecutingTools,
+    Compacting=Compacting,
+    Cancelling=Cancelling,
+    SubPhase=SubPhase,
+    CompactionTrigger=CompactionTrigger,
+)
+
+
+def _decode(data: object) -> TurnProgress:
+    return progress_json.decode_progress(data, _CLASSES)

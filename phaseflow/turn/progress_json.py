@@ -1,34 +1,129 @@
 """The plain-JSON form of :class:`~phaseflow.turn.progress.TurnProgress` (part 2).
 
 Kept apart from the value so each module has one job: ``progress`` says what may happen
-in a turn, this module says how a turn's progress is written down and read back. Reading
-goes through the shape readers of :mod:`~phaseflow.turn.jsonio`, which raise ``Malformed``
-on the first wrong shape; ``TurnProgress.from_json`` turns that into a rejection and then
-checks the invariants (``validate``).
+in a turn, this module says how a turn's progress is written down and read back.
+
+This module sits *below* ``progress`` and never imports it (``progress`` imports this
+one, for ``to_json`` / ``from_json``): writing reads attributes, typed by the small
+protocols below (exactly the fields the JSON form holds); reading builds values through
+the constructors ``progress`` hands over as :class:`ProgressClasses`. Reading goes through
+the shape readers of :mod:`~phaseflow.turn.jsonio`, which raise ``Malformed`` on the first
+wrong shape; ``TurnProgress.from_json`` turns that into a rejection and then checks the
+invariants (``validate``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
+
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.messages import ToolCall, ToolOutcome
-from phaseflow.turn.progress import (
-    Cancelling,
-    Compacting,
-    CompactionTrigger,
-    ExecutingTools,
-    Generating,
-    Idle,
-    SubPhase,
-    TurnId,
-    TurnProgress,
-    TurnStage,
-)
 
-__all__ = ["decode_progress", "progress_to_json"]
+__all__ = ["ProgressClasses", "decode_progress", "progress_to_json"]
+
+T = TypeVar("T")
 
 
-def progress_to_json(progress: TurnProgress) -> dict[str, JsonValue]:
+# --- what writing reads of each value of ``progress`` ---------------------------------
+
+
+class _Idle(Protocol):
+    @property
+    def kind(self) -> Literal["idle"]: ...
+
+
+class _Generating(Protocol):
+    @property
+    def kind(self) -> Literal["generating"]: ...
+    @property
+    def turn_id(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def reasoning(self) -> str: ...
+    @property
+    def token_estimate(self) -> int: ...
+    @property
+    def sub_phase(self) -> StrEnum: ...
+    @property
+    def pending_tool_calls(self) -> tuple[ToolCall, ...]: ...
+    @property
+    def continuation(self) -> bool: ...
+
+
+class _ExecutingTools(Protocol):
+    @property
+    def kind(self) -> Literal["executing_tools"]: ...
+    @property
+    def turn_id(self) -> int: ...
+    @property
+    def calls(self) -> tuple[ToolCall, ...]: ...
+    @property
+    def outcomes(self) -> tuple[ToolOutcome | None, ...]: ...
+
+
+class _Compacting(Protocol):
+    @property
+    def kind(self) -> Literal["compacting"]: ...
+    @property
+    def turn_id(self) -> int: ...
+    @property
+    def trigger(self) -> StrEnum: ...
+    @property
+    def resume_continuation(self) -> bool: ...
+
+
+class _Cancelling(Protocol):
+    @property
+    def kind(self) -> Literal["cancelling"]: ...
+    @property
+    def turn_id(self) -> int: ...
+    @property
+    def since(self) -> float: ...
+    @property
+    def calls(self) -> tuple[ToolCall, ...]: ...
+    @property
+    def outcomes(self) -> tuple[ToolOutcome, ...]: ...
+
+
+_TurnStage = _Idle | _Generating | _ExecutingTools | _Compacting | _Cancelling
+
+
+class _TurnProgress(Protocol):
+    @property
+    def stage(self) -> _TurnStage: ...
+    @property
+    def last_turn_id(self) -> int: ...
+
+
+# --- what reading builds values with ----------------------------------------------------
+
+
+class ProgressClasses(NamedTuple, Generic[T]):
+    """The classes of ``progress`` that reading builds values with (``T``: the value).
+
+    Handed over by ``progress``, which this module must not import. A constructor whose
+    arguments are values of ``progress`` is typed ``...``: each constructor reads every
+    argument itself (as for any caller), and a refusal is a wrong shape.
+    """
+
+    TurnProgress: Callable[..., T]
+    Idle: Callable[[], object]
+    Generating: Callable[..., object]
+    ExecutingTools: Callable[..., object]
+    Compacting: Callable[..., object]
+    Cancelling: Callable[..., object]
+    SubPhase: Callable[[str], object]
+    CompactionTrigger: Callable[[str], object]
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def progress_to_json(progress: _TurnProgress) -> dict[str, JsonValue]:
     return {"last_turn_id": progress.last_turn_id, "stage": _stage_to_json(progress.stage)}
 
 
@@ -36,10 +131,10 @@ def _calls_json(calls: tuple[ToolCall, ...]) -> list[JsonValue]:
     return [c.to_json() for c in calls]
 
 
-def _stage_to_json(s: TurnStage) -> dict[str, JsonValue]:
-    if isinstance(s, Idle):
+def _stage_to_json(s: _TurnStage) -> dict[str, JsonValue]:
+    if s.kind == "idle":
         return {"kind": "idle"}
-    if isinstance(s, Generating):
+    if s.kind == "generating":
         return {
             "kind": s.kind,
             "turn_id": s.turn_id,
@@ -50,14 +145,14 @@ def _stage_to_json(s: TurnStage) -> dict[str, JsonValue]:
             "pending_tool_calls": _calls_json(s.pending_tool_calls),
             "continuation": s.continuation,
         }
-    if isinstance(s, ExecutingTools):
+    if s.kind == "executing_tools":
         return {
             "kind": s.kind,
             "turn_id": s.turn_id,
             "calls": _calls_json(s.calls),
             "outcomes": [None if o is None else o.to_json() for o in s.outcomes],
         }
-    if isinstance(s, Compacting):
+    if s.kind == "compacting":
         return {
             "kind": s.kind,
             "turn_id": s.turn_id,
@@ -73,47 +168,53 @@ def _stage_to_json(s: TurnStage) -> dict[str, JsonValue]:
     }
 
 
+# --- reading ---------------------------------------------------------------------------
+
+
+def decode_progress(data: object, classes: ProgressClasses[T]) -> T:
+    """Read a progress value's shape; raises ``Malformed`` (run it through ``j.decode``)."""
+    w = "turn progress"
+    d = j.obj(data, w)
+    stage = _decode_stage(j.field(d, "stage", w), classes)
+    return classes.TurnProgress(stage, j.integer(d, "last_turn_id", w))
+
+
 def _opt_outcome(data: object) -> ToolOutcome | None:
     return None if data is None else ToolOutcome.decode(data)
 
 
-def _decode_stage(data: object) -> TurnStage:
+def _decode_stage(data: object, make: ProgressClasses[T]) -> object:
     w = "turn stage"
     d = j.obj(data, w)
     kind = j.string(d, "kind", w)
     if kind == "idle":
-        return Idle()
-    turn = TurnId(j.integer(d, "turn_id", w))
+        return make.Idle()
+    turn = j.integer(d, "turn_id", w)  # a ``TurnId`` (a plain int at run time)
     if kind == "generating":
-        return Generating(
+        return make.Generating(
             turn,
             j.string(d, "text", w),
             j.string(d, "reasoning", w),
             j.integer(d, "token_estimate", w),
-            j.enum(d, "sub_phase", w, SubPhase),
+            j.enum(d, "sub_phase", w, make.SubPhase),
             j.items(d, "pending_tool_calls", w, ToolCall.decode),
             j.boolean(d, "continuation", w),
         )
     if kind == "executing_tools":
-        return ExecutingTools(
+        return make.ExecutingTools(
             turn, j.items(d, "calls", w, ToolCall.decode), j.items(d, "outcomes", w, _opt_outcome)
         )
     if kind == "compacting":
-        return Compacting(
-            turn, j.enum(d, "trigger", w, CompactionTrigger), j.boolean(d, "resume_continuation", w)
+        return make.Compacting(
+            turn,
+            j.enum(d, "trigger", w, make.CompactionTrigger),
+            j.boolean(d, "resume_continuation", w),
         )
     if kind == "cancelling":
-        return Cancelling(
+        return make.Cancelling(
             turn,
             j.number(d, "since", w),
             j.items(d, "calls", w, ToolCall.decode),
             j.items(d, "outcomes", w, ToolOutcome.decode),
         )
     raise Malformed(f"turn stage: unknown kind {kind!r}")
-
-
-def decode_progress(data: object) -> TurnProgress:
-    """Read a progress value's shape; raises ``Malformed`` (run it through ``j.decode``)."""
-    w = "turn progress"
-    d = j.obj(data, w)
-    return TurnProgress(_decode_stage(j.field(d, "stage", w)), j.integer(d, "last_turn_id", w))

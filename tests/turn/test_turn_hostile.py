@@ -385,6 +385,7 @@ CONSTRUCTORS: list[tuple[Callable[..., Any], int]] = [
     (turn.content_to_json, 1),
     (turn.content_from_json, 1),
     (turn.message_from_json, 1),
+    (turn.message_to_json, 1),
     (turn.history_problem, 1),
     (ToolCall.of, 3),
     (ToolOutcome.ok, 1),
@@ -412,6 +413,8 @@ def test_constructors_refuse_or_build_values_that_persist(
         return
     if build is turn.content_to_json:
         json.dumps(built)  # plain JSON, always
+    if build is turn.message_to_json:  # plain JSON, read back as the same message
+        assert turn.message_from_json(json.loads(json.dumps(built))) == args[0]
     to_json = getattr(built, "to_json", None)
     if to_json is None:
         return
