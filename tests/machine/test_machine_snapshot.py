@@ -494,7 +494,7 @@ def _messy(op: tuple[Any, ...]) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("restart_kind", sorted(RESTARTS))
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@SETTINGS
+@settings(SETTINGS, max_examples=40)  # six combinations: 240 drives in all
 @given(data=st.data(), before=st.lists(ops, min_size=3, max_size=30),
        after=st.lists(ops, min_size=5, max_size=30), start=original_start)
 def test_a_restored_machine_continues_like_one_that_never_stopped(
