@@ -1003,7 +1003,13 @@ class PhaseMachine:
                 ) -> PhaseMachine:
         """A machine of ``workflow`` where ``snapshot()`` left one, on ``clock`` (the system
         clock by default); :class:`~phaseflow.machine.snapshot.SnapshotError`, naming the
-        field, for a snapshot that is malformed or of another workflow."""
+        field, for a snapshot that is malformed, unreachable or of another workflow;
+        :class:`ConfigError` when ``workflow`` is not a ``Workflow`` or ``clock`` is not a
+        callable that gives a finite number."""
+        if not isinstance(workflow, Workflow):
+            raise ConfigError(f"restore expects a Workflow, got {type(workflow).__name__}")
+        if clock is not None and not callable(clock):
+            raise ConfigError(f"restore expects a clock (a callable), got {type(clock).__name__}")
         return restore_snapshot(cls.from_workflow(workflow, clock), workflow, data,
                                 HISTORY_LIMIT, TRACE_LIMIT)
 

@@ -5,18 +5,19 @@ its state and later calls ``PhaseMachine.restore(workflow, data)``. The snapshot
 back from disk or another process, so it is untrusted: :func:`restore_snapshot` checks
 every field before it touches the machine and refuses anything wrong with a
 :class:`SnapshotError` that names the field by its path in the JSON
-(``snapshot.history[3].to``). No input of any shape or size produces another exception,
-and a message never prints a value whole (a huge integer or string is described, not
-shown).
+(``snapshot.history[3].to``). It reads only the exact plain types ``json.loads`` makes
+(``type(x) is dict``, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None``), so a
+subclass whose ``__hash__``, ``__eq__`` or ``__len__`` raises is refused by its type
+before any of its methods runs, and a message never prints a value whole (a huge integer
+or string is described, not shown).
 
 Times are never stored as clock readings, which mean nothing to another process's clock:
 ``elapsed`` is the seconds spent in the current phase so far, and each history record's
-``at`` is relative to the current phase's entry (0 for the record that entered it,
-negative before). Rebuilding clock readings from those on the new clock rounds, so a
-restored machine remembers the values it was given and reports them unchanged until they
-could have changed (its clock moves, or it moves phase): ``restore(wf, s).snapshot() ==
-s`` holds exactly. The memory is a weak side table, so the machine's hot path pays
-nothing for it.
+``at`` is relative to the current phase's entry. The restored machine puts them on its
+own time line so that, right after restore, every time it computes is the saved one bit
+for bit (see :func:`_time_line`); from then on it computes them exactly as the machine
+that never stopped did, from differences of its clock's readings. Nothing is remembered
+beside the machine's own slots.
 
 This module reads and writes the machine's slots through the :class:`MachineSlots`
 protocol and never imports the machine, which imports it.
@@ -25,12 +26,11 @@ protocol and never imports the machine, which imports it.
 from __future__ import annotations
 
 import math
-import weakref
-from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
 
-from phaseflow.errors import PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.machine.results import (
     ERROR_KINDS,
     MODEL_REQUEST,
@@ -62,21 +62,22 @@ SNAPSHOT_VERSION = 1
 #: integer, what every store can keep.
 MAX_COUNT = 2**63 - 1
 #: The largest magnitude of a time in seconds: beyond it a float no longer counts whole
-#: seconds, and sums of two times could overflow.
-MAX_SECONDS = float(2**53)
+#: seconds (and an integer time would not convert to a float exactly).
+MAX_SECONDS = 2**53
 
 _TOP_KEYS = ("format", "version", "workflow", "phase", "elapsed", "turn", "turns_in_phase",
              "visits", "history", "trace")
 _RECORD_KEYS = ("from", "to", "turn", "at", "trigger", "duration_in_phase")
 _EVENT_KEYS = ("kind", "phase", "turn", "message", "source", "position")
 _POSITION_KEYS = ("path", "line", "column")
-_EVENT_KINDS = ERROR_KINDS
 
 
 class SnapshotError(PhaseflowError):
-    """A machine snapshot cannot be restored: wrong shape, a value out of range, or a
-    mismatch with the workflow (another name, a phase it does not have). The message
-    starts with the path of the offending field, e.g. ``snapshot.history[3].to``."""
+    """A machine snapshot cannot be restored: wrong shape, a value out of range, a state
+    no machine reaches, or a mismatch with the workflow (another name, a current phase it
+    does not have). The message starts with the path of the offending field, e.g.
+    ``snapshot.history[3].to``. (``snapshot()`` raises it too, naming ``snapshot.elapsed``
+    or a record, when the machine's clock gave a non-finite time.)"""
 
 
 class MachineSlots(Protocol):
@@ -98,59 +99,25 @@ class MachineSlots(Protocol):
 
 M = TypeVar("M", bound=MachineSlots)
 
-#: ``tuple.__new__``: makes a named tuple without its Python-level ``__new__``.
-_new_tuple: Any = tuple.__new__
-
-
-class _Given(NamedTuple):
-    """What a restored machine was given, kept until it could have changed."""
-
-    clock: Callable[[], float]
-    reading: float  # the clock's reading at restore
-    entered_at: float  # the entry time restore derived from it
-    elapsed: float
-    at: dict[int, tuple[HistoryRecord, float]]  # id(record) -> (record, its ``at``)
-
-
-#: Restored machines -> what they were given (weak: it goes with the machine).
-_GIVEN: weakref.WeakKeyDictionary[Any, _Given] = weakref.WeakKeyDictionary()
-
 
 # --- writing ------------------------------------------------------------------------------
 
 
 def take_snapshot(machine: MachineSlots) -> dict[str, Any]:
     """The machine's per-conversation values as plain JSON (see the module docstring)."""
-    now = machine._clock()
     entered = machine._entered_at
-    given = _GIVEN.get(machine)
-    if given is not None and given.entered_at != entered:
-        del _GIVEN[machine]  # it moved phase (or changed clock): the values are stale
-        given = None
-    if given is not None and now == given.reading and machine._clock is given.clock:
-        elapsed = given.elapsed
-    else:
-        elapsed = float(now - entered)
-    if elapsed - elapsed != 0.0:  # inf or nan
+    elapsed = float(machine._clock() - entered)
+    if not math.isfinite(elapsed):
         raise SnapshotError("snapshot.elapsed: the machine's clock gave a non-finite time")
-    exact = given.at if given is not None else _NOTHING_GIVEN
     history: list[dict[str, Any]] = []
-    append = history.append
     for r in machine._history or ():
-        # unpacked, not indexed: HistoryRecord's __getitem__ is Python code (it takes names)
-        source, target, turn, clock_at, trigger, duration = r
-        hit = exact.get(id(r))
-        at = hit[1] if hit is not None and hit[0] is r else float(clock_at - entered)
-        duration = float(duration)
-        if at - at != 0.0 or duration - duration != 0.0:
+        at = float(r.at - entered)
+        duration = float(r.duration_in_phase)
+        if not (math.isfinite(at) and math.isfinite(duration)):
             raise SnapshotError(f"snapshot.history[{len(history)}]: the machine's clock gave "
                                 "a non-finite time")
-        if isinstance(trigger, GuardTrigger):
-            trig: dict[str, Any] = {"kind": "guard", "index": trigger.index}
-        else:
-            trig = _trigger_json(trigger, len(history))
-        append({"from": source, "to": target, "turn": turn, "at": at, "trigger": trig,
-                "duration_in_phase": duration})
+        history.append({"from": r.from_phase, "to": r.to_phase, "turn": r.turn, "at": at,
+                        "trigger": _trigger_json(r.trigger), "duration_in_phase": duration})
     workflow = machine.workflow
     return {
         "format": SNAPSHOT_FORMAT,
@@ -166,18 +133,13 @@ def take_snapshot(machine: MachineSlots) -> dict[str, Any]:
     }
 
 
-_NOTHING_GIVEN: dict[int, tuple[HistoryRecord, float]] = {}
-
-
-def _trigger_json(trigger: TransitionTrigger, i: int) -> dict[str, Any]:
+def _trigger_json(trigger: TransitionTrigger) -> dict[str, Any]:
     if isinstance(trigger, GuardTrigger):
         return {"kind": "guard", "index": trigger.index}
     if isinstance(trigger, ProgrammaticTrigger):
         return {"kind": "programmatic", "source": trigger.source}
-    if isinstance(trigger, ModelTrigger):
-        return {"kind": "model"}
-    raise SnapshotError(f"snapshot.history[{i}].trigger: {type(trigger).__name__} is not a "
-                        "transition trigger")
+    assert isinstance(trigger, ModelTrigger)  # the three kinds a transition is taken by
+    return {"kind": "model"}
 
 
 def _event_json(event: ErrorRecord) -> dict[str, Any]:
@@ -199,45 +161,53 @@ def _event_json(event: ErrorRecord) -> dict[str, Any]:
 def restore_snapshot(
     machine: M, workflow: Workflow, data: object, history_limit: int, trace_limit: int
 ) -> M:
-    """Put the snapshot ``data`` into ``machine`` (a fresh machine of ``workflow``) and
-    return it; :class:`SnapshotError` when anything is wrong, before anything changed."""
+    """Put the snapshot ``data`` into ``machine`` (a fresh machine of ``workflow``, whose
+    constructor just read its clock) and return it; :class:`SnapshotError` when anything
+    is wrong, before anything changed.
+
+    Checked beyond shapes and ranges, because no machine reaches a state without them: the
+    current phase is a phase of ``workflow``; it and every phase a record names were
+    entered (``visits`` holds them, every count at least 1 and at least the number of kept
+    records that enter the phase); each record starts where the previous one went and the
+    last one went to the current phase. Not checked, because a machine does reach such
+    states: turn numbers in any order or relation (they are the host's numbers, recorded as
+    given), any ``at`` (``set_clock`` restarts the timer on another clock), and phase names
+    in the history, visits and trace that the workflow no longer has (it may have been
+    edited since: only the current phase must still exist; a guard trigger's index is not
+    checked against the phase's transitions for the same reason)."""
     top = _object(data, "snapshot", _TOP_KEYS)
     fmt = top["format"]
-    if not isinstance(fmt, str) or fmt != SNAPSHOT_FORMAT:
+    if type(fmt) is not str or fmt != SNAPSHOT_FORMAT:
         raise SnapshotError(f"snapshot.format: expected {SNAPSHOT_FORMAT!r}, got {_show(fmt)}")
     version = top["version"]
     if type(version) is not int or version != SNAPSHOT_VERSION:
         raise SnapshotError(f"snapshot.version: this phaseflow reads version "
                             f"{SNAPSHOT_VERSION}, got {_show(version)}")
     name = top["workflow"]
-    if not isinstance(name, str) or name != workflow.name:
+    if type(name) is not str or name != workflow.name:
         raise SnapshotError(f"snapshot.workflow: {_show(name)} is not workflow "
                             f"{_show(workflow.name)}")
-    scope = _Scope(workflow)
-    current = scope.phase(top["phase"], "snapshot.phase")
+    current = _name(top["phase"], "snapshot.phase")
+    if current not in workflow.phases:
+        raise SnapshotError(f"snapshot.phase: {_show(current)} is not a phase of workflow "
+                            f"{_show(workflow.name)}")
     elapsed = _time(top["elapsed"], "snapshot.elapsed", negative=False)
     turn = _count(top["turn"], "snapshot.turn")
     turns_in_phase = _count(top["turns_in_phase"], "snapshot.turns_in_phase")
-    visits = _visits(top["visits"], scope)
+    visits = _visits(top["visits"])
     records = _array(top["history"], "snapshot.history", history_limit)
     events = _array(top["trace"], "snapshot.trace", trace_limit)
-    history = [_record(item, i, scope) for i, item in enumerate(records)]
-    for i in range(1, len(history)):
-        if history[i][0] != history[i - 1][1]:
-            raise SnapshotError(
-                f"snapshot.history[{i}].from: {_show(history[i][0])} does not follow "
-                f"snapshot.history[{i - 1}].to ({_show(history[i - 1][1])})")
-    if history and history[-1][1] != current:
-        raise SnapshotError(
-            f"snapshot.phase: {_show(current)} is not where snapshot.history[{len(history) - 1}]"
-            f".to went ({_show(history[-1][1])})")
-    trace = [_event(item, i, scope) for i, item in enumerate(events)]
+    history = [_record(item, f"snapshot.history[{i}]") for i, item in enumerate(records)]
+    trace = [_event(item, f"snapshot.trace[{i}]") for i, item in enumerate(events)]
+    _check_reachable(current, visits, history)
 
-    clock = machine._clock
-    now = clock()
-    entered = now - elapsed
-    kept: list[HistoryRecord] = [_new_tuple(HistoryRecord, (f, t, n, entered + at, trig, d))
-                                 for f, t, n, at, trig, d in history]
+    reading = _reading(machine._entered_at)
+    saved = [r.at for r in history]
+    clock, entered, ats = _time_line(machine._clock, reading, elapsed, saved)
+    kept = history if ats is saved else [
+        HistoryRecord(r.from_phase, r.to_phase, r.turn, at, r.trigger, r.duration_in_phase)
+        for r, at in zip(history, ats, strict=True)]
+    machine._clock = clock
     machine._current = current
     machine._entered_at = entered
     machine._turn = turn
@@ -246,166 +216,160 @@ def restore_snapshot(
     machine._history = deque(kept, maxlen=history_limit) if kept else None
     machine._trace = deque(trace, maxlen=trace_limit) if trace else None
     machine._cur = None
-    _GIVEN[machine] = _Given(clock, now, entered, elapsed,
-                             {id(r): (r, h[3]) for r, h in zip(kept, history, strict=True)})
     return machine
 
 
-class _Scope:
-    """The workflow a snapshot is checked against: which names are its phases."""
-
-    __slots__ = ("name", "phases")
-
-    def __init__(self, workflow: Workflow) -> None:
-        self.name = workflow.name
-        self.phases: Mapping[str, Any] = workflow.phases
-
-    def phase(self, value: object, where: str) -> str:
-        if not isinstance(value, str):
-            raise SnapshotError(f"{where}: expected a phase name, got {_show(value)}")
-        if value not in self.phases:
-            raise SnapshotError(f"{where}: {_show(value)} is not a phase of workflow "
-                                f"{_show(self.name)}")
-        return value
-
-
-_Record = tuple[str, str, int, float, TransitionTrigger, float]
-
-
-def _record(data: object, i: int, scope: _Scope) -> _Record:
-    """History record ``i``. The common case (plain types, every value in range) is read
-    without building a message; anything else goes through :func:`_checked_record`,
-    which accepts exactly the same records and names the first wrong field of the rest."""
-    if type(data) is dict and len(data) == 6:
-        f = data.get("from")
-        t = data.get("to")
-        n = data.get("turn")
-        at = data.get("at")
-        d = data.get("duration_in_phase")
-        phases = scope.phases
-        if (type(f) is str and type(t) is str and type(n) is int and type(at) is float
-                and type(d) is float and f in phases and t in phases and 0 <= n <= MAX_COUNT
-                and -MAX_SECONDS <= at <= MAX_SECONDS and 0.0 <= d <= MAX_SECONDS):
-            trigger = _plain_trigger(data.get("trigger"))
-            if trigger is not None:
-                return (f, t, n, at, trigger, d)
-    return _checked_record(data, i, scope)
+def _check_reachable(current: str, visits: dict[str, int], history: list[HistoryRecord]
+                     ) -> None:
+    """Refuse what no machine reaches: a broken chain of records, a current phase that is
+    not where the last record went, a phase current or entered without a visit."""
+    for i in range(1, len(history)):
+        if history[i].from_phase != history[i - 1].to_phase:
+            raise SnapshotError(
+                f"snapshot.history[{i}].from: {_show(history[i].from_phase)} does not follow "
+                f"snapshot.history[{i - 1}].to ({_show(history[i - 1].to_phase)})")
+    if history and history[-1].to_phase != current:
+        raise SnapshotError(
+            f"snapshot.phase: {_show(current)} is not where snapshot.history"
+            f"[{len(history) - 1}].to went ({_show(history[-1].to_phase)})")
+    if current not in visits:
+        raise SnapshotError(f"snapshot.phase: {_show(current)} is current but was never "
+                            "entered (it is not in snapshot.visits)")
+    if history and history[0].from_phase not in visits:
+        raise SnapshotError(f"snapshot.history[0].from: {_show(history[0].from_phase)} was "
+                            "current but was never entered (it is not in snapshot.visits)")
+    entering = Counter(r.to_phase for r in history)
+    last = {r.to_phase: i for i, r in enumerate(history)}
+    for phase, times in entering.items():
+        if visits.get(phase, 0) < times:
+            raise SnapshotError(
+                f"snapshot.history[{last[phase]}].to: {times} kept records enter "
+                f"{_show(phase)}, more than snapshot.visits[{_show(phase)}] "
+                f"({visits.get(phase, 0)})")
 
 
-#: Guard triggers of the first transitions, shared (they are immutable values).
-_GUARD_TRIGGERS = tuple(GuardTrigger(i) for i in range(32))
+def _time_line(
+    clock: Callable[[], float], reading: float, elapsed: float, ats: list[float]
+) -> tuple[Callable[[], float], float, list[float]]:
+    """The restored machine's clock, its phase-entry time and its records' ``at`` readings:
+    chosen so that, with the clock still at ``reading``, ``clock() - entry`` is ``elapsed``
+    and each ``at - entry`` the saved ``at``, bit for bit.
+
+    When floating point can place the saved times on the new clock exactly (the entry at
+    ``reading - elapsed``, each record at ``entry + at``, every sum exact), the machine
+    keeps the new clock as it is: its time line is then the original's shifted by a
+    constant, exactly, and the readings in its history are readings of that clock. When
+    it cannot (a saved ``0.30000000000000004`` has more fraction bits than a clock reading
+    1e9 holds), the clock is read as ``(clock() - reading) + elapsed``: the time line
+    starts at 0 at the current phase's entry and the records' ``at`` are the saved ones.
+    In both cases, if the saved times were exact differences of the original clock's
+    readings and the new clock moves by the same amounts as the original would have, every
+    reading of the restored machine is exactly an original reading plus one constant, so
+    every time computed from two of them (``seconds_in_phase``, ``duration_in_phase``, a
+    later snapshot's ``elapsed`` and ``at``) is the never-stopped machine's, bit for bit."""
+    entered = reading - elapsed
+    placed = [entered + at for at in ats]
+    if math.fsum((reading, -elapsed, -entered)) == 0.0 and all(
+            math.fsum((entered, at, -p)) == 0.0 for at, p in zip(ats, placed, strict=True)):
+        return clock, entered, placed
+    return _shifted(clock, reading, elapsed), 0.0, ats
 
 
-def _plain_trigger(data: object) -> TransitionTrigger | None:
-    """A well-formed trigger, or ``None`` for anything :func:`_trigger` must look at."""
-    if type(data) is not dict:
-        return None
-    kind = data.get("kind")
-    if kind == "guard" and len(data) == 2:
-        index = data.get("index")
-        if type(index) is int and 0 <= index <= MAX_COUNT:
-            return _GUARD_TRIGGERS[index] if index < 32 else GuardTrigger(index)
-    elif kind == "model" and len(data) == 1:
-        return MODEL_REQUEST
-    elif kind == "programmatic" and len(data) == 2:
-        source = data.get("source")
-        if type(source) is str:
-            return ProgrammaticTrigger(source)
-    return None
+def _shifted(clock: Callable[[], float], reading: float, elapsed: float
+             ) -> Callable[[], float]:
+    """``clock`` read on a time line whose 0 is ``elapsed`` seconds before ``reading``.
+    A closure over the three values and nothing else: a clock that is a bound method of
+    an object holding the machine makes an ordinary reference cycle, which the garbage
+    collector frees."""
+
+    def shifted() -> float:
+        return (clock() - reading) + elapsed
+
+    return shifted
 
 
-def _checked_record(data: object, i: int, scope: _Scope) -> _Record:
-    where = f"snapshot.history[{i}]"
+def _reading(value: object) -> float:
+    """The new clock's reading at restore, as a finite float (a clock counts seconds)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if math.isfinite(seconds) and seconds == value:  # an integer a float holds exactly
+            return seconds
+    shown = _show(value) if type(value) in (int, float) else f"a {_type_name(value)}"
+    raise ConfigError(f"restore: the clock gave {shown}, not a finite number of seconds")
+
+
+def _record(data: object, where: str) -> HistoryRecord:
     rec = _object(data, where, _RECORD_KEYS)
-    return (
-        scope.phase(rec["from"], f"{where}.from"),
-        scope.phase(rec["to"], f"{where}.to"),
-        _count(rec["turn"], f"{where}.turn"),
-        _time(rec["at"], f"{where}.at", negative=True),
-        _trigger(rec["trigger"], f"{where}.trigger"),
-        _time(rec["duration_in_phase"], f"{where}.duration_in_phase", negative=False),
+    return HistoryRecord(
+        _name(rec["from"], where, "from"),
+        _name(rec["to"], where, "to"),
+        _count(rec["turn"], where, "turn"),
+        _time(rec["at"], where, "at", negative=True),
+        _trigger(rec["trigger"], where, "trigger"),
+        _time(rec["duration_in_phase"], where, "duration_in_phase", negative=False),
     )
 
 
-def _trigger(data: object, where: str) -> TransitionTrigger:
-    if not isinstance(data, dict):
+def _trigger(data: object, where: str, field: str) -> TransitionTrigger:
+    where = _at(where, field)
+    if type(data) is not dict:
         raise SnapshotError(f"{where}: expected an object, got {_show(data)}")
-    kind = data.get("kind")
-    if isinstance(kind, str) and kind == "guard":
-        trig = _object(data, where, ("kind", "index"))
-        return GuardTrigger(_count(trig["index"], f"{where}.index"))
-    if isinstance(kind, str) and kind == "programmatic":
-        trig = _object(data, where, ("kind", "source"))
-        return ProgrammaticTrigger(_string(trig["source"], f"{where}.source"))
-    if isinstance(kind, str) and kind == "model":
-        _object(data, where, ("kind",))
-        return MODEL_REQUEST
+    _keys_are_strings(data, where)
     if "kind" not in data:
         raise SnapshotError(f"{where}: missing key 'kind'")
+    kind = data["kind"]
+    if type(kind) is not str:
+        raise SnapshotError(f"{where}.kind: expected 'guard', 'model' or 'programmatic', got "
+                            f"{_show(kind)}")
+    if kind == "guard":
+        trig = _object(data, where, ("kind", "index"))
+        return GuardTrigger(_count(trig["index"], where, "index"))
+    if kind == "programmatic":
+        trig = _object(data, where, ("kind", "source"))
+        return ProgrammaticTrigger(_string(trig["source"], where, "source"))
+    if kind == "model":
+        _object(data, where, ("kind",))
+        return MODEL_REQUEST
     raise SnapshotError(f"{where}.kind: expected 'guard', 'model' or 'programmatic', got "
                         f"{_show(kind)}")
 
 
-def _event(data: object, i: int, scope: _Scope) -> ErrorRecord:
-    """Trace event ``i``: a fast path for the common case, as :func:`_record`."""
-    if type(data) is dict and len(data) == 6:
-        kind = data.get("kind")
-        phase = data.get("phase")
-        turn = data.get("turn")
-        message = data.get("message")
-        source = data.get("source")
-        pos = data.get("position", _MISSING)
-        if (type(kind) is str and type(phase) is str and type(turn) is int
-                and type(message) is str and type(source) is str and kind in _EVENT_KINDS
-                and phase in scope.phases and 0 <= turn <= MAX_COUNT):
-            if pos is None:
-                return ErrorRecord(cast(ErrorKind, kind), phase, turn, message, source, None)
-            if type(pos) is dict and len(pos) == 3:
-                path = pos.get("path")
-                line = pos.get("line")
-                column = pos.get("column")
-                if (type(path) is str and type(line) is int and type(column) is int
-                        and 0 <= line <= MAX_COUNT and 0 <= column <= MAX_COUNT):
-                    return ErrorRecord(cast(ErrorKind, kind), phase, turn, message, source,
-                                      Position(path, line, column))
-    return _checked_event(data, i, scope)
-
-
-_MISSING = object()
-
-
-def _checked_event(data: object, i: int, scope: _Scope) -> ErrorRecord:
-    where = f"snapshot.trace[{i}]"
+def _event(data: object, where: str) -> ErrorRecord:
     ev = _object(data, where, _EVENT_KEYS)
     kind = ev["kind"]
-    if not isinstance(kind, str) or kind not in _EVENT_KINDS:
+    if type(kind) is not str or kind not in ERROR_KINDS:
         raise SnapshotError(f"{where}.kind: expected one of "
-                            f"{', '.join(sorted(_EVENT_KINDS))}, got {_show(kind)}")
+                            f"{', '.join(sorted(ERROR_KINDS))}, got {_show(kind)}")
     return ErrorRecord(
         cast(ErrorKind, kind),
-        scope.phase(ev["phase"], f"{where}.phase"),
-        _count(ev["turn"], f"{where}.turn"),
-        _string(ev["message"], f"{where}.message"),
-        _string(ev["source"], f"{where}.source"),
-        _position(ev["position"], f"{where}.position"),
+        _name(ev["phase"], where, "phase"),
+        _count(ev["turn"], where, "turn"),
+        _string(ev["message"], where, "message"),
+        _string(ev["source"], where, "source"),
+        _position(ev["position"], where, "position"),
     )
 
 
-def _position(data: object, where: str) -> Position | None:
+def _position(data: object, where: str, field: str) -> Position | None:
     if data is None:
         return None
+    where = _at(where, field)
     pos = _object(data, where, _POSITION_KEYS)
-    return Position(_string(pos["path"], f"{where}.path"), _count(pos["line"], f"{where}.line"),
-                    _count(pos["column"], f"{where}.column"))
+    return Position(_string(pos["path"], where, "path"), _count(pos["line"], where, "line"),
+                    _count(pos["column"], where, "column"))
 
 
-def _visits(data: object, scope: _Scope) -> dict[str, int]:
-    if not isinstance(data, dict):
+def _visits(data: object) -> dict[str, int]:
+    if type(data) is not dict:
         raise SnapshotError(f"snapshot.visits: expected an object, got {_show(data)}")
+    _keys_are_strings(data, "snapshot.visits")
     visits: dict[str, int] = {}
     for key, value in data.items():
         where = f"snapshot.visits[{_show(key)}]"
-        visits[scope.phase(key, where)] = _count(value, where)
+        visits[key] = _count(value, where, low=1)
     return visits
 
 
@@ -414,8 +378,9 @@ def _visits(data: object, scope: _Scope) -> dict[str, int]:
 
 def _object(data: object, where: str, keys: tuple[str, ...]) -> dict[str, object]:
     """``data`` as an object with exactly ``keys``."""
-    if not isinstance(data, dict):
+    if type(data) is not dict:
         raise SnapshotError(f"{where}: expected an object, got {_show(data)}")
+    _keys_are_strings(data, where)
     for key in keys:
         if key not in data:
             raise SnapshotError(f"{where}: missing key {key!r}")
@@ -425,8 +390,19 @@ def _object(data: object, where: str, keys: tuple[str, ...]) -> dict[str, object
     return data
 
 
+def _keys_are_strings(data: dict[Any, object], where: str) -> None:
+    """Refuse a key that is not an exact ``str`` before any lookup compares keys (a key of
+    another type could run its own ``__eq__``)."""
+    if {*map(type, data)} - _STRING_TYPE:
+        key = next(k for k in data if type(k) is not str)
+        raise SnapshotError(f"{where}: a key is {_show(key)}, not a string")
+
+
+_STRING_TYPE = {str}
+
+
 def _array(data: object, where: str, limit: int) -> list[object]:
-    if not isinstance(data, list):
+    if type(data) is not list:
         raise SnapshotError(f"{where}: expected an array, got {_show(data)}")
     if len(data) > limit:
         raise SnapshotError(f"{where}: {len(data)} entries, more than the {limit} a machine "
@@ -434,56 +410,82 @@ def _array(data: object, where: str, limit: int) -> list[object]:
     return data
 
 
-def _string(data: object, where: str) -> str:
-    if not isinstance(data, str):
-        raise SnapshotError(f"{where}: expected a string, got {_show(data)}")
+def _at(where: str, field: str) -> str:
+    """The path of ``field`` of the node at ``where`` (built only for a message)."""
+    return f"{where}.{field}" if field else where
+
+
+def _string(data: object, where: str, field: str = "") -> str:
+    if type(data) is not str:
+        raise SnapshotError(f"{_at(where, field)}: expected a string, got {_show(data)}")
     return data
 
 
-def _count(data: object, where: str) -> int:
-    """A non-negative integer a store can keep (never a boolean)."""
+def _name(data: object, where: str, field: str = "") -> str:
+    if type(data) is not str:
+        raise SnapshotError(f"{_at(where, field)}: expected a phase name, got {_show(data)}")
+    return data
+
+
+def _count(data: object, where: str, field: str = "", *, low: int = 0) -> int:
+    """An integer from ``low`` to :data:`MAX_COUNT`, what a store can keep (never a
+    boolean)."""
     if type(data) is not int:
-        raise SnapshotError(f"{where}: expected an integer, got {_show(data)}")
-    if not 0 <= data <= MAX_COUNT:
-        raise SnapshotError(f"{where}: expected an integer from 0 to 2**63-1, got {_show(data)}")
+        raise SnapshotError(f"{_at(where, field)}: expected an integer, got {_show(data)}")
+    if not low <= data <= MAX_COUNT:
+        raise SnapshotError(f"{_at(where, field)}: expected an integer from {low} to 2**63-1, got "
+                            f"{_show(data)}")
     return data
 
 
-def _time(data: object, where: str, *, negative: bool) -> float:
+def _time(data: object, where: str, field: str = "", *, negative: bool) -> float:
     """Seconds: a finite number of at most :data:`MAX_SECONDS` magnitude (``negative``:
-    below zero allowed). Integers are read as floats."""
-    if isinstance(data, bool) or not isinstance(data, int | float):
-        raise SnapshotError(f"{where}: expected a number of seconds, got {_show(data)}")
-    if isinstance(data, int) and data.bit_length() > 60:
-        raise SnapshotError(f"{where}: {_show(data)} is out of range")
-    seconds = float(data)
-    if not math.isfinite(seconds) or abs(seconds) > MAX_SECONDS:
-        raise SnapshotError(f"{where}: expected a finite number of seconds up to 2**53, got "
+    below zero allowed). An integer is read as the float of the same value."""
+    if type(data) is int:
+        if data.bit_length() > 60:
+            raise SnapshotError(f"{_at(where, field)}: {_show(data)} is out of range")
+        seconds = float(data)
+    elif type(data) is float:
+        seconds = data
+    else:
+        raise SnapshotError(f"{_at(where, field)}: expected a number of seconds, got "
                             f"{_show(data)}")
+    if not math.isfinite(seconds) or abs(data) > MAX_SECONDS:
+        raise SnapshotError(f"{_at(where, field)}: expected a finite number of seconds up to "
+                            f"2**53, got {_show(data)}")
     if seconds < 0 and not negative:
-        raise SnapshotError(f"{where}: expected seconds >= 0, got {_show(data)}")
+        raise SnapshotError(f"{_at(where, field)}: expected seconds >= 0, got {_show(data)}")
     return seconds
 
 
 def _show(value: object) -> str:
-    """A short, always buildable description of a value for a message: scalars shown
-    (strings cut at 60 characters, integers beyond 64 bits described by size), containers
-    and other objects only named (their contents may be huge or nested without end)."""
+    """A short, always buildable description of a value for a message: plain scalars
+    shown (strings cut at 60 characters, integers beyond 64 bits described by size),
+    everything else only named by its type (it may be huge, nested without end, or of a
+    class whose methods raise)."""
     if value is None:
         return "null"
     if value is True:
         return "true"
     if value is False:
         return "false"
-    if type(value) is int:
-        bits = value.bit_length()
+    kind = type(value)
+    if kind is int:
+        bits = cast(int, value).bit_length()
         return str(value) if bits <= 64 else f"an integer of {bits} bits"
-    if type(value) is float:
+    if kind is float:
         return repr(value)
-    if type(value) is str:
-        return repr(value) if len(value) <= 60 else f"{value[:60]!r}... ({len(value)} chars)"
-    if isinstance(value, list):
+    if kind is str:
+        text = cast(str, value)
+        return repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} chars)"
+    if kind is list:
         return "an array"
-    if isinstance(value, dict):
+    if kind is dict:
         return "an object"
-    return f"a {type(value).__name__}"
+    return f"a {_type_name(value)}"
+
+
+def _type_name(value: object) -> str:
+    """The name of ``value``'s class, read past any metaclass that could compute it."""
+    name = type.__dict__["__name__"].__get__(type(value))
+    return name if type(name) is str else "value of another type"
