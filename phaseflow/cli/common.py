@@ -23,6 +23,7 @@ def load_or_report(path: str, command: str) -> Workflow | int:
 
     from phaseflow.spec.loader import check_file, check_text
 
+    shown = path
     if path == STDIN:
         text = read_stdin()
         result = (
@@ -52,7 +53,7 @@ def load_or_report(path: str, command: str) -> Workflow | int:
         for diagnostic in result.diagnostics:
             print(diagnostic.format(), file=sys.stderr)
         print(
-            f"phaseflow {command}: {path} has errors; fix them first (phaseflow validate {path})",
+            f"phaseflow {command}: {path} has errors; fix them first (phaseflow validate {shown})",
             file=sys.stderr,
         )
         return 1
