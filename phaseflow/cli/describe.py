@@ -3,7 +3,8 @@
 The model sees a phase after it was entered: its ``clear_on_enter`` keys removed and its
 ``on_enter`` ``set``/``unset`` effects applied. So ``describe`` applies them to the state
 it renders with; an ``on_enter`` ``call`` is host code, so it is named on standard error,
-never run.
+never run. The initial phase is the exception, as in a session: a conversation starts
+there without entering it, so its entry effects are not applied (a note says so).
 """
 
 from __future__ import annotations
@@ -137,8 +138,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"phaseflow describe: error: {extra}", file=sys.stderr)
             return 2
         state.update(extra)
-    if not args.no_on_enter:
-        for note in _enter(workflow.phases[phase], state):
+    shown = workflow.phases[phase]
+    if phase == workflow.initial:
+        if shown.on_enter or shown.clear_on_enter:
+            print(
+                "phaseflow describe: as a conversation starts: the initial phase is not "
+                "entered, so its on_enter and clear_on_enter do not run (they do when a "
+                "transition enters it again)",
+                file=sys.stderr,
+            )
+    elif not args.no_on_enter:
+        for note in _enter(shown, state):
             print(f"phaseflow describe: {note}", file=sys.stderr)
     machine = PhaseMachine(phase, workflow=workflow, clock=lambda: 0.0)
     instructions = machine.render_instructions(state)

@@ -126,3 +126,16 @@ def test_the_preview_is_the_state_the_machine_enters_with(
     assert preview == dict(state)
     calls = sum(1 for e in effects if "call" in e)
     assert any(n.startswith("on_enter calls (not run): hook") for n in notes) == bool(calls)
+
+
+def test_the_initial_phase_is_shown_as_a_conversation_starts(tmp_path: Path) -> None:
+    """A session starts in the initial phase without entering it: no entry effects."""
+    text = WORKFLOW.replace("initial: start", "initial: review")
+    path = tmp_path / "entry.yaml"
+    path.write_text(text)
+    proc = run_cli("describe", str(path), "--state", '{"draft": "d1"}')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("[Instructions]\nStatus new; note none; draft d1.\n")
+    assert "the initial phase is not entered, so its on_enter and clear_on_enter do not run" in (
+        proc.stderr
+    )
