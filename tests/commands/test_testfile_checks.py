@@ -232,25 +232,31 @@ def test_no_key_warnings_when_the_workflow_declares_no_state(tmp_path: Path) -> 
     assert ": warning:" not in proc.stdout
 
 
-NAMES = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8)
+# a leading letter outside YAML's keywords keeps `null`, `true`... out; the known names
+# are added so that some steps name what the workflow has
+NAMES = st.one_of(
+    st.text("abcdefghijklmnopqrstuvwxyz_", max_size=8).map(lambda s: "q" + s),
+    st.sampled_from(["greet", "refund", "escalate", "lookup_customer", "issue_refund"]),
+)
 
 
 @settings(max_examples=10, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["request", "goto", "tool"]), NAMES), min_size=1,
                 max_size=6))
-def test_every_unknown_name_is_reported_with_its_position(
-    tmp_path_factory: object, steps: list[tuple[str, str]]
-) -> None:
+def test_every_unknown_name_is_reported_with_its_position(steps: list[tuple[str, str]]) -> None:
     import tempfile
 
-    known = {"greet", "refund", "escalate", "lookup_customer", "issue_refund"}
+    phases = {"greet", "refund", "escalate"}
+    tools = {"lookup_customer", "issue_refund"}
     body = "  - name: random\n    steps:\n" + "".join(
         f"      - {{{kind}: {name}}}\n" for kind, name in steps
     )
     with tempfile.TemporaryDirectory() as folder:
         path = _setup(Path(folder), body)
         proc = run_cli("test", str(path))
-    unknown = [(kind, name) for kind, name in steps if name not in known]
+    unknown = [
+        (kind, name) for kind, name in steps if name not in (tools if kind == "tool" else phases)
+    ]
     errors = [line for line in proc.stdout.splitlines() if line.startswith("  ERROR ")]
     assert len(errors) == len(unknown), proc.stdout
     if unknown:
