@@ -259,3 +259,12 @@ def test_repository_schema_is_committed_as_a_regular_file() -> None:
     if proc.returncode != 0 or not proc.stdout:
         pytest.skip("not a git checkout")
     assert proc.stdout.startswith("100644 "), proc.stdout
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=40).filter(lambda s: not s.startswith("-") and "\x00" not in s))
+def test_any_state_argument_gives_an_answer_never_a_traceback(value: str) -> None:
+    proc = run("describe", str(GOOD), "--state", value)
+    assert proc.returncode in (0, 2), proc.stderr
+    if proc.returncode == 2:
+        assert proc.stderr.startswith("phaseflow describe: error: --state")

@@ -265,3 +265,42 @@ def test_every_unknown_name_is_reported_with_its_position(steps: list[tuple[str,
         line = HEAD.count("\n") + 3 + index
         if (kind, _name) in unknown:
             assert any(f":{line}:" in e and f" {kind}: " in e for e in errors), (line, errors)
+
+
+YAMLISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
+        ["greet", "refund", "escalat", "audit", "x", "", "null", "issue_refund"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(
+            ["steps", "name", "state", "mocks", "set", "unset", "turns", "wait", "request",
+             "tool", "goto", "expect", "phase", "called", "history", "returns", "raises",
+             "customer_id", "audit", "bogus"]), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios=st.lists(YAMLISH, max_size=3), mocks=YAMLISH)
+def test_any_test_file_gives_a_result_never_an_exception(
+    scenarios: list[object], mocks: object
+) -> None:
+    """In process, so that many shapes are tried quickly: whatever a test file holds,
+    running it gives passes, failures or located errors."""
+    import json
+    import tempfile
+
+    from phaseflow.testing import run_test_file
+
+    text = json.dumps({"phaseflow-test": 1, "workflow": "desk.yaml", "mocks": mocks,
+                       "scenarios": scenarios})
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "desk.yaml").write_text(WORKFLOW)
+        path = Path(folder) / "t.test.yaml"
+        path.write_text(text)
+        result = run_test_file(str(path))
+    if result.error is not None:
+        for line in result.error.splitlines():
+            assert re.match(r".+:\d+:\d+: |.+: workflow ", line), line
+    assert result.passed + result.failed >= 1 or result.error is None
