@@ -147,7 +147,7 @@ def test_standard_input_may_be_named_once() -> None:
     assert "'-' (standard input) may be given once" in proc.stderr
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=200))
 def test_any_bytes_on_standard_input_give_an_answer_never_a_traceback(data: bytes) -> None:
     proc = run("validate", "--format", "json", "-", stdin=data)
@@ -261,7 +261,7 @@ def test_repository_schema_is_committed_as_a_regular_file() -> None:
     assert proc.stdout.startswith("100644 "), proc.stdout
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=40).filter(lambda s: not s.startswith("-") and "\x00" not in s))
 def test_any_state_argument_gives_an_answer_never_a_traceback(value: str) -> None:
     proc = run("describe", str(GOOD), "--state", value)
