@@ -1,38 +1,76 @@
-"""``phaseflow describe``: what the model sees in a phase, for a given state."""
+"""``phaseflow describe``: what the model sees in a phase, for a given state.
+
+The model sees a phase after it was entered: its ``clear_on_enter`` keys removed and its
+``on_enter`` ``set``/``unset`` effects applied. So ``describe`` applies them to the state
+it renders with; an ``on_enter`` ``call`` is host code, so it is named on standard error,
+never run. The initial phase is the exception, as in a session: a conversation starts
+there without entering it, so its entry effects are not applied (a note says so).
+"""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from typing import Any
 
+from phaseflow.cli.common import STDIN, STDIN_NAME
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workflow", metavar="WORKFLOW", help="the workflow file")
+    parser.add_argument(
+        "workflow", metavar="WORKFLOW", help="the workflow file ('-': read it from standard input)"
+    )
     parser.add_argument("--phase", metavar="NAME", help="the phase (default: the initial phase)")
     parser.add_argument(
         "--state",
         metavar="FILE_OR_JSON",
-        help="the state: a JSON/YAML file, or inline JSON/YAML such as '{\"amount\": 120}'; "
-        "added to the declared defaults",
+        help="the state the phase is entered with: a JSON/YAML file, '-' (read it from "
+        "standard input), or inline JSON/YAML such as '{\"amount\": 120}'; added to the "
+        "declared defaults",
+    )
+    parser.add_argument(
+        "--no-on-enter",
+        action="store_true",
+        help="render with the state as given: do not apply the phase's clear_on_enter and "
+        "on_enter set/unset effects",
     )
 
 
+def _looks_like_path(value: str) -> bool:
+    """Is ``value`` (which names no file) meant as a file name rather than inline text?
+    Inline state is a mapping, so it has a ``:`` or starts with ``{``."""
+    text = value.strip()
+    if text.endswith((".json", ".yaml", ".yml")):
+        return True
+    return bool(text) and not text.startswith(("{", "[")) and ":" not in text
+
+
 def _state(value: str) -> dict[str, Any] | str:
-    """The state from a file or inline text, or an error message."""
+    """The state from a file, standard input or inline text, or an error message."""
+    from phaseflow.cli.common import read_stdin
     from phaseflow.spec.diagnostics import Diagnostic
     from phaseflow.spec.loader import read_text
     from phaseflow.spec.yamlnodes import YamlProblem, compose, to_python
 
     text: str | Diagnostic = value
     where = "--state"
-    if os.path.isfile(value):
+    if value == STDIN:
+        text = read_stdin()
+        where = f"--state {STDIN_NAME}"
+    elif os.path.isfile(value):
         text = read_text(value)
         where = value
-        if isinstance(text, Diagnostic):
-            return f"{where}: {text.message}"
-    assert isinstance(text, str)
+    elif os.path.exists(value):
+        return f"--state {value}: not a file"
+    elif _looks_like_path(value):
+        return (
+            f"--state {value}: no such file (give a JSON/YAML file, '-' for standard input, "
+            "or inline JSON such as '{\"amount\": 120}')"
+        )
+    if isinstance(text, Diagnostic):
+        return f"{where}: {text.message}"
     try:
         document = compose(text)
     except YamlProblem as problem:
@@ -43,11 +81,48 @@ def _state(value: str) -> dict[str, Any] | str:
     return data
 
 
+def _enter(phase: Any, state: dict[str, Any]) -> list[str]:
+    """Apply ``phase``'s entry to ``state`` in the machine's order (``clear_on_enter``,
+    then each ``on_enter`` effect in turn) without running host code; returns notes
+    saying what was applied and which calls were not run."""
+    from phaseflow.spec.model import CallEffect, SetEffect, UnsetEffect
+
+    notes: list[str] = []
+    if phase.clear_on_enter:
+        for key in phase.clear_on_enter:
+            state.pop(key, None)
+        notes.append(f"clear_on_enter applied: {', '.join(phase.clear_on_enter)}")
+    applied: list[str] = []
+    calls: list[str] = []
+    for effect in phase.on_enter:
+        if isinstance(effect, SetEffect):
+            state.update(copy.deepcopy(dict(effect.values)))
+            applied.append("set " + ", ".join(effect.values))
+        elif isinstance(effect, UnsetEffect):
+            for key in effect.keys:
+                state.pop(key, None)
+            applied.append("unset " + ", ".join(effect.keys))
+        elif isinstance(effect, CallEffect):
+            calls.append(effect.name)
+    if applied:
+        notes.append(f"on_enter applied: {'; '.join(applied)}")
+    if calls:
+        notes.append(f"on_enter calls (not run): {', '.join(calls)}")
+    return notes
+
+
 def run(args: argparse.Namespace) -> int:
     from phaseflow.cli.common import load_or_report
     from phaseflow.machine import PhaseMachine
     from phaseflow.spec.diagnostics import did_you_mean
 
+    if args.workflow == STDIN and args.state == STDIN:
+        print(
+            "phaseflow describe: error: the workflow and --state cannot both be read from "
+            "standard input ('-')",
+            file=sys.stderr,
+        )
+        return 2
     workflow = load_or_report(args.workflow, "describe")
     if isinstance(workflow, int):
         return workflow
@@ -63,6 +138,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"phaseflow describe: error: {extra}", file=sys.stderr)
             return 2
         state.update(extra)
+    shown = workflow.phases[phase]
+    if phase == workflow.initial:
+        if shown.on_enter or shown.clear_on_enter:
+            print(
+                "phaseflow describe: as a conversation starts: the initial phase is not "
+                "entered, so its on_enter and clear_on_enter do not run (they do when a "
+                "transition enters it again)",
+                file=sys.stderr,
+            )
+    elif not args.no_on_enter:
+        for note in _enter(shown, state):
+            print(f"phaseflow describe: {note}", file=sys.stderr)
     machine = PhaseMachine(phase, workflow=workflow, clock=lambda: 0.0)
     instructions = machine.render_instructions(state)
     out = sys.stdout

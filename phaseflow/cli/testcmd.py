@@ -19,6 +19,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="report the phases and transitions no scenario exercised",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="a test file with warnings (a mock no scenario calls, a state key the "
+        "workflow does not declare) fails too",
+    )
 
 
 def _is_test_file(path: str) -> bool:
@@ -38,20 +44,24 @@ def discover(paths: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from phaseflow.cli.common import discover_or_report, report_missing
     from phaseflow.testing import Coverage, run_test_file
 
     paths = args.paths or ["."]
-    from phaseflow.cli.common import report_missing
-
     if report_missing(paths, "test"):
         return 2
-    files = discover(paths)
+    found = discover_or_report(paths, "test", "workflow test files ('phaseflow-test: 1')", discover)
+    if found is None:
+        return 2
+    files = found
     out = sys.stdout
     passed = failed = 0
     coverage: dict[str, Coverage] = {}
     for path in files:
         result = run_test_file(path)
         out.write(f"{path}\n")
+        for problem in result.warnings:
+            out.write(f"  {problem.format(path)}\n")
         for scenario in result.scenarios:
             mark = "ok  " if scenario.passed else "FAIL"
             out.write(f"  {mark} {scenario.name}\n")
@@ -61,16 +71,17 @@ def run(args: argparse.Namespace) -> int:
             out.write("".join(f"  ERROR {line}\n" for line in result.error.splitlines()))
         passed += result.passed
         failed += result.failed
+        if args.strict and result.warnings and not result.error:
+            out.write(f"  FAIL {len(result.warnings)} warning(s) in the test file (--strict)\n")
+            failed += 1
         if result.coverage is not None:
             key = result.coverage.workflow
             if key in coverage:
                 coverage[key].merge(result.coverage)
             else:
                 coverage[key] = result.coverage
-    if not files:
-        out.write("no workflow test files found (files with 'phaseflow-test: 1')\n")
     if args.coverage:
         for report in coverage.values():
             out.write("".join(f"{line}\n" for line in report.report()))
     out.write(f"{passed} passed, {failed} failed\n")
-    return 1 if failed or not files else 0
+    return 1 if failed else 0

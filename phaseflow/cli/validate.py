@@ -8,7 +8,10 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from phaseflow.spec.loader import CheckResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="workflow files or folders (searched for *.yaml/*.yml with a 'phaseflow' key); "
+        help="workflow files or folders (searched for *.yaml/*.yml with a 'phaseflow' key; "
+        "a folder with none is an error); '-' reads one workflow from standard input; "
         "default: the current folder",
     )
     parser.add_argument(
@@ -62,14 +66,30 @@ def _escape(value: str, property_value: bool = False) -> str:
     return value
 
 
+def _check_stdin(registry: Mapping[str, Any] | None) -> CheckResult:
+    from phaseflow.cli.common import STDIN_NAME, read_stdin
+    from phaseflow.spec.diagnostics import Diagnostic
+    from phaseflow.spec.loader import CheckResult as Result
+    from phaseflow.spec.loader import check_text
+
+    text = read_stdin()
+    if isinstance(text, Diagnostic):
+        return Result(STDIN_NAME, (text,), None)
+    return check_text(text, STDIN_NAME, registry)
+
+
 def run(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from phaseflow.cli.common import STDIN, discover_or_report, report_missing
     from phaseflow.cli.discovery import discover
     from phaseflow.spec.loader import check_file
 
     paths = args.paths or ["."]
-    from phaseflow.cli.common import report_missing
-
     if report_missing(paths, "validate"):
+        return 2
+    if paths.count(STDIN) > 1:
+        print("phaseflow validate: error: '-' (standard input) may be given once", file=sys.stderr)
         return 2
     registry = None
     if args.hooks:
@@ -78,8 +98,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"phaseflow validate: error: {loaded}", file=sys.stderr)
             return 2
         registry = loaded
-    files = discover(paths, filter_files=args.skip_non_workflows)
+    on_disk = [p for p in paths if p != STDIN]
+    search = partial(discover, filter_files=args.skip_non_workflows)
+    files = discover_or_report(on_disk, "validate", "workflow files", search)
+    if files is None:
+        return 2
     results = [check_file(path, registry) for path in files]
+    if STDIN in paths:
+        results.append(_check_stdin(registry))
     diagnostics = sorted((d for r in results for d in r.diagnostics), key=lambda d: d.sort_key())
     errors = sum(1 for d in diagnostics if d.severity == "error")
     warnings = len(diagnostics) - errors

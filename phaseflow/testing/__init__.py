@@ -7,7 +7,14 @@ step keeps its line), ``run_test_file`` runs its scenarios against fresh machine
 
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.runner import ScenarioResult, TestFileResult, run_test_file
-from phaseflow.testing.testfile import Scenario, Step, TestFile, TestFileError, load_test_file
+from phaseflow.testing.testfile import (
+    Scenario,
+    Step,
+    TestFile,
+    TestFileError,
+    TestFileProblem,
+    load_test_file,
+)
 
 __all__ = [
     "Coverage",
@@ -16,6 +23,7 @@ __all__ = [
     "Step",
     "TestFile",
     "TestFileError",
+    "TestFileProblem",
     "TestFileResult",
     "load_test_file",
     "run_test_file",

@@ -5,16 +5,17 @@ what was expected and what was found), never exceptions."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.machine import GuardTrigger, ModelTrigger, PhaseMachine, State, TransitionResult
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.edges import check_edge
-from phaseflow.spec.model import CallEffect, Effect, Workflow
+from phaseflow.spec.model import Workflow
 from phaseflow.testing.coverage import Coverage
-from phaseflow.testing.testfile import Mock, Scenario, Step, TestFile
+from phaseflow.testing.crosscheck import call_names, check_against
+from phaseflow.testing.testfile import Mock, Scenario, Spot, Step, TestFile, TestFileProblem
 
 _ABSENT = object()
 
@@ -34,7 +35,9 @@ class ScenarioResult:
 
 @dataclass(slots=True)
 class TestFileResult:
-    """What running one test file found; ``error`` is set when it could not run at all."""
+    """What running one test file found; ``error`` is set when it could not run at all
+    (every error of the file, one per line); ``warnings`` are the test file's mistakes
+    that do not stop it (they fail it only under ``phaseflow test --strict``)."""
 
     __test__ = False
 
@@ -43,6 +46,7 @@ class TestFileResult:
     scenarios: list[ScenarioResult] = field(default_factory=list)
     error: str | None = None
     coverage: Coverage | None = None
+    warnings: list[TestFileProblem] = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -51,20 +55,6 @@ class TestFileResult:
     @property
     def failed(self) -> int:
         return sum(1 for s in self.scenarios if not s.passed) + (1 if self.error else 0)
-
-
-def call_names(workflow: Workflow) -> set[str]:
-    """Every callable name the workflow's effects and preparations call."""
-    names: set[str] = set()
-
-    def add(effects: Iterator[Effect]) -> None:
-        names.update(e.name for e in effects if isinstance(e, CallEffect))
-
-    for phase in workflow.phases.values():
-        add(iter(phase.on_enter))
-        add(iter(phase.on_exit))
-        add(p.effect for p in phase.prepare)
-    return names
 
 
 class _StepFailed(Exception):
@@ -98,7 +88,12 @@ class _Run:
     """One scenario's run: the machine, the state, the clock and what was called."""
 
     def __init__(
-        self, test: TestFile, scenario: Scenario, workflow: Workflow, coverage: Coverage
+        self,
+        test: TestFile,
+        scenario: Scenario,
+        workflow: Workflow,
+        coverage: Coverage,
+        used: set[Spot] | None = None,
     ) -> None:
         self.test = test
         self.scenario = scenario
@@ -110,6 +105,8 @@ class _Run:
         self.unmocked: list[str] = []
         self.entered: list[str] = []
         self.blocked_missing: tuple[str, ...] = ()
+        #: where the mocks that were called are written (for "never called" warnings)
+        self.used: set[Spot] = used if used is not None else set()
         mocks = {**test.mocks, **scenario.mocks}
         registry: dict[str, Callable[..., Any]] = {}
         for name in call_names(workflow) | set(mocks):
@@ -125,6 +122,7 @@ class _Run:
     def _mock(self, mock: Mock) -> Callable[..., Any]:
         def call(context: Any, **kwargs: Any) -> Any:
             self.called.append(mock.name)
+            self.used.add(mock.spot)
             if mock.raises is not None:
                 raise RuntimeError(mock.raises)
             return copy.deepcopy(mock.returns) if mock.returns is not None else None
@@ -303,9 +301,14 @@ class _Run:
 
 
 def run_scenario(
-    test: TestFile, scenario: Scenario, workflow: Workflow, coverage: Coverage
+    test: TestFile,
+    scenario: Scenario,
+    workflow: Workflow,
+    coverage: Coverage,
+    used: set[Spot] | None = None,
 ) -> ScenarioResult:
-    run = _Run(test, scenario, workflow, coverage)
+    """Run one scenario; ``used`` collects where the mocks it called are written."""
+    run = _Run(test, scenario, workflow, coverage, used)
     for step in scenario.steps:
         try:
             run.step(step)
@@ -314,24 +317,53 @@ def run_scenario(
     return ScenarioResult(scenario.name, scenario.line)
 
 
-def run_test_file(path: str) -> TestFileResult:
-    """Load ``path`` and its workflow and run every scenario. Never raises for anything
-    in the files: problems become the result's ``error`` or a scenario's failure."""
-    from phaseflow.spec.loader import check_file
-    from phaseflow.testing.testfile import TestFileError, load_test_file
+def _unused_mocks(test: TestFile, workflow: Workflow, used: set[Spot]) -> list[TestFileProblem]:
+    """Mocks of calls the workflow makes that no scenario called (a mock of a name the
+    workflow never calls is reported by :func:`check_against` already)."""
+    calls = call_names(workflow)
+    problems: list[TestFileProblem] = []
+    for scenario in (None, *test.scenarios):
+        mocks = test.mocks if scenario is None else scenario.mocks
+        where = "any scenario" if scenario is None else f"scenario '{scenario.name}'"
+        for mock in mocks.values():
+            if mock.name in calls and mock.spot not in used:
+                problems.append(TestFileProblem(
+                    mock.spot.line, mock.spot.column,
+                    f"mock '{mock.name}' is never called by {where}", "warning",
+                ))
+    return problems
 
-    try:
-        test = load_test_file(path)
-    except TestFileError as exc:
-        return TestFileResult(path, error=str(exc))
+
+def run_test_file(path: str) -> TestFileResult:
+    """Load ``path`` and its workflow, check the test file against the workflow, and run
+    every scenario. Never raises for anything in the files: problems become the result's
+    ``error`` or ``warnings``, or a scenario's failure."""
+    from phaseflow.spec.loader import check_file
+    from phaseflow.testing.testfile import TestFileError, read_test_file
+
+    test, problems = read_test_file(path)
+    if test is None or not test.workflow_path:
+        return TestFileResult(path, error=str(TestFileError(path, problems)))
     result = TestFileResult(path, test.workflow_path)
     checked = check_file(test.workflow_path)
     if checked.workflow is None:
         shown = "\n".join(d.format() for d in checked.diagnostics if d.severity == "error")
-        result.error = f"{path}: workflow {test.workflow_path} cannot be loaded:\n{shown}"
+        own = f"{TestFileError(path, problems)}\n" if problems else ""
+        result.error = f"{own}{path}: workflow {test.workflow_path} cannot be loaded:\n{shown}"
         return result
     workflow = checked.workflow
+    problems = problems + check_against(test, workflow)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        result.error = str(TestFileError(path, errors))
+        result.warnings = sorted(
+            (p for p in problems if p.severity != "error"), key=lambda p: (p.line, p.column)
+        )
+        return result
     result.coverage = Coverage.for_workflow(workflow)
+    used: set[Spot] = set()
     for scenario in test.scenarios:
-        result.scenarios.append(run_scenario(test, scenario, workflow, result.coverage))
+        result.scenarios.append(run_scenario(test, scenario, workflow, result.coverage, used))
+    warnings = problems + _unused_mocks(test, workflow, used)
+    result.warnings = sorted(warnings, key=lambda p: (p.line, p.column))
     return result

@@ -7,6 +7,7 @@ line, so a failing test always points at the line to fix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -41,16 +42,50 @@ SCENARIO_KEYS = frozenset({"name", "state", "mocks", "steps"})
 MOCK_KEYS = frozenset({"returns", "raises"})
 
 
+class Spot(NamedTuple):
+    """Where something is written in the test file (1-based)."""
+
+    line: int
+    column: int
+
+
+@dataclass(frozen=True, slots=True)
+class TestFileProblem:
+    """One mistake in a test file: an ``error`` stops the file from running; a
+    ``warning`` (a mock no scenario called, an undeclared state key) does not, unless
+    ``phaseflow test --strict``."""
+
+    __test__ = False
+
+    line: int
+    column: int
+    message: str
+    severity: str = "error"
+
+    def format(self, path: str) -> str:
+        label = "warning: " if self.severity == "warning" else ""
+        return f"{path}:{self.line}:{self.column}: {label}{self.message}"
+
+
 class TestFileError(PhaseflowError):
-    """The test file itself is wrong (not the workflow's behaviour); names file:line."""
+    """The test file itself is wrong (not the workflow's behaviour). Carries every error
+    found in the file, each naming file:line:column; ``line`` and ``message`` are the
+    first one's."""
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, path: str, line: int, message: str) -> None:
-        super().__init__(f"{path}:{line}: {message}")
+    def __init__(self, path: str, problems: list[TestFileProblem]) -> None:
+        ordered = sorted(problems, key=lambda p: (p.line, p.column))
+        super().__init__("\n".join(p.format(path) for p in ordered))
         self.path = path
-        self.line = line
-        self.message = message
+        self.problems = tuple(ordered)
+        self.line = ordered[0].line if ordered else 1
+        self.message = ordered[0].message if ordered else ""
+
+
+class _Bad(Exception):
+    """Internal: the part being read is wrong; it is recorded and reading goes on with
+    the next part, so that every error of the file is reported at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +96,7 @@ class Mock:
     name: str
     returns: dict[str, Any] | None = None
     raises: str | None = None
+    spot: Spot = field(default_factory=lambda: Spot(1, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +108,11 @@ class Step:
     line: int
     value: Any = None
     expect: Any = None
+    #: where the names in the step are written: "value" (the phase or tool of a
+    #: request/tool/goto), "set:KEY", "unset:KEY", "phase", "history:NAME", "state:KEY"
+    #: (of an expect); used to point a check against the workflow at the right column
+    spots: dict[str, Spot] = field(default_factory=dict)
+    column: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +122,8 @@ class Scenario:
     state: dict[str, Any]
     mocks: dict[str, Mock]
     steps: tuple[Step, ...]
+    #: where each key of ``state`` is written
+    state_spots: dict[str, Spot] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +143,32 @@ def is_test_text(text: str) -> bool:
     return re.search(r"(?m)^[\"']?phaseflow-test[\"']?[ \t]*:", text) is not None
 
 
+def _spot(node: Node) -> Spot:
+    return Spot(node.line, node.column)
+
+
+def _key_spots(node: Node) -> dict[str, Spot]:
+    """Where each key of a mapping node is written (empty for anything else)."""
+    if not isinstance(node, Mapping):
+        return {}
+    return {str(k.value): _spot(k) for k, _ in entries(node)}
+
+
 class _Reader:
+    """Reads a test file, recording every mistake; :meth:`fail` stops only the part
+    (step, mock, scenario) it is in."""
+
     def __init__(self, path: str) -> None:
         self.path = path
+        self.problems: list[TestFileProblem] = []
 
-    def fail(self, node: Node | None, message: str) -> TestFileError:
-        return TestFileError(self.path, node.line if node is not None else 1, message)
+    def fail(self, node: Node | None, message: str) -> _Bad:
+        line, column = (node.line, node.column) if node is not None else (1, 1)
+        self.problems.append(TestFileProblem(line, column, message))
+        return _Bad()
 
     def mapping(self, node: Node | None, what: str, allowed: frozenset[str]) -> dict[str, Node]:
+        """The fields of a mapping node; each unknown key is reported (and left out)."""
         if not isinstance(node, Mapping):
             raise self.fail(node, f"{what} must be a mapping")
         fields: dict[str, Node] = {}
@@ -117,7 +178,8 @@ class _Reader:
                     did_you_mean(str(key.value), allowed)
                     or f" (allowed: {', '.join(sorted(allowed))})"
                 )
-                raise self.fail(key, f"unknown key '{key.value}' in {what}{hint}")
+                self.fail(key, f"unknown key '{key.value}' in {what}{hint}")
+                continue
             fields[key.value] = value
         return fields
 
@@ -127,11 +189,15 @@ class _Reader:
         return node.value
 
     def names(self, node: Node | None, what: str) -> list[str]:
+        return [name for name, _ in self.named(node, what)]
+
+    def named(self, node: Node | None, what: str) -> list[tuple[str, Spot]]:
+        """A name or a list of names, each with where it is written."""
         if isinstance(node, Scalar) and isinstance(node.value, str):
-            return [node.value]
+            return [(node.value, _spot(node))]
         if not isinstance(node, Sequence):
             raise self.fail(node, f"{what} must be a list of names")
-        return [self.string(item, f"an item of {what}") for item in node.items]
+        return [(self.string(item, f"an item of {what}"), _spot(item)) for item in node.items]
 
     def mocks(self, node: Node | None) -> dict[str, Mock]:
         if node is None:
@@ -140,15 +206,21 @@ class _Reader:
         if not isinstance(node, Mapping):
             raise self.fail(node, "mocks must be a mapping of callable names to {returns: ...}")
         for key, value in entries(node):
+            spot = _spot(key)
             if isinstance(value, Scalar) and value.value is None:
-                mocks[key.value] = Mock(key.value)
+                mocks[key.value] = Mock(key.value, spot=spot)
                 continue
-            fields = self.mapping(value, f"mock '{key.value}'", MOCK_KEYS)
-            returns = to_python(fields["returns"]) if "returns" in fields else None
-            if returns is not None and not isinstance(returns, dict):
-                raise self.fail(fields["returns"], f"mock '{key.value}': returns must be a mapping")
-            raises = self.string(fields["raises"], "raises") if "raises" in fields else None
-            mocks[key.value] = Mock(key.value, returns, raises)
+            try:
+                fields = self.mapping(value, f"mock '{key.value}'", MOCK_KEYS)
+                returns = to_python(fields["returns"]) if "returns" in fields else None
+                if returns is not None and not isinstance(returns, dict):
+                    raise self.fail(
+                        fields["returns"], f"mock '{key.value}': returns must be a mapping"
+                    )
+                raises = self.string(fields["raises"], "raises") if "raises" in fields else None
+            except _Bad:
+                continue
+            mocks[key.value] = Mock(key.value, returns, raises, spot)
         return mocks
 
     def step(self, node: Node) -> Step:
@@ -159,10 +231,12 @@ class _Reader:
         fields = {k.value: _Entry(k, v) for k, v in entries(node)}
         kinds = [k for k in fields if k in STEP_KINDS]
         others = [k for k in fields if k not in STEP_KINDS]
+        for other in others:
+            key = fields[other].key
+            hint = did_you_mean(str(other), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
+            self.fail(key, f"unknown step '{other}'{hint}")
         if others:
-            key = fields[others[0]].key
-            hint = did_you_mean(str(others[0]), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
-            raise self.fail(key, f"unknown step '{others[0]}'{hint}")
+            raise _Bad()
         action = [k for k in kinds if k != "expect"]
         if len(action) > 1:
             raise self.fail(node, f"a step does one thing; found {', '.join(action)}")
@@ -171,7 +245,8 @@ class _Reader:
                 raise self.fail(node, "empty step")
             checks_node = fields["expect"].value
             checks = self.mapping(checks_node, "expect", EXPECT_KEYS)
-            return Step("expect", node.line, expect=self.checks(checks))
+            values, spots = self.checks(checks)
+            return Step("expect", node.line, expect=values, spots=spots, column=node.column)
         kind = action[0]
         value_node = fields[kind].value
         expect_node = fields["expect"].value if "expect" in fields else None
@@ -187,7 +262,8 @@ class _Reader:
                         expect_node,
                         f"a {kind} step expects {' or '.join(options)}, not '{outcome}'",
                     )
-            return Step(kind, node.line, name, outcome)
+            spots = {"value": _spot(value_node)}
+            return Step(kind, node.line, name, outcome, spots, node.column)
         if expect_node is not None:
             raise self.fail(
                 expect_node, f"a '{kind}' step takes no expect; add a separate expect step"
@@ -196,90 +272,153 @@ class _Reader:
             values = to_python(value_node)
             if not isinstance(values, dict):
                 raise self.fail(value_node, "set takes a mapping of state keys to values")
-            return Step(kind, node.line, values)
+            spots = {f"set:{k}": s for k, s in _key_spots(value_node).items()}
+            return Step(kind, node.line, values, spots=spots, column=node.column)
         if kind == "unset":
-            return Step(kind, node.line, self.names(value_node, "unset"))
+            named = self.named(value_node, "unset")
+            spots = {f"unset:{k}": s for k, s in named}
+            return Step(kind, node.line, [k for k, _ in named], spots=spots, column=node.column)
         if kind == "goto":
-            return Step(kind, node.line, self.string(value_node, "goto"))
+            name = self.string(value_node, "goto")
+            spots = {"value": _spot(value_node)}
+            return Step(kind, node.line, name, spots=spots, column=node.column)
         number = value_node.value if isinstance(value_node, Scalar) else None
         if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
             raise self.fail(value_node, f"{kind} takes a number that is 0 or more")
         if kind == "turns" and (not isinstance(number, int) or number > 10_000):
             raise self.fail(value_node, "turns takes a whole number up to 10,000")
-        return Step(kind, node.line, number)
+        return Step(kind, node.line, number, column=node.column)
 
-    def checks(self, fields: dict[str, Node]) -> dict[str, Any]:
+    def checks(self, fields: dict[str, Node]) -> tuple[dict[str, Any], dict[str, Spot]]:
+        """An expect step's checks and where the names in them are written; a wrong
+        check is reported and the others are still read."""
         checks: dict[str, Any] = {}
+        spots: dict[str, Spot] = {}
         for key, node in fields.items():
-            if key in ("phase",):
-                checks[key] = self.string(node, key)
-            elif key == "terminal":
-                if not isinstance(node, Scalar) or not isinstance(node.value, bool):
-                    raise self.fail(node, "terminal must be true or false")
-                checks[key] = node.value
-            elif key == "tools" and isinstance(node, Scalar) and node.value == "all":
-                checks[key] = "all"
-            elif key in ("tools", "needs", "missing", "called", "history", "navigation"):
-                checks[key] = self.names(node, key)
-            elif key == "state":
-                value = to_python(node)
-                if not isinstance(value, dict):
-                    raise self.fail(node, "expect state must be a mapping")
-                checks[key] = value
-        return checks
+            try:
+                if key in ("phase",):
+                    checks[key] = self.string(node, key)
+                    spots["phase"] = _spot(node)
+                elif key == "terminal":
+                    if not isinstance(node, Scalar) or not isinstance(node.value, bool):
+                        raise self.fail(node, "terminal must be true or false")
+                    checks[key] = node.value
+                elif key == "tools" and isinstance(node, Scalar) and node.value == "all":
+                    checks[key] = "all"
+                elif key in ("tools", "needs", "missing", "called", "history", "navigation"):
+                    named = self.named(node, key)
+                    checks[key] = [name for name, _ in named]
+                    spots.update((f"{key}:{name}", spot) for name, spot in named)
+                elif key == "state":
+                    value = to_python(node)
+                    if not isinstance(value, dict):
+                        raise self.fail(node, "expect state must be a mapping")
+                    checks[key] = value
+                    spots.update((f"state:{k}", s) for k, s in _key_spots(node).items())
+            except _Bad:
+                continue
+        return checks, spots
 
     def scenario(self, node: Node, index: int) -> Scenario:
         fields = self.mapping(node, f"scenario {index}", SCENARIO_KEYS)
-        name = (
-            self.string(fields.get("name"), f"scenario {index} name")
-            if "name" in fields
-            else f"scenario {index}"
-        )
-        state = to_python(fields["state"]) if "state" in fields else {}
+        name = f"scenario {index}"
+        if "name" in fields:
+            with contextlib.suppress(_Bad):
+                name = self.string(fields.get("name"), f"scenario {index} name")
+        state: Any = {}
+        state_spots: dict[str, Spot] = {}
+        if "state" in fields:
+            state = to_python(fields["state"])
+            state_spots = _key_spots(fields["state"])
         if state is None:
             state = {}
         if not isinstance(state, dict):
-            raise self.fail(fields["state"], "scenario state must be a mapping")
+            self.fail(fields["state"], "scenario state must be a mapping")
+            state = {}
+        mocks: dict[str, Mock] = {}
+        with contextlib.suppress(_Bad):
+            mocks = self.mocks(fields.get("mocks"))
         steps_node = fields.get("steps")
         if not isinstance(steps_node, Sequence):
             raise self.fail(steps_node or node, f"scenario '{name}' needs a list of steps")
-        steps = tuple(self.step(item) for item in steps_node.items)
-        return Scenario(name, node.line, state, self.mocks(fields.get("mocks")), steps)
+        steps: list[Step] = []
+        for item in steps_node.items:
+            try:
+                steps.append(self.step(item))
+            except _Bad:
+                continue
+        return Scenario(name, node.line, state, mocks, tuple(steps), state_spots)
 
-    def read(self, text: str) -> TestFile:
+    def read(self, text: str) -> TestFile | None:
+        """What could be read of the file (``None`` when nothing could); every mistake
+        is in :attr:`problems`."""
         try:
             document = compose(text)
         except YamlProblem as problem:
-            raise TestFileError(self.path, problem.line, problem.message) from None
-        if document.problems:
-            first = document.problems[0]
-            raise TestFileError(self.path, first.line, first.message)
-        fields = self.mapping(document.root, "the test file", TOP_KEYS)
+            self.problems.append(TestFileProblem(problem.line, problem.column, problem.message))
+            return None
+        for found in document.problems:
+            self.problems.append(TestFileProblem(found.line, found.column, found.message))
+        try:
+            return self._file(document.root)
+        except _Bad:
+            return None
+
+    def _file(self, root: Node | None) -> TestFile:
+        if root is None:
+            raise self.fail(root, "the test file is empty: it starts with 'phaseflow-test: 1'")
+        fields = self.mapping(root, "the test file", TOP_KEYS)
         version = fields.get("phaseflow-test")
         if not isinstance(version, Scalar) or version.value != 1:
-            raise self.fail(version or document.root, "a test file starts with 'phaseflow-test: 1'")
-        workflow = self.string(fields.get("workflow"), "workflow")
+            self.fail(version or root, "a test file starts with 'phaseflow-test: 1'")
+        workflow = ""
+        if "workflow" not in fields:
+            self.fail(root, "a test file names the workflow it tests: 'workflow: PATH' "
+                      "(relative to the test file)")
+        else:
+            with contextlib.suppress(_Bad):
+                workflow = self.string(fields["workflow"], "workflow")
         base = os.path.dirname(self.path)
+        mocks: dict[str, Mock] = {}
+        with contextlib.suppress(_Bad):
+            mocks = self.mocks(fields.get("mocks"))
         scenarios_node = fields.get("scenarios")
         if not isinstance(scenarios_node, Sequence) or not scenarios_node.items:
-            raise self.fail(
-                scenarios_node or document.root, "the test file needs a list of scenarios"
-            )
-        scenarios = tuple(self.scenario(item, i) for i, item in enumerate(scenarios_node.items, 1))
+            raise self.fail(scenarios_node or root, "the test file needs a list of scenarios")
+        scenarios: list[Scenario] = []
+        for i, item in enumerate(scenarios_node.items, 1):
+            try:
+                scenarios.append(self.scenario(item, i))
+            except _Bad:
+                continue
         return TestFile(
             self.path,
-            os.path.normpath(os.path.join(base, workflow)),
-            self.mocks(fields.get("mocks")),
-            scenarios,
+            os.path.normpath(os.path.join(base, workflow)) if workflow else "",
+            mocks,
+            tuple(scenarios),
         )
 
 
-def load_test_file(path: str) -> TestFile:
-    """Read and check a test file; raises :class:`TestFileError` naming the line."""
+def read_test_file(path: str) -> tuple[TestFile | None, list[TestFileProblem]]:
+    """Read a test file as far as it can be read, and every mistake found in it (each
+    with its line and column), so that a user sees them all at once. The test file is
+    ``None`` when nothing usable could be read (it does not parse, or its top level is
+    wrong)."""
     from phaseflow.spec.diagnostics import Diagnostic
     from phaseflow.spec.loader import read_text
 
     text = read_text(path)
     if isinstance(text, Diagnostic):
-        raise TestFileError(path, text.line, text.message)
-    return _Reader(path).read(text)
+        return None, [TestFileProblem(text.line, text.column, text.message)]
+    reader = _Reader(path)
+    test = reader.read(text)
+    return test, reader.problems
+
+
+def load_test_file(path: str) -> TestFile:
+    """Read and check a test file; raises :class:`TestFileError` carrying every error
+    in it, each with its line and column."""
+    test, problems = read_test_file(path)
+    if test is None or problems:
+        raise TestFileError(path, problems)
+    return test

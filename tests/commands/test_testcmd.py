@@ -115,7 +115,7 @@ def test_mistakes_in_the_test_file_name_their_line(tmp_path: Path) -> None:
     proc = run_cli("test", str(path))
     assert proc.returncode == 1
     assert re.search(
-        r"mini\.test\.yaml:\d+: unknown step 'expekt'; did you mean 'expect'\?", proc.stdout
+        r"mini\.test\.yaml:\d+:\d+: unknown step 'expekt'; did you mean 'expect'\?", proc.stdout
     )
     assert proc.stdout.splitlines()[-1] == "0 passed, 1 failed"
 
@@ -123,8 +123,9 @@ def test_mistakes_in_the_test_file_name_their_line(tmp_path: Path) -> None:
 def test_usage_errors_and_empty_folders(tmp_path: Path) -> None:
     assert run_cli("test", str(tmp_path / "missing")).returncode == 2
     empty = run_cli("test", str(tmp_path))
-    assert empty.returncode == 1
-    assert empty.stdout.splitlines()[-1] == "0 passed, 0 failed"
+    # a folder without test files is a usage error (a CI job pointed at the wrong folder)
+    assert empty.returncode == 2
+    assert f"no workflow test files ('phaseflow-test: 1') in {tmp_path}" in empty.stderr
 
 
 def test_bundled_workflow_tests_pass_with_full_coverage() -> None:

@@ -1,0 +1,125 @@
+"""Checking a test file against the workflow it tests, before any scenario runs.
+
+The reader (:mod:`phaseflow.testing.testfile`) knows only the test file; this module
+knows the workflow too, so it catches what would otherwise pass silently: a
+``request: refnud`` with ``expect: refused`` is refused because the phase does not
+exist, not because the workflow refuses it. Names of phases, tools and calls that the
+workflow does not have are errors (the file does not run); state keys the workflow does
+not declare are warnings, as PF301/PF401 are for workflows (a scenario may put keys of
+the host's own into the state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.spec.model import CallEffect, Workflow
+from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
+
+__all__ = ["call_names", "check_against"]
+
+
+def call_names(workflow: Workflow) -> set[str]:
+    """Every callable name the workflow's effects and preparations call."""
+    names: set[str] = set()
+    for phase in workflow.phases.values():
+        effects = [*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare)]
+        names.update(e.name for e in effects if isinstance(e, CallEffect))
+    return names
+
+
+class _Checker:
+    def __init__(self, workflow: Workflow) -> None:
+        self.workflow = workflow
+        self.calls = call_names(workflow)
+        self.problems: list[TestFileProblem] = []
+
+    def report(self, spot: Spot | None, step: Step | None, message: str, severity: str) -> None:
+        line, column = spot if spot is not None else (
+            (step.line, step.column) if step is not None else (1, 1)
+        )
+        self.problems.append(TestFileProblem(line, column, message, severity))
+
+    def phase(self, name: str, spot: Spot | None, step: Step, what: str) -> None:
+        phases = self.workflow.phases
+        if name not in phases:
+            hint = did_you_mean(name, phases) or f" (phases: {', '.join(phases)})"
+            self.report(spot, step, f"{what}: the workflow has no phase '{name}'{hint}", "error")
+
+    def tool(self, name: str, spot: Spot | None, step: Step) -> None:
+        catalogue = self.workflow.tools
+        if catalogue is not None and name not in catalogue:
+            hint = did_you_mean(name, catalogue) or (
+                f" (tools: {', '.join(catalogue)})" if catalogue else " (it declares none)"
+            )
+            self.report(spot, step, f"tool: the workflow's tools have no '{name}'{hint}", "error")
+
+    def key(self, name: str, spot: Spot | None, step: Step | None, what: str) -> None:
+        declared = self.workflow.state
+        if declared and name not in declared:
+            hint = did_you_mean(name, declared)
+            self.report(
+                spot, step, f"{what}: '{name}' is not a state key the workflow declares{hint}",
+                "warning",
+            )
+
+    def keys(self, names: Iterable[str], spots: dict[str, Spot], prefix: str, step: Step | None,
+             what: str) -> None:
+        for name in names:
+            self.key(name, spots.get(f"{prefix}:{name}"), step, what)
+
+    def step(self, step: Step) -> None:
+        spots = step.spots
+        if step.kind in ("request", "goto"):
+            self.phase(step.value, spots.get("value"), step, step.kind)
+        elif step.kind == "tool":
+            self.tool(step.value, spots.get("value"), step)
+        elif step.kind == "set":
+            self.keys(step.value, spots, "set", step, "set")
+        elif step.kind == "unset":
+            self.keys(step.value, spots, "unset", step, "unset")
+        elif step.kind == "expect":
+            self.expect(step)
+
+    def expect(self, step: Step) -> None:
+        checks, spots = step.expect, step.spots
+        if "phase" in checks:
+            self.phase(checks["phase"], spots.get("phase"), step, "expect phase")
+        for name in checks.get("history", ()):
+            self.phase(name, spots.get(f"history:{name}"), step, "expect history")
+        for name in checks.get("called", ()):
+            if name not in self.calls:
+                hint = did_you_mean(name, self.calls) or (
+                    f" (it calls: {', '.join(sorted(self.calls))})" if self.calls
+                    else " (it calls nothing)"
+                )
+                self.report(spots.get(f"called:{name}"), step,
+                            f"expect called: the workflow never calls '{name}'{hint}", "error")
+        self.keys(checks.get("state", {}), spots, "state", step, "expect state")
+        self.keys(checks.get("needs", ()), spots, "needs", step, "expect needs")
+        self.keys(checks.get("missing", ()), spots, "missing", step, "expect missing")
+
+    def scenario(self, scenario: Scenario) -> None:
+        spots = {f"state:{k}": v for k, v in scenario.state_spots.items()}
+        self.keys(scenario.state, spots, "state", None, f"scenario '{scenario.name}' state")
+        for step in scenario.steps:
+            self.step(step)
+
+
+def check_against(test: TestFile, workflow: Workflow) -> list[TestFileProblem]:
+    """The mistakes of ``test`` that only the workflow reveals (see the module's
+    docstring); mocks that no scenario calls are found by running them (the runner)."""
+    checker = _Checker(workflow)
+    mocks = [*test.mocks.values(), *(m for s in test.scenarios for m in s.mocks.values())]
+    for mock in mocks:
+        if mock.name not in checker.calls:
+            hint = did_you_mean(mock.name, checker.calls) or (
+                " (it calls nothing)" if not checker.calls else ""
+            )
+            checker.report(mock.spot, None,
+                           f"mock '{mock.name}': the workflow never calls '{mock.name}'{hint}",
+                           "warning")
+    for scenario in test.scenarios:
+        checker.scenario(scenario)
+    return checker.problems
