@@ -1,8 +1,8 @@
 """The JSON Schema of the format, and turning its errors into positioned diagnostics.
 
-The schema lives in one file, ``phaseflow/schemas/workflow.schema.json`` (the repository's
-``schemas/workflow.schema.json`` points at it); ``phaseflow schema`` prints that file and
-the validator is built from it once per process.
+The schema lives in ``phaseflow/schemas/workflow.schema.json`` (the repository's
+``schemas/workflow.schema.json`` is a copy, byte for byte, checked by a test);
+``phaseflow schema`` prints that file and the validator is built from it once per process.
 """
 
 from __future__ import annotations
