@@ -26,6 +26,8 @@ WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF30
 CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf001_not_utf8.yaml", [("PF001", 2, 10)], ["not UTF-8", "0xe9"]),
     ("pf002_syntax_error.yaml", [("PF002", 8, 13)], ["YAML syntax error", "']'"]),
+    ("pf002_tab_indent.yaml", [("PF002", 6, 1)],
+     ["a tab character", "YAML indents with spaces"]),
     ("pf003_duplicate_key.yaml", [("PF003", 12, 3)], ["duplicate key 'start'", "line 5"]),
     ("pf004_empty.yaml", [("PF004", 1, 1)], ["empty"]),
     ("pf004_two_documents.yaml", [("PF004", 6, 1)], ["more than one YAML document"]),
@@ -51,6 +53,7 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf300_code_in_guard.yaml", [("PF300", 9, 15)], ["not allowed"]),
     ("pf300_misspelt_name.yaml", [("PF300", 9, 16)],
      ["unknown name 'stat'", "did you mean 'state'?"]),
+    ("pf300_folded_guard.yaml", [("PF300", 13, 11)], ["method calls are not allowed"]),
     ("pf301_guard_undeclared.yaml", [("PF301", 11, 21)],
      ["undeclared state key 'amout'", "did you mean 'amount'?"]),
     ("pf302_template_syntax.yaml", [("PF302", 9, 7)], ["instructions", "endif"]),
