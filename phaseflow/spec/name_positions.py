@@ -16,6 +16,7 @@ import io
 import re
 import tokenize
 import unicodedata
+from functools import lru_cache
 
 from phaseflow.spec.templates import TemplateCompileError, environment
 
@@ -31,7 +32,12 @@ def _line_offsets(source: str) -> list[int]:
 def guard_read_offset(source: str, key: str) -> int | None:
     """Offset of the first ``state.<key>`` or ``state['<key>']`` read in a guard: of the
     key's name (after the quote for a subscript)."""
-    starts = _line_offsets(source)
+    return _guard_reads(source).get(key)
+
+
+@lru_cache(maxsize=16)  # a guard with many undeclared keys is read once
+def _guard_reads(source: str) -> dict[str, int]:
+    """Every key the guard reads, with the offset of its first read."""
     wrapped = "(" + source + "\n)"  # as the guard compiler reads it: newlines are joins
     try:
         tokens = [
@@ -39,21 +45,26 @@ def guard_read_offset(source: str, key: str) -> int | None:
             if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
         ]
     except (tokenize.TokenError, SyntaxError):
-        return None
+        return {}
+    starts = _line_offsets(source)
+    reads: dict[str, int] = {}
     for i, tok in enumerate(tokens[:-2]):
         if tok.type != tokenize.NAME or tok.string != "state":
             continue
         op, name = tokens[i + 1], tokens[i + 2]
-        if op.string == "." and name.type == tokenize.NAME and (
-            unicodedata.normalize("NFKC", name.string) == key
-        ):
-            return _offset(starts, name.start)
-        if op.string == "[" and name.type == tokenize.STRING and _literal(name.string) == key:
-            line, column = name.start
+        key: object = None
+        start = name.start
+        if op.string == "." and name.type == tokenize.NAME:
+            key = unicodedata.normalize("NFKC", name.string)
+        elif op.string == "[" and name.type == tokenize.STRING:
+            key = _literal(name.string)
             quote = len(name.string) - len(name.string.lstrip("rRbBuUfF"))
             triple = name.string[quote : quote + 3] in ('"""', "'''")
-            return _offset(starts, (line, column + quote + (3 if triple else 1)))
-    return None
+            start = (start[0], start[1] + quote + (3 if triple else 1))
+        offset = _offset(starts, start)
+        if isinstance(key, str) and offset is not None:
+            reads.setdefault(key, offset)
+    return reads
 
 
 def _literal(text: str) -> object:
@@ -72,7 +83,8 @@ def _offset(starts: list[int], start: tuple[int, int]) -> int | None:
     return starts[line - 1] + column - (1 if line == 1 else 0)
 
 
-def _template_tokens(source: str) -> list[tuple[str, str, int]] | None:
+@lru_cache(maxsize=4)
+def _template_tokens(source: str) -> tuple[tuple[str, str, int], ...] | None:
     """Every token of a template with its offset: (type, text, offset).
 
     Jinja's lexer gives lines, not columns; each token's text is found in the source from
@@ -90,22 +102,31 @@ def _template_tokens(source: str) -> list[tuple[str, str, int]] | None:
             position = found + len(text)
     except Exception:  # any lexer failure only means "no position"
         return None
-    return tokens
+    return tuple(tokens)
 
 
 def template_read_offset(source: str, key: str) -> int | None:
     """Offset of the first ``state.<key>`` or ``state['<key>']`` in a template: of the
     key's name (after the quote for a subscript)."""
+    return _template_reads(source).get(key)
+
+
+@lru_cache(maxsize=16)  # a template with many undeclared keys is lexed once
+def _template_reads(source: str) -> dict[str, int]:
+    """Every key the template reads, with the offset of its first read."""
     tokens = [t for t in _template_tokens(source) or () if t[0] != "whitespace"]
+    reads: dict[str, int] = {}
     for i, (kind, text, _) in enumerate(tokens[:-2]):
         if kind != "name" or text != "state":
             continue
         (_, op, _), (name_kind, name, offset) = tokens[i + 1], tokens[i + 2]
-        if op == "." and name_kind == "name" and name == key:
-            return offset
-        if op == "[" and name_kind == "string" and _literal(name) == key:
-            return offset + 1
-    return None
+        if op == "." and name_kind == "name":
+            reads.setdefault(name, offset)
+        elif op == "[" and name_kind == "string":
+            key = _literal(name)
+            if isinstance(key, str):
+                reads.setdefault(key, offset + 1)
+    return reads
 
 
 def template_error_offset(source: str, error: TemplateCompileError) -> int:

@@ -89,9 +89,7 @@ class SourceText:
             return None
         start = _skip_properties(self.text, self.index_of(node.line, node.column))
         for pieces in _candidates(self.text, start, node.style, value):
-            if len(pieces) == len(value) and all(
-                p[0] == c for p, c in zip(pieces, value, strict=True)
-            ):
+            if pieces is not None:
                 return [(i, w) for _, i, w in pieces]
         return None
 
@@ -126,26 +124,31 @@ def _skip_properties(text: str, i: int) -> int:
     return i
 
 
-def _candidates(text: str, start: int, style: str | None, value: str) -> Iterator[list[_Piece]]:
-    limit = len(value)
+def _candidates(
+    text: str, start: int, style: str | None, value: str
+) -> Iterator[list[_Piece] | None]:
+    """The re-scans of the scalar that give exactly ``value`` (``None`` for one that does
+    not): one for the flow styles, one per candidate indentation for a block."""
     if style is None:
-        yield _take(_plain(text, start), limit)
+        yield _matching(_plain(text, start), value)
     elif style == "'":
-        yield _take(_quoted(text, start, double=False), limit)
+        yield _matching(_quoted(text, start, double=False), value)
     elif style == '"':
-        yield _take(_quoted(text, start, double=True), limit)
+        yield _matching(_quoted(text, start, double=True), value)
     elif style in ("|", ">"):
         for indent in _indents(text, start, value):
-            yield _take(_block(text, start, indent), limit)
+            yield _matching(_block(text, start, indent), value)
 
 
-def _take(pieces: Iterator[_Piece], limit: int) -> list[_Piece]:
+def _matching(pieces: Iterator[_Piece], value: str) -> list[_Piece] | None:
+    """The first ``len(value)`` pieces if they spell ``value``; stops at the first
+    character that differs, so a wrong guess costs little."""
     taken: list[_Piece] = []
-    for piece in pieces:
+    for piece, expected in zip(pieces, value, strict=False):
+        if piece[0] != expected:
+            return None
         taken.append(piece)
-        if len(taken) >= limit:
-            break
-    return taken
+    return taken if len(taken) == len(value) else None
 
 
 def _line_break(text: str, i: int) -> tuple[str, int]:
