@@ -77,8 +77,6 @@ EFFECT_KEYS = frozenset({"set", "unset", "call", "with"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name", "produces"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
 
-_TYPE_CHECK = TYPE_CHECKS
-
 
 class Compiler:
     """Builds one workflow from one composed file, collecting diagnostics."""
@@ -219,11 +217,11 @@ class Compiler:
             return
         fields = {k.value: v for k, v in entries(value)} if isinstance(value, Mapping) else {}
         kind = self.text(fields.get("type")) or "any"
-        if kind not in _TYPE_CHECK:
+        if kind not in TYPE_CHECKS:
             kind = "any"
         has_default = "default" in fields
         default = to_python(fields["default"]) if has_default else None
-        if has_default and not _TYPE_CHECK[kind](default):
+        if has_default and not TYPE_CHECKS[kind](default):
             self.report(
                 fields["default"],
                 "PF103",
@@ -232,7 +230,7 @@ class Compiler:
             )
         self.state[key.value] = StateKey(
             key.value,
-            kind,  # type: ignore[arg-type]  # one of _TYPE_CHECK's keys
+            kind,  # type: ignore[arg-type]  # one of TYPE_CHECKS' keys
             self.text(fields.get("description")),
             has_default,
             default,
