@@ -13,7 +13,7 @@ others and nothing here can raise on odd input.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
@@ -33,7 +33,9 @@ from phaseflow.spec.model import (
     UnsetEffect,
     Workflow,
 )
-from phaseflow.spec.reference_checks import check_references, check_registry
+from phaseflow.spec.name_positions import template_error_offset
+from phaseflow.spec.reference_checks import TYPE_CHECKS, check_references, check_registry
+from phaseflow.spec.scalar_positions import SourceText, offset_in
 from phaseflow.spec.schema import NodeLocator, entries, type_name
 from phaseflow.spec.sourcemap import PhaseNodes, SourceMap
 from phaseflow.spec.templates import (
@@ -75,16 +77,6 @@ EFFECT_KEYS = frozenset({"set", "unset", "call", "with"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name", "produces"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
 
-_TYPE_CHECK: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "any": lambda v: True,
-}
-
 
 class Compiler:
     """Builds one workflow from one composed file, collecting diagnostics."""
@@ -96,7 +88,8 @@ class Compiler:
         #: phases the schema found errors inside: their transitions and ``terminal`` may be
         #: wrong, so graph warnings that depend on them would only add noise.
         self.broken_phases = set(broken_phases)
-        self.lines = text.splitlines()
+        #: the file's text, to place diagnostics inside guards and templates
+        self.source_text = SourceText(text)
         self.root = root
         self.diags: list[Diagnostic] = []
         self.state: dict[str, StateKey] = {}
@@ -128,18 +121,10 @@ class Compiler:
         ]
 
     def expr_position(self, node: Scalar, line: int, column: int) -> tuple[int, int]:
-        """File position of (line, column) inside the expression held by ``node``."""
-        if node.style in ("|", ">"):
-            index = node.line + line - 1  # 0-based index of the content line
-            if 0 <= index < len(self.lines):
-                content = self.lines[index]
-                indent = len(content) - len(content.lstrip(" "))
-                return node.line + line, indent + column + 1
-            return node.line + line, column + 1
-        quote = 1 if node.style in ("'", '"') else 0
-        if line == 1:
-            return node.line, node.column + quote + column
-        return node.line + line - 1, column + 1
+        """File position of (line, column) inside the expression held by ``node``: the
+        1-based line and 0-based column the guard compiler gives, mapped through the
+        scalar's source text (quotes, escapes, folding and indentation accounted for)."""
+        return self.source_text.value_position(node, offset_in(node.text, line, column))
 
     def guard(self, node: Node, nodes: PhaseNodes | None, what: str) -> Guard | None:
         if isinstance(node, Scalar) and isinstance(node.value, bool):
@@ -168,11 +153,9 @@ class Compiler:
         try:
             return compile_template(source, names)
         except TemplateCompileError as exc:
-            line, column = node.line, node.column
-            if node.style in ("|", ">"):
-                line = node.line + exc.line
-                content = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-                column = len(content) - len(content.lstrip(" ")) + 1
+            # at the name the error is about, or at its line's first character
+            offset = template_error_offset(source, exc)
+            line, column = self.source_text.value_position(node, offset)
             self.diags.append(
                 Diagnostic(self.path, line, column, exc.code, f"{what}: {exc.message}")
             )
@@ -217,6 +200,7 @@ class Compiler:
             self.state_declared,
             tuple(self.nav_template_nodes),
             frozenset(self.broken_phases),
+            self.source_text,
         )
         self.diags.extend(check_graph(workflow, source))
         self.diags.extend(check_references(workflow, source))
@@ -233,11 +217,11 @@ class Compiler:
             return
         fields = {k.value: v for k, v in entries(value)} if isinstance(value, Mapping) else {}
         kind = self.text(fields.get("type")) or "any"
-        if kind not in _TYPE_CHECK:
+        if kind not in TYPE_CHECKS:
             kind = "any"
         has_default = "default" in fields
         default = to_python(fields["default"]) if has_default else None
-        if has_default and not _TYPE_CHECK[kind](default):
+        if has_default and not TYPE_CHECKS[kind](default):
             self.report(
                 fields["default"],
                 "PF103",
@@ -246,7 +230,7 @@ class Compiler:
             )
         self.state[key.value] = StateKey(
             key.value,
-            kind,  # type: ignore[arg-type]  # one of _TYPE_CHECK's keys
+            kind,  # type: ignore[arg-type]  # one of TYPE_CHECKS' keys
             self.text(fields.get("description")),
             has_default,
             default,
@@ -327,6 +311,9 @@ class Compiler:
             if not isinstance(values, dict):
                 return None
             nodes.sets.extend(k for k in values if isinstance(k, str))
+            set_node = fields["set"]
+            if isinstance(set_node, Mapping):
+                nodes.set_values.extend((k.value, v) for k, v in entries(set_node))
             return SetEffect(values, position)
         if kind == "unset":
             keys = self.names(fields["unset"])

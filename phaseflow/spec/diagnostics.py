@@ -37,6 +37,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF302": ("error", "template syntax error"),
     "PF303": ("warning", "template reads a state key that is not declared"),
     "PF304": ("error", "a template construct the sandbox refuses, or a limit its text breaks"),
+    "PF305": ("warning", "a set effect writes a value that does not match the key's declared type"),
     "PF400": ("error", "a phase names a tool that is not in the catalogue"),
     "PF401": ("warning", "requires/needs names an undeclared state key"),
     "PF402": ("warning", "a required key can never be produced"),

@@ -14,22 +14,41 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
 from phaseflow.spec.model import Workflow
+from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
+from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
+from phaseflow.spec.yamlnodes import Scalar, Sequence, resolve_plain
 
 __all__ = [
     "REFERENCE_CHECKS",
+    "TYPE_CHECKS",
     "check_references",
     "check_registry",
     "collected_tool_writes",
+    "mistyped_sets",
     "undeclared_collect",
     "undeclared_keys",
     "undeclared_reads",
     "unknown_tools",
     "unproducible_requires",
 ]
+
+
+#: Whether a value fits a declared state key type: a ``default`` that does not is PF103,
+#: a ``set`` effect that writes one is PF305. ``true``/``false`` are not numbers.
+TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "any": lambda v: True,
+}
 
 
 def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
@@ -197,8 +216,9 @@ def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         for guard, node in nodes.guards:
             for key in sorted(k for k in guard.reads if k not in declared):
                 found.append(
-                    source.diagnostic(
+                    source.diagnostic_in(
                         node,
+                        guard_read_offset(guard.source, key),
                         "PF301",
                         f"phase '{name}': guard '{clip(guard.source.strip())}' reads "
                         f"undeclared state key '{clip(key)}'{did_you_mean(key, declared)}",
@@ -207,8 +227,9 @@ def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         for template, node in nodes.templates:
             for key in sorted(k for k in template.reads if k not in declared):
                 found.append(
-                    source.diagnostic(
+                    source.diagnostic_in(
                         node,
+                        template_read_offset(template.source, key),
                         "PF303",
                         f"phase '{name}': instructions read undeclared state key "
                         f"'{clip(key)}'{did_you_mean(key, declared)}",
@@ -217,11 +238,64 @@ def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     for template, node in source.navigation_templates:
         for key in sorted(k for k in template.reads if k not in declared):
             found.append(
-                source.diagnostic(
+                source.diagnostic_in(
                     node,
+                    template_read_offset(template.source, key),
                     "PF303",
                     f"navigation template reads undeclared state key '{clip(key)}'"
                     f"{did_you_mean(key, declared)}",
+                )
+            )
+    return found
+
+
+def _type_hint(kind: str, value: Any, node: object) -> str:
+    """What the author probably meant, for the common mistakes."""
+    if kind == "boolean" and isinstance(value, str) and value.lower() in _BOOLEAN_WORDS:
+        return (
+            f"; '{value}' is a string in YAML 1.2 (only true and false are booleans): "
+            f"write {'true' if _BOOLEAN_WORDS[value.lower()] else 'false'}"
+        )
+    quoted = isinstance(node, Scalar) and node.style in ("'", '"')
+    numeric = kind in ("number", "integer") and isinstance(value, str) and quoted
+    if numeric and TYPE_CHECKS[kind](_number(value)):
+        return "; it is quoted, so it is a string: write it without the quotes"
+    return ""
+
+
+_BOOLEAN_WORDS = {"yes": True, "no": False, "on": True, "off": False, "y": True, "n": False}
+
+
+def _number(text: str) -> object:
+    return resolve_plain(text.strip())
+
+
+def mistyped_sets(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF305: a ``set`` effect (``on_enter``, ``on_exit``, a preparation) writes a value
+    that does not fit the key's declared type, at the value. ``null`` fits every type: it
+    makes the key absent, which a conversation always allows."""
+    declared = workflow.state
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for key, node in nodes.set_values:
+            spec = declared.get(key)
+            if spec is None or spec.type == "any":
+                continue
+            # only a collection's kind matters: never build (or print) a large value
+            value: Any = (
+                node.value if isinstance(node, Scalar)
+                else [] if isinstance(node, Sequence) else {}
+            )
+            if value is None or TYPE_CHECKS[spec.type](value):
+                continue
+            shown = f" {clip(node.text, 40)!r}" if isinstance(node, Scalar) else ""
+            found.append(
+                source.diagnostic(
+                    node,
+                    "PF305",
+                    f"phase '{name}': 'set' writes {type_name(value)}{shown} to state key "
+                    f"'{clip(key)}', which is declared {spec.type}"
+                    f"{_type_hint(spec.type, value, node)}",
                 )
             )
     return found
@@ -235,6 +309,7 @@ REFERENCE_CHECKS: tuple[Callable[[Workflow, SourceMap], list[Diagnostic]], ...] 
     undeclared_collect,
     collected_tool_writes,
     undeclared_reads,
+    mistyped_sets,
 )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from phaseflow.expr import Guard
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.model import Transition
+from phaseflow.spec.scalar_positions import SourceText
 from phaseflow.spec.templates import Template
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar
 
@@ -41,6 +42,8 @@ class PhaseNodes:
     unset: list[Named] = field(default_factory=list)
     #: the keys ``set`` effects of this phase set (effects and preparations)
     sets: list[str] = field(default_factory=list)
+    #: each key a ``set`` effect writes, with the node of the value it writes (PF305)
+    set_values: list[tuple[str, Node]] = field(default_factory=list)
     produces: list[Named] = field(default_factory=list)
     calls: list[Named] = field(default_factory=list)
     guards: list[tuple[Guard, Node]] = field(default_factory=list)
@@ -62,7 +65,17 @@ class SourceMap:
     #: phases the schema found errors inside: their transitions and ``terminal`` may be
     #: wrong, so graph warnings that depend on them would only add noise
     broken_phases: frozenset[str] = frozenset()
+    #: the file's text, to place a diagnostic inside a guard or a template
+    source_text: SourceText | None = None
 
     def diagnostic(self, node: Node, code: str, message: str) -> Diagnostic:
         """A diagnostic about ``node`` of this file."""
         return Diagnostic(self.path, node.line, node.column, code, message)
+
+    def diagnostic_in(self, node: Node, offset: int | None, code: str, message: str) -> Diagnostic:
+        """A diagnostic about character ``offset`` of the value of ``node`` (a name inside
+        a guard or a template); about ``node`` itself when the offset is not known."""
+        if offset is None or self.source_text is None or not isinstance(node, Scalar):
+            return self.diagnostic(node, code, message)
+        line, column = self.source_text.value_position(node, offset)
+        return Diagnostic(self.path, line, column, code, message)

@@ -235,15 +235,68 @@ def compose(text: str) -> Document:
             "PF002", f"YAML syntax error: {exc.reason} ({shown})", line, column
         ) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise YamlProblem("PF002", f"YAML syntax error: {problem}", line, column) from None
+        raise _syntax_problem(text, exc) from None
     except yaml.YAMLError as exc:
         raise YamlProblem("PF002", f"YAML syntax error: {exc}", 1, 1) from None
     if root is not None:
         _check_expansion(root)
     return Document(root, problems)
+
+
+#: libyaml's complaints about indentation, and what they mean in a workflow file.
+_INDENT_HINTS = {
+    "did not find expected key": (
+        "this line is not indented like the keys of the mapping that starts on line {line}: "
+        "indent it exactly as far as its sibling keys (column {column}), or further to "
+        "nest it under the key above"
+    ),
+    "did not find expected '-' indicator": (
+        "this line is inside the list that starts on line {line} but is not one of its "
+        "items: start it with '- ' under the other items (column {column}), or, for a key of "
+        "the item above, line it up with that item's first key"
+    ),
+    "mapping values are not allowed in this context": (
+        "YAML reads this line as the continuation of the value above: a key indented "
+        "further than the key before it; line it up with its sibling keys"
+    ),
+}
+_DASH_HINT = (
+    "a list item ('- ') that does not line up with the mapping around it (line {line}): put "
+    "the list under its key, with every '- ' at the same column"
+)
+_COLON_HINT = "a value that contains ': ' must be quoted (\"a: b\")"
+_TAB_HINT = "a tab character: YAML indents with spaces, never tabs; replace it with spaces"
+
+
+def _syntax_problem(text: str, exc: yaml.MarkedYAMLError) -> YamlProblem:
+    """PF002 for a libyaml error: its position and text, with a hint in our words for the
+    mistakes people make (a tab, a key or a list item indented wrongly)."""
+    mark = exc.problem_mark or exc.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    problem = exc.problem or exc.context or "invalid YAML"
+    message = f"YAML syntax error: {problem}"
+    # libyaml does not count a byte-order mark in its indices
+    index = (mark.index if mark is not None else 0) + (1 if text.startswith("\ufeff") else 0)
+    line_start = max(text.rfind("\n", 0, index) + 1, 1 if text.startswith("\ufeff") else 0)
+    indentation = text[line_start:index] if 0 <= index <= len(text) else ""
+    char = text[index] if 0 <= index < len(text) else ""
+    if char == "\t" or ("tab" in problem and "\t" in indentation):
+        if char != "\t":  # the first tab in the line's indentation
+            column = indentation.index("\t") + 1
+        return YamlProblem("PF002", f"YAML syntax error: {_TAB_HINT} ({problem})", line, column)
+    context = exc.context_mark
+    where = {
+        "line": context.line + 1 if context is not None else line,
+        "column": context.column + 1 if context is not None else column,
+    }
+    hint = _INDENT_HINTS.get(problem or "")
+    if problem == "did not find expected key" and char == "-":
+        hint = _DASH_HINT
+    elif problem == "mapping values are not allowed in this context" and ": " in indentation:
+        hint = _COLON_HINT
+    if hint is not None:
+        message += "; " + hint.format(**where)
+    return YamlProblem("PF002", message, line, column)
 
 
 def _line_column(text: str, position: int) -> tuple[int, int]:

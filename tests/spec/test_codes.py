@@ -19,13 +19,15 @@ from phaseflow.spec.loader import check_file, check_text
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "invalid"
 
 #: The spec's severities, written out here so that a change in CODES is caught.
-WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF401",
-            "PF402", "PF403", "PF404", "PF407"}
+WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF305",
+            "PF401", "PF402", "PF403", "PF404", "PF407"}
 
 # file, [(code, line, column)], words the (first) message must contain
 CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf001_not_utf8.yaml", [("PF001", 2, 10)], ["not UTF-8", "0xe9"]),
     ("pf002_syntax_error.yaml", [("PF002", 8, 13)], ["YAML syntax error", "']'"]),
+    ("pf002_tab_indent.yaml", [("PF002", 6, 1)],
+     ["a tab character", "YAML indents with spaces"]),
     ("pf003_duplicate_key.yaml", [("PF003", 12, 3)], ["duplicate key 'start'", "line 5"]),
     ("pf004_empty.yaml", [("PF004", 1, 1)], ["empty"]),
     ("pf004_two_documents.yaml", [("PF004", 6, 1)], ["more than one YAML document"]),
@@ -51,14 +53,17 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf300_code_in_guard.yaml", [("PF300", 9, 15)], ["not allowed"]),
     ("pf300_misspelt_name.yaml", [("PF300", 9, 16)],
      ["unknown name 'stat'", "did you mean 'state'?"]),
-    ("pf301_guard_undeclared.yaml", [("PF301", 11, 15)],
+    ("pf300_folded_guard.yaml", [("PF300", 13, 11)], ["method calls are not allowed"]),
+    ("pf301_guard_undeclared.yaml", [("PF301", 11, 21)],
      ["undeclared state key 'amout'", "did you mean 'amount'?"]),
     ("pf302_template_syntax.yaml", [("PF302", 9, 7)], ["instructions", "endif"]),
     ("pf304_template_internals.yaml", [("PF304", 9, 7)], ["'__mro__' is not available"]),
-    ("pf302_template_unknown_name.yaml", [("PF302", 7, 19)],
+    ("pf302_template_unknown_name.yaml", [("PF302", 7, 29)],
      ["unknown name 'stat'", "did you mean 'state'?"]),
-    ("pf303_template_undeclared.yaml", [("PF303", 9, 19)],
+    ("pf303_template_undeclared.yaml", [("PF303", 9, 35)],
      ["'customer_nme'", "did you mean 'customer_name'?"]),
+    ("pf305_set_wrong_type.yaml", [("PF305", 11, 20)],
+     ["'set' writes a string 'no'", "'vip'", "declared boolean", "YAML 1.2", "write false"]),
     ("pf400_unknown_tool.yaml", [("PF400", 9, 13)],
      ["unknown tool 'lookup_custmer'", "did you mean 'lookup_customer'?"]),
     ("pf401_undeclared_requires.yaml", [("PF401", 13, 16)],

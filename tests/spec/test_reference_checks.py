@@ -30,7 +30,7 @@ phases:
 
 def test_a_glob_matching_no_tool_and_a_navigation_template_read() -> None:
     found = [(d.code, d.line, d.column, d.message) for d in check_text(BASE).diagnostics]
-    assert [(c, ln, col) for c, ln, col, _ in found] == [("PF303", 9, 13), ("PF400", 13, 22)]
+    assert [(c, ln, col) for c, ln, col, _ in found] == [("PF303", 9, 35), ("PF400", 13, 22)]
     assert "navigation template reads undeclared state key 'ordr_id'" in found[0][3]
     assert "did you mean 'order_id'?" in found[0][3]
     assert "tool pattern 'billing.*' matches no tool in the catalogue" in found[1][3]
