@@ -15,7 +15,8 @@ Decisions (tests pin them down):
 
 * **Normalised, not refused:** a tuple becomes a list (JSON has one array type, and a
   state read back from JSON would hold a list anyway); any other ``Mapping`` (a read-only
-  view, an ``OrderedDict``) becomes a ``dict`` and a list subclass a ``list``; a subclass
+  view, an ``OrderedDict``) becomes a ``dict`` and any other ``Sequence`` but text and
+  bytes (a read-only list view, a list subclass) a ``list``; a subclass
   of ``str``, ``int`` or ``float`` (a ``StrEnum`` or ``IntEnum`` member) becomes the plain
   value, read without calling any method the subclass may override. A value that needs
   none of this is returned as it is, without a copy.
@@ -29,7 +30,7 @@ model (``SetEffect``) and the machine import.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from phaseflow.expr.describe import type_name
@@ -123,6 +124,9 @@ def _key_text(key: Any) -> str:
     return f".<{type_name(key)}>"
 
 
+#: Sequences that are not JSON arrays: text and bytes.
+_NOT_ARRAYS = (str, bytes, bytearray, memoryview)
+
 #: What :func:`_scalar` returns for a list or a mapping (not a scalar).
 _CONTAINER: Any = object()
 
@@ -135,7 +139,9 @@ def _scalar(value: Any) -> Any:
     if t is str or t is bool or value is None:
         return value
     if t is not int and t is not float:
-        if isinstance(value, Mapping | list | tuple):
+        if isinstance(value, Mapping | list | tuple) or (
+            isinstance(value, Sequence) and not isinstance(value, _NOT_ARRAYS)
+        ):
             return _CONTAINER
         if isinstance(value, str):
             return _str_value(value)
