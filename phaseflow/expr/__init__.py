@@ -25,6 +25,11 @@ Decisions where the spec is silent (tests pin each one down):
   list of alternatives. ``int``/``float`` parse strings of up to 100 characters;
   ``round(x, n)`` needs ``|n| <= 100``; an integer product may not exceed 10,000 bits;
   ``+`` may not build a string or list over 1,000,000 long. ``str(true)`` is ``'True'``.
+* Work is bounded per evaluation: ``in`` on a list, ``min``/``max`` of a list, list
+  ``+``, ``startswith``/``endswith`` with a list, and ``==``/``!=``/``is`` between two
+  values neither of which is a scalar or a literal are charged by the items they walk,
+  at most 1,000,000 in all (``_runtime.WORK_LIMIT``); beyond it the guard is false with
+  the error "guard exceeded its work limit". Everything else is O(1) or string-speed.
 * Nesting depth counts expression nodes, so ``1+1+...`` with more than 50 terms is
   too deep as well as 51 nested calls.
 * Error positions are 1-based lines and 0-based character columns within the expression

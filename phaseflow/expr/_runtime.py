@@ -15,6 +15,15 @@ the functions below. That is where the guard language's semantics live:
   result carrying the message. Nothing here mutates its arguments.
 * Memory and time stay bounded: no repetition (``*`` is numeric only), integer products are
   capped, and string conversions are capped.
+* Work is metered: each evaluation may walk at most :data:`WORK_LIMIT` list items and
+  mapping entries in all (the cost model is in ``docs/workflows.md``, "Guard expressions").
+  The helpers that walk a value whose size the expression does not bound - ``in`` on a
+  list, ``min``/``max`` of a list, ``startswith``/``endswith`` with a list of
+  alternatives, ``+`` of two lists, and ``==``/``!=``/``is`` between two lists or
+  mappings - have a metered twin (``*_m``) taking the evaluation's meter, a one-item list
+  holding what is left; the compiler calls the twin only where neither operand is
+  bounded (a scalar, or a literal), so a typical guard never touches a meter. Running out
+  raises :class:`GuardWorkLimit` *before* the walk, so an evaluation stays short.
 
 These functions are hot (a guard runs at every turn boundary), so each starts with a fast
 path on exact types and only falls back to ``isinstance`` checks for subclasses.
@@ -25,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-__all__ = ["HELPERS", "GuardTypeError"]
+__all__ = ["HELPERS", "WORK_LIMIT", "GuardTypeError", "GuardWorkLimit"]
 
 #: Largest integer (in bits) a product may have. Multiplication is the only operation whose
 #: result can grow much faster than the expression, so it is the one that is capped.
@@ -44,6 +53,31 @@ class GuardTypeError(Exception):
     Internal: :meth:`Guard.evaluate` catches it and reports the message in
     :class:`GuardResult.error`; it never reaches the host.
     """
+
+
+#: Most list items and mapping entries one evaluation of a guard may walk, in all.
+WORK_LIMIT = 1_000_000
+
+
+class GuardWorkLimit(GuardTypeError):
+    """An evaluation would walk more than :data:`WORK_LIMIT` items: the guard is false
+    (reported like a type error), and the walk never starts."""
+
+
+#: An evaluation's meter: ``[items left]``, then (once ``min``/``max`` ran on a list) the
+#: evaluation's memo of their results.
+Meter = list[Any]
+
+
+def _charge(meter: Meter, items: int) -> None:
+    """Take ``items`` from the evaluation's ``meter``, or raise :class:`GuardWorkLimit`."""
+    left = meter[0] - items
+    if left < 0:
+        raise GuardWorkLimit(
+            f"guard exceeded its work limit ({WORK_LIMIT:,} list items or mapping entries "
+            "walked in one evaluation)"
+        )
+    meter[0] = left
 
 
 def _tname(value: Any) -> str:
@@ -338,7 +372,12 @@ def f_endswith(s: Any, suffix: Any) -> Any:
     return None if args is None else args[0].endswith(args[1])
 
 
-def _extreme(name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+_NONE_TYPE = type(None)
+_NUMBER_TYPES = frozenset({int, float})
+_STR_TYPE = frozenset({str})
+
+
+def _extreme(name: str, args: tuple[Any, ...]) -> Any:
     """Items for ``min``/``max``: ``f(list)`` or ``f(a, b, ...)``; ``null`` if any is null."""
     items: Any = args
     if len(args) == 1:
@@ -349,12 +388,15 @@ def _extreme(name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
             raise GuardTypeError(f"{name}() of one argument needs a list, not '{_tname(items)}'")
     if not items:
         raise GuardTypeError(f"{name}() of an empty list")
-    if any(v is None for v in items):
+    kinds = set(map(type, items))  # at C speed: the common cases need no per-item call
+    if _NONE_TYPE in kinds:
         return None
+    if kinds <= _NUMBER_TYPES or kinds == _STR_TYPE:
+        return items  # min/max read it in place: no copy
     if all(_is_num(v) for v in items) or all(_is_str(v) for v in items):
-        return tuple(items)
-    kinds = sorted({_tname(v) for v in items})
-    raise GuardTypeError(f"{name}() needs all numbers or all strings, got {', '.join(kinds)}")
+        return items
+    names = sorted({_tname(v) for v in items})
+    raise GuardTypeError(f"{name}() needs all numbers or all strings, got {', '.join(names)}")
 
 
 def f_min(*args: Any) -> Any:
@@ -438,6 +480,148 @@ def f_str(x: Any) -> Any:
     raise GuardTypeError(f"str() needs a str, number or bool, not '{_tname(x)}'")
 
 
+# --- metered twins (see the module docstring) ------------------------------------------
+
+
+def _container(value: Any) -> bool:
+    """A list, tuple or mapping: what ``==`` would walk."""
+    t = type(value)
+    if t is list or t is dict or t is tuple:
+        return True
+    if t is str or t is int or t is float or t is bool or value is None:
+        return False
+    return isinstance(value, Mapping | list | tuple)
+
+
+def _equal(meter: Meter, a: Any, b: Any) -> Any:
+    """``a == b``, walking two lists or two mappings item by item at a charge of one per
+    item (Python's ``==`` would walk them in C with no way to stop). Same answer as
+    ``==``: items are compared identity first, as Python does."""
+    ta = type(a)
+    if a is b and (ta is list or ta is dict or ta is tuple):
+        return True  # what Python answers too: its items compare identity first
+    if ta is type(b) and (ta is list or ta is tuple):
+        n = len(a)
+        if n != len(b):
+            return False
+        _charge(meter, n)
+        if _SCALAR_TYPES.issuperset(map(type, a)):  # C speed: each item compares in O(1)
+            return a == b
+        return all(x is y or _equal(meter, x, y) for x, y in zip(a, b, strict=True))
+    if ta is dict and type(b) is dict:
+        n = len(a)
+        if n != len(b):
+            return False
+        _charge(meter, n)
+        for key, x in a.items():
+            y = b.get(key, _ABSENT)
+            if y is _ABSENT or (x is not y and not _equal(meter, x, y)):
+                return False
+        return True
+    if _container(a) and _container(b):  # a host's own containers: charged by their size
+        _charge(meter, len(a) + len(b))
+    return a == b
+
+
+_ABSENT: Any = object()
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def eq_m(meter: Meter, a: Any, b: Any) -> Any:
+    """``a == b`` where neither side is bounded."""
+    return _equal(meter, a, b)
+
+
+def ne_m(meter: Meter, a: Any, b: Any) -> Any:
+    """``a != b`` where neither side is bounded."""
+    return not _equal(meter, a, b)
+
+
+def is_m(meter: Meter, a: Any, b: Any) -> bool:
+    """:func:`is_` where neither side is bounded."""
+    return a is b or (type(a) is type(b) and bool(_equal(meter, a, b)))
+
+
+def is_not_m(meter: Meter, a: Any, b: Any) -> bool:
+    """:func:`is_not` where neither side is bounded."""
+    return not is_m(meter, a, b)
+
+
+def in_m(meter: Meter, a: Any, b: Any) -> Any:
+    """:func:`in_` on a right side of unbounded size: a list costs its length (and a
+    list or mapping on the left is compared item by item, charged)."""
+    tb = type(b)
+    if tb is list or tb is tuple or _is_seq(b):
+        left = meter[0] - len(b)  # _charge, inlined: ``'vip' in state.tags`` is common
+        if left < 0:
+            _charge(meter, len(b))
+        meter[0] = left
+        ta = type(a)
+        if ta is str or ta is int or ta is float or ta is bool or a is None or not _container(a):
+            return a in b  # each item compared in O(1)
+        return any(x is a or bool(_equal(meter, x, a)) for x in b)
+    return in_(a, b)
+
+
+def not_in_m(meter: Meter, a: Any, b: Any) -> Any:
+    """:func:`not_in` on a right side of unbounded size."""
+    r = in_m(meter, a, b)
+    return None if r is None else not r
+
+
+def add_m(meter: Meter, a: Any, b: Any) -> Any:
+    """:func:`add` where both sides may be lists: concatenation costs both lengths."""
+    if _is_seq(a) and _is_seq(b):
+        _charge(meter, len(a) + len(b))
+    return add(a, b)
+
+
+def _extreme_m(meter: Meter, function: Any, args: tuple[Any, ...]) -> Any:
+    """``function`` (:func:`f_min` or :func:`f_max`) of one list costs its length, once per
+    evaluation: the result is remembered for that list object (an evaluation changes
+    nothing, and the memo holds the list, so its identity cannot be reused meanwhile)."""
+    if len(args) != 1 or not _is_seq(args[0]):
+        return function(*args)
+    items = args[0]
+    key = (function, id(items))
+    memo: dict[Any, tuple[Any, Any]] | None = meter[1] if len(meter) > 1 else None
+    if memo is not None:
+        hit = memo.get(key)
+        if hit is not None and hit[0] is items:
+            return hit[1]
+    _charge(meter, len(items))
+    result = function(items)
+    if memo is None:
+        memo = {}
+        meter.append(memo)
+    memo[key] = (items, result)
+    return result
+
+
+def f_min_m(meter: Meter, *args: Any) -> Any:
+    """:func:`f_min` of a list: costs its length (once per list and evaluation)."""
+    return _extreme_m(meter, f_min, args)
+
+
+def f_max_m(meter: Meter, *args: Any) -> Any:
+    """:func:`f_max` of a list: costs its length (once per list and evaluation)."""
+    return _extreme_m(meter, f_max, args)
+
+
+def f_startswith_m(meter: Meter, s: Any, prefix: Any) -> Any:
+    """:func:`f_startswith` with alternatives of unbounded number: costs their number."""
+    if _is_seq(prefix):
+        _charge(meter, len(prefix))
+    return f_startswith(s, prefix)
+
+
+def f_endswith_m(meter: Meter, s: Any, suffix: Any) -> Any:
+    """:func:`f_endswith` with alternatives of unbounded number: costs their number."""
+    if _is_seq(suffix):
+        _charge(meter, len(suffix))
+    return f_endswith(s, suffix)
+
+
 #: Name in generated code -> helper. These are the only globals a compiled guard sees,
 #: together with an empty ``__builtins__``.
 HELPERS: dict[str, Any] = {
@@ -472,4 +656,15 @@ HELPERS: dict[str, Any] = {
     "_f_int": f_int,
     "_f_float": f_float,
     "_f_str": f_str,
+    "_eq_m": eq_m,
+    "_ne_m": ne_m,
+    "_is_m": is_m,
+    "_is_not_m": is_not_m,
+    "_in_m": in_m,
+    "_not_in_m": not_in_m,
+    "_add_m": add_m,
+    "_f_min_m": f_min_m,
+    "_f_max_m": f_max_m,
+    "_f_startswith_m": f_startswith_m,
+    "_f_endswith_m": f_endswith_m,
 }

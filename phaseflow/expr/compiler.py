@@ -28,7 +28,7 @@ import warnings
 from io import StringIO
 from typing import Any, Literal
 
-from phaseflow.expr._runtime import HELPERS
+from phaseflow.expr._runtime import HELPERS, WORK_LIMIT
 from phaseflow.expr.absence import absence_tested_in, may_test_absence
 from phaseflow.expr.types import Guard, GuardCompileError
 
@@ -183,7 +183,7 @@ def compile_guard(source: str) -> Guard:
     rewriter = _Rewriter(source, locator)
     body, _ = rewriter.rewrite(tree.body)
     try:
-        function = _build(body)
+        function = _build_metered(body) if rewriter.metered else _build(body)
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
         # Not expected for a validated tree; kept so compile_guard's contract holds.
         raise GuardCompileError(f"cannot compile guard expression: {exc}") from None
@@ -323,6 +323,39 @@ def _build(body: ast.expr) -> Any:
     return eval(code, _GLOBALS)  # evaluates the lambda expression only: returns the function
 
 
+def _build_metered(body: ast.expr) -> Any:
+    """Compile the rewritten body of a guard that calls a metered helper into
+    ``def _guard(state, _ctx): _m = [WORK_LIMIT]; return body``: a fresh meter per
+    evaluation (so concurrent evaluations never share one), and only for these guards."""
+    arguments = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(arg="state"), ast.arg(arg="_ctx")],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+    meter = ast.Assign(
+        targets=[ast.Name(id=_METER, ctx=ast.Store())],
+        value=ast.List(elts=[ast.Constant(value=WORK_LIMIT)], ctx=ast.Load()),
+    )
+    function = ast.FunctionDef(
+        name="_guard",
+        args=arguments,
+        body=[meter, ast.Return(value=body)],
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+    )
+    tree = ast.Module(body=[function], type_ignores=[])
+    _locate(tree)
+    code = compile(tree, "<guard>", "exec")
+    namespace: dict[str, Any] = {}
+    exec(code, _GLOBALS, namespace)  # defines the function only; its globals: the helpers
+    return namespace["_guard"]
+
+
 def _locate(tree: ast.AST) -> None:
     """Give every node the position ``compile`` requires: line 1, column 0.
 
@@ -359,7 +392,14 @@ class _Rewriter:
         self.reads: set[str] = set()
         self.visits: set[str] = set()
         self.dynamic_reads = False
+        #: does the expression call a metered helper (then it is built with a meter)?
+        self.metered = False
         self._temps = 0
+
+    def metered_call(self, helper: str, *args: ast.expr) -> ast.expr:
+        """A call of ``helper``'s metered twin, passing the evaluation's meter."""
+        self.metered = True
+        return _call(helper + "_m", ast.Name(id=_METER, ctx=ast.Load()), *args)
 
     def error(self, message: str, node: ast.AST) -> GuardCompileError:
         return self.locator.error(message, node)
@@ -519,33 +559,50 @@ class _Rewriter:
                 kind = "list"
             elif kinds == {"num"}:
                 kind = "num"
+            if not kinds & _SCALAR_KINDS:  # may concatenate two lists of any length
+                return self.metered_call(helper, left, right), kind
         else:
             kind = "num"
         return _call(helper, left, right), kind
 
     def rewrite_Compare(self, node: ast.Compare) -> tuple[ast.expr, _Kind]:
         """``a < b < c`` -> ``_lt(a, (_t0 := b)) and _lt(_t0, c)``: each operand once."""
-        left, _ = self.rewrite(node.left)
+        left, left_kind = self.rewrite(node.left)
+        left_bounded = left_kind in _SCALAR_KINDS or _literal(node.left)
         pairs: list[ast.expr] = []
         last = len(node.ops) - 1
         for i, (op, comparator) in enumerate(zip(node.ops, node.comparators, strict=True)):
-            right, _ = self.rewrite(comparator)
+            right, right_kind = self.rewrite(comparator)
+            right_bounded = right_kind in _SCALAR_KINDS or _literal(comparator)
             following: ast.expr = right
             if i < last:
                 temp = f"_t{self._temps}"
                 self._temps += 1
                 right = ast.NamedExpr(target=ast.Name(id=temp, ctx=ast.Store()), value=right)
                 following = ast.Name(id=temp, ctx=ast.Load())
-            pairs.append(self._compare(op, left, right, comparator))
-            left = following
+            pairs.append(self._compare(op, left, right, comparator,
+                                       left_bounded or right_bounded, right_bounded))
+            left, left_bounded = following, right_bounded
         if len(pairs) == 1:
             return pairs[0], "bool"
         return ast.BoolOp(op=ast.And(), values=pairs), "bool"
 
     def _compare(
-        self, op: ast.cmpop, left: ast.expr, right: ast.expr, original: ast.expr
+        self,
+        op: ast.cmpop,
+        left: ast.expr,
+        right: ast.expr,
+        original: ast.expr,
+        either_bounded: bool,
+        right_bounded: bool,
     ) -> ast.expr:
+        """One comparison. ``either_bounded``: one operand is a scalar or a literal, so
+        ``==`` costs at most the literal's size; ``right_bounded``: the right one is, so
+        ``in`` costs at most its size. Otherwise the metered twin is called."""
         if isinstance(op, ast.Eq | ast.NotEq):
+            if not either_bounded:  # two lists or mappings of any size, maybe
+                return self.metered_call("_eq" if isinstance(op, ast.Eq) else "_ne",
+                                         left, right)
             # Native: equality cannot reach internals and null == null is plain Python.
             return ast.Compare(left=left, ops=[type(op)()], comparators=[right])
         if (
@@ -555,7 +612,12 @@ class _Rewriter:
         ):
             # `x is null`: identity with a singleton is exact, so keep it native (fast).
             return ast.Compare(left=left, ops=[type(op)()], comparators=[right])
-        return _call(_ORDERING[type(op)], left, right)
+        helper = _ORDERING[type(op)]
+        if (isinstance(op, ast.Is | ast.IsNot) and not either_bounded) or (
+            isinstance(op, ast.In | ast.NotIn) and not right_bounded
+        ):
+            return self.metered_call(helper, left, right)
+        return _call(helper, left, right)
 
     # --- calls ----------------------------------------------------------------------
 
@@ -591,8 +653,37 @@ class _Rewriter:
             )
             plural = "" if (low if high is None else high) == 1 else "s"
             raise self.error(f"{name}() takes {expected} argument{plural} ({count} given)", node)
-        args = [self.rewrite(arg)[0] for arg in node.args]
+        rewritten = [self.rewrite(arg) for arg in node.args]
+        args = [arg for arg, _ in rewritten]
+        if name in _WALKING_FUNCTIONS:
+            # min/max of one list, startswith/endswith with a list of alternatives: their
+            # cost is that list's length, bounded only when the list is written literally
+            walked = node.args[0] if name in ("min", "max") else node.args[1]
+            walked_kind = rewritten[0 if name in ("min", "max") else 1][1]
+            if (len(node.args) == 1 or name not in ("min", "max")) and not (
+                walked_kind in _SCALAR_KINDS or _literal(walked)
+            ):
+                return self.metered_call("_f_" + name, *args), _RESULT_KIND[name]
         return _call("_f_" + name, *args), _RESULT_KIND[name]
+
+
+#: Kinds of values that ``==`` and ``in`` compare in O(1) (or at memory speed: strings).
+_SCALAR_KINDS: frozenset[str] = frozenset({"str", "num", "bool", "null"})
+#: Functions whose cost is the length of a list argument.
+_WALKING_FUNCTIONS = frozenset({"min", "max", "startswith", "endswith"})
+#: The local holding an evaluation's meter (no guard can name it: names are whitelisted).
+_METER = "_m"
+
+
+def _literal(node: ast.expr) -> bool:
+    """Is ``node`` a literal made of constants only (its size is bounded by the source)?"""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in _CONSTANT_NAMES or node.id in ("True", "False", "None")
+    if isinstance(node, ast.List):
+        return all(_literal(element) for element in node.elts)
+    return False
 
 
 def _special_name(node: ast.expr) -> str | None:

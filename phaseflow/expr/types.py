@@ -13,7 +13,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.expr._runtime import GuardTypeError
+from phaseflow.expr._runtime import GuardTypeError, GuardWorkLimit
+from phaseflow.expr.describe import describe_exception
 
 __all__ = ["GUARD_FALSE", "GUARD_TRUE", "Guard", "GuardCompileError", "GuardContext", "GuardResult"]
 
@@ -131,8 +132,8 @@ class Guard:
 
 
 def _describe(exc: Exception) -> str:
-    """The message for a failed evaluation: ours verbatim, others prefixed by their type."""
-    if isinstance(exc, GuardTypeError):
-        return str(exc)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """The message for a failed evaluation: ours verbatim, others (raised by a host
+    mapping the guard read, say) through the describer that cannot fail."""
+    if type(exc) is GuardTypeError or type(exc) is GuardWorkLimit:
+        return exc.args[0] if exc.args and type(exc.args[0]) is str else type(exc).__name__
+    return describe_exception(exc)

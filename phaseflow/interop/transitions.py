@@ -110,6 +110,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr import Guard, GuardContext
+from phaseflow.expr.describe import describe_exception
 from phaseflow.machine import (
     HISTORY_LIMIT,
     MODEL_REQUEST,
@@ -311,8 +312,8 @@ def _run(
                     for key in effect.keys:
                         tracker.writer.unset(key)
             except Exception as exc:
-                failed = [ErrorRecord(kind, phase, tracker.turn, f"{type(exc).__name__}: {exc}",
-                                label, effect.position)]
+                failed = [ErrorRecord(kind, phase, tracker.turn, describe_exception(exc),
+                                      label, effect.position)]
         if failed:
             tracker.events.extend(failed)
             ok = False
@@ -467,8 +468,8 @@ class _Wiring:
                     tracker.writer.unset(key)
                 except Exception as exc:
                     tracker.events.append(ErrorRecord("effect_error", name, tracker.turn,
-                                                f"{type(exc).__name__}: {exc}",
-                                                "clear_on_enter"))
+                                                      describe_exception(exc),
+                                                      "clear_on_enter"))
             if wiring.enter:
                 _run(wiring.enter, tracker, name, self.name)
 

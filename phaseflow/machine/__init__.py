@@ -4,7 +4,13 @@ See ``docs/embedding.md`` for how a host drives it.
 """
 
 from phaseflow.machine.effects import EffectContext
-from phaseflow.machine.machine import HISTORY_LIMIT, TRACE_LIMIT, Clock, PhaseMachine
+from phaseflow.machine.machine import (
+    HISTORY_LIMIT,
+    TRACE_LIMIT,
+    Clock,
+    PhaseMachine,
+    ReentrantCallError,
+)
 from phaseflow.machine.results import (
     MODEL_REQUEST,
     Blocked,
@@ -38,6 +44,7 @@ __all__ = [
     "PhaseMachine",
     "ProgrammaticTrigger",
     "Ready",
+    "ReentrantCallError",
     "SnapshotError",
     "State",
     "StateChange",

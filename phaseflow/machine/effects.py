@@ -7,7 +7,17 @@ known before the effect runs. That lets the machine run a phase's effects synchr
 (no coroutine, no event loop) unless one of them really is async.
 
 Failures never propagate: each becomes an
-:class:`~phaseflow.machine.results.ErrorRecord` and the remaining effects still run.
+:class:`~phaseflow.machine.results.ErrorRecord` and the remaining effects still run. That
+holds for every :class:`Exception`, whatever its ``__str__`` does (the message is built by
+:func:`~phaseflow.expr.describe.describe_exception`, which cannot fail). A ``BaseException``
+that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``,
+task cancellation) is a request to stop, not a failure, and propagates.
+
+What a callable returns is state, and the state is JSON: each key of a returned mapping
+whose value :func:`~phaseflow.expr.jsonvalue.check_json` accepts is written (normalised:
+a tuple becomes a list); a key that is not a string or whose value is not JSON is not
+written and becomes an error record naming the key and why, while the other keys of the
+same mapping are still written.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from phaseflow.expr.describe import describe_exception, type_name
+from phaseflow.expr.jsonvalue import JsonCheck, check_json
 from phaseflow.machine.results import ErrorKind, ErrorRecord
 from phaseflow.machine.state import Writer, readonly
 from phaseflow.spec.model import CallEffect, Effect, Position, SetEffect, UnsetEffect
@@ -39,11 +51,13 @@ __all__ = [
 class EffectContext:
     """What a host callable receives as its first argument.
 
-    ``state`` is a read-only view (write by returning a mapping: it is merged into the
-    state through the session's writer, so the change is recorded). ``phase`` is the phase
-    the effect belongs to (the phase being left for ``on_exit``, the phase being entered
-    for ``on_enter``, the phase being prepared for a preparation). ``transcript`` is
-    whatever the host passed to ``transition`` (``None`` at a plain turn boundary).
+    ``state`` is a deeply read-only view (nested mappings and lists are read-only views
+    too, see :func:`~phaseflow.machine.state.readonly`); write by returning a mapping: it is
+    merged into the state through the session's writer, so the change is recorded.
+    ``phase`` is the phase the effect belongs to (the phase being left for ``on_exit``,
+    the phase being entered for ``on_enter``, the phase being prepared for a preparation).
+    ``transcript`` is whatever the host passed to ``transition`` (``None`` at a plain turn
+    boundary).
     """
 
     state: Mapping[str, Any]
@@ -58,6 +72,7 @@ UNSET: Final = 1
 CALL: Final = 2
 
 _SCALARS = (str, int, float, bool, type(None))
+_str_value = str.__str__
 
 
 class SetItem(NamedTuple):
@@ -149,14 +164,15 @@ def _error(kind: ErrorKind, phase: str, turn: int, message: str, op: Op) -> Erro
 
 
 def _failure(op: Op, exc: BaseException) -> str:
-    """The message for a failed op: names the callable and the exception."""
-    text = str(exc)
+    """The message for a failed op: names the callable and the exception, through the one
+    describer that never fails (the exception is the host's object: its ``__str__`` may
+    raise, return a non-string or return megabytes)."""
     if op.kind != CALL:
-        return f"{type(exc).__name__}: {text}"
+        return describe_exception(exc)
     call: CallSpec = op.payload
     if call.fn is None:
         return f"no callable registered for call {call.name!r}"
-    return f"call {call.name!r} raised {type(exc).__name__}" + (f": {text}" if text else "")
+    return f"call {call.name!r} raised {describe_exception(exc)}"
 
 
 def _begin_call(
@@ -170,10 +186,38 @@ def _begin_call(
     return call.fn(context, **(copy.deepcopy(call.args) if call.args_need_copy else call.args))
 
 
-def _merge(result: Any, writer: Writer) -> None:
-    if isinstance(result, Mapping):
-        for key, value in result.items():
-            writer.set(key, value)
+def _key_text(key: str) -> str:
+    return repr(key) if len(key) <= 60 else repr(key[:57]) + "..."
+
+
+def _merge(result: Any, writer: Writer, name: str) -> list[str] | None:
+    """Write what a callable returned: each key of a returned mapping whose value is JSON
+    (normalised by :func:`~phaseflow.expr.jsonvalue.check_json`); a key that is not a
+    string, or whose value is not JSON, is not written and is described in the returned
+    list (``None`` when nothing was refused). Anything but a mapping is ignored."""
+    if not isinstance(result, Mapping):
+        return None
+    refused: list[str] | None = None
+    for key, value in list(result.items()):
+        if type(key) is not str:
+            if not isinstance(key, str):
+                refused = (refused or []) + [
+                    f"call {name!r} returned a key of type {type_name(key)}, which is not a "
+                    "string; it was not written"]
+                continue
+            key = _str_value(key)
+        try:
+            checked = check_json(value)
+        except Exception as exc:  # a host container whose methods raise
+            checked = JsonCheck(None, f"it cannot be read: {describe_exception(exc)}")
+        problem = checked.problem
+        if problem is not None:
+            refused = (refused or []) + [
+                f"call {name!r} returned a value for {_key_text(key)} that is not JSON: "
+                f"{problem}; the key was not written"]
+            continue
+        writer.set(key, checked.value)
+    return refused
 
 
 def _apply_plain(op: Op, writer: Writer) -> None:
@@ -210,7 +254,9 @@ def run_sync(
                 result = _begin_call(op, state, phase, turn, workflow, transcript)
                 if inspect.isawaitable(result):
                     result = _drive(result)
-                _merge(result, writer)
+                refused = _merge(result, writer, op.payload.name)
+                if refused is not None:
+                    events = (events or []) + [_error(kind, phase, turn, m, op) for m in refused]
             else:
                 _apply_plain(op, writer)
         except _Suspended:
@@ -241,7 +287,9 @@ async def run_async(
                 result = _begin_call(op, state, phase, turn, workflow, transcript)
                 if inspect.isawaitable(result):
                     result = await result
-                _merge(result, writer)
+                refused = _merge(result, writer, op.payload.name)
+                if refused is not None:
+                    events = (events or []) + [_error(kind, phase, turn, m, op) for m in refused]
             else:
                 _apply_plain(op, writer)
         except Exception as exc:

@@ -22,10 +22,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
-from phaseflow.errors import ConfigError
+from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr import GuardContext
+from phaseflow.expr.describe import describe_exception
 from phaseflow.machine.effects import Op, run_async, run_sync
 from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, Plain, Prep, index_for
 from phaseflow.machine.navigation import Whereabouts, describe, facts
@@ -47,7 +48,7 @@ from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.edges import READY, EdgeStatus, check_edge, missing_keys
 from phaseflow.spec.model import Phase, Workflow
 
-__all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine"]
+__all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine", "ReentrantCallError"]
 
 #: A source of time in seconds; only differences matter (default ``time.monotonic``).
 Clock = Callable[[], float]
@@ -56,6 +57,21 @@ Clock = Callable[[], float]
 HISTORY_LIMIT = 100
 #: How many error records the machine's trace keeps.
 TRACE_LIMIT = 100
+
+
+class ReentrantCallError(PhaseflowError):
+    """A move was asked of a machine that is in the middle of one.
+
+    A host callable (or a writer) that calls back into the machine running it - ``goto``,
+    ``advance``, ``transition``, ``take_request``, ``prepare_target`` or
+    ``begin_boundary``, sync or async - would start a second move inside the first: the
+    outer boundary's result would name one phase while the machine is in another, and the
+    history would be out of order. The inner call raises this instead, to the callable that
+    made it; uncaught, it becomes that effect's ``effect_error`` and the outer move
+    completes normally. Two tasks driving one machine at once get it too. Reading the
+    machine (``current``, ``evaluate``, ``request``, ``describe_navigation``...) is allowed.
+    """
+
 
 def _joined(
     errors: list[ErrorRecord] | None, more: list[ErrorRecord] | None
@@ -104,6 +120,16 @@ class _LiveContext(GuardContext):
         return self._m._visits
 
 
+def _refuse(machine: PhaseMachine, method: str) -> NoReturn:
+    """Raise the :class:`ReentrantCallError` for ``method`` of a busy ``machine``."""
+    raise ReentrantCallError(
+        f"{method}() was called while this machine is in the middle of a move (at phase "
+        f"{machine.current!r}): a callable or writer called back into the machine that runs "
+        "it, or two tasks use one machine at once. To change the state, return a mapping "
+        "from the callable; to move the machine, call it after the move returns."
+    )
+
+
 #: ``tuple.__new__``: makes a named tuple from a tuple without the Python-level ``__new__``
 #: frame (the hot path makes two per transition).
 _new_tuple: Any = tuple.__new__
@@ -119,6 +145,7 @@ class PhaseMachine:
 
     __slots__ = (
         "__weakref__",
+        "_busy",
         "_clock",
         "_cur",
         "_current",
@@ -174,6 +201,9 @@ class PhaseMachine:
         self._turns_in_phase = 0
         self._cur: PhaseInfo | None = None  # the current phase's entry, once looked up
         self._live: _LiveContext | None = None
+        #: True while a move runs host code (effects, preparations, the writer): the one
+        #: attribute every move checks first (see :class:`ReentrantCallError`)
+        self._busy = False
 
     @classmethod
     def from_workflow(cls, workflow: Workflow, clock: Clock | None = None) -> PhaseMachine:
@@ -467,8 +497,7 @@ class PhaseMachine:
                 writer.set(key, value)
             except Exception as exc:
                 errors = _joined(errors, [ErrorRecord(
-                    "effect_error", phase, turn, f"{type(exc).__name__}: {exc}", label,
-                    position)])
+                    "effect_error", phase, turn, describe_exception(exc), label, position)])
         return errors
 
     def _switch(self, tinfo: PhaseInfo, turn: int, trigger: TransitionTrigger) -> HistoryRecord:
@@ -498,7 +527,7 @@ class PhaseMachine:
                 writer.unset(key)
             except Exception as exc:
                 errors = _joined(errors, [ErrorRecord(
-                    "effect_error", target.name, turn, f"{type(exc).__name__}: {exc}",
+                    "effect_error", target.name, turn, describe_exception(exc),
                     "clear_on_enter")])
         return errors
 
@@ -553,18 +582,32 @@ class PhaseMachine:
     ) -> TransitionResult:
         """A transition, the spec's order: the current phase's ``on_exit``; switch
         (:meth:`_switch`); ``clear_on_enter``; the target's ``on_enter``; count and record
-        (:meth:`_entered`)."""
-        info = self._cur or self._info()
-        if info is not None and info.exit_ops:
-            errors = self._effects(info.exit_ops, info.exit_plain, state, writer,
-                                   self._current, turn, transcript, errors)
-        record = self._switch(tinfo, turn, trigger)
-        if tinfo.phase.clear_on_enter:
-            errors = self._clear(tinfo.phase, writer, turn, errors)
-        if tinfo.enter_ops:
-            errors = self._effects(tinfo.enter_ops, tinfo.enter_plain, state, writer,
-                                   record.to_phase, turn, transcript, errors)
-        return self._entered(tinfo, record, state, errors)
+        (:meth:`_entered`).
+
+        The machine is busy meanwhile (a callable calling back into it is refused). A
+        ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, cancellation)
+        propagates; raised after the switch, the visit and history record are kept first,
+        so the history always ends at the current phase."""
+        self._busy = True
+        record: HistoryRecord | None = None
+        try:
+            info = self._cur or self._info()
+            if info is not None and info.exit_ops:
+                errors = self._effects(info.exit_ops, info.exit_plain, state, writer,
+                                       self._current, turn, transcript, errors)
+            record = self._switch(tinfo, turn, trigger)
+            if tinfo.phase.clear_on_enter:
+                errors = self._clear(tinfo.phase, writer, turn, errors)
+            if tinfo.enter_ops:
+                errors = self._effects(tinfo.enter_ops, tinfo.enter_plain, state, writer,
+                                       record.to_phase, turn, transcript, errors)
+            result = self._entered(tinfo, record, state, errors)
+            record = None
+            return result
+        finally:
+            self._busy = False
+            if record is not None:  # propagating after the switch: keep the bookkeeping
+                self._entered(tinfo, record, state, errors)
 
     async def _do_transition_async(
         self,
@@ -577,24 +620,33 @@ class PhaseMachine:
         errors: list[ErrorRecord] | None,
     ) -> TransitionResult:
         """:meth:`_do_transition` awaiting the effect lists that call ``async def``
-        callables (the others run as in the sync flavour)."""
-        info = self._cur or self._info()
-        if info is not None and info.exit_ops:
-            errors = (_joined(errors, await run_async(
-                info.exit_ops, state, writer, info.phase.name, turn, self._index.name,
-                transcript)) if info.exit_async else self._effects(
-                info.exit_ops, info.exit_plain, state, writer, info.phase.name, turn,
-                transcript, errors))
-        record = self._switch(tinfo, turn, trigger)
-        if tinfo.phase.clear_on_enter:
-            errors = self._clear(tinfo.phase, writer, turn, errors)
-        if tinfo.enter_ops:
-            errors = (_joined(errors, await run_async(
-                tinfo.enter_ops, state, writer, record.to_phase, turn, self._index.name,
-                transcript)) if tinfo.enter_async else self._effects(
-                tinfo.enter_ops, tinfo.enter_plain, state, writer, record.to_phase, turn,
-                transcript, errors))
-        return self._entered(tinfo, record, state, errors)
+        callables (the others run as in the sync flavour); busy and bookkeeping alike."""
+        self._busy = True
+        record: HistoryRecord | None = None
+        try:
+            info = self._cur or self._info()
+            if info is not None and info.exit_ops:
+                errors = (_joined(errors, await run_async(
+                    info.exit_ops, state, writer, info.phase.name, turn, self._index.name,
+                    transcript)) if info.exit_async else self._effects(
+                    info.exit_ops, info.exit_plain, state, writer, info.phase.name, turn,
+                    transcript, errors))
+            record = self._switch(tinfo, turn, trigger)
+            if tinfo.phase.clear_on_enter:
+                errors = self._clear(tinfo.phase, writer, turn, errors)
+            if tinfo.enter_ops:
+                errors = (_joined(errors, await run_async(
+                    tinfo.enter_ops, state, writer, record.to_phase, turn, self._index.name,
+                    transcript)) if tinfo.enter_async else self._effects(
+                    tinfo.enter_ops, tinfo.enter_plain, state, writer, record.to_phase, turn,
+                    transcript, errors))
+            result = self._entered(tinfo, record, state, errors)
+            record = None
+            return result
+        finally:
+            self._busy = False
+            if record is not None:  # propagating after the switch: keep the bookkeeping
+                self._entered(tinfo, record, state, errors)
 
     def transition_sync(
         self,
@@ -608,6 +660,8 @@ class PhaseMachine:
     ) -> TransitionResult | None:
         """Perform a transition to ``target`` without an event loop (see
         :meth:`transition`)."""
+        if self._busy:
+            _refuse(self, "transition_sync")
         tinfo = self._index.info(target)
         if tinfo is None:
             return None
@@ -630,6 +684,8 @@ class PhaseMachine:
         ``clear_on_enter`` keys; run its ``on_enter``; count the visit; append the history
         record. ``None`` if ``target`` is not a phase. Failing effects become error
         records."""
+        if self._busy:
+            _refuse(self, "transition")
         tinfo = self._index.info(target)
         if tinfo is None:
             return None
@@ -648,6 +704,8 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """A programmatic move (no guard consulted), labelled ``source``."""
+        if self._busy:
+            _refuse(self, "goto_sync")
         return self.transition_sync(target, state, writer, turn=turn,
                                     trigger=ProgrammaticTrigger(source), transcript=transcript)
 
@@ -662,6 +720,8 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """A programmatic move (no guard consulted), labelled ``source``."""
+        if self._busy:
+            _refuse(self, "goto")
         return await self.transition(target, state, writer, turn=turn,
                                      trigger=ProgrammaticTrigger(source), transcript=transcript)
 
@@ -685,13 +745,18 @@ class PhaseMachine:
         ran: list[str], errors: list[ErrorRecord],
     ) -> bool:
         """Run the preparations that still have something to produce; stop at the first
-        that fails (False). Then: are the target's ``requires`` all present?"""
-        for prep in self._pending(tinfo, state, ran):
-            failed = run_sync((prep.op,), state, writer, tinfo.phase.name, turn,
-                              self._index.name, kind="preparation_failed")
-            if failed:
-                errors.extend(failed)
-                return False
+        that fails (False). Then: are the target's ``requires`` all present? The machine
+        is busy meanwhile."""
+        self._busy = True
+        try:
+            for prep in self._pending(tinfo, state, ran):
+                failed = run_sync((prep.op,), state, writer, tinfo.phase.name, turn,
+                                  self._index.name, kind="preparation_failed")
+                if failed:
+                    errors.extend(failed)
+                    return False
+        finally:
+            self._busy = False
         return not missing_keys(tinfo.phase.requires, state)
 
     async def _prepare_async(
@@ -699,18 +764,24 @@ class PhaseMachine:
         ran: list[str], errors: list[ErrorRecord],
     ) -> bool:
         """:meth:`_prepare_sync`, awaiting async callables."""
-        for prep in self._pending(tinfo, state, ran):
-            failed = await run_async((prep.op,), state, writer, tinfo.phase.name, turn,
-                                     self._index.name, kind="preparation_failed")
-            if failed:
-                errors.extend(failed)
-                return False
+        self._busy = True
+        try:
+            for prep in self._pending(tinfo, state, ran):
+                failed = await run_async((prep.op,), state, writer, tinfo.phase.name, turn,
+                                         self._index.name, kind="preparation_failed")
+                if failed:
+                    errors.extend(failed)
+                    return False
+        finally:
+            self._busy = False
         return not missing_keys(tinfo.phase.requires, state)
 
     def prepare_target_sync(
         self, target: str, state: Mapping[str, Any], writer: Writer | None = None
     ) -> bool:
         """:meth:`prepare_target` without an event loop."""
+        if self._busy:
+            _refuse(self, "prepare_target_sync")
         tinfo = self._index.info(target)
         if tinfo is None:
             return False
@@ -726,6 +797,8 @@ class PhaseMachine:
         all present. A preparation whose ``produces`` are all present already is skipped
         (it has nothing to add); the first one that fails stops the rest and leaves the
         target blocked (False)."""
+        if self._busy:
+            _refuse(self, "prepare_target")
         tinfo = self._index.info(target)
         if tinfo is None:
             return False
@@ -776,6 +849,8 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """:meth:`take_request` without an event loop."""
+        if self._busy:
+            _refuse(self, "take_request_sync")
         opened = self._open_request(target, state, writer, turn)
         if opened is None:
             return None
@@ -801,6 +876,8 @@ class PhaseMachine:
         :meth:`request` allows it; when only required keys are absent and the target has
         preparations, they run first and everything is checked again, as at a turn
         boundary. Taken with a model trigger."""
+        if self._busy:
+            _refuse(self, "take_request")
         opened = self._open_request(target, state, writer, turn)
         if opened is None:
             return None
@@ -819,6 +896,8 @@ class PhaseMachine:
     def begin_boundary(self, turn: int) -> None:
         """Count one turn boundary (``turn`` is the session's turn number). ``advance``
         calls it; a host that runs the steps of a boundary itself calls it first."""
+        if self._busy:
+            _refuse(self, "begin_boundary")
         self._turn = turn
         self._turns_in_phase += 1
 
@@ -877,6 +956,8 @@ class PhaseMachine:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
+        if self._busy:
+            _refuse(self, "advance_sync")
         view = state._data if type(state) is State else state  # guards read the dict
         errors: list[ErrorRecord] = []
         opened = self._open_boundary(view, turn, errors)
@@ -907,6 +988,8 @@ class PhaseMachine:
         once more; when Ready, transition with a guard trigger. At most one transition.
         Without a writer the state is its own writer. Runs synchronously unless an effect
         it runs calls an ``async def`` callable."""
+        if self._busy:
+            _refuse(self, "advance")
         info = self._info()
         if info is None or not self._boundary_may_await(info):
             return self.advance_sync(state, writer, turn=turn)

@@ -10,13 +10,15 @@ mapping that reflects those writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
-from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+import copy
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
 
 from phaseflow.errors import ConfigError
 
-__all__ = ["State", "StateChange", "Writer", "readonly", "writer_for"]
+__all__ = [
+    "ReadOnlyList", "ReadOnlyMapping", "State", "StateChange", "Writer", "readonly", "writer_for",
+]
 
 
 @runtime_checkable
@@ -110,8 +112,9 @@ class State(Mapping[str, Any]):
         self._changes.clear()
 
     def view(self) -> Mapping[str, Any]:
-        """A live read-only view (no ``set``/``unset``): what host callables receive."""
-        return MappingProxyType(self._data)
+        """A live, deeply read-only view (no ``set``/``unset``; nested mappings and lists
+        are read-only too): what host callables receive."""
+        return ReadOnlyMapping(self._data)
 
     def to_dict(self) -> dict[str, Any]:
         """A shallow copy of the values."""
@@ -153,29 +156,126 @@ def writer_for(state: Mapping[str, Any], writer: Writer | None) -> Writer:
 
 
 def readonly(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A read-only view of ``state`` for host callables, without copying it."""
-    if isinstance(state, State):
-        return state.view()
-    if isinstance(state, dict):
-        return MappingProxyType(state)
-    if isinstance(state, MappingProxyType):
+    """A deeply read-only view of ``state`` for host callables, without copying it.
+
+    Nested mappings and lists are read-only views too, made lazily as they are read, so a
+    callable cannot change the session's state behind the writer's back
+    (``ctx.state["order"]["items"].append(x)`` is a ``TypeError``/``AttributeError``, not a
+    silent, unrecorded change). The view is live: it shows the writes made since.
+    """
+    if type(state) is State:
+        return ReadOnlyMapping(state._data)
+    if type(state) is ReadOnlyMapping:
         return state
-    return _ReadOnly(state)
+    return ReadOnlyMapping(state)
 
 
-class _ReadOnly(Mapping[str, Any]):
-    """A read-only view of any mapping (hides ``set``/``unset``/``__setitem__``)."""
+_MISSING: Any = object()
 
-    __slots__ = ("_m",)
 
-    def __init__(self, m: Mapping[str, Any]) -> None:
-        self._m = m
+def _view(value: Any) -> Any:
+    """``value`` as callables may see it: a list, tuple or mapping as a read-only view,
+    anything else as it is (scalars are immutable; a set, which is not JSON, as a
+    ``frozenset``)."""
+    t = type(value)
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    if t is dict or (t is not ReadOnlyMapping and isinstance(value, Mapping)):
+        return ReadOnlyMapping(value)
+    if t is list or t is tuple or isinstance(value, list | tuple):
+        return ReadOnlyList(value)
+    if isinstance(value, set):
+        return frozenset(value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """The value a view shows, for comparisons (a view compares like what it shows)."""
+    t = type(value)
+    if t is ReadOnlyMapping or t is ReadOnlyList:
+        return value._target
+    return value
+
+
+class ReadOnlyMapping(Mapping[str, Any]):
+    """A read-only, live view of a mapping whose nested mappings and lists are read-only
+    views too (made on access: reading costs one small object per container read, never
+    a copy). It compares equal to the mapping it shows; :meth:`copy` gives a plain,
+    independent deep copy to change freely. It protects against accidents, not against
+    code that digs into private attributes: host callables are the host's own code."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target: Mapping[str, Any]) -> None:
+        self._target = target
 
     def __getitem__(self, key: str) -> Any:
-        return self._m[key]
+        return _view(self._target[key])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._target.get(key, _MISSING)
+        return default if value is _MISSING else _view(value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._target
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._m)
+        return iter(self._target)
 
     def __len__(self) -> int:
-        return len(self._m)
+        return len(self._target)
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self._target == _plain(other))
+
+    __hash__ = None  # type: ignore[assignment]  # shows a mutable mapping
+
+    def __repr__(self) -> str:
+        return repr(self._target)
+
+    def copy(self) -> dict[str, Any]:
+        """A plain deep copy (``dict``/``list``), independent of the state."""
+        return copy.deepcopy(dict(self._target))
+
+
+class ReadOnlyList(Sequence[Any]):
+    """A read-only, live view of a list (or tuple) for host callables; see
+    :class:`ReadOnlyMapping`. Slicing gives a view of the slice."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target: Sequence[Any]) -> None:
+        self._target = target
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ReadOnlyList: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return ReadOnlyList(self._target[index])
+        return _view(self._target[index])
+
+    def __len__(self) -> int:
+        return len(self._target)
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in self._target:
+            yield _view(item)
+
+    def __contains__(self, value: object) -> bool:
+        return _plain(value) in self._target
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self._target == _plain(other))
+
+    __hash__ = None  # type: ignore[assignment]  # shows a mutable list
+
+    def __repr__(self) -> str:
+        return repr(self._target)
+
+    def copy(self) -> list[Any]:
+        """A plain deep copy (a ``list``), independent of the state."""
+        return copy.deepcopy(list(self._target))

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
+from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.graph_checks import check_graph
 from phaseflow.spec.model import (
@@ -309,6 +310,10 @@ class Compiler:
         if kind == "set":
             values = to_python(fields["set"])
             if not isinstance(values, dict):
+                return None
+            problem = check_json_object(values).problem
+            if problem is not None:  # .nan and .inf: the state is JSON
+                self.report(fields["set"], "PF103", f"'set': {problem}")
                 return None
             nodes.sets.extend(k for k in values if isinstance(k, str))
             set_node = fields["set"]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
+from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.spec.frozenjson import freeze, thaw
 from phaseflow.spec.templates import (
     NAVIGATION_NAMES,
@@ -145,7 +146,10 @@ class SetEffect:
     position: Position | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "values", _frozen(self.values))
+        checked = check_json_object(self.values)  # the state is JSON (a tuple: a list)
+        if checked.problem is not None:
+            raise ConfigError(f"set effect: {checked.problem}")
+        object.__setattr__(self, "values", MappingProxyType(checked.value) or _EMPTY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,11 @@ def test_readonly() -> None:
 
     r = readonly(Custom())
     assert dict(r) == {"k": 1} and not hasattr(r, "set") and len(r) == 1
-    p = MappingProxyType({"a": 1})
-    assert readonly(p) is p
+    p = MappingProxyType({"a": 1, "n": {"b": [1]}})
+    r2 = readonly(p)  # a mapping proxy is read-only at the top only: it is wrapped too
+    assert r2 == p and readonly(r2) is r2
+    with pytest.raises(AttributeError):
+        r2["n"]["b"].append(2)
+    assert p["n"]["b"] == [1]
     with pytest.raises(TypeError):
         readonly({"a": 1})["a"] = 2  # type: ignore[index]

@@ -1,0 +1,78 @@
+"""Describe an exception or a value's type without running anything that can fail.
+
+An error record must never itself fail to build. An exception raised by a host callable
+(or by a host mapping a guard reads) is the host's object: its ``__str__`` may raise,
+return something that is not a string, or return megabytes; its class's metaclass may
+even make ``__name__`` raise. :func:`describe_exception` is the one describer every
+error record of the guard runtime and the machine goes through: it never raises (for an
+:class:`Exception`) and never returns more than :data:`MESSAGE_LIMIT` characters.
+
+It lives in the lowest layer that both the guard runtime and the machine import.
+
+What is caught where it is used is every :class:`Exception`, whatever it does; a
+``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``,
+``GeneratorExit``, ``asyncio.CancelledError``, trio's and anyio's cancellation, gevent's
+``GreenletExit``) is a request to stop, not a failure, and is let through: Python reserves
+that branch of the hierarchy for interpreter exit and cancellation, and a framework's
+cancellation that a library swallowed would never arrive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MESSAGE_LIMIT", "describe_exception", "type_name"]
+
+#: Longest text :func:`describe_exception` returns (type name included).
+MESSAGE_LIMIT = 500
+
+_type_name_of = type.__dict__["__name__"].__get__
+_ELLIPSIS = "..."
+
+
+def type_name(value: Any) -> str:
+    """The name of ``value``'s class, read from the class itself (a metaclass cannot
+    intercept it); always a ``str``."""
+    try:
+        name = _type_name_of(type(value))
+    except Exception:  # pragma: no cover - type.__name__ of a class always works
+        return "object"
+    return name if type(name) is str else "object"
+
+
+def _bounded(text: str, limit: int) -> str:
+    """``text`` (an exact ``str``) cut to ``limit`` characters, marked when cut."""
+    if len(text) <= limit:
+        return text
+    return str.__getitem__(text, slice(0, max(limit - len(_ELLIPSIS), 0))) + _ELLIPSIS
+
+
+def _text(exc: BaseException) -> str | None:
+    """``str(exc)`` as an exact ``str``, or ``None`` when it cannot be had."""
+    try:
+        text = str(exc)
+    except Exception:
+        return None
+    if type(text) is not str:
+        # str() accepts a str subclass from __str__; copy its characters without calling
+        # any method the subclass may override.
+        try:
+            text = str.__str__(text)
+        except Exception:  # pragma: no cover - str() already checked it is a str
+            return None
+    return text
+
+
+def describe_exception(exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
+    """``"TypeName: message"`` (``"TypeName"`` when the message is empty), at most
+    ``limit`` characters; ``"TypeName (its message cannot be printed)"`` when ``str(exc)``
+    raises or returns something that is not a string. Never raises for an ``Exception``
+    raised while describing (a ``KeyboardInterrupt`` there still propagates)."""
+    name = type_name(exc)
+    text = _text(exc)
+    if text is None:
+        return _bounded(f"{name} (its message cannot be printed)", limit)
+    if not text:
+        return _bounded(name, limit)
+    return _bounded(f"{name}: {text}", limit)
+
