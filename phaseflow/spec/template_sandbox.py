@@ -20,16 +20,17 @@ CPU and memory, so this module adds three things (limits in
 
 from __future__ import annotations
 
+import operator
 import string
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import lru_cache
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache, partial
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import FilterArgumentError, SecurityError
 from jinja2.filters import make_attrgetter
 from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
@@ -37,14 +38,20 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 from phaseflow.spec.template_limits import (
     ITEM_WORK,
     MAX_ITERATIONS,
+    MAX_ROUND_DIGITS,
     MAX_VALUE,
     Budget,
     TemplateLimitError,
     charge,
     check_binop,
     check_format_spec,
-    check_percent_format,
+    compare_work,
+    contains_work,
+    deep_work,
     estimate_text,
+    percent_args,
+    plain_data,
+    remaining,
     require_size,
     require_width,
     size_of,
@@ -127,6 +134,58 @@ class BoundedCodeGenerator(CodeGenerator):
             self.write(", ")
         self.write("))")
 
+    def visit_Compare(self, node: nodes.Compare, frame: Frame) -> None:
+        """Every comparison through :meth:`BoundedSandbox.compare_checked` (charged by
+        the size of what it compares); a chain ``a < b < c`` stays lazy, as in Python."""
+        self.write("environment.compare_checked(context, ")
+        self.visit(node.expr, frame)
+        for index, operand in enumerate(node.ops):
+            self.write(f", {operand.op!r}, ")
+            if index:
+                self.write("lambda: ")
+            self.visit(operand.expr, frame)
+        self.write(")")
+
+    def visit_Getitem(self, node: nodes.Getitem, frame: Frame) -> None:
+        """A slice through :meth:`BoundedSandbox.slice_checked` (Jinja slices directly),
+        a computed key through :meth:`BoundedSandbox.getitem_checked` (hashing a tuple
+        walks it); a constant key as Jinja does it."""
+        if isinstance(node.arg, nodes.Slice):
+            self.write("environment.slice_checked(context, ")
+            self.visit(node.node, frame)
+            for part in (node.arg.start, node.arg.stop, node.arg.step):
+                self.write(", ")
+                if part is None:
+                    self.write("None")
+                else:
+                    self.visit(part, frame)
+            self.write(")")
+        elif isinstance(node.arg, nodes.Const):
+            super().visit_Getitem(node, frame)
+        else:
+            self.write("environment.getitem_checked(context, ")
+            self.visit(node.node, frame)
+            self.write(", ")
+            self.visit(node.arg, frame)
+            self.write(")")
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        """A dict literal whose keys are computed hashes them through
+        :meth:`BoundedSandbox.key_checked`."""
+        self.write("{")
+        for index, item in enumerate(node.items):
+            if index:
+                self.write(", ")
+            if isinstance(item.key, nodes.Const):
+                self.visit(item.key, frame)
+            else:
+                self.write("environment.key_checked(context, ")
+                self.visit(item.key, frame)
+                self.write(")")
+            self.write(": ")
+            self.visit(item.value, frame)
+        self.write("}")
+
 
 class _BoundedFormatter(SandboxedFormatter):
     """``str.format`` in the sandbox, refusing huge widths and huge results."""
@@ -135,6 +194,13 @@ class _BoundedFormatter(SandboxedFormatter):
         super().__init__(env)
         self._budget = budget
         self._total = 0
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        """``!r``, ``!s`` and ``!a`` of data only: a conversion is a repr or a ``str()``, so
+        a function or another object would print with its address."""
+        if conversion is None:
+            return value
+        return super().convert_field(plain_data(value, "a formatted value"), conversion)
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         check_format_spec(format_spec)
@@ -158,23 +224,48 @@ def _checked_concat(parts: Iterable[str]) -> str:
     return "".join(collected)
 
 
-_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
+#: Methods of text and numbers whose first argument is the width or length of the result.
+WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "to_bytes"})
+
+
+def argument(args: Sequence[Any], kwargs: Mapping[str, Any], index: int, name: str,
+             default: Any = None) -> Any:
+    """The argument at position ``index`` or named ``name`` (for a call's values, or for
+    its parsed argument nodes alike)."""
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
 
 
 def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                   budget: Budget) -> tuple[Any, ...]:
-    """Refuse, before the call, a string method whose result would be too big."""
+    """Refuse, before the call, a method whose result would be too big, and charge
+    what the method scans, compares or hashes."""
+    if isinstance(obj, types.MethodType) and isinstance(obj.__self__, LoopContext):
+        if obj.__name__ == "changed":  # compares with the previous values
+            budget.spend(deep_work(args, remaining(budget)))
+        return args
     if not isinstance(obj, types.BuiltinMethodType):
         return args
     owner = getattr(obj, "__self__", None)
+    name = obj.__name__
     if isinstance(owner, list | tuple):
-        budget.spend(len(owner))  # index, count: a scan in C
+        if args and name in ("index", "count"):  # compares the argument with every item
+            budget.spend(contains_work(args[0], owner, remaining(budget)) or 0)
+        return args
+    if isinstance(owner, Mapping):  # get, fromkeys...: hashing the arguments
+        budget.spend(deep_work(args, remaining(budget)))
+        return args
+    if isinstance(owner, int) and name in WIDTH_METHODS:
+        require_width(argument(args, kwargs, 0, "length", 1), f"a {name} length")
+        return args
     if not isinstance(owner, str | bytes):
         return args
     budget.spend(len(owner))
-    name = obj.__name__
-    if name in _WIDTH_METHODS and args:
+    if name in WIDTH_METHODS and args:
         require_width(args[0], f"a {name} width")
+    if name == "translate" and args:
+        _check_translate(owner, args[0])
     elif name == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
         tabs = owner.count("\t") if isinstance(owner, str) else owner.count(b"\t")
@@ -188,6 +279,15 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                      + len(owner) * max(len(items) - 1, 0), "a join")
         return (items, *args[1:])
     return args
+
+
+def _check_translate(text: str | bytes, table: Any) -> None:
+    """Each character may become the longest text in the table."""
+    entries = table.values() if isinstance(table, Mapping) else table
+    if not isinstance(entries, list | tuple | type({}.values())):
+        return
+    longest = max((len(e) for e in entries if isinstance(e, str | bytes)), default=1)
+    require_size(len(text) * max(longest, 1), "a translate")
 
 
 def _check_replace(text: Any, old: Any, new: Any, count: Any) -> None:
@@ -206,6 +306,11 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     code_generator_class = BoundedCodeGenerator
     context_class = RenderContext
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+    #: Which comparison each operator of the generated code makes.
+    comparisons: Mapping[str, Callable[[Any, Any], Any]] = {
+        "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "lteq": operator.le,
+        "gt": operator.gt, "gteq": operator.ge,
+    }
 
     def __init__(self, **options: Any) -> None:
         super().__init__(optimized=False, **options)
@@ -220,8 +325,69 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     # -- hooks called by the generated code ----------------------------------------------
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        check_binop(operator, left, right)
+        if operator == "%" and isinstance(left, str):
+            right = percent_args(left, right)
+        else:
+            check_binop(operator, left, right)
         return charge(budget_of(context), self.binop_table[operator](left, right))
+
+    def compare_checked(self, context: Context, left: Any, *chain: Any) -> Any:
+        """``left op1 right1 [op2 right2 ...]``, each comparison charged; the operands after
+        the first come as functions, so that a chain stops where Python's would."""
+        budget = budget_of(context)
+        result: Any = True
+        for index in range(0, len(chain), 2):
+            op, right = chain[index], chain[index + 1]
+            if index:
+                right = right()
+            result = self.compare(budget, op, left, right)
+            if not result:
+                return result
+            left = right
+        return result
+
+    def compare(self, budget: Budget, op: str, left: Any, right: Any) -> Any:
+        """One comparison (``op`` as Jinja names it: ``eq``, ``in``, ``notin``...), charged
+        by what it walks: text compares character by character, containers item by item
+        at every level, ``in`` scans its container."""
+        if op in ("in", "notin"):
+            found = self.contains(budget, left, right)
+            return found if op == "in" else not found
+        if type(left) not in _CHEAP or type(right) not in _CHEAP:
+            budget.spend(compare_work(left, right, remaining(budget)))
+        return self.comparisons[op](left, right)
+
+    def contains(self, budget: Budget, item: Any, container: Any) -> bool:
+        cost = contains_work(item, container, remaining(budget))
+        if cost is not None:
+            budget.spend(cost)
+            return item in container
+        for element in container:  # an iterator: only going through it tells the cost
+            budget.spend(ITEM_WORK + compare_work(item, element, remaining(budget)))
+            if element is item or element == item:
+                return True
+        return False
+
+    def slice_checked(self, context: Context, obj: Any, start: Any, stop: Any,
+                      step: Any) -> Any:
+        """``obj[start:stop:step]``, its size checked before it is built and charged."""
+        part = slice(start, stop, step)
+        if isinstance(obj, str | bytes | list | tuple):
+            length = len(range(*part.indices(len(obj))))
+            require_size(length, "a slice")
+            budget_of(context).spend(length if isinstance(obj, str | bytes)
+                                     else ITEM_WORK * length)
+        return obj[part]
+
+    def getitem_checked(self, context: Context, obj: Any, key: Any) -> Any:
+        return self.getitem(obj, self.key_checked(context, key))
+
+    def key_checked(self, context: Context, key: Any) -> Any:
+        """A key about to be hashed: a tuple is walked in full by hashing, so charged."""
+        if isinstance(key, tuple):
+            budget = budget_of(context)
+            budget.spend(deep_work(key, remaining(budget)))
+        return key
 
     def call(__self, __context: Context, __obj: Any, *args: Any,
              **kwargs: Any) -> Any:
@@ -292,28 +458,48 @@ def _text(value: Any, budget: Budget) -> str:
     return value if isinstance(value, str) else text_of(value, budget, "None")
 
 
-def _arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], index: int, name: str,
-         default: Any) -> Any:
-    if len(args) > index:
-        return args[index]
-    return kwargs.get(name, default)
+#: Filters whose argument is a width, count or length: its position, keyword and default.
+WIDTH_ARGUMENTS: Mapping[str, tuple[int, str, Any]] = {
+    "center": (0, "width", 80), "indent": (0, "width", 4), "wordwrap": (0, "width", 79),
+    "truncate": (0, "length", 255), "batch": (0, "linecount", 1), "slice": (0, "slices", 1),
+    "tojson": (0, "indent", None),
+}
 
 
-def _pre_center(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    require_width(_arg(args, kwargs, 0, "width", 80), "a center width")
+def width_of(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    """The width argument of filter ``name`` (see :data:`WIDTH_ARGUMENTS`)."""
+    index, keyword, default = WIDTH_ARGUMENTS[name]
+    return argument(args, kwargs, index, keyword, default)
+
+
+def check_round(precision: Any) -> None:
+    """Refuse a ``round`` precision beyond :data:`MAX_ROUND_DIGITS` either way."""
+    if (isinstance(precision, int) and not isinstance(precision, bool)
+            and abs(precision) > MAX_ROUND_DIGITS):
+        raise TemplateLimitError(
+            f"a round precision of {precision:,} is beyond {MAX_ROUND_DIGITS} digits")
+
+
+def _check_width(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    width = width_of(name, args, kwargs)
+    require_width(width, f"a {name} {WIDTH_ARGUMENTS[name][1]}")
+    return width
+
+
+def _pre_width(value: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+               name: str = "") -> None:
+    _check_width(name, args, kwargs)
 
 
 def _pre_indent(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    width = _arg(args, kwargs, 0, "width", 4)
-    require_width(width, "an indent width")
+    width = _check_width("indent", args, kwargs)
     per_line = len(width) if isinstance(width, str) else max(int(width), 0)
     require_size(len(value) + (value.count("\n") + 1) * per_line, "an indented text")
 
 
 def _pre_wordwrap(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    width = _arg(args, kwargs, 0, "width", 79)
-    require_width(width, "a wrap width")
-    wrap = _arg(args, kwargs, 2, "wrapstring", None)
+    width = _check_width("wordwrap", args, kwargs)
+    wrap = argument(args, kwargs, 2, "wrapstring", None)
     wrap_len = len(wrap) if isinstance(wrap, str) else 1
     step = max(width, 1) if isinstance(width, int) else 1
     # A wrapped line holds at least half the width (a word that does not fit starts the
@@ -322,42 +508,56 @@ def _pre_wordwrap(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) 
     require_size(len(value) + lines * wrap_len, "a wrapped text")
 
 
-def _pre_truncate(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    require_width(_arg(args, kwargs, 0, "length", 255), "a truncate length")
-
-
-def _pre_format(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    check_percent_format(value, args or kwargs)
-
-
 def _pre_replace(value: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     if len(args) >= 2:
         scratch = Budget()
         _check_replace(value, _text(args[0], scratch), _text(args[1], scratch),
-                       _arg(args, kwargs, 2, "count", None))
+                       argument(args, kwargs, 2, "count", None))
 
 
 #: Filters that read their input as text, with the check to run before the filter.
 _TEXT_FILTERS: dict[str, Callable[[str, tuple[Any, ...], Mapping[str, Any]], None] | None] = {
-    "capitalize": None, "center": _pre_center, "e": None, "escape": None,
-    "forceescape": None, "format": _pre_format, "indent": _pre_indent, "lower": None,
+    "capitalize": None, "center": partial(_pre_width, name="center"), "e": None,
+    "escape": None, "forceescape": None, "indent": _pre_indent, "lower": None,
     "replace": _pre_replace, "safe": None, "striptags": None, "title": None, "trim": None,
-    "truncate": _pre_truncate, "upper": None, "wordcount": None, "wordwrap": _pre_wordwrap,
+    "truncate": partial(_pre_width, name="truncate"), "upper": None, "wordcount": None,
+    "wordwrap": _pre_wordwrap,
 }
 
 
-def _pre_count(name: str, what: str) -> Callable[[Any, tuple[Any, ...], Mapping[str, Any]], None]:
-    def check(value: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        require_width(_arg(args, kwargs, 0, name, 1), what)
+def _pre_tojson(value: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    indent = _check_width("tojson", args, kwargs)
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    require_size(estimate_text(value) + indented_size(value, max(width, 0)), "a JSON text")
 
-    return check
+
+def _pre_round(value: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    check_round(argument(args, kwargs, 0, "precision", 0))
 
 
 _OTHER_CHECKS: dict[str, Callable[[Any, tuple[Any, ...], Mapping[str, Any]], None]] = {
-    "batch": _pre_count("linecount", "a batch size"),
-    "slice": _pre_count("slices", "a slice count"),
-    "tojson": lambda value, args, kwargs: require_size(estimate_text(value), "a JSON text"),
+    "batch": partial(_pre_width, name="batch"),
+    "slice": partial(_pre_width, name="slice"),
+    "tojson": _pre_tojson,
+    "round": _pre_round,
 }
+
+
+def indented_size(value: Any, width: int) -> int:
+    """What ``indent=width`` adds to JSON: every item on its own line, indented by its
+    depth (counting stops past :data:`MAX_VALUE`)."""
+    if not width:
+        return 0
+    total = 0
+    stack = [(value, 0)]
+    while stack and total <= MAX_VALUE:
+        item, depth = stack.pop()
+        total += width * depth + 1
+        if isinstance(item, list | tuple):
+            stack.extend((part, depth + 1) for part in item)
+        elif isinstance(item, Mapping):
+            stack.extend((part, depth + 1) for part in item.values())
+    return total
 
 
 #: Text filters that work through their input in Python (word by word), and what each
@@ -366,9 +566,12 @@ _TEXT_WORK = {"wordwrap": ITEM_WORK, "title": 4, "striptags": 4}
 
 #: Filters that walk their whole input in Python: the input is charged as well as the result.
 _WALKING_FILTERS = frozenset({
-    "batch", "dictsort", "groupby", "items", "list", "map", "max", "min", "reject",
-    "rejectattr", "reverse", "select", "selectattr", "slice", "sort", "tojson", "unique",
+    "batch", "items", "list", "map", "reject", "rejectattr", "reverse", "select",
+    "selectattr", "slice", "tojson",
 })
+#: Filters that compare or hash their items: comparing walks items at every level, so
+#: the whole depth of the input is charged (:func:`deep_work`), not just its length.
+_COMPARING_FILTERS = frozenset({"dictsort", "groupby", "max", "min", "sort", "unique"})
 
 
 def _bounded(name: str, func: Filter) -> Filter:
@@ -376,6 +579,7 @@ def _bounded(name: str, func: Filter) -> Filter:
     text_check = _TEXT_FILTERS.get(name)
     is_text = name in _TEXT_FILTERS
     walks = name in _WALKING_FILTERS
+    compares = name in _COMPARING_FILTERS
     weight = _TEXT_WORK.get(name, 1)
     other_check = _OTHER_CHECKS.get(name)
 
@@ -395,6 +599,8 @@ def _bounded(name: str, func: Filter) -> Filter:
                 other_check(value, args, kwargs)
             if walks:
                 budget.spend(work_of(value))
+            elif compares:
+                budget.spend(deep_work(value, remaining(budget)))
         call = _forward(func, context) if forward else func
         return charge(budget, call(value, *args, **kwargs))
 
@@ -405,6 +611,39 @@ def _bounded(name: str, func: Filter) -> Filter:
 @jinja2.pass_context
 def _string_filter(context: Context, value: Any) -> str:
     return text_of(value, budget_of(context), "None")
+
+
+@jinja2.pass_context
+def _format_filter(context: Context, value: Any, *args: Any, **kwargs: Any) -> str:
+    """``format`` (printf-style), bounded and printing data only, like ``%``."""
+    budget = budget_of(context)
+    text = _text(value, budget)
+    if args and kwargs:
+        raise FilterArgumentError(
+            "can't handle positional and keyword arguments at the same time")
+    budget.spend(len(text))
+    return charge(budget, text % percent_args(text, kwargs or args))  # type: ignore[no-any-return]
+
+
+def _comparing_test(op: str) -> Callable[..., bool]:
+    """A test that compares (``in``, ``eq``, ``lt``...), charged like the operator."""
+
+    @jinja2.pass_context
+    def test(context: Context, value: Any, other: Any) -> bool:
+        env = context.environment
+        assert isinstance(env, BoundedSandbox)
+        return bool(env.compare(budget_of(context), op, value, other))
+
+    test.__name__ = f"{op}_test"
+    return test
+
+
+#: The tests that compare, by the operator each one is.
+_COMPARING_TESTS = {
+    "in": "in", "eq": "eq", "equalto": "eq", "==": "eq", "ne": "ne", "!=": "ne",
+    "lt": "lt", "lessthan": "lt", "<": "lt", "le": "lteq", "<=": "lteq", "gt": "gt",
+    "greaterthan": "gt", ">": "gt", "ge": "gteq", ">=": "gteq",
+}
 
 
 @jinja2.pass_context
@@ -457,6 +696,8 @@ def _range(context: Context, *args: Any) -> range:
 
 
 _PLAIN = frozenset({str, int, float, bool})
+#: Operands a comparison costs nothing extra for.
+_CHEAP = frozenset({int, float, bool, type(None)})
 
 
 @jinja2.pass_context
@@ -479,7 +720,17 @@ def bounded_filters(defaults: Mapping[str, Filter]) -> dict[str, Filter]:
     filters["string"] = _string_filter
     filters["join"] = _join_filter
     filters["sum"] = _sum_filter
+    filters["format"] = _format_filter
     return filters
+
+
+def bounded_tests(defaults: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """Jinja's tests, those that compare charged like the comparison operators."""
+    tests: dict[str, Callable[..., Any]] = dict(defaults)
+    for name, op in _COMPARING_TESTS.items():
+        if name in tests:
+            tests[name] = _comparing_test(op)
+    return tests
 
 
 @lru_cache(maxsize=1)
@@ -492,6 +743,7 @@ def bounded_environment() -> BoundedSandbox:
         finalize=_finalize,
     )
     env.filters = bounded_filters(env.filters)
+    env.tests = bounded_tests(env.tests)  # type: ignore[assignment, arg-type]
     env.globals = {"range": _range}
     return env
 
