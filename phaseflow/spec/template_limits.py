@@ -34,11 +34,22 @@ MAX_CALLS = 10_000
 #: How deeply calls may nest (macro recursion, recursive loops).
 MAX_CALL_DEPTH = 32
 #: Work per render: characters produced or scanned, plus :data:`ITEM_WORK` for each item
-#: a filter produces or walks in Python (sorting, grouping, mapping, summing).
+#: a filter produces or walks in Python (sorting, grouping, mapping, summing, comparing),
+#: plus the steps below (:data:`NODE_WORK`, :data:`OPERATION_WORK`, :data:`CALL_WORK`), so
+#: that the work a render may do is also a bound on its time.
 MAX_WORK = 1_048_576
 #: What one list item costs against :data:`MAX_WORK`: a Python step per item costs about
 #: as much as scanning eight characters in C.
 ITEM_WORK = 8
+#: What running one template node costs, each time a loop iteration or a macro call runs
+#: the body holding it.
+NODE_WORK = 4
+#: What one checked operator costs (``*``, ``**``, ``+``, ``%``, ``~``, a comparison of
+#: text or containers), besides what it builds or walks.
+OPERATION_WORK = 16
+#: What one call costs (a filter, a test that compares, a macro, a method, ``caller()``),
+#: besides what it does.
+CALL_WORK = 64
 #: How deeply a template's text may nest (blocks and expressions together), and how many
 #: ``for`` loops inside one another: deeper templates cannot be turned into Python code.
 MAX_NESTING = 50
@@ -82,8 +93,8 @@ class Budget:
         self.work += amount
         if self.work > MAX_WORK:
             raise TemplateLimitError(
-                f"the render did more than {MAX_WORK:,} units of work (characters and items) "
-                "in all"
+                f"the render did more than {MAX_WORK:,} units of work in all (characters, "
+                "items, steps and calls)"
             )
 
     def enter_call(self) -> None:
@@ -288,6 +299,11 @@ def compare_work(left: Any, right: Any, limit: int = MAX_WORK) -> int:
 
 def contains_work(item: Any, container: Any, limit: int = MAX_WORK) -> int | None:
     """What ``item in container`` costs, or ``None`` when only iterating can tell."""
+    kind = type(container)
+    if (kind is list or kind is tuple) and type(item) in _LEAVES:
+        return ITEM_WORK * len(container)
+    if (kind is list or kind is tuple) and type(item) is str:
+        return (ITEM_WORK + len(item)) * len(container)
     if isinstance(container, str | bytes):
         return len(container) + (len(item) if isinstance(item, str | bytes) else 0)
     if isinstance(container, Mapping | set | frozenset):

@@ -32,14 +32,18 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import FilterArgumentError, SecurityError
 from jinja2.filters import make_attrgetter
-from jinja2.runtime import Context, LoopContext
+from jinja2.runtime import Context, LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 
 from phaseflow.spec.template_limits import (
+    CALL_WORK,
     ITEM_WORK,
     MAX_ITERATIONS,
     MAX_ROUND_DIGITS,
     MAX_VALUE,
+    MAX_WORK,
+    NODE_WORK,
+    OPERATION_WORK,
     Budget,
     TemplateLimitError,
     charge,
@@ -89,11 +93,44 @@ def budget_of(context: Any) -> Budget:
     return budget
 
 
-def counted(budget: Budget, iterable: Iterable[Any]) -> Iterator[Any]:
-    """``iterable``, charging one loop iteration per item."""
-    for item in iterable:
+class CountedIterator:
+    """A loop's iterable, charging one iteration and the loop body's weight per item.
+
+    ``weight`` is how many template nodes the body holds (see :func:`body_weight`): a loop
+    of ten thousand iterations over a body of a thousand ``if`` tags runs ten million
+    steps, which the iteration limit alone would let through.
+    """
+
+    __slots__ = ("_budget", "_items", "_work", "weight")
+
+    def __init__(self, budget: Budget, iterable: Iterable[Any], weight: int) -> None:
+        self._budget = budget
+        self._items = iter(iterable)
+        self.weight = weight
+        self._work = NODE_WORK * weight
+
+    def __iter__(self) -> CountedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self._items)
+        budget = self._budget
         budget.iterate()
-        yield item
+        budget.work += self._work
+        if budget.work > MAX_WORK:
+            budget.spend(0)
+        return item
+
+
+def body_weight(body: Iterable[nodes.Node]) -> int:
+    """How many template nodes ``body`` holds (what one run of it is charged for)."""
+    return sum(1 + sum(1 for _ in node.find_all(nodes.Node)) for node in body)
+
+
+class WeightedMacro(Macro):
+    """A macro (or a call block's ``caller``) that knows the weight of its body."""
+
+    weight = 0
 
 
 class BoundedCodeGenerator(CodeGenerator):
@@ -102,10 +139,10 @@ class BoundedCodeGenerator(CodeGenerator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: The ``for`` iterables being generated, by identity: their code is wrapped so that
-        #: it counts the items (the parsed template itself is never changed, so two
-        #: threads may compile it at once).
-        self._counted: set[int] = set()
+        #: The ``for`` iterables being generated, by identity, and the weight of their
+        #: loop's body: their code is wrapped so that it counts the items (the parsed
+        #: template itself is never changed, so two threads may compile it at once).
+        self._counted: dict[int, int] = {}
 
     def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
         if isinstance(node, nodes.TemplateData):
@@ -113,19 +150,28 @@ class BoundedCodeGenerator(CodeGenerator):
         raise nodes.Impossible()
 
     def visit_For(self, node: nodes.For, frame: Frame) -> None:
-        self._counted.add(id(node.iter))
+        weight = body_weight([*node.body, *([node.test] if node.test is not None else [])])
+        self._counted[id(node.iter)] = weight
         try:
             super().visit_For(node, frame)
         finally:
-            self._counted.discard(id(node.iter))
+            self._counted.pop(id(node.iter), None)
 
     def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
-        if id(node) not in self._counted:
+        weight = self._counted.get(id(node))
+        if weight is None:
             return super().visit(node, *args, **kwargs)
         self.write("environment.counted_iter(context, ")
         super().visit(node, *args, **kwargs)
-        self.write(")")
+        self.write(f", {weight})")
         return None
+
+    def macro_def(self, macro_ref: Any, frame: Frame) -> None:
+        """A macro or ``caller`` as a :class:`WeightedMacro`: each call is charged for the
+        nodes of its body."""
+        self.write(f"environment.weighted({body_weight(macro_ref.node.body)}, ")
+        super().macro_def(macro_ref, frame)
+        self.write(")")
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         self.write("environment.concat_checked(context, (")
@@ -137,7 +183,9 @@ class BoundedCodeGenerator(CodeGenerator):
     def visit_Compare(self, node: nodes.Compare, frame: Frame) -> None:
         """Every comparison through :meth:`BoundedSandbox.compare_checked` (charged by
         the size of what it compares); a chain ``a < b < c`` stays lazy, as in Python."""
-        self.write("environment.compare_checked(context, ")
+        single = len(node.ops) == 1
+        self.write("environment.compare_one(context, " if single
+                   else "environment.compare_checked(context, ")
         self.visit(node.expr, frame)
         for index, operand in enumerate(node.ops):
             self.write(f", {operand.op!r}, ")
@@ -325,11 +373,19 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     # -- hooks called by the generated code ----------------------------------------------
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        budget = budget_of(context)
+        budget.spend(OPERATION_WORK)
         if operator == "%" and isinstance(left, str):
             right = percent_args(left, right)
         else:
             check_binop(operator, left, right)
-        return charge(budget_of(context), self.binop_table[operator](left, right))
+        return charge(budget, self.binop_table[operator](left, right))
+
+    def compare_one(self, context: Context, left: Any, op: str, right: Any) -> Any:
+        """``left op right`` (the common case of :meth:`compare_checked`)."""
+        if type(left) in _CHEAP and type(right) in _CHEAP and op in self.comparisons:
+            return self.comparisons[op](left, right)
+        return self.compare(budget_of(context), op, left, right)
 
     def compare_checked(self, context: Context, left: Any, *chain: Any) -> Any:
         """``left op1 right1 [op2 right2 ...]``, each comparison charged; the operands after
@@ -354,13 +410,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             found = self.contains(budget, left, right)
             return found if op == "in" else not found
         if type(left) not in _CHEAP or type(right) not in _CHEAP:
-            budget.spend(compare_work(left, right, remaining(budget)))
+            budget.spend(OPERATION_WORK + compare_work(left, right, remaining(budget)))
         return self.comparisons[op](left, right)
 
     def contains(self, budget: Budget, item: Any, container: Any) -> bool:
         cost = contains_work(item, container, remaining(budget))
         if cost is not None:
-            budget.spend(cost)
+            budget.spend(OPERATION_WORK + cost)
             return item in container
         for element in container:  # an iterator: only going through it tells the cost
             budget.spend(ITEM_WORK + compare_work(item, element, remaining(budget)))
@@ -394,23 +450,35 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         budget = budget_of(__context)
         budget.enter_call()
         try:
-            if isinstance(__obj, LoopContext) and args:
-                args = (counted(budget, args[0]), *args[1:])
+            budget.spend(CALL_WORK)
+            if isinstance(__obj, WeightedMacro):
+                budget.spend(NODE_WORK * __obj.weight)
+            elif isinstance(__obj, LoopContext) and args:  # a recursive loop: its body again
+                weight = getattr(getattr(__obj, "_iterable", None), "weight", 0)
+                args = (CountedIterator(budget, args[0], weight), *args[1:])
             args = _check_method(__obj, args, kwargs, budget)
             result = super().call(__context, __obj, *args, **kwargs)
         finally:
             budget.leave_call()
         return charge(budget, result)
 
-    def counted_iter(self, context: Context, iterable: Iterable[Any]) -> Iterator[Any]:
-        return counted(budget_of(context), iterable)
+    def counted_iter(self, context: Context, iterable: Iterable[Any],
+                     weight: int = 0) -> Iterator[Any]:
+        return CountedIterator(budget_of(context), iterable, weight)
+
+    def weighted(self, weight: int, macro: Macro) -> WeightedMacro:
+        """``macro`` as a :class:`WeightedMacro` of ``weight`` nodes."""
+        macro.__class__ = WeightedMacro
+        assert isinstance(macro, WeightedMacro)
+        macro.weight = weight
+        return macro
 
     def concat_checked(self, context: Context, parts: tuple[Any, ...]) -> str:
         budget = budget_of(context)
         texts = [text_of(part, budget, "None") for part in parts]
         total = sum(len(t) for t in texts)
         require_size(total, "a '~' concatenation")
-        budget.spend(total)
+        budget.spend(OPERATION_WORK + total)
         return "".join(texts)
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
@@ -441,17 +509,16 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 Filter = Callable[..., Any]
 
 
-def _forward(func: Filter, context: Context) -> Callable[..., Any]:
-    """``func`` with whatever Jinja would pass it first (context, eval context, env)."""
-    passed = getattr(func, "jinja_pass_arg", None)
-    name = getattr(passed, "name", None)
+def _first_argument(func: Filter) -> Callable[[Context], Any] | None:
+    """What Jinja would pass ``func`` first (context, eval context, environment), if any."""
+    name = getattr(getattr(func, "jinja_pass_arg", None), "name", None)
     if name == "context":
-        return lambda *a, **k: func(context, *a, **k)
+        return lambda context: context
     if name == "eval_context":
-        return lambda *a, **k: func(context.eval_ctx, *a, **k)
+        return lambda context: context.eval_ctx
     if name == "environment":
-        return lambda *a, **k: func(context.environment, *a, **k)
-    return func
+        return lambda context: context.environment
+    return None
 
 
 def _text(value: Any, budget: Budget) -> str:
@@ -583,11 +650,12 @@ def _bounded(name: str, func: Filter) -> Filter:
     weight = _TEXT_WORK.get(name, 1)
     other_check = _OTHER_CHECKS.get(name)
 
-    forward = getattr(getattr(func, "jinja_pass_arg", None), "name", None) is not None
+    first = _first_argument(func)
 
     @jinja2.pass_context
     def bounded(context: Context, value: Any, *args: Any, **kwargs: Any) -> Any:
         budget = budget_of(context)
+        budget.spend(CALL_WORK)
         if is_text and not isinstance(value, jinja2.Undefined):
             if type(value) is not str:
                 value = text_of(value, budget, "None")
@@ -601,8 +669,9 @@ def _bounded(name: str, func: Filter) -> Filter:
                 budget.spend(work_of(value))
             elif compares:
                 budget.spend(deep_work(value, remaining(budget)))
-        call = _forward(func, context) if forward else func
-        return charge(budget, call(value, *args, **kwargs))
+        if first is None:
+            return charge(budget, func(value, *args, **kwargs))
+        return charge(budget, func(first(context), value, *args, **kwargs))
 
     bounded.__name__ = f"{name}_filter"
     return bounded
@@ -610,13 +679,16 @@ def _bounded(name: str, func: Filter) -> Filter:
 
 @jinja2.pass_context
 def _string_filter(context: Context, value: Any) -> str:
-    return text_of(value, budget_of(context), "None")
+    budget = budget_of(context)
+    budget.spend(CALL_WORK)
+    return text_of(value, budget, "None")
 
 
 @jinja2.pass_context
 def _format_filter(context: Context, value: Any, *args: Any, **kwargs: Any) -> str:
     """``format`` (printf-style), bounded and printing data only, like ``%``."""
     budget = budget_of(context)
+    budget.spend(CALL_WORK)
     text = _text(value, budget)
     if args and kwargs:
         raise FilterArgumentError(
@@ -632,7 +704,9 @@ def _comparing_test(op: str) -> Callable[..., bool]:
     def test(context: Context, value: Any, other: Any) -> bool:
         env = context.environment
         assert isinstance(env, BoundedSandbox)
-        return bool(env.compare(budget_of(context), op, value, other))
+        budget = budget_of(context)
+        budget.spend(CALL_WORK)
+        return bool(env.compare(budget, op, value, other))
 
     test.__name__ = f"{op}_test"
     return test
@@ -650,6 +724,7 @@ _COMPARING_TESTS = {
 def _join_filter(context: Context, value: Any, d: str = "", attribute: Any = None) -> str:
     """``join``, with every item printed as data and the result's size known beforehand."""
     budget = budget_of(context)
+    budget.spend(CALL_WORK)
     items: Iterable[Any] = value
     if attribute is not None:
         items = map(make_attrgetter(context.environment, attribute), value)
@@ -676,7 +751,7 @@ def _sum_filter(context: Context, iterable: Any, attribute: Any = None, start: A
         items = map(make_attrgetter(context.environment, attribute), iterable)
     values = list(items)
     budget = budget_of(context)
-    budget.spend(ITEM_WORK * len(values))
+    budget.spend(CALL_WORK + ITEM_WORK * len(values))
     if not all(isinstance(v, int | float) for v in values):
         require_size(size_of(start) + sum(size_of(v) for v in values), "a sum")
     return charge(budget, sum(values, start))
