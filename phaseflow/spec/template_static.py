@@ -70,7 +70,10 @@ def _const(node: nodes.Node | None) -> Any:
 
 
 def _fold(operator: str, left: Any, right: Any) -> Any:
-    """``left operator right`` for two integers, when the sandbox would allow it."""
+    """``left operator right`` for two integers, or a text repeated a number of times,
+    when the sandbox would allow it (so the result is small)."""
+    if operator == "*" and isinstance(left, str) and isinstance(right, int):
+        return left * right if _limit(check_binop, operator, left, right) is None else None
     if not (isinstance(left, int) and isinstance(right, int)):
         return None
     if _limit(check_binop, operator, left, right) is not None:

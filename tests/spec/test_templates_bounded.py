@@ -143,8 +143,8 @@ def test_validate_refuses_python_internals() -> None:
     result = check_text(text)
     assert result.workflow is None
     assert [d.severity for d in result.diagnostics] == ["error"]
-    assert result.diagnostics[0].code in ("PF302", "PF304")  # PF304 once the compiler uses
-    assert "'__mro__' is not available" in result.diagnostics[0].message  # exc.code
+    assert result.diagnostics[0].code == "PF304"
+    assert "'__mro__' is not available" in result.diagnostics[0].message
 
 
 # --- only what an author needs -----------------------------------------------------------
