@@ -148,7 +148,7 @@ HOSTILE: dict[str, str] = {
                                   + "{% endfor %}",
     "filters per iteration": "{% for i in range(10000) %}{{ i|string|upper|lower|trim|e|string"
                              "|upper|lower|trim }}{% endfor %}",
-    "binops per iteration": "{% for i in range(10000) %}{% set x = i" + " * i" * 60
+    "binops per iteration": "{% for i in range(10000) %}{% set x = i" + " * i" * 40
                             + " %}{% endfor %}",
     "heavy macro body": "{% macro m() %}" + "{% if 1 %}{% endif %}" * 250 + "{% endmacro %}"
                         "{% for i in range(10000) %}{{ m() }}{% endfor %}",

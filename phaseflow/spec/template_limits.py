@@ -230,7 +230,7 @@ def check_percent_widths(fmt: str, args: Any) -> int:
     return padding
 
 
-def percent_args(fmt: str, args: Any) -> Any:
+def percent_args(fmt: str, args: Any, budget: Budget | None = None) -> Any:
     """The arguments of ``fmt % args`` as plain data, once the result is known to fit.
 
     The size is estimated (widths, precisions and every conversion printing the whole of
@@ -241,8 +241,8 @@ def percent_args(fmt: str, args: Any) -> Any:
     conversions = max(fmt.count("%"), 1)
     require_size(len(fmt) + padding + conversions * estimate_text(args), "a formatted string")
     if isinstance(args, tuple):
-        return tuple(plain_data(item, "a formatted value") for item in args)
-    return plain_data(args, "a formatted value")
+        return tuple(plain_data(item, "a formatted value", budget) for item in args)
+    return plain_data(args, "a formatted value", budget)
 
 
 # --- the cost of comparing and hashing -----------------------------------------------------
@@ -393,7 +393,7 @@ def _is_data(value: Any) -> bool:
         or value is None
 
 
-def plain_data(value: Any, what: str = "a value") -> Any:
+def plain_data(value: Any, what: str = "a value", budget: Budget | None = None) -> Any:
     """``value`` as plain data, ready for ``str()``; refused if it is not data.
 
     The rule for printing a list or mapping: it prints in Python's literal notation of
@@ -403,13 +403,16 @@ def plain_data(value: Any, what: str = "a value") -> Any:
     (a function, a macro, a generator, any other Python object) is refused, as are data
     larger than :data:`MAX_VALUE` characters and data nested more than
     :data:`MAX_DATA_DEPTH` levels deep. The size is checked first, by an estimate that
-    stops counting early, so a shared nested value never makes this slow.
+    stops counting early, so a shared nested value never makes this slow; the items
+    walked are charged to ``budget``.
     """
     require_size(estimate_text(value), what)
     exact = True
     stack = [(value, 0)]
+    walked = 0
     while stack:
         item, depth = stack.pop()
+        walked += 1
         if type(item) not in _EXACT:
             if not _is_data(item):
                 where = " list or mapping that holds a" if depth else ""
@@ -423,6 +426,8 @@ def plain_data(value: Any, what: str = "a value") -> Any:
                 stack.extend((part, depth + 1) for pair in item.items() for part in pair)
             else:
                 stack.extend((part, depth + 1) for part in item)
+    if budget is not None:
+        budget.spend(ITEM_WORK * walked * (1 if exact else 2))
     return value if exact else _plain(value)
 
 
@@ -461,7 +466,7 @@ def text_of(value: Any, budget: Budget, none: str) -> str:
     if isinstance(value, bool | int | float | jinja2.Undefined):
         return str(value)
     if isinstance(value, list | tuple | Mapping):
-        data = plain_data(value, "printing a list or mapping")
+        data = plain_data(value, "printing a list or mapping", budget)
         text = str(data if isinstance(data, list | tuple | dict) else dict(data))
         budget.spend(len(text))
         return text

@@ -263,7 +263,8 @@ class _BoundedFormatter(SandboxedFormatter):
         a function or another object would print with its address."""
         if conversion is None:
             return value
-        return super().convert_field(plain_data(value, "a formatted value"), conversion)
+        return super().convert_field(plain_data(value, "a formatted value", self._budget),
+                                     conversion)
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         check_format_spec(format_spec)
@@ -433,7 +434,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         budget = budget_of(context)
         budget.spend(OPERATION_WORK)
         if operator == "%" and isinstance(left, str):
-            right = percent_args(left, right)
+            right = percent_args(left, right, budget)
         else:
             check_binop(operator, left, right)
         return charge(budget, self.binop_table[operator](left, right))
@@ -688,7 +689,7 @@ def indented_size(value: Any, width: int) -> int:
 
 #: Text filters that work through their input in Python (word by word), and what each
 #: character costs against the work budget (others scan in C: one per character).
-_TEXT_WORK = {"wordwrap": ITEM_WORK, "title": 4, "striptags": 4}
+_TEXT_WORK = {"wordwrap": ITEM_WORK, "title": 2 * ITEM_WORK, "striptags": 4}
 
 #: Filters that walk their whole input in Python: the input is charged as well as the result.
 _WALKING_FILTERS = frozenset({
@@ -753,7 +754,7 @@ def _format_filter(context: Context, value: Any, *args: Any, **kwargs: Any) -> s
         raise FilterArgumentError(
             "can't handle positional and keyword arguments at the same time")
     budget.spend(len(text))
-    return charge(budget, text % percent_args(text, kwargs or args))  # type: ignore[no-any-return]
+    return charge(budget, text % percent_args(text, kwargs or args, budget))  # type: ignore[no-any-return]
 
 
 def _comparing_test(op: str) -> Callable[..., bool]:
@@ -790,11 +791,21 @@ def _join_filter(context: Context, value: Any, d: str = "", attribute: Any = Non
     separator = _text(d, budget)
     texts: list[str] = []
     total = 0
+    sized = isinstance(value, str | list | tuple | dict | range)
+    if sized:  # every item is one Python step: charged before the first
+        require_size(len(value), "a join")
+        budget.spend(ITEM_WORK * len(value))
     for item in items:
-        budget.spend(ITEM_WORK)
-        if not isinstance(item, str):
+        if not sized:
+            budget.spend(ITEM_WORK)
+        kind = type(item)
+        if kind is str:
+            text = item
+        elif kind is int or kind is float:
+            text = str(item)
+        else:
             require_size(total + estimate_text(item), "a join")
-        text = _text(item, budget)
+            text = _text(item, budget)
         total += len(text) + (len(separator) if texts else 0)
         require_size(total, "a join")
         texts.append(text)
