@@ -242,6 +242,10 @@ def percent_args(fmt: str, args: Any, budget: Budget | None = None) -> Any:
     require_size(len(fmt) + padding + conversions * estimate_text(args), "a formatted string")
     if isinstance(args, tuple):
         return tuple(plain_data(item, "a formatted value", budget) for item in args)
+    if isinstance(args, Mapping):  # named arguments: each is printed on its own
+        for value in args.values():
+            if not _is_data(value):
+                raise TemplateLimitError(f"cannot print a {kind_of(value)}")
     return plain_data(args, "a formatted value", budget)
 
 

@@ -225,7 +225,12 @@ NO_ADDRESS = [
     "{{ '{0!r:>20}'.format(state.get) }}",
     "{{ '%r' % (state.get,) }}",
     "{{ '%a'|format(range) }}",
+    "{{ '%(a)s'|format(a=state.get) }}",
 ]
+
+
+def test_a_named_format_argument_that_is_not_data_is_named_honestly() -> None:
+    assert_bounded_failure(render("{{ '%(a)s'|format(a=state.get) }}"), "cannot print a function")
 
 
 @pytest.mark.parametrize("source", NO_ADDRESS)
