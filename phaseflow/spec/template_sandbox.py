@@ -8,10 +8,12 @@ CPU and memory, so this module adds three things (limits in
   so ``{{ 10**100000000 }}`` hung the loader. The optimizer is off and the code generator
   folds nothing but literal text, so every expression runs at render time, through the
   checks below.
-- **a budget per render**: every loop iteration, call, operator that can grow a value
-  (``*``, ``**``, ``+``, ``%``, ``~``), filter and concatenation is checked and charged
-  against one :class:`~phaseflow.spec.template_limits.Budget`, kept on the render's
-  context.
+- **a budget per render**: every loop iteration (for the nodes of its body), call (a
+  macro also for its body), operator that can grow a value (``*``, ``**``, ``+``, ``%``,
+  ``~``), comparison and ``in`` (for what they walk, at every level of nested data),
+  slice, hashed key, filter and concatenation is checked and charged against one
+  :class:`~phaseflow.spec.template_limits.Budget`, kept on the render's context, so the
+  budget bounds a render's time as well as its memory.
 - **only what an author needs**: the globals are a counting ``range`` and nothing else
   (no ``lipsum``, ``cycler``, ``joiner``, ``namespace``, ``dict``); filters that print
   Python reprs or are not deterministic are gone; and printing anything that is not data
