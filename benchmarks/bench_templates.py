@@ -28,6 +28,7 @@ from phaseflow.spec.templates import TemplateCompileError, compile_template
 
 CONTEXT: dict[str, Any] = {
     "state": {"customer_id": "c-42", "amount": 120, "name": "Alice Smith", "n": 1,
+              "big": "b" * 10_000_000,
               "tags": ["vip", "eu"], "lookup_attempts": 2, "order": {"id": "o-7", "total": 99}},
     "phase": {"name": "refund", "goal": "Refund the order."},
     "workflow": {"name": "refund-desk", "description": "Refunds"},
@@ -43,6 +44,10 @@ tries): check the spelling and the number.{% endif %}
 Tags: {{ state.tags | join(", ") }}.
 {% for tag in state.tags %}- {{ tag | upper }}
 {% endfor %}Turn {{ turn }} of {{ workflow.name }}."""
+
+#: Two lists of 2**25 items each that share their parts, and a tuple of 2**40 items.
+SHARED = "{% set a = [1] %}{% set c = [1] %}" + "{% set a = [a, a] %}{% set c = [c, c] %}" * 25
+SHARED_TUPLE = "{% set t = (1,) %}" + "{% set t = (t, t) %}" * 40
 
 HOSTILE: dict[str, str] = {
     "huge power": "{{ 10**100000000 }}",
@@ -94,6 +99,72 @@ HOSTILE: dict[str, str] = {
                                 "{% endfor %}",
     "scan a string in a loop": "{% for i in range(10000) %}{{ ('a' * 60000).count('a') }}"
                                "{% endfor %}",
+    # the review of the bounded templates, and the helper's own attacks
+    "in over a list in a loop": "{% set b = (range(10000)|list) * 6 %}{% for i in range(10000) %}"
+                                "{% if 'z' in b %}{% endif %}{% endfor %}",
+    "the in test in select": "{% set b = (range(10000)|list) * 6 %}"
+                             "{{ (range(10000)|map('string')|list)|select('in', b)|list|length }}",
+    "list.count in a loop": "{% set b = (range(10000)|list) * 6 %}{% for i in range(10000) %}"
+                            "{{ b.count('z') }}{% endfor %}",
+    "slice in a loop": "{% set b = (range(10000)|list) * 6 %}{% for i in range(10000) %}"
+                       "{% if b[1:] %}{% endif %}{% endfor %}",
+    "slice a big host text": "{% for i in range(10000) %}{% if state.big[1:] %}{% endif %}"
+                             "{% endfor %}",
+    "in a big host text": "{% for i in range(10000) %}{% if 'z' in state.big %}{% endif %}"
+                          "{% endfor %}",
+    "round precision": "{{ state.n|round(-10000000) }}",
+    "round precision at run time": "{{ 1.5|round(state.n * 10000000, 'floor') }}",
+    "compare shared lists": SHARED + "{{ a == c }}",
+    "order shared lists": SHARED + "{{ a < c }}",
+    "in with shared lists": SHARED + "{{ a in [c] }}",
+    "sort shared lists": SHARED + "{{ [a, c]|sort|length }}",
+    "select == shared lists": SHARED + "{{ [a]|select('==', c)|list|length }}",
+    "index of a shared list": SHARED + "{{ [a, c].index(c) }}",
+    "percent of a shared list": SHARED + "{{ '%s' % (a,) }}",
+    "format filter, shared list": SHARED + "{{ '%s'|format(a) }}",
+    "tojson of a shared list": SHARED + "{{ a|tojson|length }}",
+    "hash a shared tuple": SHARED_TUPLE + "{{ {t: 1} }}",
+    "key a shared tuple": SHARED_TUPLE + "{{ state[t] }}",
+    "unique shared tuples": SHARED_TUPLE + "{{ [t]|unique|list|length }}",
+    "loop.changed shared": SHARED_TUPLE + "{% for x in [1, 2] %}{{ loop.changed(t) }}{% endfor %}",
+    "printf widths": "{{ ('%()60000s' * 3000) % {'': 1} }}",
+    "printf widths at run time": "{{ ('%()60000s' * (state.n * 3000)) % {'': 1} }}",
+    "format filter widths": "{{ ('%(a)60000s' * (state.n * 1000))|format(a='x') }}",
+    "printf precisions": "{{ ('%.60000f' * (state.n * 2)) % (1.5, 2.5) }}",
+    "!r of a global": "{{ '{!r}'.format(range)[-16:] }}",
+    "!r of a method": "{{ '{!r}'.format(state.tags.index)|replace(' at ', ' ') }}",
+    "long number literal": "{{ 1" + "0" * 5000 + " }}",
+    "long source": "x" * 70_000,
+    "many tokens": "{{ state.name|upper }}" * 1000,
+    "most tokens, densest": "{{ [" + "1," * 1021 + "] }}",
+    "most tokens, if tags": "{% if state.n %}{% endif %}" * 290,
+    "translate amplifies": "{{ 'abc'.translate({97: 'x' * 60000}) }}",
+    "to_bytes": "{{ (5).to_bytes(state.n * 100000000, 'big')|length }}",
+    "tojson indent": "{{ (range(1000)|list)|tojson(indent=state.n * 60000) }}",
+    "tojson deep indent": "{{ [[[[[[1]]]]]]|tojson(indent=state.n * 20000) }}",
+    "many ifs per iteration": "{% for i in range(10000) %}" + "{% if i > 1 %}{% endif %}" * 50
+                              + "{% endfor %}",
+    "many outputs per iteration": "{% for i in range(10000) %}" + "{{ '' }}" * 200
+                                  + "{% endfor %}",
+    "filters per iteration": "{% for i in range(10000) %}{{ i|string|upper|lower|trim|e|string"
+                             "|upper|lower|trim }}{% endfor %}",
+    "binops per iteration": "{% for i in range(10000) %}{% set x = i" + " * i" * 40
+                            + " %}{% endfor %}",
+    "heavy macro body": "{% macro m() %}" + "{% if 1 %}{% endif %}" * 250 + "{% endmacro %}"
+                        "{% for i in range(10000) %}{{ m() }}{% endfor %}",
+    "method calls": "{% for i in range(10000) %}{{ state.tags.index('vip') }}"
+                    "{{ state.tags.count('x') }}{% endfor %}",
+    "deep recursive loop": "{% for x in range(10000) recursive %}{% if loop.depth < 30 %}"
+                           "{{ loop([x]) }}{% endif %}{% endfor %}",
+    "caller recursion": "{% macro m(n) %}{{ caller(n) }}{% endmacro %}{% macro r(n) %}"
+                        "{% call(x) m(n) %}{{ r(x) }}{% endcall %}{% endmacro %}{{ r(1) }}",
+    "join a range in a loop": "{% for i in range(10000) %}{{ range(10000)|join|length }}"
+                              "{% endfor %}",
+    "title of title": "{{ ('ab ' * 20000)|title|title|title|length }}",
+    "int of a long text": "{{ ('9' * 60000)|int }}",
+    "int base 16 of a long text": "{{ ('f' * 60000)|int(base=16) }}",
+    "loop over the output limit": "{% for i in range(10000) %}{{ (i, i, i, i, i, i, i, i) }}"
+                                  "{% endfor %}",
     "dunder": "{{ ''.__class__.__mro__ }}",
     "lipsum": "{{ lipsum(100000) }}",
     "print range": "{{ range }}",
@@ -148,9 +219,15 @@ def hostile() -> None:
             if loaded.code == "PF302":
                 render_ms = render_mb = 0.0
             else:
-                target = unchecked(source)
-                render_ms, render_mb, result = measure(lambda: target.render_checked(CONTEXT))  # noqa: B023
-                outcome += f" | unchecked: {result.error}"[:150]
+                try:
+                    target = unchecked(source)
+                except Exception as exc:
+                    render_ms = render_mb = 0.0
+                    outcome += f" | unchecked: Jinja cannot parse it ({type(exc).__name__})"
+                else:
+                    render_ms, render_mb, result = measure(
+                        lambda: target.render_checked(CONTEXT))  # noqa: B023
+                    outcome += f" | unchecked: {result.error}"[:150]
         else:
             render_ms, render_mb, result = measure(lambda: loaded.render_checked(CONTEXT))  # noqa: B023
             outcome = f"render: {result.error}" if result.error else f"rendered {len(result.text)}"

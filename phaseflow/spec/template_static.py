@@ -24,22 +24,23 @@ from phaseflow.spec.template_limits import (
     TemplateLimitError,
     check_binop,
     check_format_spec,
-    check_percent_format,
+    check_percent_widths,
     require_width,
 )
-from phaseflow.spec.template_sandbox import format_fields
+from phaseflow.spec.template_sandbox import (
+    WIDTH_ARGUMENTS,
+    WIDTH_METHODS,
+    argument,
+    check_round,
+    format_fields,
+    width_of,
+)
 
 #: Filters that take an attribute name, and the position of that argument.
 _ATTRIBUTE_ARGS = {
     "attr": 0, "selectattr": 0, "rejectattr": 0, "groupby": 0, "sort": 2, "unique": 1,
     "min": 1, "max": 1, "sum": 0, "join": 1,
 }
-#: Filters whose first argument is a width, count or length (and its keyword name).
-_WIDTH_ARGS = {
-    "center": "width", "indent": "width", "wordwrap": "width", "truncate": "length",
-    "batch": "linecount", "slice": "slices",
-}
-_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
 
 Refusal = tuple[str, int]
 
@@ -69,7 +70,10 @@ def _const(node: nodes.Node | None) -> Any:
 
 
 def _fold(operator: str, left: Any, right: Any) -> Any:
-    """``left operator right`` for two integers, when the sandbox would allow it."""
+    """``left operator right`` for two integers, or a text repeated a number of times,
+    when the sandbox would allow it (so the result is small)."""
+    if operator == "*" and isinstance(left, str) and isinstance(right, int):
+        return left * right if _limit(check_binop, operator, left, right) is None else None
     if not (isinstance(left, int) and isinstance(right, int)):
         return None
     if _limit(check_binop, operator, left, right) is not None:
@@ -81,13 +85,8 @@ def _fold(operator: str, left: Any, right: Any) -> Any:
     return left + right if operator == "+" else left - right
 
 
-def _arg(node: nodes.Filter | nodes.Call, index: int, name: str) -> nodes.Expr | None:
-    if len(node.args) > index:
-        return node.args[index]
-    for keyword in node.kwargs:
-        if keyword.key == name:
-            return keyword.value
-    return None
+def _keywords(node: nodes.Filter | nodes.Call) -> dict[str, nodes.Expr]:
+    return {str(keyword.key): keyword.value for keyword in node.kwargs}
 
 
 def _limit(check: Any, *args: Any) -> str | None:
@@ -116,7 +115,7 @@ def _check_node(node: nodes.Node) -> str | None:
         if left is not None and right is not None:
             return _limit(check_binop, node.operator, left, right)
         if isinstance(node, nodes.Mod) and isinstance(left, str):
-            return _limit(check_percent_format, left, ())
+            return _limit(check_percent_widths, left, ())
     if isinstance(node, nodes.Filter):
         return _check_filter(node)
     if isinstance(node, nodes.Call):
@@ -148,13 +147,16 @@ def _check_filter(node: nodes.Filter) -> str | None:
         name = _const(node.args[1]) if len(node.args) > 1 else None
         if _private(name):
             return _private_message(name)
-    width_name = _WIDTH_ARGS.get(node.name)
-    if width_name is not None:
-        width = _const(_arg(node, 0, width_name))
+    if node.name in WIDTH_ARGUMENTS:
+        width = _const(width_of(node.name, node.args, _keywords(node)))
         if width is not None:
-            return _limit(require_width, width, f"a {node.name} {width_name}")
+            return _limit(require_width, width, f"a {node.name} {WIDTH_ARGUMENTS[node.name][1]}")
+    if node.name == "round":
+        precision = _const(argument(node.args, _keywords(node), 0, "precision"))
+        if precision is not None:
+            return _limit(check_round, precision)
     if node.name == "format" and isinstance(_const(node.node), str):
-        return _limit(check_percent_format, _const(node.node), ())
+        return _limit(check_percent_widths, _const(node.node), ())
     return None
 
 
@@ -167,7 +169,7 @@ def _check_call(node: nodes.Call) -> str | None:
             if length is not None and length > MAX_ITERATIONS:
                 return f"a range would be longer than {MAX_ITERATIONS:,}"
     if isinstance(func, nodes.Getattr):
-        if func.attr in _WIDTH_METHODS and node.args:
+        if func.attr in WIDTH_METHODS and node.args:
             width = _const(node.args[0])
             if width is not None:
                 return _limit(require_width, width, f"a {func.attr} width")

@@ -30,8 +30,18 @@ from jinja2 import nodes
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
-from phaseflow.spec.template_limits import MAX_NESTING, MAX_OUTPUT, TemplateLimitError
-from phaseflow.spec.template_sandbox import BoundedSandbox, bounded_environment
+from phaseflow.spec.template_limits import (
+    MAX_NESTING,
+    MAX_OUTPUT,
+    MAX_SOURCE,
+    StateView,
+    TemplateLimitError,
+)
+from phaseflow.spec.template_sandbox import (
+    BoundedSandbox,
+    TooManyTokensError,
+    bounded_environment,
+)
 from phaseflow.spec.template_static import refused, too_deep
 
 #: What a template renders to when rendering fails: nothing. The model then gets no
@@ -74,13 +84,6 @@ class RenderOutcome:
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-class _StateView(dict[str, Any]):
-    """The state as a template sees it: an absent key is null, not an error."""
-
-    def __missing__(self, key: str) -> None:
-        return None
 
 
 def environment() -> BoundedSandbox:
@@ -138,9 +141,20 @@ class Template:
     _compiled: list[jinja2.Template] = field(default_factory=list, repr=False, compare=False)
 
     def compile(self) -> jinja2.Template:
-        """The compiled Jinja2 template (generated on first call, then reused)."""
+        """The compiled Jinja2 template (generated on first call, then reused).
+
+        :func:`compile_template` refuses what code generation would fail on, so this does
+        not fail for a template it accepted; should it fail all the same, the failure is a
+        :class:`TemplateCompileError` (PF302), never Jinja's or Python's own exception.
+        """
         if not self._compiled:
-            self._compiled.append(environment().from_string(self._ast))
+            try:
+                compiled = environment().from_string(self._ast)
+            except Exception as exc:  # any failure here is a bad template
+                raise TemplateCompileError(
+                    f"the template cannot be turned into code: {_one_line(_describe(exc))}",
+                    getattr(exc, "lineno", None) or 1) from None
+            self._compiled.append(compiled)
         return self._compiled[0]
 
     def render(self, context: Mapping[str, Any]) -> str:
@@ -158,7 +172,7 @@ class Template:
         values = dict(context)
         state = values.get("state")
         if isinstance(state, Mapping):
-            values["state"] = _StateView(state)
+            values["state"] = StateView(state)
         compiled = self.compile()
         parts: list[str] = []
         try:
@@ -206,6 +220,10 @@ def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> 
     workflow's templates stand alone: there is nothing to include); with code PF304 on a
     construct the sandbox is certain to refuse (see :mod:`phaseflow.spec.template_static`).
     """
+    if len(source) > MAX_SOURCE:
+        raise TemplateCompileError(
+            f"the template is {len(source):,} characters long, more than {MAX_SOURCE:,}",
+            1, "PF304")
     env = environment()
     try:
         ast = env.parse(source)
@@ -214,10 +232,22 @@ def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> 
     except (RecursionError, MemoryError):
         raise TemplateCompileError(
             f"the template is nested more than {MAX_NESTING} levels deep", 1, "PF304") from None
+    except TooManyTokensError as exc:
+        raise TemplateCompileError(str(exc), 1, "PF304") from None
+    except ValueError:
+        # Jinja's lexer reads number literals with int(), which refuses more than 4,300
+        # digits; no number that long could be used anyway (see MAX_INT_BITS).
+        raise TemplateCompileError(
+            "a number in the template is too long (more than 4,300 digits)", 1, "PF304"
+        ) from None
+    except Exception as exc:  # whatever Jinja raises: a bad template
+        raise TemplateCompileError(f"the template cannot be parsed: {_one_line(_describe(exc))}",
+                                   1) from None
     problem = too_deep(ast)
     if problem is not None:
         raise TemplateCompileError(problem[0], problem[1], "PF304")
     _check(ast, names, env)
+    _check_code_generation(ast)
     problem = refused(ast)
     if problem is not None:
         raise TemplateCompileError(problem[0], problem[1], "PF304")
@@ -266,6 +296,52 @@ def _check(tree: nodes.Template, names: frozenset[str], env: jinja2.Environment)
         raise TemplateCompileError(
             f"template uses unknown name '{name}'{hint or f' (it can use: {allowed})'}", line
         )
+
+
+def _check_code_generation(tree: nodes.Template) -> None:
+    """What Jinja's code generator (or Python, compiling its output) would refuse, found
+    without generating code: ``validate`` accepts only templates that load.
+
+    A name ``loop`` assigned inside a ``for`` loop (its target included); two arguments of
+    one macro or call block with the same name; a keyword given twice in one call, filter
+    or test; two blocks with the same name; an argument named ``caller`` without a default
+    in a macro that uses ``caller``.
+    """
+    blocks: set[str] = set()
+    for node in tree.find_all(nodes.Node):
+        if isinstance(node, nodes.For):
+            for name in node.find_all(nodes.Name):
+                if name.name == "loop" and name.ctx == "store":
+                    raise TemplateCompileError(
+                        "'loop' is the loop's own variable: nothing inside a for loop can "
+                        "assign it (choose another name)", name.lineno)
+        elif isinstance(node, nodes.Macro | nodes.CallBlock):
+            _check_arguments(node)
+        elif isinstance(node, nodes.Call | nodes.Filter | nodes.Test):
+            seen: set[Any] = set()
+            for keyword in node.kwargs:
+                if keyword.key in seen:
+                    raise TemplateCompileError(
+                        f"the argument '{keyword.key}' is given twice", keyword.lineno)
+                seen.add(keyword.key)
+        elif isinstance(node, nodes.Block):
+            if node.name in blocks:
+                raise TemplateCompileError(f"block '{node.name}' is defined twice", node.lineno)
+            blocks.add(node.name)
+
+
+def _check_arguments(node: nodes.Macro | nodes.CallBlock) -> None:
+    names = [arg.name for arg in node.args]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise TemplateCompileError(f"the argument '{name}' is declared twice", node.lineno)
+    if "caller" in names and names.index("caller") < len(names) - len(node.defaults):
+        uses_caller = any(n.name == "caller" and n.ctx == "load"
+                          for part in node.body for n in part.find_all(nodes.Name))
+        if uses_caller:
+            raise TemplateCompileError(
+                "an argument named 'caller' needs a default (or leave it out: 'caller' is "
+                "given to every macro called from a call block)", node.lineno)
 
 
 def _state_reads(tree: nodes.Template) -> set[str]:
