@@ -29,6 +29,7 @@ import jinja2
 from jinja2 import nodes
 
 from phaseflow.errors import PhaseflowError
+from phaseflow.expr.describe import describe_exception, type_name
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.template_limits import (
     MAX_NESTING,
@@ -104,13 +105,14 @@ def _one_line(message: str) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, jinja2.TemplateError | TemplateLimitError):
-        return str(exc) or type(exc).__name__
     if isinstance(exc, RecursionError):
         return "calls or values nested too deeply"
     if isinstance(exc, MemoryError):
         return "out of memory"
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, jinja2.TemplateError | TemplateLimitError):
+        # our own messages and Jinja's: the message alone, and it never fails to print
+        return describe_exception(exc).partition(": ")[2] or type_name(exc)
+    return describe_exception(exc)
 
 
 def _failed_line(compiled: jinja2.Template, tb: TracebackType | None) -> int | None:

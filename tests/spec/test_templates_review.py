@@ -351,3 +351,24 @@ def test_deep_work_counts_every_item_the_walk_meets(depth: int, kind: str) -> No
 @settings(max_examples=100, deadline=None)
 def test_plain_data_prints_json_like_data_as_python_always_did(value: Any) -> None:
     assert str(plain_data(value)) == str(value)
+
+
+def test_an_exception_that_cannot_be_printed_is_still_a_render_outcome() -> None:
+    """A host value in the state whose error cannot be printed never escapes a render."""
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise ValueError("no")
+
+    class Host:
+        @property
+        def y(self) -> str:
+            raise Unprintable()
+
+        def __len__(self) -> int:
+            raise Unprintable()
+
+    for source in ("{{ state.x.y }}", "{{ state.x|length }}"):
+        outcome = compile_template(source).render_checked({"state": {"x": Host()}})
+        assert outcome.text == ""
+        assert outcome.error == "line 1: Unprintable (its message cannot be printed)"
