@@ -170,9 +170,9 @@ def compose(text: str) -> Document:
     top: list[Any] | None = None  # the pending items of the innermost open collection
     root: Node | None = None
     documents = 0
-    # Nodes made (an upper bound of the tree's size) and whether any alias was seen: a
-    # tree without aliases expands to 2 * nodes - 1, so most files skip the expansion
-    # check below, which costs a second walk over every node.
+    # Nodes made, keys left out (an upper bound of the nodes the expansion check counts),
+    # and whether any alias was seen: a tree without aliases expands to 2 * nodes - 1, so
+    # most files skip the expansion check below, which costs a second walk over every node.
     made = 0
     aliased = False
     # Dispatch on the exact event class, most frequent first (libyaml makes exactly these
@@ -202,6 +202,7 @@ def compose(text: str) -> Document:
                 else:
                     assert isinstance(closed, Mapping)
                     closed.pairs = _pairs(pending[1:], problems)
+                    made -= len(closed.pairs)  # keys are not part of the expanded size
                 if anchor is not None:
                     anchors[anchor] = closed
                 node = closed
