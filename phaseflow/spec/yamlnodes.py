@@ -395,14 +395,15 @@ def to_python(node: Node) -> Any:
         if id(current) in done:
             continue
         if not ready:
-            children = (
-                current.items if isinstance(current, Sequence)
-                else [v for _, v in current.pairs] if isinstance(current, Mapping) else []
-            )
             todo.append((current, True))
-            todo.extend(
-                (c, False) for c in children if type(c) is not Scalar and id(c) not in done
-            )
+            if isinstance(current, Sequence):
+                for c in current.items:
+                    if type(c) is not Scalar and id(c) not in done:
+                        todo.append((c, False))
+            elif isinstance(current, Mapping):
+                for _, c in current.pairs:
+                    if type(c) is not Scalar and id(c) not in done:
+                        todo.append((c, False))
             continue
         if isinstance(current, Sequence):
             done[id(current)] = [
