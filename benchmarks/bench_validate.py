@@ -8,13 +8,18 @@
    small example and on a generated 5,000-phase workflow. Prints the medians and the
    ratio ours/theirs: it must be <= 1.0 (phaseflow does everything check-jsonschema does
    plus the graph, guard and template checks).
-2. ``phaseflow validate`` on generated 1,000 / 5,000 / 10,000-phase workflows, with the
-   time per phase: it should stay flat (linear growth).
+2. ``phaseflow validate`` on generated 1,000 / 5,000 / 10,000 / 20,000-phase workflows, with
+   the time per phase: it should stay flat (linear growth).
+3. ``phaseflow validate`` and ``phaseflow describe`` on compact workflows of 5,000 / 20,000
+   / 60,000 phases (about 95 bytes a phase, 5.8 MB at 60,000: a goal, one or two
+   transitions, most with a ``when``, some tools; no template), CPU time (user + sys of the
+   child) and wall time, median of ``--rounds``: CPU time per phase should stay flat.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import subprocess
@@ -49,6 +54,49 @@ def generate(phases: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def generate_compact(phases: int) -> str:
+    """A valid workflow as a generator of large workflows writes one (about 95 bytes a
+    phase): a goal, one or two transitions in flow style, three in four guarded by a
+    condition on one of 30 declared state keys, a tool list on every third phase; no
+    template."""
+    tools, keys = 40, 30
+    lines = ["phaseflow: 1", "name: generated-compact", "initial: p0", "state:"]
+    lines += [f"  k{j}: {{type: integer, default: 0}}" for j in range(keys)]
+    lines += ["tools:"]
+    lines += [f"  t{j}: {{writes: [k{j % keys}]}}" for j in range(tools)]
+    lines += ["phases:"]
+    for i in range(phases):
+        lines += [f"  p{i}:", f"    goal: Step {i} of it."]
+        if i % 3 == 0:
+            lines += [f"    tools: [t{i % tools}, t{(i + 7) % tools}]"]
+        if i + 1 >= phases:
+            lines += ["    terminal: true"]
+        elif i % 4 == 0:
+            lines += [f"    transitions: [{{to: p{i + 1}, when: state.k{i % keys} > {i % 9}}}, "
+                      "{to: p0, trigger: model}]"]
+        elif i % 2:
+            lines += [f"    transitions: [{{to: p{i + 1}, when: state.k{i % keys}}}]"]
+        else:
+            lines += [f"    transitions: [{{to: p{i + 1}}}]"]
+    return "\n".join(lines) + "\n"
+
+
+def cpu_and_wall(command: list[str]) -> tuple[float, float]:
+    """User + sys CPU time of the child, and wall time (the machine may be shared: CPU
+    time is the figure that does not move with the other jobs)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    elapsed = wall(command)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, elapsed
+
+
+def command(name: str, path: Path) -> list[str]:
+    exe = shutil.which("phaseflow")
+    return [exe, name, str(path)] if exe else [
+        sys.executable, "-m", "phaseflow.cli.main", name, str(path)]
+
+
 def wall(command: list[str], expect: int = 0) -> float:
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -60,9 +108,7 @@ def wall(command: list[str], expect: int = 0) -> float:
 
 
 def ours(path: Path) -> list[str]:
-    exe = shutil.which("phaseflow")
-    return [exe, "validate", str(path)] if exe else [
-        sys.executable, "-m", "phaseflow.cli.main", "validate", str(path)]
+    return command("validate", path)
 
 
 def theirs(path: Path) -> list[str]:
@@ -92,9 +138,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
-        for n in (1000, 5000, 10000):
+        for n in (1000, 5000, 10000, 20000):
             files[n] = Path(tmp) / f"generated_{n}.yaml"
             files[n].write_text(generate(n))
+        compact = {}
+        for n in (5000, 20000, 60000):
+            compact[n] = Path(tmp) / f"compact_{n}.yaml"
+            compact[n].write_text(generate_compact(n))
         print(f"median of {args.rounds} interleaved rounds, whole process wall time\n")
         ratios = [compare("spec example", SMALL, args.rounds),
                   compare("5,000 phases "
@@ -107,6 +157,15 @@ def main() -> int:
             print(f"  {n:>6,} phases  {t * 1000:8.0f} ms   {(t - base) / n * 1e6:6.0f} µs/phase "
                   "(start-up excluded)")
         print(f"  start-up (spec example): {base * 1000:.0f} ms")
+        print(f"\ncompact workflows, CPU (user + sys) and wall, median of {args.rounds}:")
+        for n, path in compact.items():
+            size = path.stat().st_size / 1e6
+            for name in ("validate", "describe"):
+                runs = [cpu_and_wall(command(name, path)) for _ in range(args.rounds)]
+                cpu = statistics.median(c for c, _ in runs)
+                elapsed = statistics.median(w for _, w in runs)
+                print(f"  {n:>6,} phases ({size:.1f} MB) {name:<8}  CPU {cpu:6.2f} s  "
+                      f"wall {elapsed:6.2f} s  {cpu / n * 1e6:5.0f} µs/phase")
     worst = max(ratios)
     print(f"\nworst ratio ours/theirs: {worst:.2f} ({'OK' if worst <= 1.0 else 'TOO SLOW'})")
     return 0 if worst <= 1.0 else 1

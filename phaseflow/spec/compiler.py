@@ -413,22 +413,23 @@ class Compiler:
         tools = None
         if isinstance(tools_node, Sequence):
             tools = tuple(n for n, _ in nodes.tools)
+        # (each list is usually empty: no generator for those)
         self.phases[name] = Phase(
             name=name,
             goal=self.text(get("goal")) or "",
             instructions=instructions,
-            needs=tuple(n for n, _ in nodes.needs),
-            requires=tuple(n for n, _ in nodes.requires),
+            needs=tuple(n for n, _ in nodes.needs) if nodes.needs else (),
+            requires=tuple(n for n, _ in nodes.requires) if nodes.requires else (),
             guard=guard,
             prepare=preparations,
             on_enter=on_enter,
             on_exit=on_exit,
             tools=tools,
-            clear_on_enter=tuple(n for n, _ in nodes.clear),
+            clear_on_enter=tuple(n for n, _ in nodes.clear) if nodes.clear else (),
             terminal=terminal,
             transitions=transitions,
             position=self.position(key),
-            collect=tuple(n for n, _ in nodes.collect),
+            collect=tuple(n for n, _ in nodes.collect) if nodes.collect else (),
         )
         self.nodes[name] = nodes
 

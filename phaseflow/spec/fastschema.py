@@ -37,6 +37,10 @@ class _Unsupported(Exception):
     pass
 
 
+#: The types ``_is_type`` tests with one isinstance (no bool/number subtlety).
+_PLAIN_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list}
+
+
 def _is_type(value: Any, kind: str) -> bool:
     if kind == "string":
         return isinstance(value, str)
@@ -88,7 +92,14 @@ def _compile(schema: Any) -> _Eval:
         allowed = [kinds] if isinstance(kinds, str) else list(kinds)
         for kind in allowed:
             _is_type(None, kind)  # raises for an unknown type name
-        checks.append(lambda v, a=tuple(allowed): any(_is_type(v, k) for k in a))  # type: ignore[misc]
+        if len(allowed) == 1 and allowed[0] in _PLAIN_TYPES:
+            plain = _PLAIN_TYPES[allowed[0]]
+            checks.append(lambda v: isinstance(v, plain))
+        elif len(allowed) == 1:
+            only = allowed[0]
+            checks.append(lambda v: _is_type(v, only))
+        else:
+            checks.append(lambda v, a=tuple(allowed): any(_is_type(v, k) for k in a))  # type: ignore[misc]
     if "const" in schema:
         const = schema["const"]
         checks.append(lambda v: _equal(v, const))
@@ -113,12 +124,26 @@ def _compile(schema: Any) -> _Eval:
         checks.append(lambda v: not _is_type(v, "number") or not v <= above)
     if "items" in schema:
         item = _compile(schema["items"])
-        checks.append(lambda v: not isinstance(v, list) or all(item(x) is not None for x in v))
+        def items(v: Any) -> bool:
+            if isinstance(v, list):
+                for x in v:
+                    if item(x) is None:
+                        return False
+            return True
+
+        checks.append(items)
     if schema.get("uniqueItems") is True:
         checks.append(_unique)
     if "required" in schema:
         required = tuple(schema["required"])
-        checks.append(lambda v: not isinstance(v, dict) or all(k in v for k in required))
+        def has_required(v: Any) -> bool:
+            if isinstance(v, dict):
+                for k in required:
+                    if k not in v:
+                        return False
+            return True
+
+        checks.append(has_required)
     if "minProperties" in schema:
         fewest = schema["minProperties"]
         checks.append(lambda v: not isinstance(v, dict) or len(v) >= fewest)
@@ -128,8 +153,14 @@ def _compile(schema: Any) -> _Eval:
             all(d in v for d in need) for k, need in depends.items() if k in v))
     if "propertyNames" in schema:
         name_check = _compile(schema["propertyNames"])
-        checks.append(lambda v: not isinstance(v, dict) or all(
-            name_check(k) is not None for k in v))
+        def names_valid(v: Any) -> bool:
+            if isinstance(v, dict):
+                for k in v:
+                    if name_check(k) is None:
+                        return False
+            return True
+
+        checks.append(names_valid)
     one_of = [_compile(s) for s in schema.get("oneOf", [])]
     all_of = [_compile(s) for s in schema.get("allOf", [])]
     properties = {k: _compile(s) for k, s in schema.get("properties", {}).items()}
@@ -140,23 +171,31 @@ def _compile(schema: Any) -> _Eval:
     if unevaluated not in (None, False):
         raise _Unsupported("unevaluatedProperties other than false")
 
+    if not properties and additional is None and not all_of and not one_of and unevaluated is None:
+        # A leaf (a name, a string, a list of names): its checks are all there is.
+        def evaluate_leaf(value: Any) -> set[str] | None:
+            for check in checks:
+                if not check(value):
+                    return None
+            return set()
+
+        return evaluate_leaf
+
     def evaluate(value: Any) -> set[str] | None:
         for check in checks:
             if not check(value):
                 return None
         seen: set[str] = set()
         if isinstance(value, dict):
-            for key, sub in properties.items():
-                if key in value:
-                    if sub(value[key]) is None:
+            # One pass over the instance's keys (a phase has 2 of its 13 properties): the
+            # same checks as properties then additionalProperties, in another order, and
+            # only a yes counts (an invalid or undecided instance goes to jsonschema).
+            for key, item in value.items():
+                sub = properties.get(key, additional)
+                if sub is not None:
+                    if sub(item) is None:
                         return None
                     seen.add(key)
-            if additional is not None:
-                for key, item in value.items():
-                    if key not in properties:
-                        if additional(item) is None:
-                            return None
-                        seen.add(key)
         for sub in all_of:
             got = sub(value)
             if got is None:

@@ -143,15 +143,17 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     a phase the schema rejected, every warning would be a consequence of that error, not
     news."""
     phases, initial = workflow.phases, source.initial
+    # each phase's targets, read once (the checks below walk them three times)
+    targets = {name: [t.to for t in phase.transitions] for name, phase in phases.items()}
     sound = (
         not source.broken_phases
         and initial in phases
-        and all(t.to in phases for p in phases.values() for t in p.transitions)
+        and all(to in phases for tos in targets.values() for to in tos)
     )
     if not sound or initial is None:
         return []
     found: list[Diagnostic] = []
-    reached = _reach([initial], lambda p: (t.to for t in phases[p].transitions))
+    reached = _reach([initial], targets.__getitem__)
     for name in phases:
         if name not in reached:
             found.append(
@@ -173,9 +175,9 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         )
         return found
     incoming: dict[str, list[str]] = {n: [] for n in phases}
-    for name, phase in phases.items():
-        for t in phase.transitions:
-            incoming[t.to].append(name)
+    for name, tos in targets.items():
+        for to in tos:
+            incoming[to].append(name)
     finishing = _reach(terminals, lambda p: incoming[p])
     for name, phase in phases.items():
         if name not in finishing and phase.transitions:

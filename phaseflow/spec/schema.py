@@ -144,7 +144,10 @@ class NodeLocator:
 def entries(mapping: Mapping) -> list[tuple[Scalar, Node]]:
     """A mapping's (key, value) pairs with YAML merge keys (``<<: *base``) applied:
     keys written in the mapping win over merged ones."""
-    if not any(k.value == "<<" and k.style is None for k, _ in mapping.pairs):
+    for k, _ in mapping.pairs:  # a loop, not any(...): this runs for every mapping
+        if k.value == "<<" and k.style is None:
+            break
+    else:
         return mapping.pairs
     own = [(k, v) for k, v in mapping.pairs if not (k.value == "<<" and k.style is None)]
     names = {k.value for k, _ in own}

@@ -45,6 +45,8 @@ _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
 
 #: The first characters a plain scalar that is not a string can start with.
 _NON_STRING_STARTS = frozenset("0123456789+-.~nNtTfF")
+#: The letters among them: a plain scalar starting with one is null, a boolean or a string.
+_WORD_STARTS = frozenset("nNtTfF")
 
 _STD = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {f"{_STD}{t}" for t in ("str", "int", "float", "bool", "null")}
@@ -116,6 +118,8 @@ def resolve_plain(text: str) -> Any:
         return None
     if _BOOL.match(text):
         return text.lower() == "true"
+    if text[0] in _WORD_STARTS:  # no number starts with a letter (to, tools, type...)
+        return text
     if _INT10.match(text):
         return int(text) if len(text) <= 4000 else text
     if _INT8.match(text):
@@ -163,12 +167,75 @@ def compose(text: str) -> Document:
     problems: list[YamlProblem] = []
     anchors: dict[str, Node] = {}
     stack: list[tuple[Node, list[Any]]] = []  # open collections and their pending items
+    top: list[Any] | None = None  # the pending items of the innermost open collection
     root: Node | None = None
     documents = 0
-    events: Iterator[Any] = yaml.parse(text, Loader=_Loader)
+    # Nodes made, keys left out (an upper bound of the nodes the expansion check counts),
+    # and whether any alias was seen: a tree without aliases expands to 2 * nodes - 1, so
+    # most files skip the expansion check below, which costs a second walk over every node.
+    made = 0
+    aliased = False
+    # Dispatch on the exact event class, most frequent first (libyaml makes exactly these
+    # classes): a chain of isinstance calls was a third of the time spent composing.
+    scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+    mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+    mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
+    document_start = yaml.DocumentStartEvent
     try:
+        # The loader's get_event() gives None after the last event: iterating on it directly
+        # skips yaml.parse's generator, which made two calls per event.
+        events: Iterator[Any] = iter(_Loader(text).get_event, None)
         for event in events:
-            if isinstance(event, yaml.DocumentStartEvent):
+            kind = type(event)
+            node: Node
+            if kind is scalar_event:
+                node = _scalar(event)
+                made += 1
+                if event.anchor is not None:
+                    anchors[event.anchor] = node
+            elif kind is mapping_end or kind is sequence_end:
+                closed, pending = stack.pop()
+                top = stack[-1][1] if stack else None
+                anchor = pending[0]
+                if isinstance(closed, Sequence):
+                    closed.items = pending[1:]
+                else:
+                    assert isinstance(closed, Mapping)
+                    closed.pairs = _pairs(pending[1:], problems)
+                    made -= len(closed.pairs)  # keys are not part of the expanded size
+                if anchor is not None:
+                    anchors[anchor] = closed
+                node = closed
+            elif kind is mapping_start or kind is sequence_start:
+                mark = event.start_mark
+                line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+                if event.tag is not None:
+                    _check_collection_tag(event, line, column)
+                if len(stack) >= MAX_DEPTH:
+                    raise YamlProblem(
+                        "PF103",
+                        f"nested more than {MAX_DEPTH} levels deep; "
+                        "no workflow needs that, so the file is not read further",
+                        line,
+                        column,
+                    )
+                opened: Node = (
+                    Sequence(line, column) if kind is sequence_start else Mapping(line, column)
+                )
+                made += 1
+                top = [event.anchor]
+                stack.append((opened, top))
+                continue
+            elif kind is alias_event:
+                target = anchors.get(event.anchor or "")
+                if target is None:
+                    line, column = _pos(event)
+                    raise YamlProblem(
+                        "PF002", f"unknown alias '*{event.anchor}'", line, column
+                    )
+                aliased = True
+                node = target
+            elif kind is document_start:
                 documents += 1
                 if documents > 1:
                     line, column = _pos(event)
@@ -179,52 +246,10 @@ def compose(text: str) -> Document:
                         column,
                     )
                 continue
-            node: Node | None = None
-            if isinstance(event, yaml.ScalarEvent):
-                node = _scalar(event)
-            elif isinstance(event, yaml.AliasEvent):
-                target = anchors.get(event.anchor or "")
-                if target is None:
-                    line, column = _pos(event)
-                    raise YamlProblem(
-                        "PF002", f"unknown alias '*{event.anchor}'", line, column
-                    )
-                node = target
-            elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
-                line, column = _pos(event)
-                _check_collection_tag(event, line, column)
-                if len(stack) >= MAX_DEPTH:
-                    raise YamlProblem(
-                        "PF103",
-                        f"nested more than {MAX_DEPTH} levels deep; "
-                        "no workflow needs that, so the file is not read further",
-                        line,
-                        column,
-                    )
-                opened: Node = (
-                    Sequence(line, column)
-                    if isinstance(event, yaml.SequenceStartEvent)
-                    else Mapping(line, column)
-                )
-                stack.append((opened, [event.anchor]))
-                continue
-            elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
-                closed, pending = stack.pop()
-                anchor = pending[0]
-                if isinstance(closed, Sequence):
-                    closed.items = pending[1:]
-                else:
-                    assert isinstance(closed, Mapping)
-                    closed.pairs = _pairs(pending[1:], problems)
-                if anchor is not None:
-                    anchors[anchor] = closed
-                node = closed
             else:
                 continue
-            if isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
-                anchors[event.anchor] = node
-            if stack:
-                stack[-1][1].append(node)
+            if top is not None:
+                top.append(node)
             else:
                 root = node
     except yaml.reader.ReaderError as exc:
@@ -238,7 +263,7 @@ def compose(text: str) -> Document:
         raise _syntax_problem(text, exc) from None
     except yaml.YAMLError as exc:
         raise YamlProblem("PF002", f"YAML syntax error: {exc}", 1, 1) from None
-    if root is not None:
+    if root is not None and (aliased or 2 * made - 1 > MAX_EXPANDED_NODES):
         _check_expansion(root)
     return Document(root, problems)
 
@@ -305,15 +330,13 @@ def _line_column(text: str, position: int) -> tuple[int, int]:
 
 
 def _scalar(event: Any) -> Scalar:
-    line, column = _pos(event)
+    mark = event.start_mark  # _pos(event), inlined: this runs for every scalar
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     tag = event.tag
-    plain, _quoted = event.implicit
     text: str = event.value
     style = event.style or None  # libyaml reports plain as ''
-    if tag in (None, "!") and plain and style is None:
-        value = resolve_plain(text)
-    elif tag in (None, "!"):
-        value = text
+    if tag is None or tag == "!":
+        value = resolve_plain(text) if style is None and event.implicit[0] else text
     elif tag in _SCALAR_TAGS:
         value = _explicit(tag, text, line, column)
     else:
@@ -339,19 +362,24 @@ def _pairs(flat: list[Node], problems: list[YamlProblem]) -> list[tuple[Scalar, 
     """Pair up a mapping's items, turning keys into strings and flagging duplicates."""
     pairs: list[tuple[Scalar, Node]] = []
     seen: dict[str, Scalar] = {}
-    for i in range(0, len(flat) - 1, 2):
-        key, value = flat[i], flat[i + 1]
+    items = iter(flat)
+    for key, value in zip(items, items, strict=False):  # pairs in order; an odd last dropped
         if not isinstance(key, Scalar):
             raise YamlProblem(
                 "PF103", "a mapping key must be a plain string, not a collection",
                 key.line, key.column,
             )
-        if key.value == "<<" and key.style is None:
+        written, style = key.value, key.style
+        if style is None and written == "<<":
             merge = Scalar(key.line, key.column, "<<", "<<", None)
             pairs.append((merge, value))
             continue
-        name = key.text if key.style is None else str(key.value)
-        keyed = Scalar(key.line, key.column, name, key.text, key.style)
+        name = key.text if style is None else str(written)
+        # a key already holding its name as a string is kept as it is (most keys)
+        keyed = (
+            key if type(written) is str and written == name
+            else Scalar(key.line, key.column, name, key.text, style)
+        )
         first = seen.get(name)
         if first is not None:
             problems.append(
@@ -409,25 +437,31 @@ def to_python(node: Node) -> Any:
 
     An aliased node becomes one shared object; callers only read the result.
     """
+    if type(node) is Scalar:
+        return node.value
+    # Only collections go through the stack and the table of finished values; a scalar
+    # (most nodes) is read in place by its parent.
     done: dict[int, Any] = {}
     todo: list[tuple[Node, bool]] = [(node, False)]
     while todo:
         current, ready = todo.pop()
         if id(current) in done:
             continue
-        if isinstance(current, Scalar):
-            done[id(current)] = current.value
-            continue
-        children = (
-            current.items if isinstance(current, Sequence)
-            else [v for _, v in current.pairs] if isinstance(current, Mapping) else []
-        )
         if not ready:
             todo.append((current, True))
-            todo.extend((c, False) for c in children if id(c) not in done)
+            if isinstance(current, Sequence):
+                for c in current.items:
+                    if type(c) is not Scalar and id(c) not in done:
+                        todo.append((c, False))
+            elif isinstance(current, Mapping):
+                for _, c in current.pairs:
+                    if type(c) is not Scalar and id(c) not in done:
+                        todo.append((c, False))
             continue
         if isinstance(current, Sequence):
-            done[id(current)] = [done[id(c)] for c in current.items]
+            done[id(current)] = [
+                c.value if type(c) is Scalar else done[id(c)] for c in current.items
+            ]
         elif isinstance(current, Mapping):
             done[id(current)] = _merged(current, done)
     return done[id(node)]
@@ -440,12 +474,12 @@ def _merged(mapping: Mapping, done: dict[int, Any]) -> dict[str, Any]:
         if key.value == "<<" and key.style is None:
             sources = value.items if isinstance(value, Sequence) else [value]
             for source in sources:
-                data = done[id(source)]
+                data = source.value if type(source) is Scalar else done[id(source)]
                 if isinstance(data, dict):
                     for k, v in data.items():
                         merged.setdefault(k, v)
             continue
-        result[key.value] = done[id(value)]
+        result[key.value] = value.value if type(value) is Scalar else done[id(value)]
     for k, v in merged.items():
         result.setdefault(k, v)
     return result
