@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
-from phaseflow.expr.jsonvalue import check_json_object
+from phaseflow.expr.jsonvalue import check_json, check_json_object
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.graph_checks import check_graph
 from phaseflow.spec.model import (
@@ -229,6 +229,11 @@ class Compiler:
                 f"state key '{key.value}': default must be of type {kind}, "
                 f"not {type_name(default)}",
             )
+        elif has_default:
+            problem = check_json(default).problem
+            if problem is not None:  # .nan and .inf: a session starts with JSON state
+                self.report(fields["default"], "PF103",
+                            f"state key '{key.value}': default: {problem}")
         self.state[key.value] = StateKey(
             key.value,
             kind,  # type: ignore[arg-type]  # one of TYPE_CHECKS' keys

@@ -256,3 +256,20 @@ def test_jsonschema_is_imported_only_for_a_tool_with_parameters() -> None:
     assert not _imports_jsonschema(COLLECT)
     assert not _imports_jsonschema(_tool("    timeout: 10\n    idempotent: true\n"))
     assert _imports_jsonschema(_tool(VALID_PARAMETERS))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("{type: number, default: .nan}", "state key 'n': default: nan is not a JSON number"),
+        ("{type: array, default: [1, .inf]}",
+         "state key 'n': default: inf is not a JSON number (at [1])"),
+        ("{default: {a: -.inf}}", "state key 'n': default: -inf is not a JSON number (at a)"),
+    ],
+)
+def test_a_default_that_is_not_json_is_pf103(spec: str, message: str) -> None:
+    """A session starts with every default in its state, and the state is JSON."""
+    text = ("phaseflow: 1\nname: x\ninitial: a\nstate:\n  n: " + spec +
+            "\nphases:\n  a:\n    goal: g\n    terminal: true\n")
+    result = check_text(text, "w.yaml")
+    assert [(d.code, d.line, d.message) for d in result.diagnostics] == [("PF103", 5, message)]
