@@ -184,7 +184,9 @@ def restore_snapshot(
         raise SnapshotError(f"snapshot.version: this phaseflow reads version "
                             f"{SNAPSHOT_VERSION}, got {_show(version)}")
     name = top["workflow"]
-    if type(name) is not str or name != workflow.name:
+    # null: the machine was built in code, without a workflow; any workflow whose phases
+    # hold what the snapshot names can take it (every phase below is checked)
+    if name is not None and (type(name) is not str or name != workflow.name):
         raise SnapshotError(f"snapshot.workflow: {_show(name)} is not workflow "
                             f"{_show(workflow.name)}")
     current = _name(top["phase"], "snapshot.phase")

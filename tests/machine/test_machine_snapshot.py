@@ -641,11 +641,20 @@ def test_only_the_current_phase_must_exist_in_an_edited_workflow() -> None:
         "snapshot.history[4].from: 'greet' does not follow snapshot.history[3].to ('nope')")
 
 
-def test_a_machine_built_in_code_restores_only_into_its_workflow() -> None:
-    m = PhaseMachine("a")
-    m.add_phase(Phase("a"))
-    assert m.snapshot()["workflow"] is None
-    assert "snapshot.workflow: null is not workflow 'chain'" in _refusal(chain(2), m.snapshot())
+def test_a_machine_built_in_code_restores_into_a_workflow_of_its_phases() -> None:
+    m = PhaseMachine("p0", clock=FakeClock(5.0))
+    for phase in chain(2).phases.values():
+        m.add_phase(phase)
+    m.goto_sync("p1", State(), turn=1)
+    saved = m.snapshot()
+    assert saved["workflow"] is None
+    restored = PhaseMachine.restore(chain(2), saved, clock=FakeClock(9.0))
+    assert restored.current == "p1"
+    assert restored.snapshot() == {**saved, "workflow": "chain"}
+    lone = PhaseMachine("a")
+    lone.add_phase(Phase("a"))
+    assert _refusal(chain(2), lone.snapshot()) == (
+        "snapshot.phase: 'a' is not a phase of workflow 'chain'")
 
 
 def test_too_long_a_history_or_trace_is_refused() -> None:
@@ -1055,7 +1064,8 @@ def test_arbitrary_json_restores_or_raises_a_snapshot_error(data: Any, top: Any)
         except SnapshotError as exc:
             assert str(exc).startswith("snapshot") and len(str(exc)) < 400
         else:
-            assert m.snapshot() == value
+            # a snapshot of a machine built in code (workflow: null) now belongs to wf
+            assert m.snapshot() == {**value, "workflow": wf.name}
 
 
 # --- the documentation ----------------------------------------------------------------------
