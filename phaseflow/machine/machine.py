@@ -46,7 +46,7 @@ from phaseflow.machine.snapshot import restore_snapshot, take_snapshot
 from phaseflow.machine.state import State, Writer, writer_for
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.edges import READY, EdgeStatus, check_edge, missing_keys
-from phaseflow.spec.model import Phase, Workflow
+from phaseflow.spec.model import Phase, Position, Workflow
 
 __all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine", "ReentrantCallError"]
 
@@ -564,8 +564,10 @@ class PhaseMachine:
             "turn": turn,
         })
         if outcome.error is not None:
+            where = template.line_position(outcome.line)
+            position = Position(*where) if where is not None else phase.position
             self._record([ErrorRecord("template_error", phase.name, turn, outcome.error,
-                                      "instructions", phase.position)])
+                                      "instructions", position)])
         return outcome.text
 
     # -- transitions -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ others and nothing here can raise on odd input.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -44,6 +45,7 @@ from phaseflow.spec.templates import (
     NAVIGATION_NAMES,
     Template,
     TemplateCompileError,
+    TemplateOrigin,
     compile_template,
 )
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
@@ -152,7 +154,7 @@ class Compiler:
             return None
         assert isinstance(node, Scalar)
         try:
-            return compile_template(source, names)
+            template = compile_template(source, names)
         except TemplateCompileError as exc:
             # at the name the error is about, or at its line's first character
             offset = template_error_offset(source, exc)
@@ -161,6 +163,21 @@ class Compiler:
                 Diagnostic(self.path, line, column, exc.code, f"{what}: {exc.message}")
             )
             return None
+        return dataclasses.replace(template, origin=self.template_origin(node))
+
+    def template_origin(self, node: Scalar) -> TemplateOrigin:
+        """Where a template's text starts in the file, for render errors at run time: a
+        block scalar's first content line and its indentation, else the scalar's first
+        character (after a quote)."""
+        if node.style in ("|", ">"):
+            text = self.source_text.text
+            start = self.source_text.index_of(node.line + 1, 1)
+            end = text.find("\n", start)
+            content = text[start : end if end != -1 else len(text)]
+            column = len(content) - len(content.lstrip(" ")) + 1
+            return TemplateOrigin(self.path, node.line + 1, column, column)
+        quoted = 1 if node.style in ("'", '"') else 0
+        return TemplateOrigin(self.path, node.line, node.column + quoted)
 
     # -- the pass --------------------------------------------------------------
     def run(self, registry: Iterable[str] | None = None) -> Workflow | None:

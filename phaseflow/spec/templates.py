@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import jinja2
 from jinja2 import nodes
@@ -126,6 +126,16 @@ def _failed_line(compiled: jinja2.Template, tb: TracebackType | None) -> int | N
     return line
 
 
+class TemplateOrigin(NamedTuple):
+    """Where a template's first character was written: ``path``, 1-based ``line`` and
+    ``column``; ``block_column`` is the column a block scalar's lines start at."""
+
+    path: str
+    line: int
+    column: int
+    block_column: int | None = None
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Template:
     """A checked template and the top-level state keys it reads (for PF303).
@@ -141,6 +151,21 @@ class Template:
     reads: frozenset[str]
     _ast: nodes.Template = field(repr=False, compare=False)
     _compiled: list[jinja2.Template] = field(default_factory=list, repr=False, compare=False)
+    #: where the template was written, when it came from a file (set by the compiler)
+    origin: TemplateOrigin | None = field(default=None, compare=False)
+
+    def line_position(self, line: int | None) -> tuple[str, int, int] | None:
+        """``(path, line, column)`` in the file of the template's ``line`` (1-based), for a
+        render error: exact for a literal block (``|``) and a one-line scalar, the line's
+        start otherwise. ``None`` when the template came from no file."""
+        origin = self.origin
+        if origin is None:
+            return None
+        if line is None or line < 1:
+            return (origin.path, origin.line, origin.column)
+        if line == 1:
+            return (origin.path, origin.line, origin.column)
+        return (origin.path, origin.line + line - 1, origin.block_column or 1)
 
     def compile(self) -> jinja2.Template:
         """The compiled Jinja2 template (generated on first call, then reused).

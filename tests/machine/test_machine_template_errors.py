@@ -40,7 +40,9 @@ def test_instructions_that_fail_give_the_fallback_and_a_trace_record() -> None:
     assert record.message.startswith("line 2: ")
     assert "NoneType" in record.message and "0x" not in record.message
     assert record.position is not None
-    assert (record.position.path, record.position.line) == ("broken.yaml", 8)
+    # the failing line of the template, where it was written: line 2 of the block
+    assert (record.position.path, record.position.line, record.position.column) == (
+        "broken.yaml", 12, 7)
     assert "[template error" not in record.message
 
 
@@ -59,6 +61,9 @@ def test_iterating_an_absent_key_is_a_template_error_of_the_phase_entered() -> N
     assert result.transition.instructions == ""
     (record,) = machine.trace
     assert (record.kind, record.phase, record.turn) == ("template_error", "done", 1)
+    assert record.position is not None
+    # a quoted scalar: its first character after the quote
+    assert (record.position.line, record.position.column) == (18, 20)
 
 
 def test_a_failing_navigation_template_falls_back_to_the_default_block() -> None:
