@@ -29,11 +29,12 @@ def _fastest_ms(source: str, state: dict[str, Any], runs: int = 5) -> tuple[floa
 
 
 @pytest.mark.parametrize("function", ["min", "max"])
-def test_fifty_extremes_of_a_200k_list_take_under_50ms(function: str) -> None:
+def test_fifty_extremes_of_a_200k_list_are_within_the_work_limit(function: str) -> None:
+    """The same list's extreme is walked once per evaluation (remembered), so fifty fit in
+    the budget that one walk of a list 5x longer would use up. (Speed: benchmarks.)"""
     source = " and ".join([f"{function}(state.xs) >= 0"] * 50)
-    ms, result = _fastest_ms(source, {"xs": BIG})
+    _ms, result = _fastest_ms(source, {"xs": BIG})
     assert result.value is True and result.error is None
-    assert ms < 50, f"{ms:.1f} ms"
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +60,9 @@ def big_state() -> dict[str, Any]:
 def test_running_out_of_work_is_a_quick_false_with_an_error(
     source: str, big_state: dict[str, Any]
 ) -> None:
-    ms, result = _fastest_ms(source, big_state, runs=2)
+    _ms, result = _fastest_ms(source, big_state, runs=2)
     assert result.value is False
     assert result.error is not None and "guard exceeded its work limit" in result.error
-    assert ms < 1000, f"{ms:.1f} ms"
 
 
 def test_the_limit_is_per_evaluation_not_per_guard() -> None:
