@@ -1,7 +1,7 @@
 """The edge rule: in which order one transition is checked, written once.
 
 A transition ("edge") from the current phase to a target is checked in this order
-(phase-machine.md, ``evaluate_for_transition``):
+(docs/embedding.md, ``evaluate_for_transition``):
 
 1. its ``when`` — false: the edge is closed;
 2. the target exists — else closed;

@@ -229,7 +229,7 @@ def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """One phase of a workflow (see workflow-format.md, "Phase spec")."""
+    """One phase of a workflow (see docs/format.md, "Phases")."""
 
     name: str
     goal: str = ""

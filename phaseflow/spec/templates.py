@@ -226,7 +226,7 @@ class Template:
 
 #: The names an ``instructions`` template is given.
 INSTRUCTION_NAMES = frozenset({"state", "phase", "workflow", "turn"})
-#: The names a ``navigation.template`` is given (phase-machine.md, "The navigation block").
+#: The names a ``navigation.template`` is given (docs/workflows.md, the navigation block).
 NAVIGATION_NAMES = INSTRUCTION_NAMES | {
     "goal",
     "previous",

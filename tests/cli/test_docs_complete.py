@@ -85,8 +85,12 @@ def test_links_stay_inside_the_repository_and_resolve(doc: Path) -> None:
         assert resolved.exists(), f"{doc.name}: {target} does not exist"
 
 
-@pytest.mark.parametrize("doc", OWN, ids=lambda p: str(p.relative_to(REPO)))
+SOURCES = sorted((REPO / "phaseflow").rglob("*.py"))
+
+
+@pytest.mark.parametrize("doc", [*DOCS, *SOURCES], ids=lambda p: str(p.relative_to(REPO)))
 def test_no_doc_names_a_file_outside_the_repository(doc: Path) -> None:
+    """Docs and docstrings are read with the repository alone: they name nothing outside."""
     text = doc.read_text(encoding="utf-8")
     for needle in ("workflow-format.md", "phase-machine.md", "session.md", "/work/",
                    "shared/spec", "/home/", "/Users/", "C:\\"):
