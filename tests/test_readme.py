@@ -67,3 +67,21 @@ def test_the_readme_pre_commit_config_works(tmp_path: Path) -> None:
                            check=False)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "Passed" in clean.stdout
+
+
+def test_the_readme_validate_example_prints_what_it_shows(tmp_path: Path) -> None:
+    """The workflow with a typo, written where the README says, gives the README's output."""
+    intro = README[: README.index("## Commands")]
+    source = re.search(r"```yaml\n(.*?)```", intro, re.S)
+    console = re.search(r"```console\n\$ (.*?)\n(.*?)```", intro, re.S)
+    assert source is not None and console is not None
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "refund.yaml").write_text(source.group(1), encoding="utf-8")
+    args = console.group(1).split()
+    assert args[:2] == ["phaseflow", "validate"]
+    run = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args[1:]],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.stdout == console.group(2)
+    assert run.returncode == 1
