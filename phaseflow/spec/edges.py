@@ -62,7 +62,6 @@ class EdgeStatus(NamedTuple):
 
 #: The status of every ready edge (:func:`check_edge` returns this very value).
 READY = EdgeStatus("ready")
-_READY = READY
 _CLOSED_WHEN = EdgeStatus("closed", "when")
 _CLOSED_TARGET = EdgeStatus("closed", "target")
 _CLOSED_GUARD = EdgeStatus("closed", "guard")
@@ -103,13 +102,13 @@ def check_edge(
         missing = missing_keys(target.requires, state)
         if missing:
             return EdgeStatus("preparable" if target.prepare else "closed", "requires", missing)
-    return _READY
+    return READY
 
 
 def always_ready(when: Guard | None, target: Phase | None) -> bool:
     """The rule read without a state: is this edge ready whatever the state holds? (No
     ``when``, an existing target with no entry guard and no required keys.)"""
-    return when is None and target is not None and target.guard is None and not target.requires
+    return when is None and decided_by_when(target)
 
 
 def decided_by_when(target: Phase | None) -> bool:
