@@ -117,20 +117,11 @@ def discover_or_report(
 def read_stdin() -> str | Diagnostic:
     """Standard input as text (UTF-8, at most the loader's file limit), or a PF001
     diagnostic naming ``<stdin>``: the same rules as a file on disk."""
-    from phaseflow.spec.loader import MAX_FILE_BYTES
+    from phaseflow.spec.loader import MAX_FILE_BYTES, decode_text
 
     data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
         return Diagnostic(
             STDIN_NAME, 1, 1, "PF001", f"input is larger than the limit of {MAX_FILE_BYTES:,} bytes"
         )
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = data[: exc.start]
-        line = before.count(b"\n") + 1
-        column = exc.start - (before.rfind(b"\n") + 1) + 1
-        return Diagnostic(
-            STDIN_NAME, line, column, "PF001",
-            f"input is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
-        )
+    return decode_text(data, STDIN_NAME, "input")

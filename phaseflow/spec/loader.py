@@ -128,6 +128,12 @@ def read_text(path: str) -> str | Diagnostic:
             return Diagnostic(path, 1, 1, "PF001", too_big)
     except OSError as exc:
         return Diagnostic(path, 1, 1, "PF001", f"cannot read file: {exc.strerror or exc}")
+    return decode_text(data, path, "file")
+
+
+def decode_text(data: bytes, path: str, what: str = "file") -> str | Diagnostic:
+    """``data`` as UTF-8 text (a byte-order mark dropped), or a PF001 diagnostic at the
+    first byte that cannot be decoded; ``what`` names the source in the message."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -139,7 +145,7 @@ def read_text(path: str) -> str | Diagnostic:
             line,
             column,
             "PF001",
-            f"file is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
+            f"{what} is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
         )
 
 
