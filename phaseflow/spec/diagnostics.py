@@ -7,7 +7,7 @@ Modelled on ruff's: a stable code users can search and suppress by, an exact pos
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -88,7 +88,13 @@ def clip(text: str, limit: int = 80) -> str:
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
-    pool = sorted(set(candidates))
+    return closest_hint(word, sorted(set(candidates)))
+
+
+def closest_hint(word: str, pool: Sequence[str]) -> str:
+    """:func:`did_you_mean` over ``pool``, already sorted and without repeats: a check
+    giving one hint per bad name sorts its candidates once, not once per hint (thousands
+    of bad targets would otherwise sort every phase name thousands of times)."""
     if not pool or len(word) > 200:
         return ""
     close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)

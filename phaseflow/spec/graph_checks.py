@@ -9,11 +9,11 @@ the model only, so a workflow is checked the same however it was written.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
-from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
+from phaseflow.spec.diagnostics import Diagnostic, clip, closest_hint
 from phaseflow.spec.edges import always_ready
-from phaseflow.spec.model import Phase, Workflow
+from phaseflow.spec.model import Workflow
 from phaseflow.spec.sourcemap import SourceMap
 
 __all__ = [
@@ -26,8 +26,8 @@ __all__ = [
 ]
 
 
-def _phase_list(phases: Mapping[str, Phase]) -> str:
-    names = sorted(phases)
+def _phase_list(names: list[str]) -> str:
+    """The phases listed in a hint, when there are few; ``names`` sorted."""
     if not names or len(names) > 12:
         return ""
     return f" (phases: {', '.join(names)})"
@@ -50,12 +50,13 @@ def unknown_initial(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     initial, node, phases = source.initial, source.initial_node, workflow.phases
     if initial is None or node is None or initial in phases:
         return []
+    names = sorted(phases)
     return [
         source.diagnostic(
             node,
             "PF200",
             f"initial phase '{clip(initial)}' is not defined"
-            f"{did_you_mean(initial, phases) or _phase_list(phases)}",
+            f"{closest_hint(initial, names) or _phase_list(names)}",
         )
     ]
 
@@ -64,18 +65,20 @@ def transition_checks(workflow: Workflow, source: SourceMap) -> list[Diagnostic]
     """PF201 (unknown target), PF207 (written twice) and PF206 (never taken: an earlier
     ``auto`` transition is always ready, by the edge rule read without a state)."""
     phases = workflow.phases
+    names: list[str] | None = None  # sorted once, when the first hint needs them
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
         seen: dict[tuple[str, str | None, str], int] = {}
         unconditional: int | None = None
         for index, (transition, item, to_node) in enumerate(nodes.transitions):
             if transition.to not in phases:
+                names = sorted(phases) if names is None else names
                 found.append(
                     source.diagnostic(
                         to_node or item,
                         "PF201",
                         f"phase '{name}': transition to unknown phase '{clip(transition.to)}'"
-                        f"{did_you_mean(transition.to, phases) or _phase_list(phases)}",
+                        f"{closest_hint(transition.to, names) or _phase_list(names)}",
                     )
                 )
             if index in nodes.unchecked_transitions:
@@ -194,17 +197,19 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
 def unknown_visits(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     """PF208: a guard counts visits of a phase that does not exist (always 0)."""
     phases = workflow.phases
+    names: list[str] | None = None  # sorted once, when the first hint needs them
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
         for guard, node in nodes.guards:
             for unknown in sorted(v for v in guard.visits if v not in phases):
+                names = sorted(phases) if names is None else names
                 found.append(
                     source.diagnostic(
                         node,
                         "PF208",
                         f"phase '{name}': guard '{clip(guard.source.strip())}' counts visits "
                         f"of '{clip(unknown)}', which is not a phase (its count is always 0)"
-                        f"{did_you_mean(unknown, phases)}",
+                        f"{closest_hint(unknown, names)}",
                     )
                 )
     return found

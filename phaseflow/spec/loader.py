@@ -63,7 +63,7 @@ def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> Che
     from phaseflow.spec.compiler import Compiler
     from phaseflow.spec.schema import schema_diagnostics
     from phaseflow.spec.yamlnodes import Mapping as MappingNode
-    from phaseflow.spec.yamlnodes import YamlProblem, compose, to_python
+    from phaseflow.spec.yamlnodes import YamlProblem, compose
 
     try:
         document = compose(text)
@@ -99,7 +99,7 @@ def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> Che
         )
         return _result(path, diags, None)
     broken: set[str] = set()
-    diags.extend(schema_diagnostics(to_python(root), root, path, broken))
+    diags.extend(schema_diagnostics(document.data, root, path, broken))
     compiler = Compiler(path, text, root, broken)
     workflow = compiler.run(registry.keys() if registry is not None else None)
     diags.extend(compiler.diags)

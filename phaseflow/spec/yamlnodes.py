@@ -82,12 +82,16 @@ class Scalar(Node):
 @dataclass(eq=False, slots=True)
 class Sequence(Node):
     items: list[Node] = field(default_factory=list)
+    #: The plain Python list, set by :func:`compose` as it closes the node (None otherwise).
+    data: list[Any] | None = None
 
 
 @dataclass(eq=False, slots=True)
 class Mapping(Node):
     #: (key, value) pairs in the order written; keys are scalars holding strings.
     pairs: list[tuple[Scalar, Node]] = field(default_factory=list)
+    #: The plain Python dict, set by :func:`compose` as it closes the node (None otherwise).
+    data: dict[str, Any] | None = None
 
     def get(self, key: str) -> Node | None:
         for k, v in self.pairs:
@@ -104,10 +108,12 @@ class Mapping(Node):
 
 @dataclass(slots=True)
 class Document:
-    """A composed document: its root and the problems found while composing it."""
+    """A composed document: its root, the problems found while composing it, and the root
+    as plain Python data (what :func:`to_python` gives for it, built in the same pass)."""
 
     root: Node | None
     problems: list[YamlProblem]
+    data: Any = None
 
 
 def resolve_plain(text: str) -> Any:
@@ -197,11 +203,18 @@ def compose(text: str) -> Document:
                 closed, pending = stack.pop()
                 top = stack[-1][1] if stack else None
                 anchor = pending[0]
+                # The plain data is built here too (children are closed before their
+                # parent, and an alias names a closed node): no second walk in to_python.
                 if isinstance(closed, Sequence):
-                    closed.items = pending[1:]
+                    items = closed.items = pending[1:]
+                    closed.data = [
+                        c.value if type(c) is Scalar else c.data
+                        for c in items
+                    ]
                 else:
                     assert isinstance(closed, Mapping)
                     closed.pairs = _pairs(pending[1:], problems)
+                    closed.data = _data(closed)
                     made -= len(closed.pairs)  # keys are not part of the expanded size
                 if anchor is not None:
                     anchors[anchor] = closed
@@ -265,7 +278,8 @@ def compose(text: str) -> Document:
         raise YamlProblem("PF002", f"YAML syntax error: {exc}", 1, 1) from None
     if root is not None and (aliased or 2 * made - 1 > MAX_EXPANDED_NODES):
         _check_expansion(root)
-    return Document(root, problems)
+    data = None if root is None else root.value if type(root) is Scalar else root.data  # type: ignore[attr-defined]
+    return Document(root, problems, data)
 
 
 #: libyaml's complaints about indentation, and what they mean in a workflow file.
@@ -465,6 +479,31 @@ def to_python(node: Node) -> Any:
         elif isinstance(current, Mapping):
             done[id(current)] = _merged(current, done)
     return done[id(node)]
+
+
+def _data(mapping: Mapping) -> dict[str, Any]:
+    """:func:`_merged` for a mapping whose collections already hold their ``data``."""
+    result: dict[str, Any] = {}
+    merge = False
+    for key, value in mapping.pairs:
+        if key.value == "<<" and key.style is None:
+            merge = True
+            continue
+        result[key.value] = value.value if type(value) is Scalar else value.data  # type: ignore[attr-defined]
+    if not merge:
+        return result
+    merged: dict[str, Any] = {}
+    for key, value in mapping.pairs:
+        if key.value == "<<" and key.style is None:
+            sources = value.items if isinstance(value, Sequence) else [value]
+            for source in sources:
+                data = source.value if type(source) is Scalar else source.data  # type: ignore[attr-defined]
+                if isinstance(data, dict):
+                    for k, v in data.items():
+                        merged.setdefault(k, v)
+    for k, v in merged.items():
+        result.setdefault(k, v)
+    return result
 
 
 def _merged(mapping: Mapping, done: dict[int, Any]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from phaseflow.spec.loader import check_text
 from phaseflow.spec.yamlnodes import Mapping, compose, to_python
@@ -184,3 +186,25 @@ def test_positions_are_one_based_in_flow_and_block_style() -> None:
     text = "phaseflow: 1\nname: x\ninitial: a\nphases: {a: {goal: g, terminal: true, zz: 1}}\n"
     diags = check_text(text).diagnostics
     assert [(d.code, d.line, d.column) for d in diags] == [("PF102", 4, 39)]
+
+
+_YAML_PIECES = st.sampled_from(
+    ["a", "yes", "1", "0x1F", "~", "'q'", "!!str 3", "[1, *x]", "{k: v}", "*x", "*m",
+     "{<<: *m, k: own}", "{<<: [*m, *m], z: 1}", "{k: 1, k: 2}", "[]", "{}"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_YAML_PIECES, min_size=1, max_size=8))
+def test_composed_data_is_what_to_python_gives(values: list[str]) -> None:
+    """Document.data, built while composing, is exactly to_python of the root: the same
+    values, merge keys applied, an alias one shared object."""
+    text = "x: &x [1, two]\nm: &m {k: v, n: 2}\n" + "".join(
+        f"f{i}: {v}\n" for i, v in enumerate(values)
+    )
+    doc = compose(text)
+    assert doc.data == to_python(doc.root)
+    assert repr(doc.data) == repr(to_python(doc.root))
+    for i, v in enumerate(values):
+        if v == "*x":
+            assert doc.data[f"f{i}"] is doc.data["x"]
