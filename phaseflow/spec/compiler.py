@@ -362,26 +362,63 @@ class Compiler:
     def phase(self, key: Scalar, node: Mapping) -> None:
         name: str = key.value
         nodes = PhaseNodes(key)
-        fields = {k.value: (k, v) for k, v in entries(node)}
+        # One pass over the pairs into locals (a later duplicate key wins, as in a dict):
+        # no per-phase dict or closure, and absent keys cost nothing.
+        guard_node: Node | None = None
+        instructions_node: Node | None = None
+        requires_node: Node | None = None
+        needs_node: Node | None = None
+        collect_node: Node | None = None
+        clear_node: Node | None = None
+        tools_node: Node | None = None
+        prepare_node: Node | None = None
+        on_enter_node: Node | None = None
+        on_exit_node: Node | None = None
+        transitions_key: Scalar | None = None
+        transitions_node: Node | None = None
+        terminal_node: Node | None = None
+        goal_node: Node | None = None
+        for k, v in entries(node):
+            field_name = k.value
+            if field_name == "goal":
+                goal_node = v
+            elif field_name == "transitions":
+                transitions_key, transitions_node = k, v
+            elif field_name == "tools":
+                tools_node = v
+            elif field_name == "guard":
+                guard_node = v
+            elif field_name == "instructions":
+                instructions_node = v
+            elif field_name == "requires":
+                requires_node = v
+            elif field_name == "needs":
+                needs_node = v
+            elif field_name == "collect":
+                collect_node = v
+            elif field_name == "clear_on_enter":
+                clear_node = v
+            elif field_name == "prepare":
+                prepare_node = v
+            elif field_name == "on_enter":
+                on_enter_node = v
+            elif field_name == "on_exit":
+                on_exit_node = v
+            elif field_name == "terminal":
+                terminal_node = v
 
-        def get(field_name: str) -> Node | None:
-            return fields[field_name][1] if field_name in fields else None
-
-        guard_node = get("guard")
         guard = self.guard(guard_node, nodes, f"phase '{name}' guard") if guard_node else None
         instructions = self.template(
-            get("instructions"), INSTRUCTION_NAMES, f"phase '{name}' instructions"
+            instructions_node, INSTRUCTION_NAMES, f"phase '{name}' instructions"
         )
         if instructions is not None:
-            nodes.templates.append((instructions, get("instructions")))  # type: ignore[arg-type]
-        nodes.requires = self.names(get("requires"))
-        nodes.needs = self.names(get("needs"))
-        nodes.collect = self.names(get("collect"))
-        nodes.clear = self.names(get("clear_on_enter"))
-        tools_node = get("tools")
+            nodes.templates.append((instructions, instructions_node))  # type: ignore[arg-type]
+        nodes.requires = self.names(requires_node)
+        nodes.needs = self.names(needs_node)
+        nodes.collect = self.names(collect_node)
+        nodes.clear = self.names(clear_node)
         nodes.tools = self.names(tools_node)
         preparations: list[Preparation] = []
-        prepare_node = get("prepare")
         if isinstance(prepare_node, Sequence):
             for item in prepare_node.items:
                 if not isinstance(item, Mapping):
@@ -397,12 +434,11 @@ class Compiler:
                             prep_name, effect, tuple(p for p, _ in produces), self.position(item)
                         )
                     )
-        on_enter = self.effects(get("on_enter"), nodes)
-        on_exit = self.effects(get("on_exit"), nodes)
+        on_enter = self.effects(on_enter_node, nodes)
+        on_exit = self.effects(on_exit_node, nodes)
         transitions: list[Transition] = []
-        if "transitions" in fields:
-            nodes.transitions_key = fields["transitions"][0]
-        transitions_node = get("transitions")
+        if transitions_key is not None:
+            nodes.transitions_key = transitions_key
         if isinstance(transitions_node, Sequence):
             for index, item in enumerate(transitions_node.items, start=1):
                 if not isinstance(item, Mapping):
@@ -430,7 +466,6 @@ class Compiler:
                 )
                 nodes.transitions.append((transition, item, t_fields.get("to")))
                 transitions.append(transition)
-        terminal_node = get("terminal")
         terminal = isinstance(terminal_node, Scalar) and terminal_node.value is True
         tools = None
         if isinstance(tools_node, Sequence):
@@ -438,7 +473,7 @@ class Compiler:
         # (each list is usually empty: no generator for those)
         self.phases[name] = Phase(
             name=name,
-            goal=self.text(get("goal")) or "",
+            goal=self.text(goal_node) or "",
             instructions=instructions,
             needs=tuple(n for n, _ in nodes.needs) if nodes.needs else (),
             requires=tuple(n for n, _ in nodes.requires) if nodes.requires else (),

@@ -187,6 +187,7 @@ def compose(text: str) -> Document:
     mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     document_start = yaml.DocumentStartEvent
+    non_string_starts = _NON_STRING_STARTS
     try:
         # The loader's get_event() gives None after the last event: iterating on it directly
         # skips yaml.parse's generator, which made two calls per event.
@@ -195,7 +196,21 @@ def compose(text: str) -> Document:
             kind = type(event)
             node: Node
             if kind is scalar_event:
-                node = _scalar(event)
+                # _scalar's commonest case inlined (a plain untagged word, e.g. a key):
+                # no call to it nor to resolve_plain for most scalars of a file
+                text_ = event.value
+                mark = event.start_mark
+                if (
+                    event.tag is None
+                    and not event.style
+                    and text_
+                    and text_[0] not in non_string_starts
+                    and event.implicit[0]
+                    and mark is not None
+                ):
+                    node = Scalar(mark.line + 1, mark.column + 1, text_, text_, None)
+                else:
+                    node = _scalar(event)
                 made += 1
                 if event.anchor is not None:
                     anchors[event.anchor] = node
@@ -213,8 +228,8 @@ def compose(text: str) -> Document:
                     ]
                 else:
                     assert isinstance(closed, Mapping)
-                    closed.pairs = _pairs(pending[1:], problems)
-                    closed.data = _data(closed)
+                    closed.pairs, data = _pairs(pending[1:], problems)
+                    closed.data = data if data is not None else _data(closed)
                     made -= len(closed.pairs)  # keys are not part of the expanded size
                 if anchor is not None:
                     anchors[anchor] = closed
@@ -372,10 +387,15 @@ def _check_collection_tag(event: Any, line: int, column: int) -> None:
     )
 
 
-def _pairs(flat: list[Node], problems: list[YamlProblem]) -> list[tuple[Scalar, Node]]:
-    """Pair up a mapping's items, turning keys into strings and flagging duplicates."""
+def _pairs(
+    flat: list[Node], problems: list[YamlProblem]
+) -> tuple[list[tuple[Scalar, Node]], dict[str, Any] | None]:
+    """Pair up a mapping's items, turning keys into strings and flagging duplicates; with
+    the mapping's plain data built in the same pass (``None`` when it has a merge key:
+    :func:`_data` then applies the merge)."""
     pairs: list[tuple[Scalar, Node]] = []
-    seen: dict[str, Scalar] = {}
+    data: dict[str, Any] = {}  # also the names seen so far, for duplicates
+    merged = False
     items = iter(flat)
     for key, value in zip(items, items, strict=False):  # pairs in order; an odd last dropped
         if not isinstance(key, Scalar):
@@ -387,15 +407,13 @@ def _pairs(flat: list[Node], problems: list[YamlProblem]) -> list[tuple[Scalar, 
         if style is None and written == "<<":
             merge = Scalar(key.line, key.column, "<<", "<<", None)
             pairs.append((merge, value))
+            merged = True
             continue
         name = key.text if style is None else str(written)
-        # a key already holding its name as a string is kept as it is (most keys)
-        keyed = (
-            key if type(written) is str and written == name
-            else Scalar(key.line, key.column, name, key.text, style)
-        )
-        first = seen.get(name)
-        if first is not None:
+        if name in data:
+            first = next(
+                k for k, _ in pairs if k.value == name and not (k.style is None and name == "<<")
+            )
             problems.append(
                 YamlProblem(
                     "PF003",
@@ -406,9 +424,14 @@ def _pairs(flat: list[Node], problems: list[YamlProblem]) -> list[tuple[Scalar, 
                 )
             )
             continue
-        seen[name] = keyed
+        # a key already holding its name as a string is kept as it is (most keys)
+        keyed = (
+            key if type(written) is str and written == name
+            else Scalar(key.line, key.column, name, key.text, style)
+        )
+        data[name] = value.value if type(value) is Scalar else value.data  # type: ignore[attr-defined]
         pairs.append((keyed, value))
-    return pairs
+    return pairs, (None if merged else data)
 
 
 def _check_expansion(root: Node) -> None:
