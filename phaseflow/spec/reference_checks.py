@@ -13,7 +13,7 @@ with or without ``state``. The tool checks run only when there is a ``tools`` ca
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
@@ -21,7 +21,8 @@ from phaseflow.spec.model import Workflow
 from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
 from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
-from phaseflow.spec.yamlnodes import Scalar, Sequence, resolve_plain
+from phaseflow.spec.templates import Template
+from phaseflow.spec.yamlnodes import Node, Scalar, Sequence, resolve_plain
 
 __all__ = [
     "REFERENCE_CHECKS",
@@ -206,6 +207,21 @@ def collected_tool_writes(workflow: Workflow, source: SourceMap) -> list[Diagnos
     return found
 
 
+def _template_reads(
+    template: Template, node: Node, source: SourceMap, declared: Mapping[str, Any], what: str
+) -> list[Diagnostic]:
+    """PF303 for each undeclared key ``template`` reads, at the key where it is written."""
+    return [
+        source.diagnostic_in(
+            node,
+            template_read_offset(template.source, key),
+            "PF303",
+            f"{what} undeclared state key '{clip(key)}'{did_you_mean(key, declared)}",
+        )
+        for key in sorted(k for k in template.reads if k not in declared)
+    ]
+
+
 def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     """PF301 (a guard) and PF303 (a template) read a state key that is not declared."""
     if not source.state_declared:
@@ -225,27 +241,11 @@ def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
                     )
                 )
         for template, node in nodes.templates:
-            for key in sorted(k for k in template.reads if k not in declared):
-                found.append(
-                    source.diagnostic_in(
-                        node,
-                        template_read_offset(template.source, key),
-                        "PF303",
-                        f"phase '{name}': instructions read undeclared state key "
-                        f"'{clip(key)}'{did_you_mean(key, declared)}",
-                    )
-                )
+            found.extend(_template_reads(template, node, source, declared,
+                                         f"phase '{name}': instructions read"))
     for template, node in source.navigation_templates:
-        for key in sorted(k for k in template.reads if k not in declared):
-            found.append(
-                source.diagnostic_in(
-                    node,
-                    template_read_offset(template.source, key),
-                    "PF303",
-                    f"navigation template reads undeclared state key '{clip(key)}'"
-                    f"{did_you_mean(key, declared)}",
-                )
-            )
+        found.extend(_template_reads(template, node, source, declared,
+                                     "navigation template reads"))
     return found
 
 
