@@ -10,8 +10,6 @@ are measured in benchmarks/bench_templates.py, not here.
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +29,8 @@ from phaseflow.spec.templates import (
     environment,
 )
 
-SPEC_EXAMPLE = (Path(__file__).parent / "data" / "refund_desk.yaml").read_text()
-ORIGINAL_INSTRUCTIONS = "instructions: Ask for the email address on the account. Be brief."
+from ._template_support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
+
 CONTEXT: dict[str, Any] = {
     "state": {"n": 1, "s": "hi", "things": ["x", "y"], "none": None,
               "d": {"k": [1, 2.5, True, None]}},
@@ -40,13 +38,10 @@ CONTEXT: dict[str, Any] = {
     "workflow": {"name": "desk", "description": "Refunds"},
     "turn": 3,
 }
-ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 
 
 def render(source: str) -> RenderOutcome:
-    template = compile_template(source)
-    template.compile()
-    return template.render_checked(CONTEXT)
+    return render_in(source, CONTEXT)
 
 
 def unchecked(source: str) -> Template:

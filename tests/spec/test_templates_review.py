@@ -9,8 +9,6 @@ and memory of the same cases are measured in benchmarks/bench_templates.py.
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,8 +27,8 @@ from phaseflow.spec.templates import (
     environment,
 )
 
-SPEC_EXAMPLE = (Path(__file__).parent / "data" / "refund_desk.yaml").read_text()
-ORIGINAL_INSTRUCTIONS = "instructions: Ask for the email address on the account. Be brief."
+from ._template_support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
+
 CONTEXT: dict[str, Any] = {
     "state": {"n": 1, "s": "hi", "things": ["x", "y"], "none": None,
               "d": {"k": [1, 2.5]}, "big": "b" * 10_000_000},
@@ -38,7 +36,6 @@ CONTEXT: dict[str, Any] = {
     "workflow": {"name": "desk"},
     "turn": 3,
 }
-ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
 #: Two lists of 2**25 items each, sharing their parts (40 objects in all).
 SHARED = "{% set a = [1] %}{% set c = [1] %}" + "{% set a = [a, a] %}{% set c = [c, c] %}" * 25
 #: A tuple of 2**40 items sharing its parts: hashing it walks them all.
@@ -47,9 +44,7 @@ BIG_LIST = "{% set b = (range(10000)|list) * 6 %}"
 
 
 def render(source: str) -> RenderOutcome:
-    template = compile_template(source)
-    template.compile()
-    return template.render_checked(CONTEXT)
+    return render_in(source, CONTEXT)
 
 
 def assert_bounded_failure(outcome: RenderOutcome, fragment: str) -> None:
