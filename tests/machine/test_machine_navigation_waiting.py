@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from phaseflow.expr import compile_guard
 from phaseflow.expr.absence import absence_tested
+from tests.expr._guard_strategies import guard_sources
 
 KEYS = ("z", "y")
 ATOMS = [
@@ -20,16 +21,8 @@ ATOMS = [
 VALUES = [None, 0, 2, "", "a", True, False, [], [1], {}, {"sub": 1}]
 
 
-@st.composite
-def guards(draw: Any, depth: int = 3) -> str:
-    if depth == 0 or draw(st.integers(0, 2)) == 0:
-        return draw(st.sampled_from(ATOMS)).format(k=draw(st.sampled_from(KEYS)))
-    kind = draw(st.sampled_from(["and", "or", "not", "cmp"]))
-    if kind == "not":
-        return f"not ({draw(guards(depth - 1))})"
-    if kind == "cmp":
-        return f"({draw(guards(depth - 1))}) == true"
-    return f"({draw(guards(depth - 1))}) {kind} ({draw(guards(depth - 1))})"
+def guards() -> st.SearchStrategy[str]:
+    return guard_sources(ATOMS, KEYS)
 
 
 @settings(max_examples=400, deadline=None)
