@@ -24,10 +24,10 @@ ALLOWED: dict[str, set[str]] = {
     "turn": {"errors"},
     "graph": {"errors", "spec"},
     "interop": {"errors", "expr", "spec", "machine"},
-    "testing": {"errors", "expr", "spec", "machine"},
-    "session": {"errors", "expr", "spec", "machine", "turn"},
+    "testing": {"errors", "expr", "spec", "machine", "turn", "stores", "session", "providers"},
+    "stores": {"errors", "turn"},
+    "session": {"errors", "expr", "spec", "machine", "turn", "stores"},
     "providers": {"errors", "turn", "session"},
-    "stores": {"errors", "turn", "session"},
     "api": {"errors", "spec", "machine"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib

@@ -1,0 +1,141 @@
+"""What a session asks a model, and what a model answers: the ``Provider`` protocol.
+
+A provider turns one :class:`ProviderRequest` into a stream of :class:`ProviderEvent`
+values. The session never sees a vendor's wire format: adapters (``phaseflow.providers``)
+translate, so the session core can be driven by a scripted provider in tests exactly as
+by a real one. Failures are values too (:class:`ProviderFailure`), so that retrying is a
+decision of the session, not of each adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from phaseflow.turn.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool as the model is offered it: the workflow's name, a description and the
+    JSON Schema of its arguments (an ``object`` schema, a plain JSON value)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRequest:
+    """Everything one model call needs, rebuilt for every call of a turn.
+
+    ``history`` is the exact conversation (the turn core's neutral messages, no system
+    message); ``system`` is the system text (the host's text, the phase's instructions and
+    the navigation block). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is
+    unique per call and stable across retries of that call.
+    """
+
+    model: str
+    system: str
+    history: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    request_id: str
+    tool_choice: Literal["auto", "none"] = "auto"
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """A tool call begins; ``index`` is its position in the reply (fragments that follow
+    name the same index)."""
+
+    index: int
+    call_id: str
+    name: str
+    kind: Literal["tool_call_start"] = "tool_call_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a call's arguments (JSON text, to be concatenated)."""
+
+    index: int
+    arguments: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    index: int
+    kind: Literal["tool_call_end"] = "tool_call_end"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    kind: Literal["usage"] = "usage"
+
+
+StopKind = Literal["end_turn", "tool_use", "max_tokens"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The reply is complete. ``stop`` is why the model stopped."""
+
+    stop: StopKind = "end_turn"
+    kind: Literal["end"] = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderFailure:
+    """The call failed. ``retryable`` for connection errors, timeouts, 429 and 5xx;
+    ``retry_after`` is the server's ``Retry-After`` in seconds when it sent one.
+    A failure ends the stream: nothing after it is read."""
+
+    message: str
+    retryable: bool = False
+    retry_after: float | None = None
+    status: int | None = None
+    kind: Literal["error"] = "error"
+
+
+ProviderEvent = (
+    TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage
+    | StreamEnd | ProviderFailure
+)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model. ``stream`` yields the events of one reply; it may also raise, which the
+    session treats as a non-retryable failure (an adapter should yield
+    :class:`ProviderFailure` for what it knows to be retryable)."""
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderReply:
+    """A whole reply assembled from a stream: what the session core is given."""
+
+    text: str = ""
+    calls: tuple[tuple[str, str, str], ...] = ()  # (call id, name, arguments JSON text)
+    stop: StopKind = "end_turn"
+    reasoning: str = ""
+    usage: Usage = field(default_factory=Usage)
