@@ -454,6 +454,18 @@ class PhaseMachine:
         found = self.evaluate_for_transition(state)
         return (found.target, found.index) if isinstance(found, Ready) else None
 
+    def model_moves(self, state: Mapping[str, Any]) -> tuple[tuple[str, EdgeStatus], ...]:
+        """Pure: every ``model`` transition of the current phase, in the order written, with
+        what :func:`~phaseflow.spec.edges.check_edge` says of it now: what a session
+        offers the model as ``go_to_phase`` targets (those not stopped by ``when``) and
+        how it explains a refused move. Empty in a terminal or unknown phase."""
+        info = self._info()
+        if info is None or info.phase.terminal:
+            return ()
+        ctx = self._ctx()
+        return tuple((edge.to, check_edge(edge.when, edge.target, state, ctx))
+                     for edge in info.model)
+
     def request(self, target: str, state: Mapping[str, Any]) -> bool:
         """Pure: may the model move to ``target`` now? True when the current phase has a
         ``model`` transition to it whose ``when`` holds and the target can be entered
@@ -904,14 +916,15 @@ class PhaseMachine:
         self._turns_in_phase += 1
 
     def _open_boundary(
-        self, view: Mapping[str, Any], turn: int, errors: list[ErrorRecord]
+        self, view: Mapping[str, Any], turn: int, errors: list[ErrorRecord], counted: bool = True
     ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
         """The first step of a boundary, shared by both flavours: count it, then find the
         first ``auto`` edge that is ready or preparable (``view``: the state as guards read
         it; guard errors go to ``errors``). Returns the boundary's result when there is
         none (stayed)."""
         self._turn = turn
-        self._turns_in_phase += 1
+        if counted:
+            self._turns_in_phase += 1
         info = self._cur or self._info()
         if info is None or not info.auto or info.phase.terminal:
             return BoundaryResult("stayed", self._current, turn)
@@ -953,7 +966,8 @@ class PhaseMachine:
         return moved
 
     def advance_sync(
-        self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int
+        self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
+        counted: bool = True,
     ) -> BoundaryResult:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
@@ -962,7 +976,7 @@ class PhaseMachine:
             _refuse(self, "advance_sync")
         view = state._data if type(state) is State else state  # guards read the dict
         errors: list[ErrorRecord] = []
-        opened = self._open_boundary(view, turn, errors)
+        opened = self._open_boundary(view, turn, errors, counted)
         if isinstance(opened, BoundaryResult):
             return opened
         edge, status = opened
@@ -984,19 +998,24 @@ class PhaseMachine:
                                                errors), ran)
 
     async def advance(
-        self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int
+        self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
+        counted: bool = True,
     ) -> BoundaryResult:
         """One turn boundary: evaluate; when Blocked, prepare the target and evaluate
         once more; when Ready, transition with a guard trigger. At most one transition.
         Without a writer the state is its own writer. Runs synchronously unless an effect
-        it runs calls an ``async def`` callable."""
+        it runs calls an ``async def`` callable.
+
+        ``counted=False`` is a boundary inside a turn (a session's, after a tool group):
+        it moves like any boundary but does not count as a turn in the phase, because
+        ``turns_in_phase`` counts user turns, not model requests."""
         if self._busy:
             _refuse(self, "advance")
         info = self._info()
         if info is None or not self._boundary_may_await(info):
-            return self.advance_sync(state, writer, turn=turn)
+            return self.advance_sync(state, writer, turn=turn, counted=counted)
         errors: list[ErrorRecord] = []
-        opened = self._open_boundary(state, turn, errors)
+        opened = self._open_boundary(state, turn, errors, counted)
         if isinstance(opened, BoundaryResult):
             return opened
         edge, status = opened

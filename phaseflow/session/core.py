@@ -1,0 +1,921 @@
+"""The session's turn loop as a pure step function.
+
+``step(core, input, limits)`` takes the session's values and one thing that happened (the
+user sent a message, the model replied, a tool finished, a boundary ran, a human
+decided, the host cancelled) and returns the next values and the commands the runner
+must perform, in order. Nothing here performs I/O, reads a clock or draws a random
+number: those arrive in the inputs. So the exactly-once order is data that a test can
+read - ``[Persist(admission), RunTools(calls)]`` - and every rule of a turn is tested
+without a model, a store or an event loop (see ``tests/session/test_core*.py``).
+
+The values are the turn core's three (:class:`TurnExecution` for the run phase, queues,
+approvals and trust; :class:`TurnProgress` for the turn's identity and its result slots;
+:class:`Continuation` for the exact history and the tool ledger) plus the session's own:
+the user turn number, the requests made in this turn and the open tool group's plan.
+The machine is not here: it runs host code (effects, preparations), so the runner owns
+it and reports what it did (:class:`BoundaryDone`) and where the conversation now is
+(:class:`PhaseView`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from phaseflow.errors import PhaseflowError
+from phaseflow.session import events as ev
+from phaseflow.session.arguments import validate_arguments
+from phaseflow.session.provider import ProviderFailure, ProviderReply
+from phaseflow.session.state_types import check_state_type
+from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, Continuation, RequestOutcome
+from phaseflow.turn.execution import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalResolved,
+    CompletionFinished,
+    PromptKind,
+    Queued,
+    SendNext,
+    SendNow,
+    ToolStarted,
+    TurnExecution,
+)
+from phaseflow.turn.messages import (
+    AssistantMessage,
+    Content,
+    History,
+    TextPart,
+    ToolCall,
+    ToolOutcome,
+)
+from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted, TurnProgress
+from phaseflow.turn.rejections import Rejected
+
+GO_TO_PHASE = "go_to_phase"
+RECORD = "record"
+BUILTINS = (GO_TO_PHASE, RECORD)
+
+Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
+#: how a call's result is labelled for the host and for conversation tests
+ResultLabel = Literal["ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown"]
+
+
+class CoreError(PhaseflowError):
+    """The session's values and an input do not fit: a bug in the runner, never a domain
+    outcome (those are values)."""
+
+
+def _ok(value: Any) -> Any:
+    """Unwrap a turn-core result that cannot be a rejection when the core is right."""
+    if isinstance(value, Rejected):
+        raise CoreError(f"turn core refused: {value}")
+    return value
+
+
+# --- what the runner tells the core about the current phase ---------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTool:
+    """One tool the model is offered now: ``parameters`` is its argument schema,
+    ``approval`` whether every call needs a human's yes, ``writes`` the state keys its
+    result may write (with their declared types)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    approval: bool = False
+    writes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseView:
+    """Where the conversation is, as far as the loop needs to know: built by the runner
+    from the machine before every request."""
+
+    phase: str
+    terminal: bool = False
+    tools: tuple[OfferedTool, ...] = ()
+    #: the ``collect`` keys and their declared types (the ``record`` tool's parameters)
+    collect: Mapping[str, str] = field(default_factory=dict)
+
+    def tool(self, name: str) -> OfferedTool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The loop's settings (per agent)."""
+
+    max_steps: int = 10
+    max_retries: int = 4
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    parallel_tools: bool = True
+
+
+# --- the open tool group ---------------------------------------------------------------
+
+CallKind = Literal["run", "move", "approval", "refused", "ignored", "record"]
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One call of a group and what the loop decided for it when the reply arrived."""
+
+    call: ToolCall
+    kind: CallKind
+    note: str = ""
+    writes: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """A call's result: what the model sees, its label, and the state writes it asks."""
+
+    outcome: ToolOutcome
+    label: ResultLabel
+    writes: tuple[tuple[str, Any], ...] = ()
+    move: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """The tool group being worked through. ``approved`` and ``results`` grow as humans
+    decide and tools finish; ``admitted`` says the runnable calls were admitted (and
+    persisted) and handed to the runner."""
+
+    checkpoint_id: str
+    calls: tuple[Planned, ...]
+    results: tuple[tuple[str, Done], ...] = ()
+    approved: tuple[str, ...] = ()
+    admitted: bool = False
+
+    def result(self, call_id: str) -> Done | None:
+        for cid, done in self.results:
+            if cid == call_id:
+                return done
+        return None
+
+    @property
+    def complete(self) -> bool:
+        return len(self.results) == len(self.calls)
+
+
+# --- the values ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """Everything the loop decides from. Immutable; ``step`` returns the next one."""
+
+    session_id: str
+    execution: TurnExecution = field(default_factory=TurnExecution)
+    progress: TurnProgress = field(default_factory=TurnProgress)
+    continuation: Continuation = field(default_factory=Continuation)
+    status: Status = "idle"
+    #: user turns so far (guards' ``turn``); 0 before the first message
+    turn: int = 0
+    #: provider requests made in this turn, and the attempt number of the current one
+    step: int = 0
+    attempt: int = 0
+    group: Group | None = None
+    #: the current request's id (``None`` between requests)
+    request_id: str | None = None
+    #: the request asked in a terminal phase, with no tools: its reply finishes the session
+    final_request: bool = False
+    reply: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: where the conversation was at the last request or boundary
+    view: PhaseView | None = None
+    #: events that happened but wait for the next commit (results of a group whose
+    #: other calls are still running: a group's results are committed together)
+    pending: tuple[ev.Event, ...] = ()
+
+    @property
+    def pending_approval(self) -> ApprovalRequest | None:
+        return self.execution.pending_approval
+
+    def history(self) -> History:
+        """The history the next request continues (the open group's results included)."""
+        c = self.continuation
+        if c.checkpoint is not None:
+            return c.checkpoint.resolved_messages()
+        if c.request is not None:
+            return c.request.messages
+        return c.messages
+
+
+# --- inputs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """The user sent a message. ``view``: where the conversation is now."""
+
+    content: Content
+    view: PhaseView
+    kind: PromptKind = PromptKind.FOLLOW_UP
+
+
+@dataclass(frozen=True, slots=True)
+class Replied:
+    """The model's whole reply to ``request_id``. ``view`` is the phase the request was
+    built in (what the model was offered); ``flagged`` the positions of calls the host's
+    approval policy wants a human to see."""
+
+    request_id: str
+    reply: ProviderReply
+    view: PhaseView
+    flagged: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The request failed. ``jitter`` in [0, 1) spreads retries (drawn by the runner)."""
+
+    request_id: str
+    failure: ProviderFailure
+    jitter: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDone:
+    """A call the runner ran has finished (or failed, or timed out)."""
+
+    call_id: str
+    done: Done
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryDone:
+    """The runner applied a group's writes and ran the boundary (or the requested move):
+    ``events`` is what it did (state and phase changes, effect errors)."""
+
+    view: PhaseView
+    events: tuple[ev.Event, ...] = ()
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    """A human decided on the pending approval."""
+
+    call_id: str
+    decision: ApprovalDecision
+    reason: str = ""
+    arguments_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """The host cancelled the turn; the runner has stopped the provider stream and every
+    running tool. ``done`` are the results of calls that finished before they stopped;
+    ``now`` the time (seconds)."""
+
+    now: float
+    done: tuple[ToolDone, ...] = ()
+
+
+Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel
+
+
+# --- commands --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """Commit the session's values now, with these events (one transaction)."""
+
+    events: tuple[ev.Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallProvider:
+    """Build a request for the current phase and send it; feed back :class:`Replied`
+    or :class:`Failed`. ``final``: the last request, in a terminal phase, offers no
+    tools."""
+
+    request_id: str
+    history: History
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    """Run these admitted calls (their admission is persisted already) and feed back one
+    :class:`ToolDone` each. ``sequential``: one by one in this order."""
+
+    calls: tuple[Planned, ...]
+    sequential: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunBoundary:
+    """Apply ``writes`` (in the model's call order) to the state, then take ``move`` or
+    run one turn boundary; feed back :class:`BoundaryDone`. ``final``: the turn's last
+    boundary (it counts as a turn in the phase). ``advance=False``: only the writes (a
+    cancelled turn)."""
+
+    writes: tuple[tuple[str, str, str, Any], ...]  # (call id, tool, key, value)
+    move: str | None = None
+    final: bool = False
+    advance: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """The turn waits (for a human's decision): the host's stream ends here."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOver:
+    """The turn ended (completed, cancelled, failed or step limit)."""
+
+    status: str
+
+
+Command = Persist | CallProvider | Sleep | RunTools | RunBoundary | Pause | TurnOver
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    core: Core
+    commands: tuple[Command, ...] = ()
+
+
+# --- the step function -----------------------------------------------------------------
+
+
+def step(core: Core, event: Input, limits: Limits = Limits()) -> Step:
+    """The next values and what to do, for one input. Raises :class:`CoreError` only
+    for an input that does not fit the values (a runner bug); stale inputs (a reply to
+    an old request, a second result for a call) change nothing."""
+    if isinstance(event, Send):
+        return _on_send(core, event, limits)
+    if isinstance(event, Replied):
+        return _on_reply(core, event, limits)
+    if isinstance(event, Failed):
+        return _on_failed(core, event, limits)
+    if isinstance(event, ToolDone):
+        return _on_tool_done(core, event, limits)
+    if isinstance(event, BoundaryDone):
+        return _on_boundary(core, event, limits)
+    if isinstance(event, Resolve):
+        return _on_resolve(core, event, limits)
+    if isinstance(event, Cancel):
+        return _on_cancel(core, event)
+    raise CoreError(f"not a session input: {type(event).__name__}")
+
+
+# --- a turn begins -----------------------------------------------------------------------
+
+
+def _joined(contents: tuple[Content, ...]) -> Content:
+    """Several queued prompts as the one user message of the next turn, in order."""
+    if len(contents) == 1:
+        return contents[0]
+    if all(isinstance(c, str) for c in contents):
+        return "\n\n".join(c for c in contents if isinstance(c, str))
+    parts: list[Any] = []
+    for c in contents:
+        parts.extend((TextPart(c),) if isinstance(c, str) else c)
+    return tuple(parts)
+
+
+def content_text(content: Content) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+def _on_send(core: Core, event: Send, limits: Limits) -> Step:
+    admitted = core.execution.admit_prompt(event.kind, event.content)
+    core = replace(core, execution=admitted.execution, view=event.view)
+    outcome = admitted.action
+    if isinstance(outcome, Queued):
+        return Step(core, (Persist(),))
+    contents = (outcome.content,) if isinstance(outcome, SendNow) else outcome.contents
+    return _start_turn(core, _joined(contents), limits)
+
+
+def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
+    started = _ok(core.progress.start_turn())
+    turn = core.turn + 1
+    request_id = f"{core.session_id}:{turn}"
+    continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, content))
+    execution = _ok(core.execution.provider_started())
+    core = replace(
+        core, execution=execution, progress=started.progress, continuation=continuation,
+        status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
+        final_request=False, reply="", input_tokens=0, output_tokens=0,
+    )
+    events: tuple[ev.Event, ...] = (ev.TurnStarted(message=content_text(content), turn=turn),)
+    nxt = _next_request(core, limits)
+    return Step(nxt.core, (Persist(events), *nxt.commands))
+
+
+def _next_request(core: Core, limits: Limits) -> Step:
+    """Ask the model again (the turn's next step), or end the turn at the step limit."""
+    if core.step >= limits.max_steps:
+        return _end_at_step_limit(core, limits)
+    n = core.step + 1
+    request_id = f"{core.session_id}:{core.turn}:{n}"
+    final = core.view is not None and core.view.terminal
+    core = replace(core, step=n, attempt=0, request_id=request_id, final_request=final)
+    return Step(core, (CallProvider(request_id, core.history(), final),))
+
+
+def _end_at_step_limit(core: Core, limits: Limits) -> Step:
+    core = _close_request(core)
+    error = ev.ErrorEvent(code="step_limit", turn=core.turn, message=(
+        f"the turn made {limits.max_steps} model requests (max_steps) without a final reply;"
+        " it ends here"))
+    return _finish(core, "step_limit", (error,), limits)
+
+
+def _close_request(core: Core) -> Core:
+    """End the continuation's request keeping what it has (the prompt, every result)."""
+    c = core.continuation
+    request = c.request
+    if request is None:
+        return core
+    if c.checkpoint is not None and not c.checkpoint.complete:
+        raise CoreError("a request is closed with calls still open")
+    done = _ok(c.complete(RequestOutcome(request.id, request.turn_id, request.revision,
+                                         core.history())))
+    return replace(core, continuation=done, group=None, request_id=None)
+
+
+def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limits) -> Step:
+    """The turn is over: completion, then the queued prompts start the next turn."""
+    execution = core.execution
+    nxt: SendNext | None = None
+    if execution.active:
+        started = execution.begin_completion()
+        if isinstance(started, Rejected):  # tools were still marked running: drop them
+            execution = execution.abort()
+        else:
+            finished = execution_finish(started)
+            execution, nxt = finished.execution, finished.next
+    terminal = core.view is not None and core.view.terminal and core.final_request
+    session_status: Status
+    if terminal:
+        session_status = "finished"
+    elif status == "failed":
+        session_status = "failed"
+    else:
+        session_status = "idle"
+    core = replace(core, execution=execution, status=session_status, request_id=None,
+                   group=None)
+    finished_event = ev.TurnFinished(
+        reply=core.reply, status=status, turn=core.turn, input_tokens=core.input_tokens,
+        output_tokens=core.output_tokens,
+    )
+    commands: list[Command] = [Persist((*events, finished_event)), TurnOver(status)]
+    if nxt is not None and session_status != "finished":
+        # The queued prompts were taken out of the queue by the completion: they are the
+        # next turn's message, started now (the commit above stored them as queued).
+        follow = _start_turn(core, _joined(nxt.contents), limits)
+        return Step(follow.core, (*commands, *follow.commands))
+    return Step(core, tuple(commands))
+
+
+def execution_finish(execution: TurnExecution) -> CompletionFinished:
+    return _ok(execution.finish_completion())
+
+
+# --- the model replied -------------------------------------------------------------------
+
+
+def _normalised_calls(calls: tuple[tuple[str, str, str], ...], core: Core) -> list[ToolCall]:
+    """The reply's calls with ids the history can hold: non-empty and unique within the
+    session's group (a model that repeats or omits an id gets one made for it, so every
+    call still has exactly one result)."""
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for position, (call_id, name, arguments) in enumerate(calls):
+        cid = call_id or f"call_{core.turn}_{core.step}_{position}"
+        while cid in seen:
+            cid = f"{cid}_{position}"
+        seen.add(cid)
+        try:
+            out.append(ToolCall(cid, name, arguments))
+        except PhaseflowError:
+            # Arguments that are not JSON: keep the call (it needs a result), with
+            # its text as a string argument, and refuse it when it is checked.
+            out.append(ToolCall(cid, name, json.dumps({"__unparsed__": arguments})))
+    return out
+
+
+def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
+    if event.request_id != core.request_id or core.status != "running" or core.group:
+        return Step(core)  # stale: a reply to a request that is no longer asked
+    reply = event.reply
+    turn_id = core.progress.turn_id
+    assert turn_id is not None
+    progress = core.progress
+    if reply.text:
+        progress = _ok(progress.text_delta(turn_id, reply.text))
+    calls = _normalised_calls(reply.calls, core) if not core.final_request else []
+    for call in calls:
+        progress = _ok(progress.tool_call(turn_id, call))
+    stop = StopReason.TOOL_USE if calls else StopReason.END_TURN
+    ended: StreamEnded = _ok(progress.stream_ended(turn_id, stop))
+    core = replace(
+        core, progress=ended.progress, view=event.view, reply=reply.text or core.reply,
+        input_tokens=core.input_tokens + reply.usage.input_tokens,
+        output_tokens=core.output_tokens + reply.usage.output_tokens, request_id=None,
+    )
+    events: list[ev.Event] = []
+    if reply.stop == "max_tokens":
+        events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
+            "the model's reply was cut at its output limit")))
+    assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning)
+    messages = core.history().append(assistant)
+    request = core.continuation.request
+    assert request is not None
+    if not calls:
+        done = _ok(core.continuation.complete(
+            RequestOutcome(request.id, request.turn_id, request.revision, messages)))
+        core = replace(core, continuation=done)
+        if core.final_request:
+            return _finish(core, "completed", tuple(events), limits)
+        return Step(core, (Persist(tuple(events)), RunBoundary((), None, final=True)))
+    continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
+    checkpoint = continuation.checkpoint
+    assert checkpoint is not None
+    planned = _plan(calls, event.view, event.flagged, core.execution)
+    core = replace(core, continuation=continuation, group=Group(checkpoint.id, planned))
+    for call in calls:
+        events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
+                                       arguments=_arguments_json(call)))
+    # Calls decided without running anything get their results now: in the same commit
+    # as the checkpoint, so none of them can ever be admitted later.
+    for p in planned:
+        if p.kind in ("refused", "ignored"):
+            label: ResultLabel = "refused" if p.kind == "refused" else "ignored"
+            core, event_ = _settle(core, p.call, Done(ToolOutcome.error(p.note), label))
+            events.append(event_)
+        elif p.kind == "record":
+            keys = ", ".join(k for k, _ in p.writes) or "nothing"
+            core, event_ = _settle(core, p.call, Done(ToolOutcome.ok(f"recorded: {keys}"), "ok",
+                                                      p.writes))
+            events.append(event_)
+    return _continue_group(core, tuple(events), limits)
+
+
+def _arguments_json(call: ToolCall) -> Any:
+    return call.argument_value()
+
+
+def _available(view: PhaseView) -> str:
+    return ", ".join(view.names) or "none"
+
+
+def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
+          execution: TurnExecution) -> tuple[Planned, ...]:
+    """Decide each call: refused (unknown, not offered now, invalid arguments), ignored
+    (a second move), recorded, a move to check, or a tool to run (after approval)."""
+    planned: list[Planned] = []
+    moved = False
+    for position, call in enumerate(calls):
+        offered = view.tool(call.name)
+        if offered is None:
+            planned.append(Planned(call, "refused", (
+                f"Tool {call.name!r} is not available in this phase ({view.phase}). "
+                f"Tools available now: {_available(view)}.")))
+            continue
+        try:
+            arguments = call.argument_value()
+        except ValueError:  # pragma: no cover - ToolCall holds canonical JSON
+            arguments = None
+        if isinstance(arguments, dict) and "__unparsed__" in arguments and len(arguments) == 1:
+            planned.append(Planned(call, "refused", (
+                f"Invalid arguments for {call.name}: not a JSON object.")))
+            continue
+        problem = validate_arguments(dict(offered.parameters), arguments)
+        if problem is not None:
+            planned.append(Planned(call, "refused", f"Invalid arguments for {call.name}: "
+                                                    f"{problem}"))
+            continue
+        if call.name == GO_TO_PHASE:
+            if moved:
+                planned.append(Planned(call, "ignored", "ignored: one phase change per step"))
+            else:
+                moved = True
+                planned.append(Planned(call, "move"))
+            continue
+        if call.name == RECORD:
+            writes, problem = _record_writes(arguments, view)
+            if problem:
+                planned.append(Planned(call, "refused", f"Invalid arguments for record: "
+                                                        f"{problem}"))
+            else:
+                planned.append(Planned(call, "record", writes=writes))
+            continue
+        needs = offered.approval or position in flagged
+        if needs and execution.trusted_scope(call) is None:
+            planned.append(Planned(call, "approval"))
+        else:
+            planned.append(Planned(call, "run"))
+    return tuple(planned)
+
+
+def _record_writes(arguments: Any, view: PhaseView
+                   ) -> tuple[tuple[tuple[str, Any], ...], str]:
+    if not isinstance(arguments, dict):
+        return (), "the arguments must be an object"
+    writes: list[tuple[str, Any]] = []
+    for key, value in arguments.items():
+        declared = view.collect.get(key)
+        if declared is None:
+            allowed = ", ".join(view.collect) or "none"
+            return (), f"{key!r} cannot be recorded here (keys this phase collects: {allowed})"
+        problem = check_state_type(value, declared)
+        if problem is not None:
+            return (), f"{key!r}: {problem}"
+        writes.append((key, value))
+    return tuple(writes), ""
+
+
+def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.Event]:
+    """Give ``call`` its result in every value: the ledger (admitting it first when it
+    was never run: the admission token is spent, so it can never run later), the
+    progress slots and the group."""
+    group = core.group
+    assert group is not None
+    request = core.continuation.request
+    assert request is not None
+    c = core.continuation
+    effect = c.checkpoint.effect(call.id) if c.checkpoint is not None else None
+    if effect is not None and effect.state.value == "pending":
+        c = _ok(c.admit_call(request.id, group.checkpoint_id, call))
+    c = _ok(c.complete_call(request.id, group.checkpoint_id, call, done.outcome))
+    turn_id = core.progress.turn_id
+    assert turn_id is not None
+    accepted: ToolResultAccepted = _ok(core.progress.tool_result(turn_id, call.id, done.outcome))
+    group = replace(group, results=(*group.results, (call.id, done)))
+    event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
+                               content=content_text(done.outcome.content), turn=core.turn)
+    return replace(core, continuation=c, progress=accepted.progress, group=group), event
+
+
+def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> Step:
+    """After a decision: ask the next approval, or admit and run what may run, or, when
+    every call has its result, close the group."""
+    group = core.group
+    assert group is not None
+    for p in group.calls:
+        if p.kind == "approval" and p.call.id not in group.approved and not group.result(
+                p.call.id):
+            approval = ApprovalRequest(p.call, f"{p.call.name} needs approval")
+            execution = _ok(core.execution.request_approval(approval))
+            core = replace(core, execution=execution, status="awaiting_approval")
+            asked = ev.ApprovalRequested(
+                call_id=p.call.id, name=p.call.name, arguments=_arguments_json(p.call),
+                arguments_hash=arguments_hash(p.call), reason=approval.reason, turn=core.turn)
+            return Step(core, (Persist((*events, asked)), Pause()))
+    if not group.admitted:
+        runnable = tuple(p for p in group.calls if (p.kind in ("run", "move") or (
+            p.kind == "approval" and p.call.id in group.approved)) and not group.result(
+                p.call.id))
+        if runnable:
+            c = core.continuation
+            request = c.request
+            assert request is not None
+            execution = core.execution
+            for p in runnable:
+                c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
+                started: ToolStarted = _ok(execution.tool_started(p.call.id, p.call.name))
+                execution = started.execution
+            core = replace(core, continuation=c, execution=execution, status="running",
+                           group=replace(group, admitted=True))
+            return Step(core, (Persist(events), RunTools(runnable, not limits.parallel_tools)))
+        core = replace(core, group=replace(group, admitted=True))
+    if core.group is not None and core.group.complete:
+        return _close_group(core, events)
+    return Step(core, (Persist(events),) if events else ())
+
+
+def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
+    """Every call has its result: persist them, then the writes and the boundary."""
+    group = core.group
+    assert group is not None
+    writes: list[tuple[str, str, str, Any]] = []
+    move: str | None = None
+    for p in group.calls:
+        done = group.result(p.call.id)
+        assert done is not None
+        writes.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
+        if done.move is not None and move is None:
+            move = done.move
+    core = replace(core, status="running", pending=())
+    return Step(core, (Persist((*core.pending, *events)), RunBoundary(tuple(writes), move)))
+
+
+def arguments_hash(call: ToolCall) -> str:
+    """The SHA-256 of a call's canonical arguments: what an approval is bound to."""
+    import hashlib
+
+    return hashlib.sha256(f"{call.name}\0{call.arguments}".encode()).hexdigest()
+
+
+# --- tools finish ------------------------------------------------------------------------
+
+
+def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
+    group = core.group
+    if group is None or group.result(event.call_id) is not None:
+        return Step(core)  # stale or a second result: the first one wins
+    planned = next((p for p in group.calls if p.call.id == event.call_id), None)
+    if planned is None or not group.admitted:
+        return Step(core)
+    core, result_event = _settle(core, planned.call, event.done)
+    result_event = replace(result_event, duration=event.duration)
+    execution = core.execution.tool_completed(event.call_id)
+    if not isinstance(execution, Rejected):
+        core = replace(core, execution=execution)
+    assert core.group is not None
+    if core.group.complete:
+        return _close_group(core, (result_event,))
+    # Results are committed together when the group is complete (a small constant number
+    # of commits per group); until then they wait in the values.
+    return Step(replace(core, pending=(*core.pending, result_event)))
+
+
+# --- a boundary ran ----------------------------------------------------------------------
+
+
+def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
+    core = replace(core, view=event.view)
+    if event.final:
+        if event.view.terminal and not core.final_request:
+            return _final_request(core, event.events)
+        return _finish(core, "completed", event.events, limits)
+    nxt = _next_request(replace(core, group=None), limits)
+    if nxt.commands and isinstance(nxt.commands[0], CallProvider):
+        return Step(nxt.core, (Persist(event.events), *nxt.commands))
+    # The step limit ended the turn: its commit carries the boundary's events too.
+    first = nxt.commands[0]
+    assert isinstance(first, Persist)
+    return Step(nxt.core, (Persist((*event.events, *first.events)), *nxt.commands[1:]))
+
+
+def _final_request(core: Core, events: tuple[ev.Event, ...]) -> Step:
+    """The turn's last boundary entered a terminal phase: the model gets one last
+    request there, with no tools, within the same user turn."""
+    started = _ok(core.progress.start_turn())
+    request_id = f"{core.session_id}:{core.turn}:final"
+    continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, None))
+    core = replace(core, progress=started.progress, continuation=continuation,
+                   step=core.step + 1, attempt=0, request_id=request_id, final_request=True)
+    return Step(core, (Persist(events), CallProvider(request_id, core.history(), True)))
+
+
+# --- provider failures -------------------------------------------------------------------
+
+
+def _on_failed(core: Core, event: Failed, limits: Limits) -> Step:
+    if event.request_id != core.request_id or core.status != "running":
+        return Step(core)
+    failure = event.failure
+    if failure.retryable and core.attempt < limits.max_retries:
+        attempt = core.attempt + 1
+        delay = failure.retry_after
+        if delay is None:
+            delay = min(limits.max_backoff, limits.backoff * (2 ** (attempt - 1)))
+            delay *= 0.5 + event.jitter / 2
+        delay = max(0.0, min(delay, limits.max_backoff))
+        core = replace(core, attempt=attempt)
+        retrying = ev.Retrying(attempt=attempt, delay=delay, message=failure.message,
+                               turn=core.turn)
+        return Step(core, (Persist((retrying,)), Sleep(delay),
+                           CallProvider(event.request_id, core.history(), core.final_request)))
+    turn_id = core.progress.turn_id
+    if turn_id is not None:
+        failed = core.progress.fail(turn_id)
+        if not isinstance(failed, Rejected):
+            core = replace(core, progress=failed)
+    core = _close_request(core)
+    execution = core.execution.fail(failure.message) if core.execution.active else core.execution
+    core = replace(core, execution=execution)
+    error = ev.ErrorEvent(code="provider_error", message=failure.message, turn=core.turn)
+    finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
+                               input_tokens=core.input_tokens,
+                               output_tokens=core.output_tokens)
+    return Step(replace(core, status="failed", request_id=None),
+                (Persist((error, finished)), TurnOver("failed")))
+
+
+# --- approvals ---------------------------------------------------------------------------
+
+
+class ResolutionRefused(PhaseflowError):
+    """A decision that does not match the pending approval (another call, other
+    arguments, nothing pending): refused, fail closed."""
+
+
+def check_resolution(core: Core, event: Resolve) -> str | None:
+    """Why ``event`` cannot resolve the pending approval, or ``None``."""
+    pending = core.execution.pending_approval
+    if core.status != "awaiting_approval" or pending is None or core.group is None:
+        return "no approval is pending"
+    if event.call_id != pending.call_id:
+        return f"the pending approval is for call {pending.call_id!r}, not {event.call_id!r}"
+    if event.arguments_hash is not None and event.arguments_hash != arguments_hash(pending.call):
+        return "the call's arguments are not the ones this decision was made for"
+    return None
+
+
+def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
+    problem = check_resolution(core, event)
+    if problem is not None:
+        raise ResolutionRefused(problem)
+    resolved: ApprovalResolved = _ok(core.execution.resolve_approval(event.call_id,
+                                                                     event.decision))
+    core = replace(core, execution=resolved.execution, status="running")
+    call = resolved.approval.call
+    decided = ev.ApprovalResolvedEvent(call_id=call.id, name=call.name,
+                                       decision=resolved.decision.value, reason=event.reason,
+                                       turn=core.turn)
+    events: list[ev.Event] = [decided]
+    group = core.group
+    assert group is not None
+    if resolved.approved:
+        core = replace(core, group=replace(group, approved=(*group.approved, call.id)))
+    else:
+        why = f": {event.reason}" if event.reason else ""
+        core, settled = _settle(core, call, Done(ToolOutcome.error(
+            f"The user rejected this call{why}"), "rejected"))
+        events.append(settled)
+    return _continue_group(core, tuple(events), limits)
+
+
+# --- cancellation ------------------------------------------------------------------------
+
+
+def _on_cancel(core: Core, event: Cancel) -> Step:
+    if core.status not in ("running", "awaiting_approval"):
+        return Step(core)
+    events: list[ev.Event] = list(core.pending)
+    core = replace(core, pending=())
+    for done in event.done:
+        group = core.group
+        if group is None or group.result(done.call_id) is not None:
+            continue
+        planned = next((p for p in group.calls if p.call.id == done.call_id), None)
+        if planned is not None and group.admitted:
+            core, settled = _settle(core, planned.call, done.done)
+            events.append(replace(settled, duration=done.duration))
+    group = core.group
+    if group is not None:
+        c = core.continuation
+        for p in group.calls:
+            if group.result(p.call.id) is not None:
+                continue
+            effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
+            if effect is not None and effect.state.value == "admitted":
+                done_ = Done(ToolOutcome.cancelled(
+                    f"Cancelled while running: {OUTCOME_UNKNOWN_TEXT}"), "cancelled")
+            else:
+                done_ = Done(ToolOutcome.cancelled(), "cancelled")
+            core, settled = _settle(core, p.call, done_)
+            events.append(settled)
+            c = core.continuation
+    turn_id = core.progress.turn_id
+    if turn_id is not None:
+        cancelled = core.progress.cancel(turn_id, event.now)
+        if not isinstance(cancelled, Rejected):
+            core = replace(core, progress=_ok(cancelled.confirm_stopped(turn_id)))
+    writes: list[tuple[str, str, str, Any]] = []
+    if core.group is not None:
+        for p in core.group.calls:
+            done = core.group.result(p.call.id)
+            if done is not None and done.label == "ok":
+                writes.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
+    core = _close_request(core)
+    core = replace(core, execution=core.execution.abort(), status="idle", request_id=None)
+    finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
+                               input_tokens=core.input_tokens, output_tokens=core.output_tokens)
+    commands: list[Command] = []
+    if writes:
+        commands.append(RunBoundary(tuple(writes), None, advance=False))
+    commands += [Persist((*events, finished)), TurnOver("cancelled")]
+    return Step(core, tuple(commands))

@@ -1,0 +1,107 @@
+"""The session core's own values as plain JSON (the turn core's values have their own
+codecs): what ``SessionRecord.core`` holds, so a session reopened from any store is the
+one that was stored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, cast
+
+from phaseflow.errors import PhaseflowError
+from phaseflow.session import events as ev
+from phaseflow.session.core import CallKind, Core, Done, Group, Planned, ResultLabel, Status
+from phaseflow.turn.continuation import Continuation
+from phaseflow.turn.execution import TurnExecution
+from phaseflow.turn.messages import ToolCall, ToolOutcome
+from phaseflow.turn.progress import TurnProgress
+from phaseflow.turn.rejections import Rejected
+
+
+class CoreDataError(PhaseflowError):
+    """Stored session data that cannot be the session core's (corrupted or foreign)."""
+
+
+def _pairs(items: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
+    return [[k, v] for k, v in items]
+
+
+def _done_json(done: Done) -> dict[str, Any]:
+    return {"outcome": done.outcome.to_json(), "label": done.label,
+            "writes": _pairs(done.writes), "move": done.move}
+
+
+def core_to_json(core: Core) -> dict[str, Any]:
+    group = core.group
+    return {
+        "status": core.status,
+        "turn": core.turn,
+        "step": core.step,
+        "attempt": core.attempt,
+        "request_id": core.request_id,
+        "final_request": core.final_request,
+        "reply": core.reply,
+        "input_tokens": core.input_tokens,
+        "output_tokens": core.output_tokens,
+        "pending": [e.to_json() for e in core.pending],
+        "group": None if group is None else {
+            "checkpoint_id": group.checkpoint_id,
+            "calls": [{"call": p.call.to_json(), "kind": p.kind, "note": p.note,
+                       "writes": _pairs(p.writes)} for p in group.calls],
+            "results": [[cid, _done_json(d)] for cid, d in group.results],
+            "approved": list(group.approved),
+            "admitted": group.admitted,
+        },
+    }
+
+
+def _value(decoded: Any, what: str) -> Any:
+    if isinstance(decoded, Rejected):
+        raise CoreDataError(f"{what}: {decoded}")
+    return decoded
+
+
+def _writes(data: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple((str(k), v) for k, v in data)
+
+
+def _done(data: Mapping[str, Any]) -> Done:
+    outcome = _value(ToolOutcome.from_json(data["outcome"]), "tool outcome")
+    return Done(outcome, cast(ResultLabel, data["label"]), _writes(data["writes"]),
+                data.get("move"))
+
+
+def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExecution,
+                   progress: TurnProgress, continuation: Continuation) -> Core:
+    """The core a record describes; :class:`CoreDataError` naming what is wrong."""
+    try:
+        raw_group = data["group"]
+        group = None
+        if raw_group is not None:
+            group = Group(
+                str(raw_group["checkpoint_id"]),
+                tuple(Planned(_value(ToolCall.from_json(p["call"]), "tool call"),
+                              cast(CallKind, p["kind"]), str(p["note"]), _writes(p["writes"]))
+                      for p in raw_group["calls"]),
+                tuple((str(cid), _done(d)) for cid, d in raw_group["results"]),
+                tuple(str(c) for c in raw_group["approved"]),
+                bool(raw_group["admitted"]),
+            )
+        core = Core(session_id, execution, progress, continuation)
+        return replace(
+            core,
+            status=cast(Status, data["status"]),
+            turn=int(data["turn"]),
+            step=int(data["step"]),
+            attempt=int(data["attempt"]),
+            request_id=data["request_id"],
+            final_request=bool(data["final_request"]),
+            reply=str(data["reply"]),
+            input_tokens=int(data["input_tokens"]),
+            output_tokens=int(data["output_tokens"]),
+            pending=tuple(ev.event_from_json(e) for e in data["pending"]),
+            group=group,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CoreDataError(f"session {session_id!r}: stored core data is malformed "
+                            f"({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,181 @@
+"""What a session tells its host: one tagged union of events.
+
+Every event has ``type``, ``seq`` (its place in the store's log; 0 for an event that is
+not persisted, such as a text delta), ``session_id``, ``turn`` (the user turn it belongs
+to) and ``at`` (wall-clock seconds). ``to_json`` is the form that is stored and that
+``phaseflow run --json`` prints; :func:`event_from_json` reads it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from phaseflow.errors import PhaseflowError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    type: ClassVar[str]
+    session_id: str = ""
+    turn: int = 0
+    at: float = 0.0
+    seq: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        for f in dataclasses.fields(self):
+            out[f.name] = getattr(self, f.name)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnStarted(_Event):
+    """A turn began with the user's message (the queued prompts joined, in order)."""
+
+    type: ClassVar[str] = "turn_started"
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(_Event):
+    """Streamed reply text (not persisted: the final text is, in ``turn_finished``)."""
+
+    type: ClassVar[str] = "text_delta"
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEvent(_Event):
+    """The model called a tool (before it is checked, approved or run)."""
+
+    type: ClassVar[str] = "tool_call"
+    call_id: str = ""
+    name: str = ""
+    arguments: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultEvent(_Event):
+    """A call's result as the model sees it. ``status``: ok, error, refused, rejected,
+    cancelled, ignored or unknown (admitted, then interrupted)."""
+
+    type: ClassVar[str] = "tool_result"
+    call_id: str = ""
+    name: str = ""
+    status: str = "ok"
+    content: str = ""
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(_Event):
+    type: ClassVar[str] = "approval_requested"
+    call_id: str = ""
+    name: str = ""
+    arguments: Any = None
+    arguments_hash: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalResolvedEvent(_Event):
+    type: ClassVar[str] = "approval_resolved"
+    call_id: str = ""
+    name: str = ""
+    decision: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateChanged(_Event):
+    """Keys written (by a tool, ``record``, an effect or the host): old and new values
+    (``None`` for an absent key)."""
+
+    type: ClassVar[str] = "state_changed"
+    keys: tuple[str, ...] = ()
+    old: Mapping[str, Any] = field(default_factory=dict)
+    new: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = _Event.to_json(self)
+        out["keys"] = list(self.keys)
+        out["old"], out["new"] = dict(self.old), dict(self.new)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseChanged(_Event):
+    type: ClassVar[str] = "phase_changed"
+    from_phase: str = ""
+    to_phase: str = ""
+    trigger: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retrying(_Event):
+    type: ClassVar[str] = "retrying"
+    attempt: int = 0
+    delay: float = 0.0
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnFinished(_Event):
+    """The turn ended. ``status``: completed, awaiting_approval, cancelled, failed or
+    step_limit."""
+
+    type: ClassVar[str] = "turn_finished"
+    reply: str = ""
+    status: str = "completed"
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent(_Event):
+    """Something went wrong that the host should know: ``code`` is stable
+    (``provider_error``, ``tool_error``, ``write_refused``, ``step_limit``,
+    ``effect_error``, ``guard_error``, ``template_error``, ``workflow_changed``, ...)."""
+
+    type: ClassVar[str] = "error"
+    code: str = ""
+    message: str = ""
+
+
+Event = (
+    TurnStarted | TextDelta | ToolCallEvent | ToolResultEvent | ApprovalRequested
+    | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
+    | ErrorEvent
+)
+
+EVENT_TYPES: dict[str, type[_Event]] = {
+    cls.type: cls
+    for cls in (TurnStarted, TextDelta, ToolCallEvent, ToolResultEvent, ApprovalRequested,
+                ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying, TurnFinished,
+                ErrorEvent)
+}
+
+
+class EventError(PhaseflowError):
+    """A stored event that is not one of the event types (a corrupted or foreign log)."""
+
+
+def event_from_json(data: Mapping[str, Any]) -> Event:
+    """The event a ``to_json`` form describes; :class:`EventError` for anything else."""
+    if not isinstance(data, Mapping):
+        raise EventError(f"an event must be an object, not {type(data).__name__}")
+    cls = EVENT_TYPES.get(str(data.get("type")))
+    if cls is None:
+        raise EventError(f"unknown event type {data.get('type')!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in data.items() if k in names}
+    if cls is StateChanged and "keys" in values:
+        values["keys"] = tuple(values["keys"])
+    try:
+        return cls(**values)  # type: ignore[return-value]
+    except TypeError as exc:
+        raise EventError(f"event {data.get('type')!r}: {exc}") from None

@@ -1,0 +1,509 @@
+"""The one async runner: it performs the commands the pure core returns.
+
+``drive(first_input)`` feeds the input to :func:`~phaseflow.session.core.step`,
+performs each command in order (commit, call the provider, run tools, run a boundary,
+sleep before a retry), feeds what each produced back in, and yields the events to the
+host as they happen. It decides nothing about the turn: the order of commits and runs is
+the core's. What it owns is everything with I/O or host code in it - the provider
+stream, the tools, the machine's effects, the store, the clock - and cancellation,
+which it turns into one :class:`~phaseflow.session.core.Cancel` input after stopping
+whatever was running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from phaseflow.expr.describe import describe_exception
+from phaseflow.machine.machine import PhaseMachine
+from phaseflow.machine.results import ModelTrigger
+from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.session import events as ev
+from phaseflow.session.core import (
+    GO_TO_PHASE,
+    BoundaryDone,
+    CallProvider,
+    Cancel,
+    Core,
+    Done,
+    Failed,
+    Input,
+    Limits,
+    Pause,
+    Persist,
+    PhaseView,
+    Planned,
+    Replied,
+    RunBoundary,
+    RunTools,
+    Sleep,
+    ToolDone,
+    TurnOver,
+    step,
+)
+from phaseflow.session.core_json import core_to_json
+from phaseflow.session.provider import (
+    Provider,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from phaseflow.session.state_types import check_state_type
+from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
+from phaseflow.session.view import phase_view, system_text, tool_specs
+from phaseflow.spec.model import Workflow
+from phaseflow.stores.base import SessionRecord, Store
+from phaseflow.turn.messages import ToolCall, ToolOutcome
+from phaseflow.turn.output import OutputReference, present_lines, result
+
+T = TypeVar("T")
+
+#: who decides whether a call needs a human: ``approve(call, ctx) -> bool``
+ApprovalPolicy = Callable[[ToolCall, ToolContext], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """An agent's settings, shared by its sessions."""
+
+    workflow: Workflow
+    workflow_hash: str
+    provider: Provider
+    tools: Mapping[str, FunctionTool]
+    store: Store
+    system: str = ""
+    model: str = ""
+    limits: Limits = field(default_factory=Limits)
+    approve: ApprovalPolicy | None = None
+    #: lines of a tool's output the model is shown; the rest is kept by the store
+    output_lines: int = 200
+    #: characters of a tool's output the model is shown (after the line limit)
+    output_chars: int = 20_000
+    max_concurrency: int = 8
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+
+class Cancelled(Exception):
+    """Raised inside the runner when the host cancelled (never leaves the runner)."""
+
+
+class Runner:
+    """Owns one session's live parts: the core values, the machine, the state."""
+
+    def __init__(self, config: RunnerConfig, core: Core, machine: PhaseMachine, state: State,
+                 version: int, created_at: float) -> None:
+        self.config = config
+        self.core = core
+        self.machine = machine
+        self.state = state
+        self.version = version
+        self.created_at = created_at
+        self._machine_snapshot: dict[str, Any] = machine.snapshot()
+        self._cancel = asyncio.Event()
+        self._commit_lock = asyncio.Lock()
+        #: events of work done outside a boundary (a cancelled turn's writes) that go
+        #: with the next commit
+        self._carry: list[ev.Event] = []
+
+    # --- the view --------------------------------------------------------------------
+
+    def view(self) -> PhaseView:
+        return phase_view(self.machine, self.state, self.config.workflow, self.config.tools)
+
+    # --- driving ----------------------------------------------------------------------
+
+    def request_cancel(self) -> None:
+        self._cancel.set()
+
+    async def drive(self, first: Input) -> AsyncIterator[ev.Event]:
+        """Perform what ``first`` leads to until the turn pauses or ends."""
+        self._cancel.clear()
+        inputs: deque[Input] = deque([first])
+        while inputs:
+            s = step(self.core, inputs.popleft(), self.config.limits)
+            self.core = s.core
+            for command in s.commands:
+                if isinstance(command, Persist):
+                    for event in await self.commit(command.events):
+                        yield event
+                elif isinstance(command, CallProvider):
+                    async for item in self._call(command):
+                        if isinstance(item, ev.TextDelta):
+                            yield item
+                        else:
+                            inputs.append(item)
+                elif isinstance(command, RunTools):
+                    inputs.extend(await self._run_tools(command))
+                elif isinstance(command, RunBoundary):
+                    done = await self._boundary(command)
+                    if done is not None:
+                        inputs.append(done)
+                elif isinstance(command, Sleep):
+                    cancelled = await self._until_cancelled(self.config.sleep(command.seconds))
+                    if cancelled:
+                        inputs.clear()
+                        inputs.append(Cancel(self.config.clock()))
+                        break
+                elif isinstance(command, Pause | TurnOver):
+                    continue
+
+    # --- commits ----------------------------------------------------------------------
+
+    def record(self) -> SessionRecord:
+        core = self.core
+        now = self.config.clock()
+        return SessionRecord(
+            session_id=core.session_id, workflow=self.config.workflow.name,
+            workflow_hash=self.config.workflow_hash, version=self.version + 1,
+            status=core.status, phase=self.machine.current, turn=core.turn,
+            execution=core.execution, progress=core.progress, continuation=core.continuation,
+            machine=self._machine_snapshot, state=self.state.to_dict(),
+            core=core_to_json(core), created_at=self.created_at or now, updated_at=now,
+        )
+
+    async def commit(self, events: tuple[ev.Event, ...]) -> list[ev.Event]:
+        """One commit point: the values as they are now, and these events (stamped)."""
+        async with self._commit_lock:
+            now = self.config.clock()
+            sid = self.core.session_id
+            if self._carry:
+                events = (*self._carry, *events)
+                self._carry = []
+            stamped = [replace(e, session_id=sid, at=now, turn=e.turn or self.core.turn)
+                       for e in events]
+            record = self.record()
+            seqs = await self.config.store.commit(
+                record, [e.to_json() for e in stamped], expected_version=self.version)
+            self.version = record.version
+            return [replace(e, seq=seq) for e, seq in zip(stamped, seqs, strict=True)]
+
+    # --- cancellation -----------------------------------------------------------------
+
+    async def _until_cancelled(self, work: Awaitable[T]) -> bool:
+        """Await ``work``; True (and ``work`` stopped) when the host cancelled first."""
+        task = asyncio.ensure_future(work)
+        waiter = asyncio.ensure_future(self._cancel.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task.done():
+            task.result()
+            return False
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return True
+
+    # --- the provider -----------------------------------------------------------------
+
+    def build_request(self, command: CallProvider) -> tuple[ProviderRequest, PhaseView]:
+        view = self.view()
+        final = command.final or view.terminal
+        system = system_text(self.config.system, self.machine, self.state, final=final)
+        tools = () if final else tool_specs(view)
+        request = ProviderRequest(
+            model=self.config.model, system=system, history=command.history.to_tuple(),
+            tools=tools, request_id=command.request_id,
+            tool_choice="none" if final or not tools else "auto",
+        )
+        return request, view
+
+    async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDelta | Input]:
+        request, view = self.build_request(command)
+        self.last_request = request
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        pump = asyncio.ensure_future(self._pump(request, queue))
+        waiter = asyncio.ensure_future(self._cancel.wait())
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    pump.cancel()
+                    await asyncio.gather(pump, return_exceptions=True)
+                    yield Cancel(self.config.clock())
+                    return
+                item = getter.result()
+                if isinstance(item, ev.TextDelta):
+                    yield replace(item, session_id=self.core.session_id, turn=self.core.turn,
+                                  at=self.config.clock())
+                    continue
+                if isinstance(item, ProviderReply):
+                    yield Replied(command.request_id, item, view, self._flagged(item, view))
+                else:
+                    yield Failed(command.request_id, item, self.config.rng.random())
+                return
+        finally:
+            waiter.cancel()
+            if not pump.done():
+                pump.cancel()
+
+    async def _pump(self, request: ProviderRequest, queue: asyncio.Queue[Any]) -> None:
+        """Read the stream into ``queue``: text deltas as they come, then the whole reply
+        (or the failure). A provider that raises is a non-retryable failure."""
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, list[str]] = {}
+        usage = Usage()
+        stop = "end_turn"
+        try:
+            async for item in self.config.provider.stream(request):
+                if isinstance(item, TextDelta):
+                    text.append(item.text)
+                    await queue.put(ev.TextDelta(text=item.text))
+                elif isinstance(item, ToolCallStart):
+                    calls[item.index] = [item.call_id, item.name, ""]
+                elif isinstance(item, ToolCallDelta):
+                    calls.setdefault(item.index, ["", "", ""])[2] += item.arguments
+                elif isinstance(item, ToolCallEnd):
+                    continue
+                elif isinstance(item, Usage):
+                    usage = item
+                elif isinstance(item, StreamEnd):
+                    stop = item.stop
+                    break
+                elif isinstance(item, ProviderFailure):
+                    await queue.put(item)
+                    return
+                elif getattr(item, "kind", "") == "reasoning_delta":
+                    reasoning.append(item.text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a provider that raises: its message, not a traceback
+            await queue.put(ProviderFailure(describe_exception(exc), retryable=False))
+            return
+        ordered = tuple((c[0], c[1], c[2] or "{}") for _, c in sorted(calls.items()))
+        await queue.put(ProviderReply("".join(text), ordered, stop,  # type: ignore[arg-type]
+                                      "".join(reasoning), usage))
+
+    def _flagged(self, reply: ProviderReply, view: PhaseView) -> frozenset[int]:
+        policy = self.config.approve
+        if policy is None:
+            return frozenset()
+        flagged: set[int] = set()
+        for position, (call_id, name, arguments) in enumerate(reply.calls):
+            try:
+                call = ToolCall(call_id or f"call_{position}", name, arguments)
+            except Exception:
+                continue
+            try:
+                if policy(call, self._context(call_id)):
+                    flagged.add(position)
+            except Exception:
+                flagged.add(position)  # a policy that fails asks the human: fail closed
+        return frozenset(flagged)
+
+    # --- tools ------------------------------------------------------------------------
+
+    def _context(self, call_id: str) -> ToolContext:
+        return ToolContext(self.core.session_id, call_id, self.machine.current,
+                           ReadOnlyMapping(self.state.to_dict()))
+
+    async def _run_tools(self, command: RunTools) -> list[Input]:
+        """Run the admitted calls; one ToolDone each, in the order they finished (or
+        one Cancel carrying those that finished, if the host cancelled)."""
+        finished: list[ToolDone] = []
+        limit = asyncio.Semaphore(1 if command.sequential else self.config.max_concurrency)
+
+        async def one(p: Planned) -> None:
+            async with limit:
+                finished.append(await self._run_one(p))
+
+        if command.sequential:
+            async def all_in_order() -> None:
+                for p in command.calls:
+                    await one(p)
+            work: Awaitable[Any] = all_in_order()
+        else:
+            work = asyncio.gather(*(one(p) for p in command.calls))
+        cancelled = await self._until_cancelled(work)
+        if cancelled:
+            return [Cancel(self.config.clock(), tuple(finished))]
+        return list(finished)
+
+    async def _run_one(self, planned: Planned) -> ToolDone:
+        call = planned.call
+        started = time.perf_counter()
+        if call.name == GO_TO_PHASE:
+            done = await self._check_move(call)
+            return ToolDone(call.id, done, time.perf_counter() - started)
+        fn = self.config.tools.get(call.name)
+        catalogue = self.config.workflow.tools
+        entry = catalogue.get(call.name) if catalogue is not None else None
+        if fn is None:  # offered, so implemented: only a host that changed its tools
+            return ToolDone(call.id, Done(ToolOutcome.error(
+                f"Tool {call.name!r} has no implementation."), "error"), 0.0)
+        timeout = fn.timeout if fn.timeout is not None else (
+            entry.timeout if entry is not None else None)
+        try:
+            work = fn.invoke(call.argument_value(), self._context(call.id))
+            value = await (asyncio.wait_for(work, timeout) if timeout else work)
+        except asyncio.TimeoutError:
+            return ToolDone(call.id, Done(ToolOutcome.error(
+                f"{call.name} timed out after {timeout:g} s"), "error"),
+                time.perf_counter() - started)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return ToolDone(call.id, Done(ToolOutcome.error(
+                f"{call.name} failed: {describe_exception(exc)}"), "error"),
+                time.perf_counter() - started)
+        writes_allowed = entry.writes if entry is not None else ()
+        done = await self._outcome(call, value, writes_allowed)
+        return ToolDone(call.id, done, time.perf_counter() - started)
+
+    async def _outcome(self, call: ToolCall, value: Any, allowed: tuple[str, ...]) -> Done:
+        try:
+            output, candidates = split_return(value, allowed)
+            text = output_text(output)
+        except Exception as exc:
+            return Done(ToolOutcome.error(f"{call.name} returned a value that is not JSON: "
+                                          f"{describe_exception(exc)}"), "error")
+        writes: list[tuple[str, Any]] = []
+        problems: list[str] = []
+        declared = self.config.workflow.state
+        for key, v in candidates.items():
+            if key not in allowed:
+                problems.append(f"{key!r} is not in the tool's writes")
+                continue
+            entry = declared.get(key)
+            problem = check_state_type(v, entry.type) if entry is not None else None
+            if problem is not None:
+                problems.append(f"{key!r}: {problem}")
+                continue
+            writes.append((key, v))
+        outcome = await self._present(text)
+        if problems:
+            note = "; ".join(problems)
+            self._carry.append(ev.ErrorEvent(code="write_refused", message=(
+                f"{call.name} ({call.id}): not written: {note}")))
+        return Done(outcome, "ok", tuple(writes))
+
+    async def _present(self, text: str) -> ToolOutcome:
+        """The model's view of a tool's output: cut by the turn core's rules, the whole
+        capture kept by the store under a reference."""
+        limit_lines, limit_chars = self.config.output_lines, self.config.output_chars
+        lines = text.count("\n") + 1
+        if lines <= limit_lines and len(text) <= limit_chars:
+            return ToolOutcome.ok(text)
+        data = text.encode()
+        token = await self.config.store.put_capture(data)
+        reference = OutputReference.create(token, "text/plain", len(data), token)
+        if isinstance(reference, OutputReference):
+            shown = present_lines(text[:limit_chars], limit_lines, reference=reference)
+            if not isinstance(shown, Exception) and hasattr(shown, "text"):
+                outcome = result(shown)  # type: ignore[arg-type]
+                if len(text) > limit_chars and "truncated" not in str(outcome.content):
+                    return ToolOutcome.ok(f"{outcome.content}\n[output truncated: "
+                                          f"{len(text) - limit_chars} characters not shown; "
+                                          f"full output is reference {token}]")
+                return outcome
+        return ToolOutcome.ok(text[:limit_chars] + "\n[output truncated]")
+
+    async def _check_move(self, call: ToolCall) -> Done:
+        """``go_to_phase``: checked as the machine's ``request`` checks it; a target only
+        missing required keys runs its preparations (as ``take_request`` does). The move
+        itself happens after the group."""
+        arguments = call.argument_value()
+        target = arguments.get("phase") if isinstance(arguments, dict) else None
+        if not isinstance(target, str):
+            return Done(ToolOutcome.error("go_to_phase needs a phase name"), "refused")
+        moves = self.machine.model_moves(self.state)
+        statuses = [s for t, s in moves if t == target]
+        open_targets = [t for t, s in moves if s.stopped_by != "when"]
+        if not statuses:
+            shown = ", ".join(dict.fromkeys(open_targets)) or "none"
+            return Done(ToolOutcome.error(
+                f"Cannot move to {target!r} from {self.machine.current}: phases you can move "
+                f"to now: {shown}."), "error")
+        status = next((s for s in statuses if s.stopped_by != "when"), statuses[0])
+        if status.verdict == "ready":
+            return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
+                        move=target)
+        if status.stopped_by == "when":
+            return Done(ToolOutcome.error(
+                f"Cannot move to {target!r} now: the condition of that move does not hold."),
+                "error")
+        if status.verdict == "preparable":
+            before = self.state.to_dict()
+            ready = await self.machine.prepare_target(target, self.state)
+            self._carry.extend(self._state_events(before, "prepare"))
+            if ready and self.machine.request(target, self.state):
+                return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
+                            move=target)
+            missing = [t for t, s in self.machine.model_moves(self.state) if t == target]
+            del missing
+        if status.missing:
+            keys = ", ".join(status.missing)
+            return Done(ToolOutcome.error(
+                f"Cannot move to {target!r} yet: it needs {keys}, which are not known."),
+                "error")
+        return Done(ToolOutcome.error(
+            f"Cannot move to {target!r} now: its entry condition does not hold."), "error")
+
+    # --- the boundary -----------------------------------------------------------------
+
+    def _state_events(self, before: Mapping[str, Any], source: str) -> list[ev.Event]:
+        changes = self.state.take_changes()
+        if not changes:
+            return []
+        keys = list(dict.fromkeys(c.key for c in changes))
+        after = self.state
+        return [ev.StateChanged(keys=tuple(keys), old={k: before.get(k) for k in keys},
+                                new={k: after.get(k) for k in keys}, source=source)]
+
+    async def _boundary(self, command: RunBoundary) -> BoundaryDone | None:
+        events: list[ev.Event] = []
+        before = self.state.to_dict()
+        self.state.take_changes()
+        for _call_id, tool_name, key, value in command.writes:
+            self.state.set(key, value)
+        if command.writes:
+            events.extend(self._state_events(before, "tools"))
+            before = self.state.to_dict()
+        if not command.advance:
+            self._carry.extend(events)
+            return None
+        turn = self.core.turn
+        from_phase = self.machine.current
+        if command.move is not None:
+            taken = await self.machine.take_request(command.move, self.state, turn=turn)
+            if taken is not None:
+                events.extend(self._machine_errors(taken.events))
+                events.append(ev.PhaseChanged(from_phase=from_phase, to_phase=taken.to_phase,
+                                              trigger="model"))
+            else:
+                events.append(ev.ErrorEvent(code="move_refused", message=(
+                    f"the move to {command.move!r} no longer holds after this step's writes")))
+            if command.final:
+                self.machine.begin_boundary(turn)
+        else:
+            result_ = await self.machine.advance(self.state, turn=turn, counted=command.final)
+            events.extend(self._machine_errors(result_.events))
+            if result_.transition is not None:
+                trigger = result_.transition.trigger
+                events.append(ev.PhaseChanged(
+                    from_phase=from_phase, to_phase=result_.transition.to_phase,
+                    trigger="model" if isinstance(trigger, ModelTrigger) else trigger.kind))
+        events.extend(self._state_events(before, "effects"))
+        self._machine_snapshot = self.machine.snapshot()
+        return BoundaryDone(self.view(), tuple(events), command.final)
+
+    @staticmethod
+    def _machine_errors(records: tuple[Any, ...]) -> list[ev.Event]:
+        return [ev.ErrorEvent(code=r.kind, message=f"{r.phase}: {r.message}") for r in records]

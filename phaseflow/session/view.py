@@ -1,0 +1,139 @@
+"""Where the conversation is, as the model is shown it: the offered tools and the
+system text, built from the machine before every request.
+
+One rule for "what may the model use now": the workflow's catalogue filtered by the
+current phase's ``tools`` (globs expanded by the machine), restricted to tools the host
+implemented, plus the built-ins ``go_to_phase`` (when the phase has ``model``
+transitions whose ``when`` holds now) and ``record`` (when the phase ``collect``s keys).
+The session core refuses any call of a tool not in this list, so what is offered and
+what may run can never differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from phaseflow.machine.machine import PhaseMachine
+from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
+from phaseflow.session.provider import ToolSpec
+from phaseflow.session.tools import FunctionTool
+from phaseflow.spec.model import Workflow
+
+FINAL_PHASE_NOTE = "This is the final phase."
+
+#: the JSON Schema of a value of each declared state type (``record``'s parameters)
+_TYPE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "string": {"type": "string"},
+    "number": {"type": "number"},
+    "integer": {"type": "integer"},
+    "boolean": {"type": "boolean"},
+    "array": {"type": "array"},
+    "object": {"type": "object"},
+    "any": {},
+}
+
+
+def tool_names(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> tuple[str, ...]:
+    """Every tool the session could ever offer, in a stable order: the catalogue's when
+    the workflow has one, else the host's."""
+    if workflow.tools is not None:
+        return tuple(workflow.tools)
+    return tuple(tools)
+
+
+def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workflow,
+               tools: Mapping[str, FunctionTool]) -> PhaseView:
+    phase = machine.current_phase
+    terminal = phase is None or phase.terminal
+    catalogue = workflow.tools
+    offered: list[OfferedTool] = []
+    if not terminal:
+        for name in tool_names(workflow, tools):
+            fn = tools.get(name)
+            if fn is None or not machine.tool_allowed(name):
+                continue
+            entry = catalogue.get(name) if catalogue is not None else None
+            parameters: Mapping[str, Any] = fn.parameters
+            description = fn.description
+            approval = False
+            writes: tuple[str, ...] = ()
+            if entry is not None:
+                if entry.parameters is not None:
+                    parameters = entry.parameters_json()
+                description = description or (entry.description or "")
+                approval = entry.approval == "always"
+                writes = entry.writes
+            offered.append(OfferedTool(name, description or name, parameters, approval,
+                                       writes))
+        move = _go_to_phase(machine, state)
+        if move is not None:
+            offered.append(move)
+    collect: dict[str, str] = {}
+    if phase is not None and not terminal and phase.collect:
+        for key in phase.collect:
+            declared = workflow.state.get(key)
+            collect[key] = declared.type if declared is not None else "any"
+        offered.append(_record_tool(collect, workflow))
+    return PhaseView(machine.current, terminal, tuple(offered), collect)
+
+
+def _go_to_phase(machine: PhaseMachine, state: Mapping[str, Any]) -> OfferedTool | None:
+    targets: list[str] = []
+    for target, status in machine.model_moves(state):
+        if status.stopped_by != "when" and target not in targets:
+            targets.append(target)
+    if not targets:
+        return None
+    return OfferedTool(
+        GO_TO_PHASE,
+        "Move the conversation to another phase. Call it when this phase's goal is met and "
+        "the conversation should continue in one of the listed phases; the result says "
+        "whether the move will happen.",
+        {
+            "type": "object",
+            "properties": {
+                "phase": {"type": "string", "enum": targets,
+                          "description": "the phase to move to"},
+                "reason": {"type": "string", "description": "why, in a few words"},
+            },
+            "required": ["phase"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def _record_tool(collect: Mapping[str, str], workflow: Workflow) -> OfferedTool:
+    properties: dict[str, Any] = {}
+    for key, declared in collect.items():
+        schema = dict(_TYPE_SCHEMAS.get(declared, {}))
+        entry = workflow.state.get(key)
+        if entry is not None and entry.description:
+            schema["description"] = entry.description
+        properties[key] = schema
+    return OfferedTool(
+        RECORD,
+        "Record what the user told you, as the values of these keys. Record only what "
+        "the user actually said.",
+        {"type": "object", "properties": properties, "additionalProperties": False},
+    )
+
+
+def tool_specs(view: PhaseView) -> tuple[ToolSpec, ...]:
+    return tuple(ToolSpec(t.name, t.description, t.parameters) for t in view.tools)
+
+
+def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
+                final: bool) -> str:
+    """One system message: the host's text, the phase's rendered instructions and the
+    navigation block (and, in a terminal phase, that it is the final one)."""
+    parts = [system.strip()] if system.strip() else []
+    instructions = machine.render_instructions(state)
+    if instructions and instructions.strip():
+        parts.append(instructions.strip())
+    navigation = machine.describe_navigation(state)
+    if navigation.strip():
+        parts.append(navigation.strip())
+    if final:
+        parts.append(FINAL_PHASE_NOTE)
+    return "\n\n".join(parts)

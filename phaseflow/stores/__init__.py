@@ -1,0 +1,25 @@
+"""Where sessions are kept: the :class:`Store` protocol and its implementations.
+
+``MemoryStore`` is the default. Durable stores (SQLite, Postgres) implement the same
+protocol; see :mod:`phaseflow.stores.base` for what a commit is.
+"""
+
+from phaseflow.stores.base import (
+    SessionRecord,
+    SessionSummary,
+    Store,
+    StoreConflict,
+    StoredEvent,
+    StoreError,
+)
+from phaseflow.stores.memory import MemoryStore
+
+__all__ = [
+    "MemoryStore",
+    "SessionRecord",
+    "SessionSummary",
+    "Store",
+    "StoreConflict",
+    "StoreError",
+    "StoredEvent",
+]
