@@ -1,0 +1,113 @@
+"""The turn core's messages and tool specs as Chat Completions request values.
+
+Kept apart from the SDK call so the translation is plain data in, plain data out: the
+adapter (``openai.py``) only sends it and reads the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from phaseflow.providers.wire_names import WireNames
+from phaseflow.session.provider import ProviderRequest
+from phaseflow.turn.messages import (
+    AssistantMessage,
+    Content,
+    MediaPart,
+    SystemMessage,
+    TextPart,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = ["names_of", "plain", "request_messages", "request_tools"]
+
+
+def names_of(request: ProviderRequest) -> WireNames:
+    """The wire names of one request: its tools and every call in its history."""
+    names: set[str] = {t.name for t in request.tools}
+    for message in request.history:
+        if isinstance(message, AssistantMessage):
+            names.update(c.name for c in message.tool_calls)
+    return WireNames(names)
+
+
+def plain(value: object) -> Any:
+    """A JSON value built from mappings and sequences (a read-only schema, a tuple) as
+    the dicts and lists the SDK serialises."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _media_text(part: MediaPart) -> str:
+    return f"[attachment {part.media_type}: {part.token}]"
+
+
+def _text(content: Content) -> str:
+    """Content as one string (roles that take only text: assistant, tool, system)."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text if isinstance(p, TextPart) else _media_text(p) for p in content)
+
+
+def _user_content(content: Content) -> str | list[dict[str, Any]]:
+    """User content: text stays text; parts become content parts. An image given by URL
+    (``http(s):`` or ``data:``) is an ``image_url`` part; any other media is named in text,
+    since a media token is an opaque reference, not bytes."""
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        elif part.media_type.startswith("image/") and part.token.startswith(
+            ("http://", "https://", "data:")
+        ):
+            parts.append({"type": "image_url", "image_url": {"url": part.token}})
+        else:
+            parts.append({"type": "text", "text": _media_text(part)})
+    return parts
+
+
+def request_messages(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:
+    """The request's system text and history as Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in request.history:
+        if isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": _text(message.content)})
+        elif isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message.content)})
+        elif isinstance(message, AssistantMessage):
+            text = _text(message.content)
+            entry: dict[str, Any] = {"role": "assistant"}
+            if message.tool_calls:
+                entry["content"] = text or None
+                entry["tool_calls"] = [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": names.to_wire(c.name), "arguments": c.arguments}}
+                    for c in message.tool_calls
+                ]
+            else:
+                entry["content"] = text
+            out.append(entry)
+        elif isinstance(message, ToolResultMessage):
+            out.append({"role": "tool", "tool_call_id": message.call_id,
+                        "content": _text(message.content)})
+    return out
+
+
+def request_tools(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:
+    """The offered tools as function tools, under their wire names."""
+    return [
+        {"type": "function",
+         "function": {"name": names.to_wire(t.name), "description": t.description,
+                      "parameters": plain(t.parameters) or {"type": "object", "properties": {}}}}
+        for t in request.tools
+    ]
+

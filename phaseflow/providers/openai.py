@@ -1,0 +1,352 @@
+"""``OpenAIProvider``: any OpenAI-compatible server, through the official ``openai`` SDK.
+
+Chat Completions with ``stream=True``: the adapter translates the turn core's history to
+Chat Completions messages, offers the tools as function tools under wire names (see
+:mod:`phaseflow.providers.wire_names`), and turns the chunk stream back into provider
+events, with workflow names. Tool calls arrive in fragments keyed by index (the id and the
+name usually in the first); arguments are passed on as they come.
+
+The SDK's own retries are off (``max_retries=0``): retrying is the session's decision, so
+every failure is a :class:`~phaseflow.session.provider.ProviderFailure` value saying
+whether a retry may help. Nothing raises out of :meth:`OpenAIProvider.stream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from phaseflow.errors import ConfigError
+from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
+from phaseflow.providers.wire_names import WireNames
+from phaseflow.session.provider import (
+    ProviderEvent,
+    ProviderFailure,
+    ProviderRequest,
+    ReasoningDelta,
+    StopKind,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIProvider"]
+
+#: A local server (vLLM, llama.cpp, Ollama) needs no key, but the SDK insists on one.
+PLACEHOLDER_KEY = "not-needed"
+
+_STOPS: dict[str, StopKind] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """The server's ``Retry-After`` (or ``retry-after-ms``) in seconds, if it sent one."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def _server_message(error: Any) -> str:
+    """The server's own message from an SDK error (``body`` is the ``error`` object)."""
+    body = getattr(error, "body", None)
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str) and body["message"]:
+        return str(body["message"])
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return str(getattr(error, "message", None) or error)
+
+
+def failure_of(error: BaseException) -> ProviderFailure:
+    """An SDK (or transport) exception as a failure value."""
+    import openai
+
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        retryable = status in (408, 429) or status >= 500
+        return ProviderFailure(
+            f"the server answered {status}: {_server_message(error)}",
+            retryable=retryable,
+            retry_after=retry_after(error.response.headers) if retryable else None,
+            status=status,
+        )
+    if isinstance(error, openai.APITimeoutError):
+        return ProviderFailure("the request to the model server timed out", retryable=True)
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__
+        detail = f": {cause}" if cause is not None and str(cause) else ""
+        return ProviderFailure(
+            f"the connection to the model server failed{detail}", retryable=True
+        )
+    if isinstance(error, openai.APIError):  # an error event inside the stream
+        return ProviderFailure(f"the server reported an error: {_server_message(error)}")
+    if isinstance(error, json.JSONDecodeError):
+        return ProviderFailure(f"the server sent a malformed stream chunk: {error}")
+    return ProviderFailure(
+        f"the model call failed: {type(error).__name__}: {error}".rstrip(": ")
+    )
+
+
+@dataclass
+class _Call:
+    """A tool call being assembled from fragments."""
+
+    position: int | None = None  # its index in the reply once started
+    call_id: str = ""
+    name: str = ""
+    pending: str = ""  # arguments received before the name
+
+
+class _Reader:
+    """Turns chunks into events: one object per reply, so fragments can be keyed."""
+
+    def __init__(self, names: WireNames, request_id: str) -> None:
+        self.names = names
+        self.request_id = request_id
+        self.calls: dict[int, _Call] = {}
+        self.started: list[int] = []  # server indexes, in the order calls started
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+
+    def chunk(self, chunk: Any) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = []
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = Usage(int(getattr(usage, "prompt_tokens", 0) or 0),
+                               int(getattr(usage, "completion_tokens", 0) or 0))
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) not in (0, None):
+                continue  # only the first choice is the reply (n is never set above 1)
+            delta = getattr(choice, "delta", None)
+            if delta is not None:
+                events.extend(self._delta(delta))
+            if getattr(choice, "finish_reason", None):
+                self.finish = str(choice.finish_reason)
+        return events
+
+    def _delta(self, delta: Any) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = []
+        for field in ("reasoning_content", "reasoning"):  # vLLM, llama.cpp, DeepSeek, ...
+            reasoning = getattr(delta, field, None)
+            if isinstance(reasoning, str) and reasoning:
+                events.append(ReasoningDelta(reasoning))
+                break
+        content = getattr(delta, "content", None)
+        if isinstance(content, str) and content:
+            events.append(TextDelta(content))
+        for fragment in getattr(delta, "tool_calls", None) or ():
+            events.extend(self._fragment(fragment))
+        return events
+
+    def _fragment(self, fragment: Any) -> list[ProviderEvent]:
+        index = getattr(fragment, "index", None)
+        if not isinstance(index, int):
+            index = len(self.calls)
+        call = self.calls.setdefault(index, _Call())
+        if getattr(fragment, "id", None):
+            call.call_id = call.call_id or str(fragment.id)
+        function = getattr(fragment, "function", None)
+        name = getattr(function, "name", None)
+        if name:
+            call.name = call.name or str(name)
+        arguments = getattr(function, "arguments", None) or ""
+        events: list[ProviderEvent] = []
+        if call.position is None:
+            call.pending += arguments
+            if not call.name:
+                return events
+            call.position = len(self.started)
+            self.started.append(index)
+            call_id = call.call_id or f"call_{self.request_id}_{call.position}"
+            events.append(ToolCallStart(call.position, call_id, self.names.from_wire(call.name)))
+            if call.pending:
+                events.append(ToolCallDelta(call.position, call.pending))
+            call.pending = ""
+        elif arguments:
+            events.append(ToolCallDelta(call.position, arguments))
+        return events
+
+    def end(self) -> list[ProviderEvent]:
+        """The closing events, or a failure when the reply is incomplete."""
+        if self.finish is None:
+            return [ProviderFailure(
+                "the stream ended before the reply was complete (no finish reason)",
+                retryable=True,
+            )]
+        if self.finish == "content_filter":
+            return [ProviderFailure("the server's content filter stopped the reply")]
+        nameless = [i for i, c in self.calls.items() if c.position is None]
+        if nameless:
+            return [ProviderFailure(
+                f"the server sent a tool call without a name (index {nameless[0]})"
+            )]
+        events: list[ProviderEvent] = [ToolCallEnd(p) for p in range(len(self.started))]
+        if self.usage is not None:
+            events.append(self.usage)
+        stop = _STOPS.get(self.finish, "end_turn")
+        if self.started and stop == "end_turn":
+            stop = "tool_use"  # some servers say "stop" after tool calls
+        events.append(StreamEnd(stop))
+        return events
+
+
+class OpenAIProvider:
+    """A model behind an OpenAI-compatible Chat Completions endpoint.
+
+    ``model`` is the model asked for when the request names none (a request's non-empty
+    ``model`` wins). ``base_url`` and ``api_key`` default to the SDK's environment
+    variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``); with a base URL and no key, a
+    placeholder key is sent, so local servers work. ``client`` is a ready ``AsyncOpenAI``
+    (used as it is: its own retry setting applies). ``extra`` goes into every request
+    (``top_p``, ``seed``, ``reasoning_effort``, ``extra_body``...).
+    ``include_usage=False`` for servers that reject ``stream_options``;
+    ``max_tokens_field="max_tokens"`` for servers that do not know
+    ``max_completion_tokens``.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: AsyncOpenAI | None = None,
+        timeout: float = 120.0,
+        include_usage: bool = True,
+        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        **extra: Any,
+    ) -> None:
+        if model is not None and (not isinstance(model, str) or not model):
+            raise ConfigError("OpenAIProvider: model must be a non-empty string")
+        reserved = {"model", "messages", "tools", "tool_choice", "stream", "stream_options"}
+        clash = sorted(reserved & set(extra))
+        if clash:
+            raise ConfigError(f"OpenAIProvider: {clash[0]!r} is set by the adapter, not by "
+                              "an extra parameter")
+        self.model = model
+        self.include_usage = include_usage
+        self.max_tokens_field = max_tokens_field
+        self.extra = dict(extra)
+        self._given = client
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncOpenAI]] = {}
+        if client is None:
+            base = base_url or os.environ.get("OPENAI_BASE_URL") or None
+            key = api_key or os.environ.get("OPENAI_API_KEY") or None
+            if key is None:
+                if base is None:
+                    raise ConfigError(
+                        "OpenAIProvider needs an API key: pass api_key= or set "
+                        "OPENAI_API_KEY (a local server given by base_url= or "
+                        "OPENAI_BASE_URL needs none)"
+                    )
+                key = PLACEHOLDER_KEY
+            self._options: dict[str, Any] = {
+                "api_key": key, "base_url": base, "timeout": timeout, "max_retries": 0,
+            }
+
+    def _client(self) -> AsyncOpenAI:
+        """The SDK client of the running event loop: an HTTP connection pool belongs to
+        one loop, and a host's synchronous calls may each run a new one."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        held = self._clients.get(id(loop))
+        if held is not None and held[0] is loop:
+            return held[1]
+        from openai import AsyncOpenAI
+
+        self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
+        client = AsyncOpenAI(**self._options)
+        self._clients[id(loop)] = (loop, client)
+        return client
+
+    def parameters(self, request: ProviderRequest, names: WireNames) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` for ``request``."""
+        params: dict[str, Any] = dict(self.extra)
+        params.update(
+            model=request.model or self.model,
+            messages=request_messages(request, names),
+            stream=True,
+        )
+        if self.include_usage:
+            params["stream_options"] = {"include_usage": True}
+        if request.tools:
+            params["tools"] = request_tools(request, names)
+            params["tool_choice"] = request.tool_choice
+        if request.max_output_tokens is not None:
+            params[self.max_tokens_field] = request.max_output_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        headers = dict(params.pop("extra_headers", None) or {})
+        headers.setdefault("X-Request-Id", request.request_id)
+        params["extra_headers"] = headers
+        return params
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        if not (request.model or self.model):
+            yield ProviderFailure("OpenAIProvider: no model: give one to the provider or "
+                                  "the request")
+            return
+        try:
+            names = names_of(request)
+            params = self.parameters(request, names)
+            client = self._client()
+            chunks = await client.chat.completions.create(**params)
+        except Exception as error:  # every failure is a value (module docstring)
+            yield failure_of(error)
+            return
+        reader = _Reader(names, request.request_id)
+        try:
+            try:
+                async for chunk in chunks:
+                    for event in reader.chunk(chunk):
+                        yield event
+            except Exception as error:
+                yield failure_of(error)
+                return
+            for event in reader.end():
+                yield event
+        finally:
+            # closing a broken stream may fail again; there is nothing to add then
+            with contextlib.suppress(Exception):
+                await chunks.close()
+
+    async def aclose(self) -> None:
+        """Close the SDK clients this provider made (not a client it was given)."""
+        clients = [c for _, c in self._clients.values()]
+        self._clients = {}
+        for client in clients:
+            await client.close()
