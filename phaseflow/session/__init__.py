@@ -1,1 +1,63 @@
-"""The session: one guided conversation - a model, the phase machine, tools, a store."""
+"""The session: one guided conversation - a model, the phase machine, tools, a store.
+
+``Agent`` holds what every conversation shares (the workflow, the provider, the tools,
+the store); ``agent.session(id)`` opens one conversation, new or resumed. See
+``docs/sessions.md``.
+"""
+
+from phaseflow.session.agent import (
+    Agent,
+    PendingApproval,
+    Session,
+    SessionBusy,
+    SessionError,
+    SessionFinished,
+)
+from phaseflow.session.core import ResolutionRefused
+from phaseflow.session.events import (
+    ApprovalRequested,
+    ApprovalResolvedEvent,
+    ErrorEvent,
+    Event,
+    PhaseChanged,
+    Retrying,
+    StateChanged,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnFinished,
+    TurnStarted,
+    event_from_json,
+)
+from phaseflow.session.provider import Provider, ProviderRequest, ToolSpec
+from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
+
+__all__ = [
+    "Agent",
+    "ApprovalRequested",
+    "ApprovalResolvedEvent",
+    "ErrorEvent",
+    "Event",
+    "FunctionTool",
+    "PendingApproval",
+    "PhaseChanged",
+    "Provider",
+    "ProviderRequest",
+    "ResolutionRefused",
+    "Retrying",
+    "Session",
+    "SessionBusy",
+    "SessionError",
+    "SessionFinished",
+    "StateChanged",
+    "TextDelta",
+    "ToolCallEvent",
+    "ToolContext",
+    "ToolResult",
+    "ToolResultEvent",
+    "ToolSpec",
+    "TurnFinished",
+    "TurnStarted",
+    "event_from_json",
+    "tool",
+]
