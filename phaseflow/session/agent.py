@@ -294,9 +294,9 @@ class Session:
         self._check_open()
         kind = PromptKind.STEERING if steering else PromptKind.FOLLOW_UP
         runner = self._runner
-        if self._running or runner.core.status == "awaiting_approval":
-            if self._agent.busy == "reject":
-                raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
+        busy = self._running or runner.core.status == "awaiting_approval"
+        if busy and self._agent.busy == "reject":
+            raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
         event = Send(message, runner.view(), kind)
         if self._running:
             # Queue it: the running turn's loop sends it when that turn ends.

@@ -498,7 +498,8 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
 
 
 def execution_finish(execution: TurnExecution) -> CompletionFinished:
-    return _ok(execution.finish_completion())
+    finished: CompletionFinished = _ok(execution.finish_completion())
+    return finished
 
 
 # --- the model replied -------------------------------------------------------------------
@@ -655,7 +656,7 @@ def _record_writes(arguments: Any, view: PhaseView
     return tuple(writes), ""
 
 
-def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.Event]:
+def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResultEvent]:
     """Give ``call`` its result in every value: the ledger (admitting it first when it
     was never run: the admission token is spent, so it can never run later), the
     progress slots and the group."""
@@ -907,9 +908,9 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
     writes: list[tuple[str, str, str, Any]] = []
     if core.group is not None:
         for p in core.group.calls:
-            done = core.group.result(p.call.id)
-            if done is not None and done.label == "ok":
-                writes.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
+            kept = core.group.result(p.call.id)
+            if kept is not None and kept.label == "ok":
+                writes.extend((p.call.id, p.call.name, k, v) for k, v in kept.writes)
     core = _close_request(core)
     core = replace(core, execution=core.execution.abort(), status="idle", request_id=None)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,

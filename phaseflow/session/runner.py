@@ -353,7 +353,7 @@ class Runner:
         try:
             work = fn.invoke(call.argument_value(), self._context(call.id))
             value = await (asyncio.wait_for(work, timeout) if timeout else work)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return ToolDone(call.id, Done(ToolOutcome.error(
                 f"{call.name} timed out after {timeout:g} s"), "error"),
                 time.perf_counter() - started)
@@ -446,8 +446,6 @@ class Runner:
             if ready and self.machine.request(target, self.state):
                 return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
                             move=target)
-            missing = [t for t, s in self.machine.model_moves(self.state) if t == target]
-            del missing
         if status.missing:
             keys = ", ".join(status.missing)
             return Done(ToolOutcome.error(
@@ -471,7 +469,7 @@ class Runner:
         events: list[ev.Event] = []
         before = self.state.to_dict()
         self.state.take_changes()
-        for _call_id, tool_name, key, value in command.writes:
+        for _call_id, _tool, key, value in command.writes:
             self.state.set(key, value)
         if command.writes:
             events.extend(self._state_events(before, "tools"))
@@ -490,8 +488,6 @@ class Runner:
             else:
                 events.append(ev.ErrorEvent(code="move_refused", message=(
                     f"the move to {command.move!r} no longer holds after this step's writes")))
-            if command.final:
-                self.machine.begin_boundary(turn)
         else:
             result_ = await self.machine.advance(self.state, turn=turn, counted=command.final)
             events.extend(self._machine_errors(result_.events))

@@ -59,8 +59,9 @@ def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workfl
             approval = False
             writes: tuple[str, ...] = ()
             if entry is not None:
-                if entry.parameters is not None:
-                    parameters = entry.parameters_json()
+                declared = entry.parameters_json()
+                if declared is not None:
+                    parameters = declared
                 description = description or (entry.description or "")
                 approval = entry.approval == "always"
                 writes = entry.writes
@@ -72,8 +73,8 @@ def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workfl
     collect: dict[str, str] = {}
     if phase is not None and not terminal and phase.collect:
         for key in phase.collect:
-            declared = workflow.state.get(key)
-            collect[key] = declared.type if declared is not None else "any"
+            state_key = workflow.state.get(key)
+            collect[key] = state_key.type if state_key is not None else "any"
         offered.append(_record_tool(collect, workflow))
     return PhaseView(machine.current, terminal, tuple(offered), collect)
 
