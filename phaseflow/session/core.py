@@ -727,8 +727,9 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
         writes.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
         if done.move is not None and move is None:
             move = done.move
+    events = (*core.pending, *events)
     core = replace(core, status="running", pending=())
-    return Step(core, (Persist((*core.pending, *events)), RunBoundary(tuple(writes), move)))
+    return Step(core, (Persist(events), RunBoundary(tuple(writes), move)))
 
 
 def arguments_hash(call: ToolCall) -> str:
