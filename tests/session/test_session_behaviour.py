@@ -343,3 +343,24 @@ def test_a_message_sent_while_waiting_is_queued_and_starts_the_next_turn() -> No
     users = [str(m.content) for m in session.history if m.role == "user"]
     assert users == ["please note x", "hurry up"]
     provider.assert_complete()
+
+
+def test_an_approval_is_resolved_by_another_agent_on_the_same_store() -> None:
+    first, _ = agent([{"calls": [{"note": {"text": "x"}}]}, "noted"])
+    session = first.session_sync("s")
+    send(session, "note x")
+    # a new agent (as after a restart) opens the session from the store
+    wf = phaseflow.load_workflow_text(WORKFLOW)
+    second = Agent(wf, ScriptedProvider([{"calls": [{"note": {"text": "x"}}]}, "noted"]),
+                   tools=TOOLS, store=first.store)
+    again = second.session_sync("s")
+    assert again.status == "awaiting_approval"
+    assert again.history == session.history and dict(again.state) == dict(session.state)
+    pending = again.pending_approval
+    assert pending is not None and pending.arguments == {"text": "x"}
+    assert RAN == []
+    events = again.resolve_sync(pending.call_id, "approve")
+    assert RAN == ["note x"]
+    assert events[-1].type == "turn_finished" and events[-1].reply == "noted"
+    stored = [e.seq for e in again.events_sync()]
+    assert stored == list(range(1, len(stored) + 1))  # one log, no gaps, no fork
