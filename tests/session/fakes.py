@@ -1,0 +1,392 @@
+"""Shared parts of the session tests: the pure core's inputs built by hand, a small
+workflow written for the tests, a provider whose replies a test draws as it goes, and
+tools that write down every invocation.
+
+Everything here is real phaseflow code driven from the outside: the core is the real
+``step``, the agent the real :class:`~phaseflow.session.agent.Agent` on a real
+:class:`~phaseflow.stores.memory.MemoryStore`. Only the model and the host's tools are
+the test's, because those are what a test must control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from phaseflow.session import events as ev
+from phaseflow.session.core import (
+    Command,
+    Core,
+    Input,
+    Limits,
+    OfferedTool,
+    Persist,
+    PhaseView,
+    Step,
+    step,
+)
+from phaseflow.session.provider import (
+    ProviderEvent,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+from phaseflow.spec.loader import load_workflow_text
+from phaseflow.spec.model import Workflow
+from phaseflow.turn.messages import AssistantMessage, History, Message, ToolResultMessage
+
+# --- the pure core's inputs ------------------------------------------------------------
+
+OBJECT = {"type": "object"}
+Q_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+            "additionalProperties": False}
+
+
+def offered(name: str, *, approval: bool = False, writes: tuple[str, ...] = (),
+            parameters: dict[str, Any] | None = None) -> OfferedTool:
+    """One offered tool, as the runner would describe it."""
+    return OfferedTool(name, f"the {name} tool", parameters or OBJECT, approval, writes)
+
+
+def go_to_phase(*targets: str) -> OfferedTool:
+    """The built-in move tool offering ``targets`` (the schema the view builds)."""
+    return OfferedTool("go_to_phase", "move", {
+        "type": "object",
+        "properties": {"phase": {"type": "string", "enum": list(targets)},
+                       "reason": {"type": "string"}},
+        "required": ["phase"], "additionalProperties": False})
+
+
+def record_tool(collect: dict[str, str]) -> OfferedTool:
+    types = {"string": {"type": "string"}, "integer": {"type": "integer"}, "any": {}}
+    return OfferedTool("record", "record", {
+        "type": "object", "properties": {k: types.get(t, {}) for k, t in collect.items()},
+        "additionalProperties": False})
+
+
+def view(phase: str = "work", *tools: OfferedTool, terminal: bool = False,
+         collect: dict[str, str] | None = None) -> PhaseView:
+    collect = dict(collect or {})
+    all_tools = (*tools, record_tool(collect)) if collect else tools
+    return PhaseView(phase, terminal, all_tools, collect)
+
+
+def call(call_id: str, name: str, arguments: Any = None) -> tuple[str, str, str]:
+    """One call of a reply, as the runner assembles it from a stream."""
+    text = arguments if isinstance(arguments, str) else json.dumps(
+        {} if arguments is None else arguments)
+    return (call_id, name, text)
+
+
+def reply(text: str = "", *calls: tuple[str, str, str]) -> ProviderReply:
+    return ProviderReply(text, tuple(calls), "tool_use" if calls else "end_turn")
+
+
+@dataclass
+class Trace:
+    """The core driven input by input: every step kept, so a test reads what was
+    committed and what was performed, in order."""
+
+    core: Core
+    limits: Limits = field(default_factory=Limits)
+    steps: list[Step] = field(default_factory=list)
+
+    def feed(self, event: Input) -> tuple[Command, ...]:
+        s = step(self.core, event, self.limits)
+        self.core = s.core
+        self.steps.append(s)
+        return s.commands
+
+    @property
+    def commands(self) -> list[Command]:
+        return [c for s in self.steps for c in s.commands]
+
+    @property
+    def persisted(self) -> list[ev.Event]:
+        """Every event committed so far, in commit order."""
+        return [e for c in self.commands if isinstance(c, Persist) for e in c.events]
+
+    def of_type(self, kind: type[ev.Event]) -> list[Any]:
+        return [e for e in self.persisted if isinstance(e, kind)]
+
+
+def answered_once(history: Iterable[Message]) -> dict[str, int]:
+    """For each tool call of ``history``, how many results answer it (the rule: one)."""
+    counts: dict[str, int] = {}
+    for m in history:
+        if isinstance(m, AssistantMessage):
+            for c in m.tool_calls:
+                counts.setdefault(c.id, 0)
+        elif isinstance(m, ToolResultMessage):
+            counts[m.call_id] = counts.get(m.call_id, 0) + 1
+    return counts
+
+
+def open_or_doubled(history: Iterable[Message]) -> dict[str, int]:
+    """The calls of ``history`` that have no result or more than one (empty when the
+    history is well formed). Each assistant message's calls are checked against the
+    results that follow it, before the next assistant message."""
+    bad: dict[str, int] = {}
+    pending: dict[str, int] = {}
+
+    def close() -> None:
+        for cid, n in pending.items():
+            if n != 1:
+                bad[cid] = n
+        pending.clear()
+
+    for m in history:
+        if isinstance(m, AssistantMessage):
+            close()
+            for c in m.tool_calls:
+                pending[c.id] = 0
+        elif isinstance(m, ToolResultMessage):
+            if m.call_id in pending:
+                pending[m.call_id] += 1
+            else:
+                bad[m.call_id] = bad.get(m.call_id, 0) + 1
+        else:
+            close()
+    close()
+    return bad
+
+
+def history_of(messages: Sequence[Message]) -> History:
+    return History(messages)
+
+
+# --- the stateful test's workflow --------------------------------------------------------
+
+DESK_YAML = """\
+phaseflow: 1
+name: stateful-desk
+description: A small desk for the session's stateful test.
+initial: intake
+state:
+  name: {type: string}
+  topic: {type: string}
+  hits: {type: integer, default: 0}
+  ticket: {type: string}
+  note: {type: string}
+  paid: {type: boolean}
+  entered_work: {type: integer}
+  audit: {type: string}
+tools:
+  lookup:
+    description: Look a topic up
+    writes: [topic, hits]
+    parameters:
+      type: object
+      properties: {q: {type: string}}
+      required: [q]
+      additionalProperties: false
+  open_ticket:
+    description: Open a ticket
+    writes: [ticket]
+  pay:
+    description: Take the payment
+    writes: [paid]
+    approval: always
+  add_note:
+    description: Add a note
+    writes: [note]
+    parameters:
+      type: object
+      properties: {text: {type: string}}
+      additionalProperties: false
+  wait:
+    description: Wait for something outside
+phases:
+  intake:
+    goal: Learn the customer's name and topic.
+    collect: [name]
+    tools: [lookup, wait]
+    transitions:
+      - to: work
+        trigger: model
+        description: The customer is known
+  work:
+    goal: Open a ticket and take the payment.
+    tools: [open_ticket, pay, add_note, wait]
+    on_enter:
+      - set: {entered_work: 1}
+      - call: audit_hook
+    transitions:
+      - to: review
+        when: state.paid == true
+      - to: intake
+        trigger: model
+      - to: review
+        trigger: model
+  review:
+    goal: Review the ticket.
+    tools: [add_note]
+    transitions:
+      - to: closed
+        trigger: model
+        when: state.ticket
+      - to: work
+        trigger: model
+  closed:
+    goal: Say goodbye.
+    terminal: true
+"""
+
+#: the keys each tool may write (the workflow's ``writes``)
+DESK_WRITES: dict[str, tuple[str, ...]] = {
+    "lookup": ("topic", "hits"), "open_ticket": ("ticket",), "pay": ("paid",),
+    "add_note": ("note",), "wait": (),
+}
+#: keys the phases' effects write (``on_enter`` of work)
+DESK_EFFECT_KEYS = frozenset({"entered_work", "audit"})
+DESK_COLLECT: dict[str, tuple[str, ...]] = {"intake": ("name",)}
+DESK_PHASES = ("intake", "work", "review", "closed")
+
+
+def audit_hook(ctx: Any) -> dict[str, Any]:
+    """work's ``on_enter`` call: an effect that writes a key no tool may write."""
+    return {"audit": "entered"}
+
+
+def desk_workflow() -> Workflow:
+    return load_workflow_text(DESK_YAML, {"audit_hook": audit_hook}, path="stateful-desk.yaml")
+
+
+# --- tools that write down every invocation ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Invocation:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    phase: str
+    idempotency_key: str
+
+
+class Gate:
+    """Where a test stops a turn on purpose: a blocking tool, a provider stream that
+    hangs, a retry's sleep. ``armed``: the next of those points blocks (once); the test
+    awaits ``reached`` and then cancels, or sends, and ``release()``s."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.reached = asyncio.Event()
+        self._release = asyncio.Event()
+        self.where = ""
+
+    def arm(self) -> None:
+        self.armed = True
+        self.reached = asyncio.Event()
+        self._release = asyncio.Event()
+        self.where = ""
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    async def point(self, where: str) -> bool:
+        """Block here if armed (then True: the gate was taken), else return False."""
+        if not self.armed:
+            return False
+        self.armed = False
+        self.where = where
+        self.reached.set()
+        await self._release.wait()
+        return True
+
+    def release(self) -> None:
+        self._release.set()
+
+
+class DeskTools:
+    """The desk's tools. Each returns a mapping with one key it may write and one it may
+    not (the session must write only the first); ``wait`` blocks at the gate."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.invocations: list[Invocation] = []
+
+    def _note(self, name: str, arguments: dict[str, Any], ctx: Any) -> None:
+        self.invocations.append(Invocation(ctx.call_id, name, arguments, ctx.phase,
+                                           ctx.idempotency_key))
+
+    def mapping(self) -> dict[str, Callable[..., Any]]:
+        from phaseflow.session.tools import FunctionTool
+
+        def make(name: str, fn: Callable[..., Any]) -> FunctionTool:
+            return FunctionTool(name=name, fn=fn, description=f"the {name} tool",
+                                parameters={"type": "object"}, context_parameter="ctx",
+                                is_async=asyncio.iscoroutinefunction(fn))
+
+        def lookup(ctx: Any, **arguments: Any) -> Any:
+            self._note("lookup", arguments, ctx)
+            return {"topic": arguments.get("q", ""), "hits": 3, "ticket": "forged"}
+
+        def open_ticket(ctx: Any, **arguments: Any) -> Any:
+            self._note("open_ticket", arguments, ctx)
+            return {"ticket": f"T-{ctx.call_id}", "paid": True}
+
+        def pay(ctx: Any, **arguments: Any) -> Any:
+            self._note("pay", arguments, ctx)
+            return {"paid": True, "name": "forged"}
+
+        def add_note(ctx: Any, **arguments: Any) -> Any:
+            self._note("add_note", arguments, ctx)
+            if arguments.get("text") == "boom":
+                raise RuntimeError("the note service is down")
+            return {"note": str(arguments.get("text", "")), "audit": "forged"}
+
+        async def wait(ctx: Any, **arguments: Any) -> Any:
+            self._note("wait", arguments, ctx)
+            await self.gate.point("tool")
+            return "waited"
+
+        return {"lookup": make("lookup", lookup), "open_ticket": make("open_ticket", open_ticket),
+                "pay": make("pay", pay), "add_note": make("add_note", add_note),
+                "wait": make("wait", wait)}
+
+
+# --- a provider whose replies are drawn as the requests come --------------------------------
+
+Plan = ProviderReply | ProviderFailure | Exception | str
+"""What the provider does for one request: reply, fail, raise, or ``"hang"``."""
+
+
+class DrawnProvider:
+    """A model whose next reply is chosen by ``choose(request)`` when the request arrives
+    (a test sets ``choose`` to draw from hypothesis data). ``requests`` and ``plans`` keep
+    every request and what it was answered with, pairwise."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self.choose: Callable[[ProviderRequest], Plan] = lambda request: ProviderReply("ok")
+        self.requests: list[ProviderRequest] = []
+        self.plans: list[Plan] = []
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        self.requests.append(request)
+        plan = self.choose(request)
+        self.plans.append(plan)
+        if plan == "hang":
+            await self.gate.point("provider")
+            yield ProviderFailure("released without a cancel", retryable=False)
+            return
+        if isinstance(plan, Exception):
+            raise plan
+        if isinstance(plan, ProviderFailure):
+            yield plan
+            return
+        assert isinstance(plan, ProviderReply)
+        if plan.text:
+            yield TextDelta(plan.text)
+        for index, (cid, name, arguments) in enumerate(plan.calls):
+            yield ToolCallStart(index, cid, name)
+            yield ToolCallDelta(index, arguments)
+        yield StreamEnd(plan.stop)
