@@ -266,6 +266,7 @@ class OpenAIProvider:
         self.extra = dict(extra)
         self._given = client
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncOpenAI]] = {}
+        self._options: dict[str, Any] = {}
         if client is None:
             base = base_url or os.environ.get("OPENAI_BASE_URL") or None
             key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -277,9 +278,13 @@ class OpenAIProvider:
                         "OPENAI_BASE_URL needs none)"
                     )
                 key = PLACEHOLDER_KEY
-            self._options: dict[str, Any] = {
+            self._options = {
                 "api_key": key, "base_url": base, "timeout": timeout, "max_retries": 0,
             }
+
+    def __repr__(self) -> str:  # never the key
+        base = self._options.get("base_url") if self._given is None else "<given client>"
+        return f"OpenAIProvider(model={self.model!r}, base_url={base!r})"
 
     def _client(self) -> AsyncOpenAI:
         """The SDK client of the running event loop: an HTTP connection pool belongs to
@@ -315,7 +320,8 @@ class OpenAIProvider:
         if request.temperature is not None:
             params["temperature"] = request.temperature
         headers = dict(params.pop("extra_headers", None) or {})
-        headers.setdefault("X-Request-Id", request.request_id)
+        # OpenAI's header for a caller's own id; other servers ignore it
+        headers.setdefault("X-Client-Request-Id", request.request_id)
         params["extra_headers"] = headers
         return params
 

@@ -16,10 +16,11 @@ Every request is recorded (``server.requests``: path, headers, JSON body) so a t
 check the translated messages and tools. Use it as a context manager or through the
 ``fake_openai`` fixture::
 
-    from tests.providers.fake_openai_server import FakeOpenAIServer, text_reply
+    from tests.providers.fake_openai_server import FakeOpenAIServer, reply
 
     with FakeOpenAIServer() as server:
-        server.push(text_reply("Hello there"))
+        server.push(reply({"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]}),
+                    reply("Thanks, Ada."))
         provider = OpenAIProvider("test-model", base_url=server.base_url)
         ...
         assert server.requests[0].body["messages"][0]["role"] == "system"
@@ -41,6 +42,8 @@ from typing import Any
 
 import pytest
 
+from phaseflow.providers.wire_names import readable_wire_name
+
 __all__ = [
     "Drop",
     "Fail",
@@ -50,6 +53,7 @@ __all__ = [
     "Stream",
     "chunk",
     "fake_openai",
+    "reply",
     "text_reply",
     "tool_call",
     "tool_calls_reply",
@@ -160,6 +164,29 @@ def tool_calls_reply(*calls: tuple[str, str, str], split: int = 5,
     chunks.append(chunk({}, "tool_calls"))
     if usage is not None:
         chunks.append(usage_chunk(*usage))
+    return chunks
+
+
+def reply(entry: str | Mapping[str, Any], *, split: int = 5,
+          usage: tuple[int, int] | None = (20, 9)) -> list[Chunk]:
+    """A reply in the scripted form (``"text"`` or ``{text: ..., calls: [{TOOL: ARGS}]}``,
+    as a conversation test's ``model:`` step) as chunks. Workflow names are sent in their
+    readable wire form (``crm.lookup_customer`` -> ``crm__lookup_customer``), which is what
+    the adapter offers unless two names collide; call ids are ``call_<n>``."""
+    if isinstance(entry, str):
+        return text_reply(entry, usage=usage)
+    text = str(entry.get("text") or "")
+    calls = [
+        (f"call_{k + 1}", readable_wire_name(name),
+         json.dumps(args or {}, sort_keys=True, separators=(",", ":")))
+        for k, call in enumerate(entry.get("calls") or ())
+        for name, args in call.items()
+    ]
+    if not calls:
+        return text_reply(text, usage=usage)
+    chunks = tool_calls_reply(*calls, split=split, usage=usage)
+    if text:
+        chunks.insert(1, chunk({"content": text}))
     return chunks
 
 

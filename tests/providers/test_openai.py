@@ -39,6 +39,7 @@ from tests.providers.fake_openai_server import (
     FakeOpenAIServer,
     Garbage,
     chunk,
+    reply,
     text_reply,
     tool_call,
     tool_calls_reply,
@@ -138,7 +139,7 @@ def test_the_history_is_translated_with_wire_names(fake_openai: FakeOpenAIServer
     ]
     assert body["tool_choice"] == "none"
     assert body["max_completion_tokens"] == 300 and body["temperature"] == 0.2
-    assert recorded.headers["x-request-id"] == "turn-3-step-2"
+    assert recorded.headers["x-client-request-id"] == "turn-3-step-2"
     assert recorded.headers["authorization"] == "Bearer not-needed"
 
 
@@ -163,6 +164,14 @@ def test_a_call_without_an_id_gets_one_and_arguments_before_the_name_are_kept(
     ]
     reply = _reply(fake_openai, chunks, request_id="r-9")
     assert reply.calls == (("call_r-9_0", "lookup", '{"q": 1}'),)
+
+
+def test_the_scripted_form_helper_round_trips(fake_openai: FakeOpenAIServer) -> None:
+    got = _reply(fake_openai, reply({"text": "Let me look.",
+                                     "calls": [{"crm.lookup_customer": {"email": "a@b"}}]}),
+                 tools=["crm.lookup_customer"])
+    assert (got.text, got.calls) == (
+        "Let me look.", (("call_1", "crm.lookup_customer", '{"email":"a@b"}'),))
 
 
 def test_stop_after_tool_calls_still_means_tool_use(fake_openai: FakeOpenAIServer) -> None:
@@ -339,10 +348,12 @@ def test_the_sdks_environment_variables_are_read(
     assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-from-env"
 
 
-def test_an_explicit_key_is_sent(fake_openai: FakeOpenAIServer) -> None:
+def test_an_explicit_key_is_sent_and_never_shown(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.push(text_reply("hi"))
-    collect(_provider(fake_openai, api_key="sk-given"), request(UserMessage("Hi")))
+    provider = _provider(fake_openai, api_key="sk-given")
+    collect(provider, request(UserMessage("Hi")))
     assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-given"
+    assert "sk-given" not in repr(provider) and fake_openai.base_url in repr(provider)
 
 
 def test_no_key_and_no_base_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
