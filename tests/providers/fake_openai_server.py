@@ -10,7 +10,8 @@ response from a queue:
   (``Retry-After``);
 - :class:`Drop`: some chunks, then the socket is closed mid-body (no ``[DONE]``, no final
   chunk of the chunked encoding);
-- :class:`Garbage`: some chunks, then a ``data:`` line that is not JSON.
+- :class:`Garbage`: some chunks, then a ``data:`` line that is not JSON;
+- :class:`Stall`: some chunks, then nothing until released (for cancellation).
 
 Every request is recorded (``server.requests``: path, headers, JSON body) so a test can
 check the translated messages and tools. Use it as a context manager or through the
@@ -50,6 +51,7 @@ __all__ = [
     "FakeOpenAIServer",
     "Garbage",
     "Recorded",
+    "Stall",
     "Stream",
     "chunk",
     "fake_openai",
@@ -91,7 +93,17 @@ class Garbage:
     raw: str = '{"choices": [{"delta": {"content": "unterminated'
 
 
-Response = Sequence[Chunk] | Stream | Fail | Drop | Garbage
+@dataclass(frozen=True)
+class Stall:
+    """Stream ``chunks``, then send nothing more until the server stops (or
+    :meth:`FakeOpenAIServer.release` is called, which ends the stream with ``chunks_after``
+    and ``[DONE]``): a model that is still thinking, for cancellation tests."""
+
+    chunks: Sequence[Chunk] = ()
+    chunks_after: Sequence[Chunk] = ()
+
+
+Response = Sequence[Chunk] | Stream | Fail | Drop | Garbage | Stall
 
 
 @dataclass(frozen=True)
@@ -225,6 +237,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(response, Drop):
             self._stream(response.chunks, end=False)
             self._drop()
+        elif isinstance(response, Stall):
+            self._stream(response.chunks, end=False)
+            self.server.owner.stalled.set()
+            self.server.owner.released.wait()
+            self._stream_more(response.chunks_after)
         elif isinstance(response, Garbage):
             self._stream(response.chunks, end=False)
             self._event(response.raw)
@@ -257,6 +274,12 @@ class _Handler(BaseHTTPRequestHandler):
         if end:
             self._event("[DONE]")
             self._finish()
+
+    def _stream_more(self, chunks: Sequence[Chunk]) -> None:
+        for c in chunks:
+            self._event(json.dumps(c))
+        self._event("[DONE]")
+        self._finish()
 
     def _event(self, data: str) -> None:
         payload = f"data: {data}\n\n".encode()
@@ -292,6 +315,10 @@ class FakeOpenAIServer:
         self.requests: list[Recorded] = []
         self._responses: deque[Response] = deque()
         self._lock = threading.Lock()
+        #: set when a :class:`Stall` response has sent its first chunks
+        self.stalled = threading.Event()
+        #: set by :meth:`release` or :meth:`stop`: stalled responses go on
+        self.released = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -326,7 +353,12 @@ class FakeOpenAIServer:
         self._thread.start()
         return self
 
+    def release(self) -> None:
+        """Let every stalled response finish."""
+        self.released.set()
+
     def stop(self) -> None:
+        self.released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

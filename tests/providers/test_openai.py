@@ -38,6 +38,7 @@ from tests.providers.fake_openai_server import (
     Fail,
     FakeOpenAIServer,
     Garbage,
+    Stall,
     chunk,
     reply,
     text_reply,
@@ -229,6 +230,39 @@ def test_closing_the_stream_early_is_quiet(fake_openai: FakeOpenAIServer) -> Non
         return event
 
     assert isinstance(asyncio.run(first_event()), TextDelta)
+
+
+def test_cancelling_a_waiting_stream_cancels_it_and_yields_no_failure(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.push(Stall([chunk({"content": "Let me"})]), text_reply("next"))
+    provider = _provider(fake_openai)
+    seen: list[object] = []
+
+    async def consume() -> None:
+        async for event in provider.stream(request(UserMessage("Hi"))):
+            seen.append(event)
+
+    async def run() -> ProviderReply | ProviderFailure:
+        task = asyncio.create_task(consume())
+        while not seen:  # the first delta arrived; the server now holds the stream open
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        again = assemble([e async for e in provider.stream(request(UserMessage("Hi")))])
+        await provider.aclose()
+        return again
+
+    again = asyncio.run(run())
+    assert seen == [TextDelta("Let me")]
+    assert isinstance(again, ProviderReply) and again.text == "next"
+
+
+def test_a_released_stall_completes(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.push(Stall([chunk({"content": "a"})], [chunk({"content": "b"}, "stop")]))
+    fake_openai.release()
+    assert _reply(fake_openai).text == "ab"
 
 
 @pytest.fixture(scope="module")
