@@ -488,6 +488,11 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
         reply=core.reply, status=status, turn=core.turn, input_tokens=core.input_tokens,
         output_tokens=core.output_tokens,
     )
+    if nxt is not None and session_status == "finished":
+        dropped = "; ".join(content_text(c)[:80] for c in nxt.contents)
+        events = (*events, ev.ErrorEvent(code="session_finished", turn=core.turn, message=(
+            f"the session finished with {len(nxt.contents)} queued message(s) unanswered: "
+            f"{dropped}")))
     commands: list[Command] = [Persist((*events, finished_event)), TurnOver(status)]
     if nxt is not None and session_status != "finished":
         # The queued prompts were taken out of the queue by the completion: they are the
@@ -611,7 +616,13 @@ def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
             planned.append(Planned(call, "refused", (
                 f"Invalid arguments for {call.name}: not a JSON object.")))
             continue
-        problem = validate_arguments(dict(offered.parameters), arguments)
+        if call.name == GO_TO_PHASE:
+            # Not checked against the offered enum: a target that is not open now gets
+            # the machine's reason (the condition, the missing keys) from the runner.
+            target = arguments.get("phase") if isinstance(arguments, dict) else None
+            problem = None if isinstance(target, str) else "'phase' must be a phase name"
+        else:
+            problem = validate_arguments(dict(offered.parameters), arguments)
         if problem is not None:
             planned.append(Planned(call, "refused", f"Invalid arguments for {call.name}: "
                                                     f"{problem}"))
