@@ -68,14 +68,7 @@ def validate_arguments(schema: Mapping[str, Any] | bool, value: Any) -> str | No
 
 def compile_validator(schema: Mapping[str, Any] | bool) -> ArgumentValidator:
     """A reusable check of values against ``schema`` (see the module docstring)."""
-    defs = _Defs(schema)
-    token = _DEFS.set(defs)
-    try:
-        check = _compile(schema) if defs.compile_all() else None
-    except RecursionError:
-        check = None
-    finally:
-        _DEFS.reset(token)
+    check = _compile_own(schema)
     if check is None:
         return _jsonschema_validator(schema)
     own = check
@@ -88,6 +81,18 @@ def compile_validator(schema: Mapping[str, Any] | bool) -> ArgumentValidator:
         return None if fail is None else str.__str__(fail)
 
     return validate
+
+
+def _compile_own(schema: Any) -> _Check | None:
+    """Our own validator of ``schema``, or ``None`` when it leaves the subset."""
+    defs = _Defs(schema)
+    token = _DEFS.set(defs)
+    try:
+        return _compile(schema) if defs.compile_all() else None
+    except RecursionError:
+        return None
+    finally:
+        _DEFS.reset(token)
 
 
 # -- messages ---------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import enum
 import functools
 import inspect
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -52,6 +53,7 @@ __all__ = [
     "CallableShape",
     "Converter",
     "analyse",
+    "caller_namespace",
     "parse_docstring",
     "schema_for",
     "tool_name_problem",
@@ -107,15 +109,26 @@ def schema_for(fn: Callable[..., Any], *, name: str | None = None) -> dict[str, 
     """The JSON Schema (an ``object`` schema, plain JSON) of ``fn``'s arguments, as the
     model is offered it; see the module docstring. Raises :class:`ConfigError` for a
     parameter whose annotation has no JSON form."""
-    parameters = analyse(fn, name=name).parameters
+    parameters = analyse(fn, name=name, localns=caller_namespace()).parameters
     assert parameters is not None
     return parameters
 
 
+def caller_namespace(depth: int = 2) -> dict[str, Any]:
+    """The local names of the caller's caller (``depth`` frames up): where a tool defined
+    inside a function finds the classes its string annotations name (``from __future__
+    import annotations`` makes every annotation a string, and a local class is in no
+    module's globals). pydantic resolves annotations the same way."""
+    frame = sys._getframe(depth)
+    return dict(frame.f_locals) if frame.f_code.co_name != "<module>" else {}
+
+
 def analyse(
-    fn: Callable[..., Any], *, name: str | None = None, derive_schema: bool = True
+    fn: Callable[..., Any], *, name: str | None = None, derive_schema: bool = True,
+    localns: Mapping[str, Any] | None = None,
 ) -> CallableShape:
     """Read ``fn``'s signature, annotations and docstring once (see :class:`CallableShape`).
+    ``localns``: names to resolve string annotations with, before the function's globals.
 
     ``derive_schema=False`` is for a tool whose schema is given explicitly: the context
     parameter and the description are still read, but annotations need no JSON form and
@@ -131,9 +144,10 @@ def analyse(
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"tool {tool!r}: cannot read its signature: {exc}") from None
-    hints = _hints(fn, tool)
+    local = dict(localns) if localns else None
+    hints = _hints(fn, tool, local)
     description, documented = parse_docstring(inspect.getdoc(_documented(fn)))
-    builder = _Builder(tool)
+    builder = _Builder(tool, local)
     properties: dict[str, Any] = {}
     required: list[str] = []
     converters: dict[str, Converter] = {}
@@ -208,7 +222,7 @@ def _documented(fn: Any) -> Any:
     return type(fn) if type(fn).__doc__ else getattr(type(fn), "__call__", fn)  # noqa: B004
 
 
-def _hints(fn: Any, tool: str) -> dict[str, Any]:
+def _hints(fn: Any, tool: str, localns: dict[str, Any] | None) -> dict[str, Any]:
     target = fn
     while isinstance(target, functools.partial):
         target = target.func
@@ -217,7 +231,7 @@ def _hints(fn: Any, tool: str) -> dict[str, Any]:
     if inspect.isclass(target):
         target = target.__init__
     try:
-        return typing.get_type_hints(target, include_extras=True)
+        return typing.get_type_hints(target, localns=localns, include_extras=True)
     except Exception as exc:  # NameError for an unresolvable forward reference, ...
         raise ConfigError(f"tool {tool!r}: cannot resolve its annotations "
                           f"({type(exc).__name__}: {exc})") from None
@@ -351,8 +365,9 @@ class _Builder:
     """One walk over a tool's annotations: the schemas, the converters and the ``$defs``
     of recursive types (shared by all parameters of the tool)."""
 
-    def __init__(self, tool: str) -> None:
+    def __init__(self, tool: str, localns: dict[str, Any] | None = None) -> None:
         self.tool = tool
+        self.localns = localns
         self.defs: dict[str, Any] = {}
         self._stack: list[Any] = []
         self._refs: dict[Any, str] = {}  # recursive type -> its $defs name
@@ -579,7 +594,7 @@ class _Builder:
     def _fields(self, cls: Any, where: str) -> tuple[dict[str, Any], Converter | None]:
         label = getattr(cls, "__name__", "the type")
         try:
-            hints = typing.get_type_hints(cls, include_extras=True)
+            hints = typing.get_type_hints(cls, localns=self.localns, include_extras=True)
         except Exception as exc:
             raise self.fail(where, cls, f"its annotations cannot be resolved ({exc})") from None
         properties: dict[str, Any] = {}

@@ -38,7 +38,12 @@ from phaseflow.machine.effects import is_async_callable
 from phaseflow.machine.state import readonly
 from phaseflow.session.arguments import ArgumentValidator, compile_validator
 from phaseflow.session.provider import ToolSpec
-from phaseflow.session.tool_schema import Converter, analyse, tool_name_problem
+from phaseflow.session.tool_schema import (
+    Converter,
+    analyse,
+    caller_namespace,
+    tool_name_problem,
+)
 from phaseflow.spec.frozenjson import thaw
 from phaseflow.spec.tool_parameters import parameter_problems
 
@@ -213,6 +218,7 @@ def tool(
     by the runner. Raises :class:`ConfigError` for a signature with no JSON form, a bad
     name, schema or timeout - when the module defining the tool is imported.
     """
+    localns = caller_namespace()
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                 or not math.isfinite(timeout) or timeout <= 0):
         raise ConfigError(f"tool: timeout must be a positive number of seconds, not {timeout!r}")
@@ -222,7 +228,7 @@ def tool(
             target = target.fn
         if not callable(target):
             raise ConfigError(f"tool: {type_name(target)} object is not callable")
-        shape = analyse(target, name=name, derive_schema=parameters is None)
+        shape = analyse(target, name=name, derive_schema=parameters is None, localns=localns)
         schema = (_explicit_schema(shape.name, parameters) if parameters is not None
                   else shape.parameters)
         assert schema is not None
@@ -357,7 +363,8 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, set | frozenset):
-        raise _NotJson(f"a {type_name(value)} (JSON has no sets: return a sorted list)")
+        raise _NotJson(f"a value of type {type_name(value)} (JSON has no sets: return a "
+                       "sorted list)")
     if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
         return list(value)
     dump = getattr(type(value), "model_dump", None)
@@ -365,4 +372,4 @@ def _jsonable(value: Any) -> Any:
                               for c in type(value).__mro__):
         return value.model_dump(mode="json")
     hint = " (return value.isoformat())" if callable(getattr(value, "isoformat", None)) else ""
-    raise _NotJson(f"a {type_name(value)}{hint}")
+    raise _NotJson(f"a value of type {type_name(value)}{hint}")
