@@ -240,7 +240,8 @@ def _hints(fn: Any, tool: str, localns: dict[str, Any] | None) -> dict[str, Any]
 def _is_context(annotation: Any) -> bool:
     if typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
-    return inspect.isclass(annotation) and annotation.__dict__.get(CONTEXT_MARKER) is True
+    return inspect.isclass(annotation) and any(
+        base.__dict__.get(CONTEXT_MARKER) is True for base in annotation.__mro__)
 
 
 _NO_DEFAULT: Any = object()

@@ -147,7 +147,10 @@ class FunctionTool:
         right here, in the event loop's thread (deterministic, no thread pool: a tool
         that blocks for long should be async); an async one, or an awaitable returned,
         is awaited. Whatever the function raises propagates: the runner makes it the
-        error result, and applies the timeout around this coroutine.
+        error result, and applies the timeout around this coroutine - which can stop an
+        async tool at its next ``await``, but not a sync one while it runs (nothing can
+        interrupt a running Python function in its thread): a sync tool's timeout shows
+        once it returns.
         """
         kwargs = dict(arguments)
         converters = self._converters
@@ -195,18 +198,18 @@ class FunctionTool:
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+def tool(fn: Callable[..., Any]) -> FunctionTool: ...
 
 
 @overload
 def tool(
-    fn: None = None, /, *, name: str | None = None, description: str | None = None,
+    fn: None = None, *, name: str | None = None, description: str | None = None,
     parameters: Mapping[str, Any] | None = None, timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+    fn: Callable[..., Any] | None = None, *, name: str | None = None,
     description: str | None = None, parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
@@ -365,7 +368,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, set | frozenset):
         raise _NotJson(f"a value of type {type_name(value)} (JSON has no sets: return a "
                        "sorted list)")
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | memoryview):
         return list(value)
     dump = getattr(type(value), "model_dump", None)
     if callable(dump) and any((getattr(c, "__module__", "") or "").startswith("pydantic")
