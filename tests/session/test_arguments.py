@@ -186,7 +186,7 @@ subset_schemas = st.recursive(
 )
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(subset_schemas, st.lists(json_values, min_size=1, max_size=5))
 def test_agrees_with_jsonschema_on_the_subset(schema: Any, values: list[Any]) -> None:
     Draft202012Validator.check_schema(schema)
@@ -197,3 +197,20 @@ def test_agrees_with_jsonschema_on_the_subset(schema: Any, values: list[Any]) ->
         message = check(value)
         assert (message is None) == reference.is_valid(value), (schema, value, message)
         assert message is None or (isinstance(message, str) and 0 < len(message) < 400)
+
+
+odd_values = st.recursive(
+    st.one_of(scalars, st.floats(), st.integers(), st.text(max_size=3), st.binary(max_size=2),
+              st.integers(13_300, 13_400).map(lambda bits: 1 << bits), st.just(object())),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner),
+                            st.frozensets(st.integers(), max_size=2),
+                            st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(subset_schemas, subset_schemas.map(lambda s: {"allOf": [s]})), odd_values)
+def test_never_raises_whatever_the_value(schema: Any, value: Any) -> None:
+    message = compile_validator(schema)(value)
+    assert message is None or (type(message) is str and len(message) < 400)
