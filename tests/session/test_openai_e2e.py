@@ -129,3 +129,48 @@ def test_a_refund_conversation_through_the_openai_sdk() -> None:
                 if m["role"] == "tool":
                     results.append(m["tool_call_id"])
             assert sorted(calls) == sorted(results)
+
+
+def test_a_429_is_retried_after_its_retry_after_and_a_stalled_stream_is_cancelled() -> None:
+    from tests.providers.fake_openai_server import Fail, Stall, chunk
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    with FakeOpenAIServer() as server:
+        server.push(
+            Fail(429, "slow down", {"Retry-After": "3"}),
+            text_reply("Hello!"),
+            Stall([chunk({"role": "assistant", "content": "Let me think"})]),
+            text_reply("Back again."),
+        )
+        provider = OpenAIProvider("test-model", base_url=server.base_url, api_key="k")
+        agent = Agent(WORKFLOW, provider, hooks=HOOKS, sleep=sleep,
+                      tools=[lookup_customer, select_order, issue_refund])
+
+        async def run() -> None:
+            session = await agent.session("conv-7")
+            events = [e async for e in session.send("hi")]
+            assert slept == [3.0]
+            assert [e.type for e in events if e.type == "retrying"] == ["retrying"]
+            assert events[-1].reply == "Hello!"
+
+            async def cancel_when_stalled() -> None:
+                while not server.stalled.is_set():
+                    await asyncio.sleep(0.01)
+                session.cancel()
+
+            canceller = asyncio.ensure_future(cancel_when_stalled())
+            events = [e async for e in session.send("are you there?")]
+            await canceller
+            assert events[-1].type == "turn_finished" and events[-1].status == "cancelled"
+            assert session.status == "idle"
+            server.release()
+            assert await session.reply("hello?") == "Back again."
+            users = [m["content"] for m in server.requests[-1].body["messages"]
+                     if m["role"] == "user"]
+            assert users == ["hi", "are you there?", "hello?"]
+
+        asyncio.run(run())
