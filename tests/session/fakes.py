@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ from phaseflow.session.provider import (
     ToolCallDelta,
     ToolCallStart,
 )
+from phaseflow.session.tools import FunctionTool, ToolContext, tool
 from phaseflow.spec.loader import load_workflow_text
 from phaseflow.spec.model import Workflow
 from phaseflow.turn.messages import AssistantMessage, History, Message, ToolResultMessage
@@ -306,51 +307,60 @@ class Gate:
 
 
 class DeskTools:
-    """The desk's tools. Each returns a mapping with one key it may write and one it may
-    not (the session must write only the first); ``wait`` blocks at the gate."""
+    """The desk's tools. Each returns a mapping with a key it may write and one it may
+    not (with the value ``FORGED``, or ``paid: False``: the session must write only the
+    first); ``add_note`` fails for the text ``boom``; ``wait`` blocks at the gate.
+    ``check(ctx)`` runs first in every tool (a test checks there what was committed
+    before the tool was let run)."""
 
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
         self.invocations: list[Invocation] = []
+        self.check: Callable[[Any], Awaitable[None]] | None = None
 
-    def _note(self, name: str, arguments: dict[str, Any], ctx: Any) -> None:
+    async def _note(self, name: str, arguments: dict[str, Any], ctx: Any) -> None:
         self.invocations.append(Invocation(ctx.call_id, name, arguments, ctx.phase,
                                            ctx.idempotency_key))
+        if self.check is not None:
+            await self.check(ctx)
 
-    def mapping(self) -> dict[str, Callable[..., Any]]:
-        from phaseflow.session.tools import FunctionTool
-
+    def mapping(self) -> dict[str, FunctionTool]:
         def make(name: str, fn: Callable[..., Any]) -> FunctionTool:
-            return FunctionTool(name=name, fn=fn, description=f"the {name} tool",
-                                parameters={"type": "object"}, context_parameter="ctx",
-                                is_async=asyncio.iscoroutinefunction(fn))
+            made: FunctionTool = tool(name=name, description=f"the {name} tool",
+                                      parameters={"type": "object"})(fn)
+            assert made.context_parameter == "ctx"
+            return made
 
-        def lookup(ctx: Any, **arguments: Any) -> Any:
-            self._note("lookup", arguments, ctx)
-            return {"topic": arguments.get("q", ""), "hits": 3, "ticket": "forged"}
+        async def lookup(ctx: ToolContext, **arguments: Any) -> Any:
+            await self._note("lookup", arguments, ctx)
+            return {"topic": arguments.get("q", ""), "hits": 3, "ticket": FORGED}
 
-        def open_ticket(ctx: Any, **arguments: Any) -> Any:
-            self._note("open_ticket", arguments, ctx)
-            return {"ticket": f"T-{ctx.call_id}", "paid": True}
+        async def open_ticket(ctx: ToolContext, **arguments: Any) -> Any:
+            await self._note("open_ticket", arguments, ctx)
+            return {"ticket": f"T-{ctx.call_id}", "paid": False}
 
-        def pay(ctx: Any, **arguments: Any) -> Any:
-            self._note("pay", arguments, ctx)
-            return {"paid": True, "name": "forged"}
+        async def pay(ctx: ToolContext, **arguments: Any) -> Any:
+            await self._note("pay", arguments, ctx)
+            return {"paid": True, "name": FORGED}
 
-        def add_note(ctx: Any, **arguments: Any) -> Any:
-            self._note("add_note", arguments, ctx)
+        async def add_note(ctx: ToolContext, **arguments: Any) -> Any:
+            await self._note("add_note", arguments, ctx)
             if arguments.get("text") == "boom":
                 raise RuntimeError("the note service is down")
-            return {"note": str(arguments.get("text", "")), "audit": "forged"}
+            return {"note": str(arguments.get("text", "")), "audit": FORGED}
 
-        async def wait(ctx: Any, **arguments: Any) -> Any:
-            self._note("wait", arguments, ctx)
+        async def wait(ctx: ToolContext, **arguments: Any) -> Any:
+            await self._note("wait", arguments, ctx)
             await self.gate.point("tool")
             return "waited"
 
         return {"lookup": make("lookup", lookup), "open_ticket": make("open_ticket", open_ticket),
                 "pay": make("pay", pay), "add_note": make("add_note", add_note),
                 "wait": make("wait", wait)}
+
+
+#: the value tools return for keys they may not write
+FORGED = "forged"
 
 
 # --- a provider whose replies are drawn as the requests come --------------------------------
@@ -376,8 +386,7 @@ class DrawnProvider:
         self.plans.append(plan)
         if plan == "hang":
             await self.gate.point("provider")
-            yield ProviderFailure("released without a cancel", retryable=False)
-            return
+            plan = ProviderReply("released")
         if isinstance(plan, Exception):
             raise plan
         if isinstance(plan, ProviderFailure):

@@ -214,6 +214,10 @@ def test_repeated_and_missing_call_ids_get_ids_of_their_own() -> None:
     assert len(set(ids)) == 4 and "" not in ids and ids[0] == "x"
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "_normalised_calls makes ids unique within one reply only: a call id the model reuses "
+    "from an earlier group reaches the tool unchanged, so two different calls share "
+    "ToolContext.idempotency_key"))
 def test_a_model_that_reuses_a_call_id_of_an_earlier_group_gets_a_fresh_one() -> None:
     """Some models number their calls ``call_0`` in every reply. The id a tool sees
     (and its idempotency key, ``session:call id``) must still be new: a payment service
@@ -224,9 +228,6 @@ def test_a_model_that_reuses_a_call_id_of_an_earlier_group_gets_a_fresh_one() ->
     t.feed(BoundaryDone(WORK))
     second = t.feed(Replied(request_id(t), reply("", call("call_0", "open_ticket")), WORK))
     ids = [run_tools(first).calls[0].call.id, run_tools(second).calls[0].call.id]
-    if ids[0] == ids[1]:
-        pytest.xfail("known: a call id reused across groups reaches the tool unchanged "
-                     "(same idempotency key for two different calls)")
     assert ids[0] != ids[1]
 
 

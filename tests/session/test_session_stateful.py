@@ -1,0 +1,471 @@
+"""A stateful test of the session: the real Agent, Session, runner and memory store,
+driven by a model whose replies hypothesis draws as the requests arrive.
+
+The model issues random tool groups (valid calls, invalid arguments, tools of another
+phase, hallucinated tools, repeated and missing call ids, ``go_to_phase``, ``record``,
+calls that need approval), text, retryable and fatal provider errors and exceptions.
+The user sends messages (also while a turn runs or waits for approval: they queue),
+approves, rejects, cancels (while a tool runs, while the stream is open, while a retry
+waits; deterministically, at a gate), and the host reopens the session from the store
+with a new Agent. After every step:
+
+- every tool call in every request sent has exactly one result;
+- no tool ran twice; each ran only after its admission was committed, was offered in
+  the request whose reply called it, was not refused, and was approved when it needed it;
+- the state was written only by declared writes, ``record`` of collected keys and
+  effects, and equals the events' changes replayed;
+- no user message was lost or reordered (queued ones included);
+- every history sent is a prefix of the history stored; the session's history is the
+  store's, and a session reopened from the store is the same session.
+
+``PHASEFLOW_HYPOTHESIS_EXAMPLES=5000 pytest tests/session/test_session_stateful.py`` runs
+it longer (the default keeps it to a few seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+)
+
+from phaseflow.session import events as ev
+from phaseflow.session.agent import Agent, Session, SessionFinished
+from phaseflow.session.core import Core, ResolutionRefused, arguments_hash
+from phaseflow.session.provider import ProviderFailure, ProviderReply, ProviderRequest
+from phaseflow.stores.memory import MemoryStore
+from phaseflow.turn.continuation import EffectState
+from phaseflow.turn.messages import AssistantMessage, ToolCall, UserMessage
+from tests.session.fakes import (
+    DESK_COLLECT,
+    DESK_EFFECT_KEYS,
+    DESK_PHASES,
+    DESK_WRITES,
+    FORGED,
+    DeskTools,
+    DrawnProvider,
+    Gate,
+    Plan,
+    desk_workflow,
+    open_or_doubled,
+)
+
+T = TypeVar("T")
+
+EXAMPLES = int(os.environ.get("PHASEFLOW_HYPOTHESIS_EXAMPLES", "60"))
+SID = "s"
+HANG_SECONDS = 10.0
+WORKFLOW = desk_workflow()
+APPROVAL_TOOLS = {"pay"}
+#: the keys a tool group may write: the tools' declared writes and the collected keys
+TOOL_KEYS = frozenset(k for ks in DESK_WRITES.values() for k in ks) | frozenset(
+    k for ks in DESK_COLLECT.values() for k in ks)
+CATALOGUE = tuple(DESK_WRITES)
+
+
+def needs_approval(name: str, arguments: str) -> bool:
+    """The workflow's ``approval: always`` plus the host's policy (a secret note)."""
+    return name in APPROVAL_TOOLS or (name == "add_note" and "secret" in arguments)
+
+
+def policy(call: ToolCall, ctx: Any) -> bool:
+    return call.name == "add_note" and "secret" in call.arguments
+
+
+def valid_arguments(name: str, data: st.DataObject) -> Any:
+    if name == "lookup":
+        return {"q": data.draw(st.sampled_from(["tea", "cake"]))}
+    if name == "add_note":
+        return {"text": data.draw(st.sampled_from(["hello", "secret", "boom"]))}
+    if name == "pay":
+        return data.draw(st.sampled_from([{}, {"n": 1}, {"n": 2}]))
+    return {}
+
+
+def invalid_arguments(name: str, data: st.DataObject) -> str:
+    if name == "lookup":
+        return data.draw(st.sampled_from(['{}', '{"q": 5}', '{"q": "x", "z": 1}', "{nope"]))
+    if name == "add_note":
+        return data.draw(st.sampled_from(['{"text": 5}', '{"x": 1}', "[1"]))
+    return "{not json"
+
+
+class SessionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.gate = Gate()
+        self.tools = DeskTools(self.gate)
+        self.tools.check = self._admitted_before_running
+        self.provider = DrawnProvider(self.gate)
+        self.store = MemoryStore()
+        self.sleeps: list[float] = []
+        self.agent = self._agent()
+        self.session: Session = self.run(self.agent.session(SID))
+        self.sent: list[str] = []  # the user's messages, in the order sent
+        self.dropped: list[str] = []  # queued when the session finished
+        self.next_id = 0
+        self.problems: list[str] = []
+        self.checked_requests = 0
+
+    def teardown(self) -> None:
+        self.loop.close()
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _agent(self) -> Agent:
+        async def sleep(seconds: float) -> None:
+            self.sleeps.append(seconds)
+            await self.gate.point("sleep")
+
+        return Agent(WORKFLOW, self.provider, tools=self.tools.mapping(), store=self.store,
+                     approve=policy, max_steps=4, max_retries=2, sleep=sleep)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this machine's loop. Nothing here waits for time, so a step
+        that does not finish within seconds is stuck: it fails, naming where."""
+        try:
+            return self.loop.run_until_complete(asyncio.wait_for(coro, HANG_SECONDS))
+        except TimeoutError:
+            raise AssertionError(
+                f"stuck: status {self.session.status}, gate at {self.gate.where!r}, "
+                f"armed {self.gate.armed}") from None
+
+    async def _collect(self, stream: Any) -> list[ev.Event]:
+        return [e async for e in stream]
+
+    async def _admitted_before_running(self, ctx: Any) -> None:
+        """Inside every tool: its admission is in the store already (exactly once)."""
+        record = await self.store.load(SID)
+        assert record is not None
+        checkpoint = record.continuation.checkpoint
+        effect = checkpoint.effect(ctx.call_id) if checkpoint is not None else None
+        if effect is None or effect.state is not EffectState.ADMITTED:
+            self.problems.append(f"{ctx.call_id} ran while the store said "
+                                 f"{None if effect is None else effect.state}")
+
+    def _message(self) -> str:
+        self.next_id += 1
+        return f"m{self.next_id}"
+
+    def _fresh_id(self) -> str:
+        self.next_id += 1
+        return f"c{self.next_id}"
+
+    # --- the model ---------------------------------------------------------------------------
+
+    def _model(self, data: st.DataObject, may_hang: bool) -> None:
+        def choose(request: ProviderRequest) -> Plan:
+            offered = [t.name for t in request.tools]
+            kinds = ["text", "text", "group", "group", "group", "retryable", "fatal", "raise"]
+            if may_hang and self.gate.armed:
+                kinds += ["hang", "hang"]
+            if not offered:
+                kinds += ["text", "text"]
+            kind = data.draw(st.sampled_from(kinds), label="reply")
+            if kind == "text":
+                return ProviderReply(data.draw(st.sampled_from(["ok", "done", ""])) or "fine")
+            if kind == "hang":
+                return "hang"
+            if kind == "retryable":
+                after = data.draw(st.sampled_from([None, 0.0, 2.5, 1e6]))
+                return ProviderFailure("overloaded", retryable=True, retry_after=after,
+                                       status=429)
+            if kind == "fatal":
+                return ProviderFailure("bad request", retryable=False, status=400)
+            if kind == "raise":
+                return RuntimeError("connection reset")
+            return self._group(data, offered)
+
+        self.provider.choose = choose
+
+    def _group(self, data: st.DataObject, offered: list[str]) -> ProviderReply:
+        calls: list[tuple[str, str, str]] = []
+        for _ in range(data.draw(st.integers(1, 4), label="calls")):
+            how = data.draw(st.sampled_from(
+                ["offered", "offered", "offered", "invalid", "other_phase", "hallucinated",
+                 "move", "move", "record"]), label="call")
+            tools = [n for n in offered if n not in ("go_to_phase", "record")]
+            if how == "offered" and tools:
+                name = data.draw(st.sampled_from(tools))
+                arguments = json.dumps(valid_arguments(name, data))
+            elif how == "invalid" and tools:
+                name = data.draw(st.sampled_from(tools))
+                arguments = invalid_arguments(name, data)
+            elif how == "other_phase":
+                name = data.draw(st.sampled_from(CATALOGUE))
+                arguments = json.dumps(valid_arguments(name, data))
+            elif how == "move":
+                name = "go_to_phase"
+                arguments = json.dumps({"phase": data.draw(st.sampled_from(
+                    [*DESK_PHASES, "nowhere"]))})
+            elif how == "record":
+                name = "record"
+                arguments = json.dumps(data.draw(st.sampled_from(
+                    [{"name": "Ada"}, {"name": 7}, {"topic": "x"}, {}])))
+            else:
+                name = data.draw(st.sampled_from(["delete_all", "crm.lookup", "pay "]))
+                arguments = "{}"
+            id_kind = data.draw(st.sampled_from(["fresh", "fresh", "fresh", "repeat", "empty"]))
+            if id_kind == "repeat" and calls:
+                call_id = calls[-1][0]
+            elif id_kind == "empty":
+                call_id = ""
+            else:
+                call_id = self._fresh_id()
+            calls.append((call_id, name, arguments))
+        text = data.draw(st.sampled_from(["", "let me check"]))
+        return ProviderReply(text, tuple(calls), "tool_use")
+
+    # --- rules -----------------------------------------------------------------------------
+
+    @precondition(lambda self: self.session.status != "finished")
+    @rule(data=st.data())
+    def send(self, data: st.DataObject) -> None:
+        """A message, run to the end of its turn (or queued, if a turn waits)."""
+        self._model(data, may_hang=False)
+        text = self._message()
+        self.sent.append(text)
+        self.run(self._collect(self.session.send(text)))
+        self._note_dropped()
+
+    @precondition(lambda self: self.session.status != "finished")
+    @rule(data=st.data(), action=st.sampled_from(
+        ["cancel", "queue_and_cancel", "queue_and_release", "release"]))
+    def send_and_interrupt(self, data: st.DataObject, action: str) -> None:
+        """A message whose turn stops at a gate (a tool, the stream or a retry's wait);
+        there the user cancels, or sends another message (it queues) and lets the turn
+        go on or cancels."""
+        self._model(data, may_hang=True)
+        text = self._message()
+        self.sent.append(text)
+        self.gate.arm()
+
+        async def go() -> None:
+            turn = asyncio.ensure_future(self._collect(self.session.send(text)))
+            reached = asyncio.ensure_future(self.gate.reached.wait())
+            await asyncio.wait({turn, reached}, return_when=asyncio.FIRST_COMPLETED)
+            if self.gate.reached.is_set() and not turn.done():
+                if action.startswith("queue"):
+                    queued = self._message()
+                    self.sent.append(queued)
+                    await self._collect(self.session.send(queued))
+                if action.endswith("cancel"):
+                    self.session.cancel()
+                else:
+                    self.gate.release()
+            reached.cancel()
+            await turn
+
+        self.run(go())
+        self.gate.disarm()
+        self._note_dropped()
+
+    @precondition(lambda self: self.session.status == "awaiting_approval")
+    @rule(data=st.data(), decision=st.sampled_from(
+        ["approve", "approve_turn", "approve_session", "reject"]), bound=st.booleans())
+    def resolve(self, data: st.DataObject, decision: str, bound: bool) -> None:
+        self._model(data, may_hang=False)
+        pending = self.session.pending_approval
+        assert pending is not None
+        assert needs_approval(pending.name, json.dumps(pending.arguments))
+        digest = pending.arguments_hash if bound else None
+        self.run(self._collect(self.session.resolve(pending.call_id, decision,
+                                                    reason="no", arguments_hash=digest)))
+        self._note_dropped()
+
+    @precondition(lambda self: self.session.status == "awaiting_approval")
+    @rule(wrong=st.sampled_from(["call", "hash"]))
+    def resolve_wrongly(self, wrong: str) -> None:
+        """A decision for another call or other arguments is refused; nothing moves."""
+        pending = self.session.pending_approval
+        assert pending is not None
+        version = self.run(self.store.load(SID)).version  # type: ignore[union-attr]
+        call_id = pending.call_id + "x" if wrong == "call" else pending.call_id
+        digest = "0" * 64 if wrong == "hash" else None
+        with pytest.raises(ResolutionRefused):
+            self.run(self._collect(self.session.resolve(call_id, "approve",
+                                                        arguments_hash=digest)))
+        assert self.session.status == "awaiting_approval"
+        assert self.run(self.store.load(SID)).version == version  # type: ignore[union-attr]
+
+    @precondition(lambda self: self.session.status == "awaiting_approval")
+    @rule()
+    def cancel_pending(self) -> None:
+        self.run(self.session.cancel_pending())
+        assert self.session.status == "idle"
+
+    @precondition(lambda self: self.session.status == "finished")
+    @rule()
+    def send_when_finished(self) -> None:
+        with pytest.raises(SessionFinished):
+            self.run(self._collect(self.session.send("too late")))
+
+    @rule()
+    def reopen(self) -> None:
+        """The host restarts: a new Agent on the same store reopens the session."""
+        self.agent = self._agent()
+        self.session = self.run(self.agent.session(SID))
+
+    # --- what must hold after every step -------------------------------------------------------
+
+    def _note_dropped(self) -> None:
+        """Messages queued when the session finished never get a turn (see the report)."""
+        if self.session.status == "finished":
+            core = self.session._runner.core
+            queued = [*core.execution.steering, *core.execution.follow_up]
+            assert not queued
+            in_history = self._user_parts()
+            self.dropped = [m for m in self.sent if m not in in_history]
+
+    def _user_parts(self) -> list[str]:
+        parts: list[str] = []
+        for m in self.session.history:
+            if isinstance(m, UserMessage):
+                assert isinstance(m.content, str)
+                parts.extend(m.content.split("\n\n"))
+        return parts
+
+    def _events(self) -> tuple[ev.Event, ...]:
+        return self.run(self.session.events())
+
+    @invariant()
+    def nothing_went_wrong_inside_a_tool(self) -> None:
+        assert self.problems == []
+
+    @invariant()
+    def every_request_answers_every_call_once(self) -> None:
+        for request in self.provider.requests[self.checked_requests:]:
+            assert open_or_doubled(request.history) == {}, request.request_id
+        self.checked_requests = len(self.provider.requests)
+
+    @invariant()
+    def every_history_sent_is_the_history_stored(self) -> None:
+        history = self.session.history
+        for request in self.provider.requests:
+            assert history[:len(request.history)] == request.history, request.request_id
+
+    @invariant()
+    def the_session_history_is_the_stores(self) -> None:
+        record = self.run(self.store.load(SID))
+        if record is None:
+            assert self.session.history == ()
+            return
+        stored = Core(SID, continuation=record.continuation).history().to_tuple()
+        assert self.session.history == stored
+        assert record.status == self.session.status
+        assert record.phase == self.session.phase
+        assert dict(record.state) == dict(self.session.state)
+
+    @invariant()
+    def a_reopened_session_is_the_same(self) -> None:
+        other = Agent(WORKFLOW, self.provider, tools=self.tools.mapping(), store=self.store,
+                      approve=policy, max_steps=4, max_retries=2)
+        reopened = self.run(other.session(SID))
+        s = self.session
+        assert reopened.history == s.history
+        assert (reopened.status, reopened.phase, reopened.turn) == (s.status, s.phase, s.turn)
+        assert dict(reopened.state) == dict(s.state)
+        mine, theirs = s.pending_approval, reopened.pending_approval
+        assert (mine and (mine.call_id, mine.arguments_hash)) == (
+            theirs and (theirs.call_id, theirs.arguments_hash))
+
+    @invariant()
+    def no_user_message_is_lost_or_reordered(self) -> None:
+        core = self.session._runner.core
+        queued: list[str] = []
+        for content in (*core.execution.steering, *core.execution.follow_up):
+            assert isinstance(content, str)
+            queued.extend(content.split("\n\n"))
+        expected = [m for m in self.sent if m not in self.dropped]
+        assert self._user_parts() + queued == expected
+
+    @invariant()
+    def no_tool_ran_twice_and_each_ran_as_allowed(self) -> None:
+        keys = [i.idempotency_key for i in self.tools.invocations]
+        assert len(keys) == len(set(keys)), "a tool ran twice"
+        history = self.session.history
+        where = {c.id: (k, c) for k, m in enumerate(history) if isinstance(m, AssistantMessage)
+                 for c in m.tool_calls}
+        events = self._events()
+        results = {e.call_id: e.status for e in events if isinstance(e, ev.ToolResultEvent)}
+        approved = {e.call_id: e.decision for e in events
+                    if isinstance(e, ev.ApprovalResolvedEvent)}
+        for inv in self.tools.invocations:
+            if inv.call_id not in where:
+                continue  # its group is still open (the turn waits): checked later
+            k, call = where[inv.call_id]
+            assert call.name == inv.name
+            asked = [r for r in self.provider.requests if len(r.history) == k
+                     and r.history == history[:k]]
+            assert asked, f"no request was answered by {inv.call_id}"
+            assert inv.name in {t.name for t in asked[-1].tools}, (
+                f"{inv.name} ran but was not offered")
+            assert results.get(inv.call_id) in ("ok", "error", "cancelled", None), (
+                f"{inv.call_id} ran and was labelled {results.get(inv.call_id)}")
+            if needs_approval(call.name, call.arguments):
+                decision = approved.get(inv.call_id)
+                trusted = any(
+                    d in ("approve_session", "approve_turn") and where.get(cid, (0, None))[1]
+                    is not None and where[cid][1].name == call.name
+                    and where[cid][1].arguments == call.arguments
+                    for cid, d in approved.items())
+                assert (decision is not None and decision != "reject") or trusted, (
+                    f"{inv.call_id} ({inv.name}) ran without approval")
+
+    @invariant()
+    def every_persisted_call_has_one_result_when_its_group_closed(self) -> None:
+        events = self._events()
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        group = self.session._runner.core.group
+        open_ids = {p.call.id for p in group.calls} if group is not None else set()
+        calls: dict[tuple[int, str], int] = {}
+        for e in events:
+            if isinstance(e, ev.ToolCallEvent):
+                calls[(e.turn, e.call_id)] = 0
+            elif isinstance(e, ev.ToolResultEvent):
+                assert (e.turn, e.call_id) in calls, f"a result for no call: {e.call_id}"
+                calls[(e.turn, e.call_id)] += 1
+        for (turn, cid), n in calls.items():
+            if cid in open_ids and turn == self.session.turn:
+                assert n <= 1
+            else:
+                assert n == 1, f"call {cid} of turn {turn} has {n} results"
+
+    @invariant()
+    def state_was_written_only_as_allowed(self) -> None:
+        state = dict(self.session.state)
+        assert FORGED not in state.values(), state
+        assert state.get("paid") is not False, state
+        replayed: dict[str, Any] = dict(WORKFLOW.defaults())
+        for e in self._events():
+            if isinstance(e, ev.StateChanged):
+                allowed = {"tools": TOOL_KEYS, "effects": DESK_EFFECT_KEYS}.get(e.source)
+                assert allowed is not None, e.source
+                assert set(e.keys) <= allowed, (e.source, e.keys)
+                for key in e.keys:
+                    replayed[key] = e.new.get(key)
+        replayed = {k: v for k, v in replayed.items() if v is not None}
+        assert replayed == state
+
+    @invariant()
+    def retries_never_wait_past_the_cap(self) -> None:
+        assert all(0.0 <= s <= 30.0 for s in self.sleeps)
+
+
+SessionMachine.TestCase.settings = settings(
+    max_examples=EXAMPLES, stateful_step_count=12, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestSession = SessionMachine.TestCase
