@@ -13,9 +13,11 @@ from phaseflow.stores.base import (
     StoreError,
 )
 from phaseflow.stores.memory import MemoryStore
+from phaseflow.stores.sqlite import SQLiteStore
 
 __all__ = [
     "MemoryStore",
+    "SQLiteStore",
     "SessionRecord",
     "SessionSummary",
     "Store",
