@@ -31,11 +31,14 @@ from typing import Any, TypeVar
 
 from phaseflow.stores import codec
 from phaseflow.stores.base import (
+    Lease,
+    QueuedMessage,
     SessionRecord,
     SessionSummary,
     StoreConflict,
     StoredEvent,
     StoreError,
+    StoreFenced,
 )
 
 T = TypeVar("T")
@@ -70,6 +73,9 @@ CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS captures (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id);
 """
 
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -155,7 +161,7 @@ class SQLiteStore:
             row = conn.execute(
                 "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
                 " created_at, updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None:
+            if row is None or row[3] == 0:  # version 0: only a lease was taken
                 return None
             messages = [m for (m,) in conn.execute(
                 "SELECT data FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
@@ -167,7 +173,8 @@ class SQLiteStore:
         return await self._run(read)
 
     async def commit(
-        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *, expected_version: int
+        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
+        expected_version: int, lease: Lease | None = None, consumed: int = 0,
     ) -> tuple[int, ...]:
         sid = record.session_id
         written, known = codec.encode(record, self._known.get(sid))
@@ -176,7 +183,10 @@ class SQLiteStore:
         def write(conn: sqlite3.Connection) -> tuple[int, ...]:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                seqs = self._write(conn, record, written, event_rows, expected_version)
+                seqs = self._write(conn, record, written, event_rows, expected_version, lease)
+                if consumed:
+                    conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
+                                 (sid, consumed))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -194,10 +204,16 @@ class SQLiteStore:
 
     @staticmethod
     def _write(conn: sqlite3.Connection, record: SessionRecord, written: codec.Written,
-               event_rows: list[str], expected_version: int) -> tuple[int, ...]:
+               event_rows: list[str], expected_version: int, lease: Lease | None
+               ) -> tuple[int, ...]:
         sid = record.session_id
-        row = conn.execute("SELECT version, message_count, mark_count, event_count FROM sessions"
-                           " WHERE id = ?", (sid,)).fetchone()
+        row = conn.execute("SELECT version, message_count, mark_count, event_count,"
+                           " lease_owner, lease_epoch FROM sessions WHERE id = ?",
+                           (sid,)).fetchone()
+        if lease is not None and (row is None or row[4] != lease.owner
+                                  or row[5] != lease.epoch):
+            raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
+                              f"{lease.epoch}) was taken over; this write is refused")
         stored = 0 if row is None else row[0]
         if stored != expected_version:
             raise StoreConflict(f"session {sid!r}: stored version is {stored}, this writer "
@@ -264,7 +280,7 @@ class SQLiteStore:
         def read(conn: sqlite3.Connection) -> tuple[SessionSummary, ...]:
             return tuple(SessionSummary(*r) for r in conn.execute(
                 "SELECT id, workflow, status, phase, turn, version, updated_at FROM sessions"
-                " ORDER BY updated_at DESC"))
+                " WHERE version > 0 ORDER BY updated_at DESC"))
         return await self._run(read)
 
     async def delete(self, session_id: str) -> bool:
@@ -272,7 +288,7 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 gone = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
-                for table in ("messages", "marks", "events"):
+                for table in ("messages", "marks", "events", "inbox"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 conn.execute("COMMIT")
             except BaseException:
@@ -297,3 +313,67 @@ class SQLiteStore:
                                (reference,)).fetchone()
             return None if row is None else bytes(row[0])
         return await self._run(get)
+
+    # --- leases and the queue ---------------------------------------------------------
+
+    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
+                      force: bool = False) -> Lease | None:
+        def take(conn: sqlite3.Connection) -> Lease | None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
+                                   " WHERE id = ?", (session_id,)).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO sessions (id, workflow, workflow_hash, version, status,"
+                        " phase, turn, snapshot, message_count, mark_count, event_count,"
+                        " created_at, updated_at) VALUES (?, '', '', 0, 'new', '', 0, '{}',"
+                        " 0, 0, 0, ?, ?)", (session_id, now, now))
+                    row = (None, None, 0)
+                holder, expires, epoch = row
+                live = holder is not None and expires is not None and expires > now
+                if live and holder != owner and not force:
+                    conn.execute("COMMIT")
+                    return None
+                if not (live and holder == owner) or force:
+                    epoch += 1
+                conn.execute("UPDATE sessions SET lease_owner = ?, lease_expires = ?,"
+                             " lease_epoch = ? WHERE id = ?", (owner, now + ttl, epoch,
+                                                               session_id))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return Lease(session_id, owner, epoch, now + ttl)
+        return await self._run(take)
+
+    async def release(self, lease: Lease) -> None:
+        def give_up(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
+                         " WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
+                         (lease.session_id, lease.owner, lease.epoch))
+        await self._run(give_up)
+
+    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        text = codec._dumps(dict(data))
+
+        def put(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute("INSERT INTO inbox (session_id, data) VALUES (?, ?)",
+                                  (session_id, text))
+            return int(cursor.lastrowid or 0)
+        return await self._run(put)
+
+    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        import json
+
+        def read(conn: sqlite3.Connection) -> tuple[QueuedMessage, ...]:
+            out = []
+            for qid, data in conn.execute("SELECT id, data FROM inbox WHERE session_id = ?"
+                                          " ORDER BY id", (session_id,)):
+                try:
+                    out.append(QueuedMessage(qid, json.loads(data)))
+                except ValueError:
+                    raise codec.StoreDataError(
+                        f"session {session_id!r}: queued message {qid} is corrupt") from None
+            return tuple(out)
+        return await self._run(read)
