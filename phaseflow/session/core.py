@@ -294,7 +294,18 @@ class Cancel:
     done: tuple[ToolDone, ...] = ()
 
 
-Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """A session whose worker stopped in the middle of a turn is opened again: finish
+    the turn from what was committed. ``idempotent``: the tools the workflow declares
+    ``idempotent: true`` (an interrupted call of one of them runs again, with the same
+    idempotency key)."""
+
+    view: PhaseView
+    idempotent: frozenset[str] = frozenset()
+
+
+Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
 
 
 # --- commands --------------------------------------------------------------------------
@@ -387,6 +398,8 @@ def step(core: Core, event: Input, limits: Limits = Limits()) -> Step:
         return _on_resolve(core, event, limits)
     if isinstance(event, Cancel):
         return _on_cancel(core, event)
+    if isinstance(event, Resume):
+        return _on_resume(core, event, limits)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -944,3 +957,73 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         commands.append(RunBoundary(tuple(writes), None, advance=False))
     commands += [Persist((*events, finished)), TurnOver("cancelled")]
     return Step(core, tuple(commands))
+
+
+# --- resuming an interrupted turn ----------------------------------------------------------
+
+#: the result of a call that was admitted and may have run when its worker stopped
+INTERRUPTED_TEXT = ("The session was interrupted while this call ran; its outcome is "
+                    "unknown and it was not run again.")
+
+
+def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
+    """Finish what a stopped worker left, from the last commit (see docs/durability.md):
+
+    - a tool group with calls still open: a call that was admitted (it may have run) gets
+      "outcome unknown, not run again", unless its tool is idempotent, which runs again;
+      a call never admitted never ran, and runs now;
+    - a group whose results were all committed: its boundary runs (it never committed);
+    - a model request in flight: it is sent again (the same history);
+    - a final reply whose boundary never committed: that boundary runs.
+    """
+    core = evolve(core, view=event.view, sent=None, pending=())
+    if core.status != "running":
+        return Step(core)
+    group = core.group
+    if group is not None and group.admitted:
+        c = core.continuation
+        events: list[ev.Event] = []
+        rerun: list[Planned] = []
+        pending: list[Planned] = []
+        for p in group.calls:
+            if group.result(p.call.id) is not None:
+                continue
+            effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
+            if effect is not None and effect.state.value == "admitted":
+                if p.call.name in event.idempotent:
+                    rerun.append(p)
+                else:
+                    core, settled = _settle(core, p.call, Done(
+                        ToolOutcome.error(INTERRUPTED_TEXT), "error"))
+                    events.append(settled)
+            else:
+                pending.append(p)
+        if pending:
+            request = core.continuation.request
+            assert request is not None
+            c = core.continuation
+            for p in pending:
+                c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
+            core = evolve(core, continuation=c)
+        runnable = tuple(rerun + pending)
+        assert core.group is not None
+        execution = core.execution
+        for p in runnable:
+            started = execution.tool_started(p.call.id, p.call.name)
+            if not isinstance(started, Rejected):
+                execution = started.execution
+        core = evolve(core, execution=execution)
+        if runnable:
+            return Step(core, (Persist(tuple(events)), RunTools(runnable,
+                                                                not limits.parallel_tools)))
+        return _close_group(core, tuple(events))
+    if group is not None:  # checkpointed, nothing admitted yet (an approval was granted)
+        return _continue_group(core, (), limits)
+    request_id = core.request_id
+    if request_id is not None:
+        sent = core.history()
+        core = evolve(core, sent=sent, attempt=0)
+        return Step(core, (CallProvider(request_id, sent, core.final_request),))
+    if core.continuation.request is None:
+        return Step(core, (RunBoundary((), None, final=True),))
+    return _next_request(core, limits)
