@@ -322,14 +322,16 @@ class Session:
         async for e in self._turns(Send(message, runner.view(), kind)):
             yield e
 
-    async def _turns(self, first: Input | None) -> AsyncIterator[ev.Event]:
+    async def _turns(self, first: Input | None, *, force: bool = False
+                     ) -> AsyncIterator[ev.Event]:
         """Run ``first`` (and what it leads to) holding the session's lease: finish a
         turn a stopped worker left, then ``first``, then the messages other workers
         queued meanwhile. Without the lease (another worker runs a turn) a message is
         stored in the session's queue for that worker."""
         agent, store = self._agent, self._agent.store
         config = self._runner.config
-        lease = await store.acquire(self.id, config.worker, config.lease, config.clock())
+        lease = await store.acquire(self.id, config.worker, config.lease, config.clock(),
+                                    force=force)
         if lease is None:
             if isinstance(first, Send) and agent.busy == "queue":
                 await store.enqueue(self.id, {"content": content_to_json(first.content),
@@ -394,13 +396,15 @@ class Session:
             async for e in self._runner.drive(Send(content, self._runner.view())):
                 yield e
 
-    async def recover(self) -> tuple[ev.Event, ...]:
+    async def recover(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         """Finish a turn that a stopped worker left (see ``docs/durability.md``), and
-        send what was queued; the events. Nothing happens when no turn was left."""
-        return tuple([e async for e in self._turns(None)])
+        send what was queued; the events. Nothing happens when no turn was left.
+        :class:`SessionBusy` while another worker's lease has not expired, unless
+        ``force`` (the operator knows that worker is gone: its late writes are fenced)."""
+        return tuple([e async for e in self._turns(None, force=force)])
 
-    def recover_sync(self) -> tuple[ev.Event, ...]:
-        return _run(self.recover())
+    def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
+        return _run(self.recover(force=force))
 
     async def reply(self, message: Content) -> str:
         """Send, drain the events, return the final text of the turn."""
