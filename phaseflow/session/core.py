@@ -584,7 +584,10 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         core = evolve(core, continuation=done)
         if core.final_request:
             return _finish(core, "completed", tuple(events), limits)
-        return Step(core, (Persist(tuple(events)), RunBoundary((), None, final=True)))
+        # The reply is committed with the final boundary (one commit): a crash before it
+        # resumes from the last commit, which asks the model this request again.
+        first: tuple[Command, ...] = (Persist(tuple(events)),) if events else ()
+        return Step(core, (*first, RunBoundary((), None, final=True)))
     continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
     checkpoint = continuation.checkpoint
     assert checkpoint is not None
