@@ -465,6 +465,13 @@ def _next_request(core: Core, limits: Limits) -> Step:
 
 def _end_at_step_limit(core: Core, limits: Limits) -> Step:
     core = _close_request(core)
+    # The limit is hit after a tool group, while progress waits for the next generation:
+    # end it, or the next turn could never start.
+    turn_id = core.progress.turn_id
+    if turn_id is not None:
+        ended = core.progress.fail(turn_id)
+        if not isinstance(ended, Rejected):
+            core = evolve(core, progress=ended)
     error = ev.ErrorEvent(code="step_limit", turn=core.turn, message=(
         f"the turn made {limits.max_steps} model requests (max_steps) without a final reply;"
         " it ends here"))
