@@ -149,13 +149,23 @@ def test_refused_and_hallucinated_calls_never_run_and_get_their_result_at_once()
         call("c", "lookup", {"q": 3}),               # invalid arguments
         call("d", "lookup", "{not json"),           # arguments that are not JSON
         call("e", "record", {"name": "x"}),          # this phase collects nothing
-        call("f", "go_to_phase", {"phase": "nowhere"}),  # not an offered target
+        call("f", "go_to_phase", {"target": "review"}),  # a move without a phase
     ), WORK))
     assert [p.call.id for p in run_tools(commands).calls] == ["a"]
     results = {e.call_id: e.status for e in t.of_type(ev.ToolResultEvent)}
     assert results == dict.fromkeys("bcdef", "refused")
     assert effects(t) == {"a": EffectState.ADMITTED, **dict.fromkeys("bcdef",
                                                                       EffectState.COMPLETED)}
+
+
+def test_a_move_to_a_phase_not_offered_is_checked_by_the_runner_not_run_as_a_tool() -> None:
+    """go_to_phase is not refused by the offered enum: the runner checks the target
+    against the machine (to give its reason). It is handed out as a move, never as a
+    host tool."""
+    t = started()
+    commands = t.feed(Replied(request_id(t), reply(
+        "", call("m", "go_to_phase", {"phase": "nowhere"})), WORK))
+    assert [(p.call.id, p.kind) for p in run_tools(commands).calls] == [("m", "move")]
 
 
 def test_a_second_move_in_one_reply_is_ignored_not_run() -> None:
@@ -382,6 +392,16 @@ def test_the_step_limit_ends_the_turn_with_every_call_answered() -> None:
     assert len([c for c in t.commands if isinstance(c, CallProvider)]) == 2
     assert open_or_doubled(t.core.history()) == {}
     assert t.core.status == "idle"
+
+
+def test_after_the_step_limit_the_session_takes_the_next_message() -> None:
+    t = started(Limits(max_steps=1))
+    t.feed(Replied(request_id(t), reply("", call("c", "open_ticket")), WORK))
+    t.feed(ToolDone("c", ok()))
+    assert t.feed(BoundaryDone(WORK))[-1] == TurnOver("step_limit")
+    commands = t.feed(Send("again", WORK))
+    assert isinstance(commands[-1], CallProvider)
+    assert commands[-1].history.to_tuple()[-1] == UserMessage("again")
 
 
 # --- provider failures and retries --------------------------------------------------------------
