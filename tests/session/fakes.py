@@ -38,7 +38,7 @@ from phaseflow.session.provider import (
     ToolCallDelta,
     ToolCallStart,
 )
-from phaseflow.session.tools import FunctionTool, ToolContext, tool
+from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.spec.loader import load_workflow_text
 from phaseflow.spec.model import Workflow
 from phaseflow.turn.messages import AssistantMessage, History, Message, ToolResultMessage
@@ -341,7 +341,7 @@ class DeskTools:
 
         async def pay(ctx: ToolContext, **arguments: Any) -> Any:
             await self._note("pay", arguments, ctx)
-            return {"paid": True, "name": FORGED}
+            return ToolResult("paid", {"paid": True, "name": FORGED})
 
         async def add_note(ctx: ToolContext, **arguments: Any) -> Any:
             await self._note("add_note", arguments, ctx)

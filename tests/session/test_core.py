@@ -27,8 +27,8 @@ from phaseflow.session.core import (
     Pause,
     Persist,
     Replied,
-    Resolve,
     ResolutionRefused,
+    Resolve,
     RunBoundary,
     RunTools,
     Send,
@@ -496,7 +496,7 @@ def test_entering_a_terminal_phase_asks_once_more_without_tools_then_finishes() 
     assert last == AssistantMessage("bye")
 
 
-# --- a property: any sequence of inputs keeps the history well formed ------------------------------
+# --- a property: any sequence of inputs keeps the history well formed -----------------------
 
 CALLS = st.lists(st.tuples(st.sampled_from(["a", "b", "c", ""]),
                            st.sampled_from(["lookup", "open_ticket", "pay", "go_to_phase",

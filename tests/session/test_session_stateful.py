@@ -31,7 +31,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -42,7 +42,7 @@ from hypothesis.stateful import (
 
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
-from phaseflow.session.core import Core, ResolutionRefused, arguments_hash
+from phaseflow.session.core import Core, ResolutionRefused
 from phaseflow.session.provider import ProviderFailure, ProviderReply, ProviderRequest
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.continuation import EffectState
@@ -66,6 +66,7 @@ T = TypeVar("T")
 EXAMPLES = int(os.environ.get("PHASEFLOW_HYPOTHESIS_EXAMPLES", "60"))
 SID = "s"
 HANG_SECONDS = 10.0
+STEPS = int(os.environ.get("PHASEFLOW_HYPOTHESIS_STEPS", "20"))
 WORKFLOW = desk_workflow()
 APPROVAL_TOOLS = {"pay"}
 #: the keys a tool group may write: the tools' declared writes and the collected keys
@@ -83,22 +84,37 @@ def policy(call: ToolCall, ctx: Any) -> bool:
     return call.name == "add_note" and "secret" in call.arguments
 
 
-def valid_arguments(name: str, data: st.DataObject) -> Any:
-    if name == "lookup":
-        return {"q": data.draw(st.sampled_from(["tea", "cake"]))}
-    if name == "add_note":
-        return {"text": data.draw(st.sampled_from(["hello", "secret", "boom"]))}
-    if name == "pay":
-        return data.draw(st.sampled_from([{}, {"n": 1}, {"n": 2}]))
-    return {}
+VALID = {
+    "lookup": [{"q": "tea"}, {"q": "cake"}],
+    "add_note": [{"text": "hello"}, {"text": "secret"}, {"text": "boom"}],
+    "pay": [{}, {"n": 1}, {"n": 2}],
+}
+INVALID = {
+    "lookup": ["{}", '{"q": 5}', '{"q": "x", "z": 1}', "{nope"],
+    "add_note": ['{"text": 5}', '{"x": 1}', "[1"],
+}
+RECORDS = [{"name": "Ada"}, {"name": 7}, {"topic": "x"}, {}]
+HALLUCINATED = ["delete_all", "crm.lookup", "pay "]
+
+#: one call of a drawn reply: how it is made, a choice among the candidates (taken
+#: modulo their number when the request is known), and how its id is made
+CALL = st.tuples(
+    st.sampled_from(["offered"] * 3 + ["invalid", "other_phase", "hallucinated", "move",
+                                       "move", "move_anywhere", "record"]),
+    st.integers(0, 11), st.integers(0, 11),
+    st.sampled_from(["fresh", "fresh", "fresh", "repeat", "empty"]))
+#: one drawn reply (every field drawn; each kind reads the ones it needs)
+REPLY = st.tuples(
+    st.sampled_from(["text"] * 4 + ["group"] * 8 + ["retryable"] * 2 + ["fatal", "raise"]
+                    + ["hang"] * 3),
+    st.lists(CALL, min_size=1, max_size=4),
+    st.sampled_from(["", "ok", "let me check"]),
+    st.sampled_from([None, 0.0, 2.5, 1e6]))
+SCRIPT = st.lists(REPLY, min_size=1, max_size=8)
 
 
-def invalid_arguments(name: str, data: st.DataObject) -> str:
-    if name == "lookup":
-        return data.draw(st.sampled_from(['{}', '{"q": 5}', '{"q": "x", "z": 1}', "{nope"]))
-    if name == "add_note":
-        return data.draw(st.sampled_from(['{"text": 5}', '{"x": 1}', "[1"]))
-    return "{not json"
+def pick(options: list[Any], n: int) -> Any:
+    return options[n % len(options)]
 
 
 class SessionMachine(RuleBasedStateMachine):
@@ -120,6 +136,13 @@ class SessionMachine(RuleBasedStateMachine):
         self.checked_requests = 0
 
     def teardown(self) -> None:
+        """Stop whatever a failed step left waiting, then close the loop."""
+        self.gate.release()
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self.loop.close()
 
     # --- plumbing ------------------------------------------------------------------------
@@ -166,58 +189,64 @@ class SessionMachine(RuleBasedStateMachine):
     # --- the model ---------------------------------------------------------------------------
 
     def _model(self, data: st.DataObject, may_hang: bool) -> None:
+        """The replies of this step, drawn now (hypothesis draws stay out of the event
+        loop) and made concrete when each request arrives (what it offers). Past the
+        script the model says "fine"."""
+        script = list(data.draw(SCRIPT, label="replies"))
+
         def choose(request: ProviderRequest) -> Plan:
-            offered = [t.name for t in request.tools]
-            kinds = ["text", "text", "group", "group", "group", "retryable", "fatal", "raise"]
-            if may_hang and self.gate.armed:
-                kinds += ["hang", "hang"]
-            if not offered:
-                kinds += ["text", "text"]
-            kind = data.draw(st.sampled_from(kinds), label="reply")
+            if not script:
+                return ProviderReply("fine")
+            kind, calls, text, after = script.pop(0)
+            if kind == "hang" and not (may_hang and self.gate.armed):
+                kind = "text"
             if kind == "text":
-                return ProviderReply(data.draw(st.sampled_from(["ok", "done", ""])) or "fine")
+                return ProviderReply(text or "fine")
             if kind == "hang":
                 return "hang"
             if kind == "retryable":
-                after = data.draw(st.sampled_from([None, 0.0, 2.5, 1e6]))
                 return ProviderFailure("overloaded", retryable=True, retry_after=after,
                                        status=429)
             if kind == "fatal":
                 return ProviderFailure("bad request", retryable=False, status=400)
             if kind == "raise":
                 return RuntimeError("connection reset")
-            return self._group(data, offered)
+            return self._group(calls, text, request)
 
         self.provider.choose = choose
 
-    def _group(self, data: st.DataObject, offered: list[str]) -> ProviderReply:
+    def _group(self, drawn: list[Any], text: str, request: ProviderRequest) -> ProviderReply:
         calls: list[tuple[str, str, str]] = []
-        for _ in range(data.draw(st.integers(1, 4), label="calls")):
-            how = data.draw(st.sampled_from(
-                ["offered", "offered", "offered", "invalid", "other_phase", "hallucinated",
-                 "move", "move", "record"]), label="call")
-            tools = [n for n in offered if n not in ("go_to_phase", "record")]
-            if how == "offered" and tools:
-                name = data.draw(st.sampled_from(tools))
-                arguments = json.dumps(valid_arguments(name, data))
-            elif how == "invalid" and tools:
-                name = data.draw(st.sampled_from(tools))
-                arguments = invalid_arguments(name, data)
+        tools = [t.name for t in request.tools if t.name not in ("go_to_phase", "record")]
+        targets = [p for t in request.tools if t.name == "go_to_phase"
+                   for p in t.parameters["properties"]["phase"].get("enum", [])]
+        for how, a, b, id_kind in drawn:
+            if how in ("offered", "invalid") and not tools:
+                how = "hallucinated"
+            if how == "offered":
+                name = pick(tools, a)
+                arguments = json.dumps(pick(VALID.get(name, [{}]), b))
+            elif how == "invalid":
+                name = pick(tools, a)
+                arguments = pick(INVALID.get(name, ["{not json"]), b)
             elif how == "other_phase":
-                name = data.draw(st.sampled_from(CATALOGUE))
-                arguments = json.dumps(valid_arguments(name, data))
-            elif how == "move":
+                name = pick(list(CATALOGUE), a)
+                arguments = json.dumps(pick(VALID.get(name, [{}]), b))
+            elif how == "move" and targets:
+                # mostly forward, so that some runs reach the terminal phase
+                forward = max(targets, key=lambda p: DESK_PHASES.index(p) if p in DESK_PHASES
+                              else -1)
                 name = "go_to_phase"
-                arguments = json.dumps({"phase": data.draw(st.sampled_from(
-                    [*DESK_PHASES, "nowhere"]))})
+                arguments = json.dumps({"phase": forward if a < 8 else pick(targets, a)})
+            elif how in ("move", "move_anywhere"):
+                name = "go_to_phase"
+                arguments = json.dumps({"phase": pick([*DESK_PHASES, "nowhere"], a)})
             elif how == "record":
                 name = "record"
-                arguments = json.dumps(data.draw(st.sampled_from(
-                    [{"name": "Ada"}, {"name": 7}, {"topic": "x"}, {}])))
+                arguments = json.dumps(pick(RECORDS, a))
             else:
-                name = data.draw(st.sampled_from(["delete_all", "crm.lookup", "pay "]))
+                name = pick(HALLUCINATED, a)
                 arguments = "{}"
-            id_kind = data.draw(st.sampled_from(["fresh", "fresh", "fresh", "repeat", "empty"]))
             if id_kind == "repeat" and calls:
                 call_id = calls[-1][0]
             elif id_kind == "empty":
@@ -225,7 +254,6 @@ class SessionMachine(RuleBasedStateMachine):
             else:
                 call_id = self._fresh_id()
             calls.append((call_id, name, arguments))
-        text = data.draw(st.sampled_from(["", "let me check"]))
         return ProviderReply(text, tuple(calls), "tool_use")
 
     # --- rules -----------------------------------------------------------------------------
@@ -269,6 +297,7 @@ class SessionMachine(RuleBasedStateMachine):
             await turn
 
         self.run(go())
+        event(f"gate: {self.gate.where or 'not reached'} then {action}")
         self.gate.disarm()
         self._note_dropped()
 
@@ -343,6 +372,7 @@ class SessionMachine(RuleBasedStateMachine):
     @invariant()
     def nothing_went_wrong_inside_a_tool(self) -> None:
         assert self.problems == []
+        event(f"status: {self.session.status}, phase: {self.session.phase}")
 
     @invariant()
     def every_request_answers_every_call_once(self) -> None:
@@ -465,7 +495,7 @@ class SessionMachine(RuleBasedStateMachine):
 
 
 SessionMachine.TestCase.settings = settings(
-    max_examples=EXAMPLES, stateful_step_count=12, deadline=None,
+    max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestSession = SessionMachine.TestCase
