@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
@@ -25,6 +25,9 @@ from phaseflow.spec.yamlnodes import (
     to_python,
 )
 
+if TYPE_CHECKING:
+    from phaseflow.testing.convsteps import StandIn
+
 
 class _Entry(NamedTuple):
     """One key of a step mapping and its value."""
@@ -37,8 +40,8 @@ STEP_KINDS = ("set", "unset", "turns", "wait", "request", "tool", "goto", "expec
 EXPECT_KEYS = frozenset(
     {"phase", "terminal", "tools", "state", "needs", "missing", "navigation", "called", "history"}
 )
-TOP_KEYS = frozenset({"phaseflow-test", "workflow", "mocks", "scenarios"})
-SCENARIO_KEYS = frozenset({"name", "state", "mocks", "steps"})
+TOP_KEYS = frozenset({"phaseflow-test", "workflow", "mocks", "tools", "scenarios"})
+SCENARIO_KEYS = frozenset({"name", "state", "mocks", "tools", "steps", "conversation"})
 MOCK_KEYS = frozenset({"returns", "raises"})
 
 
@@ -124,6 +127,11 @@ class Scenario:
     steps: tuple[Step, ...]
     #: where each key of ``state`` is written
     state_spots: dict[str, Spot] = field(default_factory=dict)
+    #: the scenario's own tool stand-ins (replacing the file's of the same name)
+    tools: dict[str, StandIn] = field(default_factory=dict)
+    #: the steps of a conversation scenario (``steps`` is empty then); ``None`` for a
+    #: machine scenario
+    conversation: tuple[Step, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +142,8 @@ class TestFile:
     workflow_path: str
     mocks: dict[str, Mock]
     scenarios: tuple[Scenario, ...] = field(default=())
+    #: stand-ins for the host's tools, used by conversation scenarios
+    tools: dict[str, StandIn] = field(default_factory=dict)
 
 
 def is_test_text(text: str) -> bool:
@@ -338,9 +348,27 @@ class _Reader:
         mocks: dict[str, Mock] = {}
         with contextlib.suppress(_Bad):
             mocks = self.mocks(fields.get("mocks"))
+        from phaseflow.testing.convsteps import read_conversation, read_stand_ins
+
+        tools: dict[str, StandIn] = {}
+        with contextlib.suppress(_Bad):
+            tools = read_stand_ins(self, fields.get("tools"))
+        if "conversation" in fields:
+            if "steps" in fields:
+                self.fail(fields["steps"], f"scenario '{name}' has steps and a conversation: "
+                          "a scenario is one or the other")
+            if state:
+                self.fail(fields["state"], f"scenario '{name}': a conversation starts from "
+                          "the workflow's defaults; 'state' is for machine steps")
+            conversation = read_conversation(self, fields["conversation"], name)
+            return Scenario(name, node.line, {}, mocks, (), {}, tools, conversation)
+        if tools:
+            self.fail(fields["tools"], f"scenario '{name}': tools are stand-ins for a "
+                      "conversation; machine steps do not call tools")
         steps_node = fields.get("steps")
         if not isinstance(steps_node, Sequence):
-            raise self.fail(steps_node or node, f"scenario '{name}' needs a list of steps")
+            raise self.fail(steps_node or node, f"scenario '{name}' needs a list of steps "
+                            "or a conversation")
         steps: list[Step] = []
         for item in steps_node.items:
             try:
@@ -382,6 +410,11 @@ class _Reader:
         mocks: dict[str, Mock] = {}
         with contextlib.suppress(_Bad):
             mocks = self.mocks(fields.get("mocks"))
+        from phaseflow.testing.convsteps import read_stand_ins
+
+        tools: dict[str, StandIn] = {}
+        with contextlib.suppress(_Bad):
+            tools = read_stand_ins(self, fields.get("tools"))
         scenarios_node = fields.get("scenarios")
         if not isinstance(scenarios_node, Sequence) or not scenarios_node.items:
             raise self.fail(scenarios_node or root, "the test file needs a list of scenarios")
@@ -396,6 +429,7 @@ class _Reader:
             os.path.normpath(os.path.join(base, workflow)) if workflow else "",
             mocks,
             tuple(scenarios),
+            tools,
         )
 
 
