@@ -37,6 +37,7 @@ from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage
+from phaseflow.testing.matching import subset
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile
 from phaseflow.turn.messages import AssistantMessage, TextPart
 
@@ -357,8 +358,6 @@ class _Conversation:
         return f"phase: expected '{expected}'{hint}, found '{session.phase}'"
 
     def _state(self, expected: Any, session: Session, *_: Any) -> str | None:
-        from phaseflow.testing.runner import _subset
-
         state = _plain(session.state)
         problems = []
         for name, value in expected.items():
@@ -366,7 +365,7 @@ class _Conversation:
             if value is None:
                 if actual is not _ABSENT and actual is not None:
                     problems.append(f"state.{name}: expected absent, found {actual!r}")
-            elif actual is _ABSENT or not _subset(value, actual):
+            elif actual is _ABSENT or not subset(value, actual):
                 shown = "absent" if actual is _ABSENT else repr(actual)
                 problems.append(f"state.{name}: expected {value!r}, found {shown}")
         return "\n  ".join(problems) or None

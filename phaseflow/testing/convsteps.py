@@ -10,15 +10,12 @@ turn to belong to, or a ``cancel`` with nothing to cancel, is a mistake in the f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
-from phaseflow.testing.testfile import Spot, Step, _Bad, _key_spots, _spot
-
-if TYPE_CHECKING:
-    from phaseflow.testing.testfile import _Reader
+from phaseflow.testing.values import Bad, BaseReader, Spot, Step, key_spots, spot_of
 
 __all__ = [
     "CONVERSATION_EXPECT_KEYS",
@@ -66,7 +63,7 @@ class StandIn:
     spot: Spot = field(default_factory=lambda: Spot(1, 1))
 
 
-def read_stand_ins(reader: _Reader, node: Node | None) -> dict[str, StandIn]:
+def read_stand_ins(reader: BaseReader, node: Node | None) -> dict[str, StandIn]:
     """A ``tools:`` section: tool name -> ``{returns: X}``, ``{raises: MSG}`` or null."""
     if node is None:
         return {}
@@ -75,7 +72,7 @@ def read_stand_ins(reader: _Reader, node: Node | None) -> dict[str, StandIn]:
                                 "or {raises: MESSAGE}")
     out: dict[str, StandIn] = {}
     for key, value in entries(node):
-        spot = _spot(key)
+        spot = spot_of(key)
         name = str(key.value)
         if isinstance(value, Scalar) and value.value is None:
             out[name] = StandIn(name, spot=spot)
@@ -86,7 +83,7 @@ def read_stand_ins(reader: _Reader, node: Node | None) -> dict[str, StandIn]:
                 raise reader.fail(value, f"tool '{name}': returns or raises, not both")
             returns = to_python(fields["returns"]) if "returns" in fields else None
             raises = reader.string(fields["raises"], "raises") if "raises" in fields else None
-        except _Bad:
+        except Bad:
             continue
         out[name] = StandIn(name, returns, raises, spot)
     return out
@@ -95,10 +92,10 @@ def read_stand_ins(reader: _Reader, node: Node | None) -> dict[str, StandIn]:
 class _Steps:
     """Reads one conversation's steps; every mistake goes to the reader's problems."""
 
-    def __init__(self, reader: _Reader) -> None:
+    def __init__(self, reader: BaseReader) -> None:
         self.reader = reader
 
-    def fail(self, node: Node | None, message: str) -> _Bad:
+    def fail(self, node: Node | None, message: str) -> Bad:
         return self.reader.fail(node, message)
 
     def step(self, node: Node) -> Step:
@@ -162,11 +159,11 @@ class _Steps:
                 if not isinstance(args, dict):
                     raise self.fail(args_node, f"the arguments of '{name}' are a mapping "
                                                "(or nothing)")
-                spots[f"call:{index}"] = _spot(name_node)
+                spots[f"call:{index}"] = spot_of(name_node)
                 if name == "go_to_phase" and isinstance(args_node, Mapping):
                     target = args_node.get("phase")
                     if isinstance(target, Scalar) and isinstance(target.value, str):
-                        spots[f"move:{index}"] = _spot(target)
+                        spots[f"move:{index}"] = spot_of(target)
                 calls.append({name: args})
             reply["calls"] = calls
         if not reply.get("text") and not reply.get("calls"):
@@ -180,13 +177,13 @@ class _Steps:
             tool = self.reader.string(node, kind)
             decision = {"tool": tool, "decision": "approve" if kind == "approve" else "reject",
                         "reason": ""}
-            return decision, {"value": _spot(node)}
+            return decision, {"value": spot_of(node)}
         extra = "scope" if kind == "approve" else "reason"
         fields = self.reader.mapping(node, kind, frozenset({"tool", extra}))
         if "tool" not in fields:
             raise self.fail(node, f"{kind} names the tool: {{tool: TOOL}}")
         tool = self.reader.string(fields["tool"], f"{kind} tool")
-        spots = {"value": _spot(fields["tool"])}
+        spots = {"value": spot_of(fields["tool"])}
         if kind == "approve":
             scope = "once"
             if "scope" in fields:
@@ -214,7 +211,7 @@ class _Steps:
                 continue
             try:
                 self.check(name, value, checks, spots)
-            except _Bad:
+            except Bad:
                 continue
         return checks, spots
 
@@ -223,7 +220,7 @@ class _Steps:
         reader = self.reader
         if key in ("phase", "reply"):
             checks[key] = reader.string(node, key)
-            spots[key] = _spot(node)
+            spots[key] = spot_of(node)
         elif key == "status":
             status = reader.string(node, "status")
             if status not in SESSION_STATUSES:
@@ -235,7 +232,7 @@ class _Steps:
                 checks[key] = None
             else:
                 checks[key] = reader.string(node, "approval")
-                spots["approval"] = _spot(node)
+                spots["approval"] = spot_of(node)
         elif key in ("offered", "called", "navigation"):
             named = reader.named(node, key)
             checks[key] = [name for name, _ in named]
@@ -245,7 +242,7 @@ class _Steps:
             if not isinstance(value, dict):
                 raise self.fail(node, "expect state must be a mapping")
             checks[key] = value
-            spots.update((f"state:{k}", s) for k, s in _key_spots(node).items())
+            spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
         elif key == "results":
             checks[key] = self.results(node)
 
@@ -304,7 +301,7 @@ class _Steps:
             self.fail(node, "cancel twice: the turn is already cancelled")
 
 
-def read_conversation(reader: _Reader, node: Node | None, name: str) -> tuple[Step, ...]:
+def read_conversation(reader: BaseReader, node: Node | None, name: str) -> tuple[Step, ...]:
     """The steps of a ``conversation:`` list, read and checked for order."""
     if not isinstance(node, Sequence) or not node.items:
         raise reader.fail(node, f"scenario '{name}': conversation is a list of steps")
@@ -315,7 +312,7 @@ def read_conversation(reader: _Reader, node: Node | None, name: str) -> tuple[St
         try:
             steps.append(read.step(item))
             nodes.append(item)
-        except _Bad:
+        except Bad:
             continue
     read.order(steps, nodes)
     return tuple(steps)

@@ -15,6 +15,7 @@ from phaseflow.spec.model import Workflow
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.crosscheck import call_names, check_against
+from phaseflow.testing.matching import subset as _subset
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
 
 _ABSENT = object()
@@ -59,23 +60,6 @@ class TestFileResult:
 
 class _StepFailed(Exception):
     """Internal: stops a scenario at the failing step."""
-
-
-def _subset(expected: Any, found: Any) -> bool:
-    """Does ``found`` match ``expected``? Mappings match when every expected key matches
-    (recursively); everything else must be equal."""
-    if isinstance(expected, dict):
-        return isinstance(found, dict) and all(
-            (v is None and found.get(k) is None) or (k in found and _subset(v, found[k]))
-            for k, v in expected.items()
-        )
-    return bool(expected == found and type(expected) is type(found)) or (
-        isinstance(expected, int | float)
-        and not isinstance(expected, bool)
-        and isinstance(found, int | float)
-        and not isinstance(found, bool)
-        and expected == found
-    )
 
 
 def _show(values: Any) -> str:

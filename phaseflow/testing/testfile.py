@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.spec.diagnostics import did_you_mean
@@ -24,9 +24,31 @@ from phaseflow.spec.yamlnodes import (
     compose,
     to_python,
 )
+from phaseflow.testing.convsteps import StandIn, read_conversation, read_stand_ins
+from phaseflow.testing.values import (
+    Bad,
+    BaseReader,
+    Spot,
+    Step,
+    TestFileProblem,
+    key_spots,
+    spot_of,
+)
 
-if TYPE_CHECKING:
-    from phaseflow.testing.convsteps import StandIn
+__all__ = [
+    "EXPECT_KEYS",
+    "STEP_KINDS",
+    "Mock",
+    "Scenario",
+    "Spot",
+    "Step",
+    "TestFile",
+    "TestFileError",
+    "TestFileProblem",
+    "is_test_text",
+    "load_test_file",
+    "read_test_file",
+]
 
 
 class _Entry(NamedTuple):
@@ -45,31 +67,6 @@ SCENARIO_KEYS = frozenset({"name", "state", "mocks", "tools", "steps", "conversa
 MOCK_KEYS = frozenset({"returns", "raises"})
 
 
-class Spot(NamedTuple):
-    """Where something is written in the test file (1-based)."""
-
-    line: int
-    column: int
-
-
-@dataclass(frozen=True, slots=True)
-class TestFileProblem:
-    """One mistake in a test file: an ``error`` stops the file from running; a
-    ``warning`` (a mock no scenario called, an undeclared state key) does not, unless
-    ``phaseflow test --strict``."""
-
-    __test__ = False
-
-    line: int
-    column: int
-    message: str
-    severity: str = "error"
-
-    def format(self, path: str) -> str:
-        label = "warning: " if self.severity == "warning" else ""
-        return f"{path}:{self.line}:{self.column}: {label}{self.message}"
-
-
 class TestFileError(PhaseflowError):
     """The test file itself is wrong (not the workflow's behaviour). Carries every error
     found in the file, each naming file:line:column; ``line`` and ``message`` are the
@@ -86,11 +83,6 @@ class TestFileError(PhaseflowError):
         self.message = ordered[0].message if ordered else ""
 
 
-class _Bad(Exception):
-    """Internal: the part being read is wrong; it is recorded and reading goes on with
-    the next part, so that every error of the file is reported at once."""
-
-
 @dataclass(frozen=True, slots=True)
 class Mock:
     """A stand-in for a host callable: returns ``returns`` (merged into the state), or
@@ -100,22 +92,6 @@ class Mock:
     returns: dict[str, Any] | None = None
     raises: str | None = None
     spot: Spot = field(default_factory=lambda: Spot(1, 1))
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step: ``kind`` is one of :data:`STEP_KINDS`; ``expect`` holds the checks of an
-    ``expect`` step, or the outcome expected of a ``request``/``tool`` step."""
-
-    kind: str
-    line: int
-    value: Any = None
-    expect: Any = None
-    #: where the names in the step are written: "value" (the phase or tool of a
-    #: request/tool/goto), "set:KEY", "unset:KEY", "phase", "history:NAME", "state:KEY"
-    #: (of an expect); used to point a check against the workflow at the right column
-    spots: dict[str, Spot] = field(default_factory=dict)
-    column: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,61 +129,9 @@ def is_test_text(text: str) -> bool:
     return re.search(r"(?m)^[\"']?phaseflow-test[\"']?[ \t]*:", text) is not None
 
 
-def _spot(node: Node) -> Spot:
-    return Spot(node.line, node.column)
-
-
-def _key_spots(node: Node) -> dict[str, Spot]:
-    """Where each key of a mapping node is written (empty for anything else)."""
-    if not isinstance(node, Mapping):
-        return {}
-    return {str(k.value): _spot(k) for k, _ in entries(node)}
-
-
-class _Reader:
+class _Reader(BaseReader):
     """Reads a test file, recording every mistake; :meth:`fail` stops only the part
     (step, mock, scenario) it is in."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.problems: list[TestFileProblem] = []
-
-    def fail(self, node: Node | None, message: str) -> _Bad:
-        line, column = (node.line, node.column) if node is not None else (1, 1)
-        self.problems.append(TestFileProblem(line, column, message))
-        return _Bad()
-
-    def mapping(self, node: Node | None, what: str, allowed: frozenset[str]) -> dict[str, Node]:
-        """The fields of a mapping node; each unknown key is reported (and left out)."""
-        if not isinstance(node, Mapping):
-            raise self.fail(node, f"{what} must be a mapping")
-        fields: dict[str, Node] = {}
-        for key, value in entries(node):
-            if key.value not in allowed:
-                hint = (
-                    did_you_mean(str(key.value), allowed)
-                    or f" (allowed: {', '.join(sorted(allowed))})"
-                )
-                self.fail(key, f"unknown key '{key.value}' in {what}{hint}")
-                continue
-            fields[key.value] = value
-        return fields
-
-    def string(self, node: Node | None, what: str) -> str:
-        if not isinstance(node, Scalar) or not isinstance(node.value, str) or not node.value:
-            raise self.fail(node, f"{what} must be a non-empty string")
-        return node.value
-
-    def names(self, node: Node | None, what: str) -> list[str]:
-        return [name for name, _ in self.named(node, what)]
-
-    def named(self, node: Node | None, what: str) -> list[tuple[str, Spot]]:
-        """A name or a list of names, each with where it is written."""
-        if isinstance(node, Scalar) and isinstance(node.value, str):
-            return [(node.value, _spot(node))]
-        if not isinstance(node, Sequence):
-            raise self.fail(node, f"{what} must be a list of names")
-        return [(self.string(item, f"an item of {what}"), _spot(item)) for item in node.items]
 
     def mocks(self, node: Node | None) -> dict[str, Mock]:
         if node is None:
@@ -216,7 +140,7 @@ class _Reader:
         if not isinstance(node, Mapping):
             raise self.fail(node, "mocks must be a mapping of callable names to {returns: ...}")
         for key, value in entries(node):
-            spot = _spot(key)
+            spot = spot_of(key)
             if isinstance(value, Scalar) and value.value is None:
                 mocks[key.value] = Mock(key.value, spot=spot)
                 continue
@@ -228,7 +152,7 @@ class _Reader:
                         fields["returns"], f"mock '{key.value}': returns must be a mapping"
                     )
                 raises = self.string(fields["raises"], "raises") if "raises" in fields else None
-            except _Bad:
+            except Bad:
                 continue
             mocks[key.value] = Mock(key.value, returns, raises, spot)
         return mocks
@@ -246,7 +170,7 @@ class _Reader:
             hint = did_you_mean(str(other), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
             self.fail(key, f"unknown step '{other}'{hint}")
         if others:
-            raise _Bad()
+            raise Bad()
         action = [k for k in kinds if k != "expect"]
         if len(action) > 1:
             raise self.fail(node, f"a step does one thing; found {', '.join(action)}")
@@ -272,7 +196,7 @@ class _Reader:
                         expect_node,
                         f"a {kind} step expects {' or '.join(options)}, not '{outcome}'",
                     )
-            spots = {"value": _spot(value_node)}
+            spots = {"value": spot_of(value_node)}
             return Step(kind, node.line, name, outcome, spots, node.column)
         if expect_node is not None:
             raise self.fail(
@@ -282,7 +206,7 @@ class _Reader:
             values = to_python(value_node)
             if not isinstance(values, dict):
                 raise self.fail(value_node, "set takes a mapping of state keys to values")
-            spots = {f"set:{k}": s for k, s in _key_spots(value_node).items()}
+            spots = {f"set:{k}": s for k, s in key_spots(value_node).items()}
             return Step(kind, node.line, values, spots=spots, column=node.column)
         if kind == "unset":
             named = self.named(value_node, "unset")
@@ -290,7 +214,7 @@ class _Reader:
             return Step(kind, node.line, [k for k, _ in named], spots=spots, column=node.column)
         if kind == "goto":
             name = self.string(value_node, "goto")
-            spots = {"value": _spot(value_node)}
+            spots = {"value": spot_of(value_node)}
             return Step(kind, node.line, name, spots=spots, column=node.column)
         number = value_node.value if isinstance(value_node, Scalar) else None
         if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
@@ -308,7 +232,7 @@ class _Reader:
             try:
                 if key in ("phase",):
                     checks[key] = self.string(node, key)
-                    spots["phase"] = _spot(node)
+                    spots["phase"] = spot_of(node)
                 elif key == "terminal":
                     if not isinstance(node, Scalar) or not isinstance(node.value, bool):
                         raise self.fail(node, "terminal must be true or false")
@@ -324,8 +248,8 @@ class _Reader:
                     if not isinstance(value, dict):
                         raise self.fail(node, "expect state must be a mapping")
                     checks[key] = value
-                    spots.update((f"state:{k}", s) for k, s in _key_spots(node).items())
-            except _Bad:
+                    spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
+            except Bad:
                 continue
         return checks, spots
 
@@ -333,25 +257,23 @@ class _Reader:
         fields = self.mapping(node, f"scenario {index}", SCENARIO_KEYS)
         name = f"scenario {index}"
         if "name" in fields:
-            with contextlib.suppress(_Bad):
+            with contextlib.suppress(Bad):
                 name = self.string(fields.get("name"), f"scenario {index} name")
         state: Any = {}
         state_spots: dict[str, Spot] = {}
         if "state" in fields:
             state = to_python(fields["state"])
-            state_spots = _key_spots(fields["state"])
+            state_spots = key_spots(fields["state"])
         if state is None:
             state = {}
         if not isinstance(state, dict):
             self.fail(fields["state"], "scenario state must be a mapping")
             state = {}
         mocks: dict[str, Mock] = {}
-        with contextlib.suppress(_Bad):
+        with contextlib.suppress(Bad):
             mocks = self.mocks(fields.get("mocks"))
-        from phaseflow.testing.convsteps import read_conversation, read_stand_ins
-
         tools: dict[str, StandIn] = {}
-        with contextlib.suppress(_Bad):
+        with contextlib.suppress(Bad):
             tools = read_stand_ins(self, fields.get("tools"))
         if "conversation" in fields:
             if "steps" in fields:
@@ -373,7 +295,7 @@ class _Reader:
         for item in steps_node.items:
             try:
                 steps.append(self.step(item))
-            except _Bad:
+            except Bad:
                 continue
         return Scenario(name, node.line, state, mocks, tuple(steps), state_spots)
 
@@ -389,7 +311,7 @@ class _Reader:
             self.problems.append(TestFileProblem(found.line, found.column, found.message))
         try:
             return self._file(document.root)
-        except _Bad:
+        except Bad:
             return None
 
     def _file(self, root: Node | None) -> TestFile:
@@ -404,16 +326,14 @@ class _Reader:
             self.fail(root, "a test file names the workflow it tests: 'workflow: PATH' "
                       "(relative to the test file)")
         else:
-            with contextlib.suppress(_Bad):
+            with contextlib.suppress(Bad):
                 workflow = self.string(fields["workflow"], "workflow")
         base = os.path.dirname(self.path)
         mocks: dict[str, Mock] = {}
-        with contextlib.suppress(_Bad):
+        with contextlib.suppress(Bad):
             mocks = self.mocks(fields.get("mocks"))
-        from phaseflow.testing.convsteps import read_stand_ins
-
         tools: dict[str, StandIn] = {}
-        with contextlib.suppress(_Bad):
+        with contextlib.suppress(Bad):
             tools = read_stand_ins(self, fields.get("tools"))
         scenarios_node = fields.get("scenarios")
         if not isinstance(scenarios_node, Sequence) or not scenarios_node.items:
@@ -422,7 +342,7 @@ class _Reader:
         for i, item in enumerate(scenarios_node.items, 1):
             try:
                 scenarios.append(self.scenario(item, i))
-            except _Bad:
+            except Bad:
                 continue
         return TestFile(
             self.path,
