@@ -31,6 +31,7 @@ from phaseflow.providers.scripted import ScriptedProvider
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session
 from phaseflow.session.provider import ProviderEvent, ProviderFailure, ProviderRequest
+from phaseflow.session.tools import ToolContext
 from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import Workflow
@@ -130,6 +131,8 @@ class _Conversation:
         self.names: dict[str, str] = {}
         self.results: dict[str, ev.ToolResultEvent] = {}
         self._in_group = False
+        self._group_base = 0
+        self._group_positions: list[int] = []
         self.seen_history = 0
 
     # --- the parts ----------------------------------------------------------------------
@@ -145,8 +148,8 @@ class _Conversation:
     def _tool(self, name: str) -> Any:
         stand_in = self.stand_ins.get(name)
 
-        async def call(**arguments: Any) -> Any:
-            self.log.called.append(name)
+        async def call(ctx: ToolContext, **arguments: Any) -> Any:
+            self._called_tool(name, ctx.call_id)
             if stand_in is not None:
                 self.log.used.add(stand_in.spot)
             turn = self.turn
@@ -159,7 +162,15 @@ class _Conversation:
                 raise RuntimeError(stand_in.raises)
             return copy.deepcopy(stand_in.returns)
 
-        return make_tool(call, name=name, parameters={"type": "object"})
+        return make_tool(name=name, parameters={"type": "object"})(call)
+
+    def _called_tool(self, name: str, call_id: str) -> None:
+        """Log a stand-in's call in the model's call order within its tool group (the
+        calls of a group run concurrently: the order they start in is not the test's)."""
+        position = self.group.index(call_id) if call_id in self.group else len(self.group)
+        before = sum(1 for p in self._group_positions if p < position)
+        self.log.called.insert(min(self._group_base + before, len(self.log.called)), name)
+        self._group_positions.append(position)
 
     async def cancel_here(self) -> None:
         """Cancel the running turn, as the host's ``session.cancel()`` does, and wait
@@ -181,6 +192,8 @@ class _Conversation:
         if isinstance(event, ev.ToolCallEvent):
             if not self._in_group:
                 self.group = []
+                self._group_base = len(self.log.called)
+                self._group_positions = []
             self._in_group = True
             self.group.append(event.call_id)
             self.names[event.call_id] = event.name

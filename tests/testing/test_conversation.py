@@ -70,16 +70,16 @@ def test_refused_ignored_and_error_results(tmp_path: Path) -> None:
               - {pay: {amount: 3}}
               - {go_to_phase: {phase: pay}}
               - {go_to_phase: {phase: human}}
-              - {go_to_phase: {phase: human}}
         - expect:
             results:
               - {status: refused, contains: "not available in this phase (ask)"}
               - {status: refused, contains: "Tools available now: crm.lookup"}
-              - {status: refused, contains: Invalid arguments}
-              - ok
+              - {status: error, contains: "Cannot move to 'pay'"}
               - {status: ignored, contains: one phase change per step}
-            phase: human
+            phase: ask
             called: []
+        - model: {calls: [{go_to_phase: {phase: human}}, {go_to_phase: {phase: human}}]}
+        - expect: {results: [ok, ignored], phase: human}
         - model: bye
     """)
     _passes(result)
