@@ -134,6 +134,8 @@ class _Conversation:
         self._group_base = 0
         self._group_positions: list[int] = []
         self.seen_history = 0
+        #: how the last turn ended (its status, or the step limit's message)
+        self.ended = ""
 
     # --- the parts ----------------------------------------------------------------------
 
@@ -201,6 +203,10 @@ class _Conversation:
         self._in_group = False
         if isinstance(event, ev.ToolResultEvent):
             self.results[event.call_id] = event
+        elif isinstance(event, ev.TurnFinished) and not self.ended.startswith("step_limit"):
+            self.ended = event.status
+        elif isinstance(event, ev.ErrorEvent) and event.code == "step_limit":
+            self.ended = f"step_limit: {event.message}"
 
     def covered(self) -> None:
         """Credit the transitions the machine took since the last look."""
@@ -276,6 +282,7 @@ class _Conversation:
         assert session is not None
         step = turn.opener
         self.turn = turn
+        self.ended = ""
         try:
             if step.kind == "user":
                 stream = session.send(step.value)
@@ -303,6 +310,7 @@ class _Conversation:
         if unused > 0 and not turn.cancelled and session.status != "failed":
             first = turn.models[turn.last - unused + 1]
             how = ("paused for an approval" if session.status == "awaiting_approval"
+                   else f"ended ({self.ended})" if self.ended.startswith("step_limit")
                    else "ended")
             raise self.fail(first, f"this reply was never asked for: the turn {how} after "
                                    f"{turn.last - turn.first + 1 - unused} of its "

@@ -283,6 +283,16 @@ def test_replies_the_turn_never_asked_for_fail(tmp_path: Path) -> None:
         "ended after 1 of its 2 replies (status idle)")
 
 
+def test_a_turn_past_the_step_limit_says_so(tmp_path: Path) -> None:
+    refused = "\n".join("- model: {calls: [{weather.now: {}}]}" for _ in range(10))
+    result = conversation(tmp_path, f"- user: hi\n{refused}\n- model: Finally.")
+    line = line_of(tmp_path, "Finally.")
+    assert failure(result) == (
+        f"{tmp_path / 'shop.test.yaml'}:{line}: this reply was never asked for: the turn "
+        "ended (step_limit: the turn made 10 model requests (max_steps) without a final "
+        "reply; it ends here) after 10 of its 11 replies (status idle)")
+
+
 def test_a_reply_written_past_an_approval_pause_fails(tmp_path: Path) -> None:
     result = conversation(tmp_path, """
         - user: I'm C-1
