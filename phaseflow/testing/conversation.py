@@ -162,6 +162,8 @@ class _Conversation:
                 return None
             if stand_in.raises is not None:
                 raise RuntimeError(stand_in.raises)
+            if stand_in.echo:
+                return copy.deepcopy(arguments)
             return copy.deepcopy(stand_in.returns)
 
         return make_tool(name=name, parameters={"type": "object"})(call)

@@ -47,7 +47,7 @@ RESULT_STATUSES = (
 )
 SESSION_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
 _SCOPES = {"once": "approve", "turn": "approve_turn", "session": "approve_session"}
-_STAND_IN_KEYS = frozenset({"returns", "raises"})
+_STAND_IN_KEYS = frozenset({"returns", "raises", "echo"})
 _MODEL_KEYS = frozenset({"text", "calls"})
 
 
@@ -55,21 +55,25 @@ _MODEL_KEYS = frozenset({"text", "calls"})
 class StandIn:
     """A stand-in for one of the host's tools: returns ``returns`` (any JSON value; a
     mapping's keys in the tool's ``writes`` are written to the state, as a real tool's
-    are), or raises an exception with the message ``raises``."""
+    are), or the call's arguments (``echo``), or raises an exception with the message
+    ``raises``."""
 
     name: str
     returns: Any = None
     raises: str | None = None
     spot: Spot = field(default_factory=lambda: Spot(1, 1))
+    #: return the call's arguments (a tool that records what the model passes it)
+    echo: bool = False
 
 
 def read_stand_ins(reader: BaseReader, node: Node | None) -> dict[str, StandIn]:
-    """A ``tools:`` section: tool name -> ``{returns: X}``, ``{raises: MSG}`` or null."""
+    """A ``tools:`` section: tool name -> ``{returns: X}``, ``{raises: MSG}``,
+    ``{echo: true}`` or null."""
     if node is None:
         return {}
     if not isinstance(node, Mapping):
-        raise reader.fail(node, "tools must be a mapping of tool names to {returns: ...} "
-                                "or {raises: MESSAGE}")
+        raise reader.fail(node, "tools must be a mapping of tool names to {returns: ...}, "
+                                "{raises: MESSAGE} or {echo: true}")
     out: dict[str, StandIn] = {}
     for key, value in entries(node):
         spot = spot_of(key)
@@ -79,13 +83,19 @@ def read_stand_ins(reader: BaseReader, node: Node | None) -> dict[str, StandIn]:
             continue
         try:
             fields = reader.mapping(value, f"tool '{name}'", _STAND_IN_KEYS)
-            if "returns" in fields and "raises" in fields:
-                raise reader.fail(value, f"tool '{name}': returns or raises, not both")
+            if len(fields) > 1:
+                raise reader.fail(value, f"tool '{name}': one of returns, raises or echo")
             returns = to_python(fields["returns"]) if "returns" in fields else None
             raises = reader.string(fields["raises"], "raises") if "raises" in fields else None
+            echo = False
+            if "echo" in fields:
+                flag = fields["echo"]
+                if not isinstance(flag, Scalar) or flag.value is not True:
+                    raise reader.fail(flag, f"tool '{name}': echo takes true")
+                echo = True
         except Bad:
             continue
-        out[name] = StandIn(name, returns, raises, spot)
+        out[name] = StandIn(name, returns, raises, spot, echo)
     return out
 
 

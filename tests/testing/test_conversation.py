@@ -98,6 +98,18 @@ def test_a_tool_that_raises_is_an_error_result(tmp_path: Path) -> None:
     _passes(result)
 
 
+def test_an_echo_stand_in_returns_the_arguments(tmp_path: Path) -> None:
+    result = conversation(tmp_path, """
+        - user: I'm C-9
+        - model: {calls: [{crm.lookup: {customer_id: C-9, note: gold}}]}
+        - expect: {results: [{status: ok, contains: '"note": "gold"'}], state: {customer_id: C-9}}
+        - model: Hello.
+    """, extra="""    tools:
+      crm.lookup: {echo: true}
+""")
+    _passes(result)
+
+
 def test_reject_gives_the_model_the_reason(tmp_path: Path) -> None:
     result = conversation(tmp_path, """
         - user: I'm C-1

@@ -121,7 +121,7 @@ def test_stand_ins_and_names_the_workflow_does_not_have(tmp_path: Path) -> None:
     assert errors == [
         "9:3: tool 'crm.lookup_customer': the workflow's tools have no 'crm.lookup_customer';"
         " did you mean 'crm.lookup'?",
-        "10:14: tool 'pay.twice': returns or raises, not both",
+        "10:14: tool 'pay.twice': one of returns, raises or echo",
         "16:25: expect phase: the workflow has no phase 'payy'; did you mean 'pay'?",
         "16:41: expect offered: the workflow has no tool 'crm.lookp'; did you mean "
         "'crm.lookup'?",
