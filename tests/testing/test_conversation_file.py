@@ -4,6 +4,7 @@ a likely typo in a model's call is a warning, a deliberate hallucination is not.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -197,3 +198,35 @@ def test_a_conversation_passes_exactly_when_its_replies_match_its_turns(
     assert result.error is None, result.error
     message = failure(result)
     assert "expect failed" in message or "the turn asks for another reply" in message, message
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_guides_conversation_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/workflows.md's example passes against the bundled refund desk (with the
+    mocks its effects need)."""
+    guide = (REPO / "docs" / "workflows.md").read_text(encoding="utf-8")
+    section = guide.split("### Conversation scenarios", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    header = (f"phaseflow-test: 1\nworkflow: {REPO / 'workflows' / 'refund-desk.yaml'}\n"
+              "mocks:\n  fetch_refund_policy: {}\n")
+    path = tmp_path / "guide.test.yaml"
+    path.write_text(header + example)
+    result = run_test_file(str(path))
+    assert result.error is None, result.error
+    assert [s.failure for s in result.scenarios] == [None]
+
+
+def test_the_format_reference_names_every_conversation_step_and_check() -> None:
+    from phaseflow.testing import convsteps
+
+    reference = (REPO / "docs" / "format.md").read_text(encoding="utf-8")
+    names = {*convsteps.CONVERSATION_STEPS, *convsteps.CONVERSATION_EXPECT_KEYS,
+             *convsteps.RESULT_STATUSES, *convsteps.SESSION_STATUSES, "echo", "tools",
+             "conversation", "scope", "reason", "contains"}
+    prose = re.sub(r"```.*?```", "", reference, flags=re.S)
+    quoted = " ".join(re.findall(r"`[^`\n]+`", prose))
+    missing = sorted(n for n in names if not re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])",
+                                                       quoted))
+    assert not missing, f"docs/format.md does not document: {missing}"
