@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +33,13 @@ from phaseflow.session.agent import Agent, Session
 from phaseflow.session.provider import ProviderEvent, ProviderFailure, ProviderRequest
 from phaseflow.session.tools import ToolContext
 from phaseflow.session.tools import tool as make_tool
-from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.testing.calls import CallLog
+from phaseflow.testing.convchecks import Seen, check
 from phaseflow.testing.coverage import Coverage
-from phaseflow.testing.matching import subset
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile
-from phaseflow.turn.messages import AssistantMessage, TextPart
+from phaseflow.turn.messages import AssistantMessage
 
 __all__ = ["TURN_TIMEOUT", "run_conversation"]
 
@@ -48,7 +47,6 @@ __all__ = ["TURN_TIMEOUT", "run_conversation"]
 #: against a turn that waits forever; the scripted turns take milliseconds)
 TURN_TIMEOUT = 30.0
 SESSION_ID = "conversation-test"
-_ABSENT = object()
 
 
 class _Failed(Exception):
@@ -359,137 +357,12 @@ class _Conversation:
         assert session is not None
         if request is None:
             request = session.last_request or self.model.last_request
-        problems: list[str] = []
-        called = self.log.take()
-        for key, expected in step.expect.items():
-            problem = self._check(key, expected, session, request, called)
-            if problem:
-                problems.append(problem)
+        seen = Seen(session, request, self.log.take(), self.group, self.names, self.results,
+                    self.workflow)
+        problems = [p for p in (check(key, expected, seen)
+                                for key, expected in step.expect.items()) if p]
         if problems:
             self.record(f"{self.path}:{step.line}: expect failed:\n  " + "\n  ".join(problems))
-
-    def _check(self, key: str, expected: Any, session: Session,
-               request: ProviderRequest | None, called: list[str]) -> str | None:
-        handler = _CHECKS[key]
-        return handler(self, expected, session, request, called)
-
-    def _phase(self, expected: Any, session: Session, *_: Any) -> str | None:
-        if session.phase == expected:
-            return None
-        hint = did_you_mean(expected, self.workflow.phases) if (
-            expected not in self.workflow.phases) else ""
-        return f"phase: expected '{expected}'{hint}, found '{session.phase}'"
-
-    def _state(self, expected: Any, session: Session, *_: Any) -> str | None:
-        state = _plain(session.state)
-        problems = []
-        for name, value in expected.items():
-            actual = state.get(name, _ABSENT)
-            if value is None:
-                if actual is not _ABSENT and actual is not None:
-                    problems.append(f"state.{name}: expected absent, found {actual!r}")
-            elif actual is _ABSENT or not subset(value, actual):
-                shown = "absent" if actual is _ABSENT else repr(actual)
-                problems.append(f"state.{name}: expected {value!r}, found {shown}")
-        return "\n  ".join(problems) or None
-
-    def _offered(self, expected: Any, session: Session, request: ProviderRequest | None,
-                 *_: Any) -> str | None:
-        if request is None:
-            return "offered: no request was sent to the model yet"
-        found = [t.name for t in request.tools]
-        if sorted(set(found)) == sorted(set(expected)):
-            return None
-        return f"offered: expected {_show(sorted(expected))}, found {_show(sorted(found))}"
-
-    def _results(self, expected: Any, *_: Any) -> str | None:
-        found = [self.results.get(call_id) for call_id in self.group]
-        shown = [f"{self.names[c]}: {r.status if r else 'no result yet'}"
-                 for c, r in zip(self.group, found, strict=True)]
-        statuses = [r.status if r else "pending" for r in found]
-        wanted = [e["status"] for e in expected]
-        if statuses != wanted:
-            return (f"results: expected {_show(wanted)}, found {_show(statuses)}"
-                    + (f" ({', '.join(shown)})" if shown else " (no tool was called)"))
-        for want, result in zip(expected, found, strict=True):
-            if result is not None and want["contains"] not in result.content:
-                return (f"results: the result of {result.name} does not contain "
-                        f"{want['contains']!r}: {result.content!r}")
-        return None
-
-    def _reply(self, expected: Any, session: Session, *_: Any) -> str | None:
-        last = next((m for m in reversed(session.history) if isinstance(m, AssistantMessage)),
-                    None)
-        text = _text(last.content) if last is not None else ""
-        if expected in text:
-            return None
-        return f"reply: expected to contain {expected!r}, found {text!r}"
-
-    def _status(self, expected: Any, session: Session, *_: Any) -> str | None:
-        if session.status == expected:
-            return None
-        return f"status: expected {expected}, found {session.status}"
-
-    def _approval(self, expected: Any, session: Session, *_: Any) -> str | None:
-        pending = session.pending_approval
-        found = pending.name if pending is not None else None
-        if found == expected:
-            return None
-        return (f"approval: expected {expected or 'none pending'}, found "
-                f"{found or 'none pending'}")
-
-    def _called(self, expected: Any, session: Session, request: Any,
-                called: list[str]) -> str | None:
-        if called == list(expected):
-            return None
-        return f"called: expected {_show(expected)}, found {_show(called)}"
-
-    def _navigation(self, expected: Any, session: Session, request: ProviderRequest | None,
-                    *_: Any) -> str | None:
-        if request is None:
-            return "navigation: no request was sent to the model yet"
-        absent = [s for s in expected if s not in request.system]
-        if not absent:
-            return None
-        quoted = ", ".join(repr(s) for s in absent)
-        return (f"navigation: expected to contain {quoted}, found:\n"
-                + "\n".join(f"      | {line}" for line in request.system.splitlines()))
-
-
-_Check = Callable[[_Conversation, Any, Session, "ProviderRequest | None", list[str]],
-                  "str | None"]
-_CHECKS: dict[str, _Check] = {
-    "phase": _Conversation._phase,
-    "state": _Conversation._state,
-    "offered": _Conversation._offered,
-    "results": _Conversation._results,
-    "reply": _Conversation._reply,
-    "status": _Conversation._status,
-    "approval": _Conversation._approval,
-    "called": _Conversation._called,
-    "navigation": _Conversation._navigation,
-}
-
-
-def _plain(value: Any) -> Any:
-    """A plain copy of a (read-only) state value: dicts and lists."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple) or (
-            hasattr(value, "__getitem__") and hasattr(value, "__len__")
-            and not isinstance(value, str | bytes)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p.text for p in content if isinstance(p, TextPart))
-
-
-def _show(values: Any) -> str:
-    return "[" + ", ".join(str(v) for v in values) + "]"
 
 
 def run_conversation(test: TestFile, scenario: Scenario, workflow: Workflow,
