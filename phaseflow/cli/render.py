@@ -65,6 +65,9 @@ class Sink(Protocol):
 
     def prompt(self, text: str) -> None: ...
 
+    def urgent(self, text: str) -> None:
+        """A notice written at once, from a signal handler: past Python's buffers."""
+
 
 class Transcript:
     """The human-readable view. ``echo_user``: print the user's message when a turn
@@ -100,6 +103,11 @@ class Transcript:
         self._close()
         self.out.write(self.paint(text, "bold", "green"))
         self.out.flush()
+
+    def urgent(self, text: str) -> None:
+        line = ("\n" if self._open else "") + self.paint(f"[{text}]", "dim") + "\n"
+        self._open = False
+        _write_now(self.out, line)
 
     def show(self, event: ev.Event) -> None:
         if isinstance(event, ev.TextDelta):
@@ -170,3 +178,18 @@ class JsonLines:
     def prompt(self, text: str) -> None:
         self.err.write(text)
         self.err.flush()
+
+    def urgent(self, text: str) -> None:
+        _write_now(self.err, f"[{text}]\n")
+
+
+def _write_now(stream: TextIO, text: str) -> None:
+    """Write to the stream's file descriptor directly: a signal handler must not re-enter
+    a buffered write the main thread may be in the middle of. (Every sink flushes after
+    each line, so nothing buffered is overtaken.)"""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's buffer)
+        stream.write(text)
+        return
+    os.write(fd, text.encode(getattr(stream, "encoding", None) or "utf-8", "replace"))

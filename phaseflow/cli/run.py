@@ -122,11 +122,12 @@ def _run(args: argparse.Namespace) -> int:
         raise Misuse(str(exc)) from None
     _warn_missing(agent, hooks or {})
     loop = asyncio.new_event_loop()
+    chat = Chat(agent, loop, args)
     try:
-        return Chat(agent, loop, args).start()
+        return chat.start()
     finally:
         closing = getattr(provider, "aclose", None)
-        if closing is not None:
+        if closing is not None and not chat.abandoned:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(closing())
         loop.close()
@@ -259,6 +260,7 @@ class Chat:
             else Transcript(sys.stdout, colour=wants_colour(sys.stdout),
                             echo_user=not self.interactive))
         self.failed = False
+        self.abandoned = False
         self.session: Session | None = None
 
     # --- the whole run ----------------------------------------------------------------
@@ -366,7 +368,9 @@ class Chat:
             if outcome.cancelled:
                 raise KeyboardInterrupt
             outcome.cancelled = True
-            self.loop.call_soon_threadsafe(self._cancel, session)
+            # said at once (a blocking tool may hold the loop); done when the loop can
+            self.sink.urgent("cancelling the turn; Ctrl-C again quits")
+            self.loop.call_soon_threadsafe(session.cancel)
 
         try:
             previous = signal.signal(signal.SIGINT, interrupted)
@@ -376,18 +380,20 @@ class Chat:
             self.loop.run_until_complete(task)
         except KeyboardInterrupt:
             outcome.quit = True
+            self.abandon()
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-        if not task.done():  # quit while the loop waited: stop the turn's task
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                self.loop.run_until_complete(asyncio.wait([task], timeout=1.0))
         return outcome
 
-    def _cancel(self, session: Session) -> None:
-        self.sink.notice("cancelling the turn; Ctrl-C again quits")
-        session.cancel()
+    def abandon(self) -> None:
+        """Quit in the middle of a turn: the loop never runs again (a tool that blocks
+        would hold it), and what it leaves pending is not reported at exit."""
+        import warnings
+
+        self.abandoned = True
+        self.loop.set_exception_handler(lambda loop, context: None)
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
 
     async def _consume(self, stream: AsyncIterator[Event], outcome: _Outcome) -> None:
         from phaseflow.errors import PhaseflowError
