@@ -10,9 +10,10 @@ transcript with one JSON object per event (``event.to_json()``), for programs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, cast
 
 from phaseflow.session import events as ev
 
@@ -29,6 +30,17 @@ _STATUS_STYLE = {
     "ok": ("green",), "error": ("red",), "refused": ("yellow",), "rejected": ("yellow",),
     "cancelled": ("yellow",), "ignored": ("dim",), "unknown": ("red",),
 }
+
+
+#: control characters a model or a tool could use to rewrite the user's terminal (escape
+#: sequences, carriage returns, C1 controls): shown as visible escapes, never written
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]
+             if chr(c) not in "\n\t"}
+
+
+def visible(text: str) -> str:
+    """``text`` safe for a terminal: newlines and tabs kept, other controls escaped."""
+    return text.translate(_CONTROLS)
 
 
 def wants_colour(stream: TextIO) -> bool:
@@ -52,7 +64,7 @@ def one_line(value: Any, width: int = WIDTH, *, quote: bool = False) -> str:
             text = json.dumps(value, ensure_ascii=False, default=str)
         except (TypeError, ValueError):
             text = repr(value)
-    text = " ".join(text.split())
+    text = visible(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -110,6 +122,7 @@ class Transcript:
         _write_now(self.out, line)
 
     def show(self, event: ev.Event) -> None:
+        event = _visible_fields(event)
         if isinstance(event, ev.TextDelta):
             if not self._open:
                 self.out.write(self.paint("agent:", "bold", "blue") + " ")
@@ -159,6 +172,29 @@ class Transcript:
             self.out.flush()
 
 
+def _visible_fields(event: ev.Event) -> ev.Event:
+    """The event with every text field :func:`visible` (names and reasons come from the
+    model too: a made-up tool name is shown as it was called), and on one line, but for
+    the texts that are shown as they are: the user's message and the reply."""
+    keep_lines = isinstance(event, ev.TextDelta | ev.TurnStarted | ev.TurnFinished)
+    changed: dict[str, str] = {}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, str):
+            shown = visible(value if keep_lines else value.replace("\n", " "))
+            if shown != value:
+                changed[f.name] = shown
+    if not changed:
+        return event
+    shown_event: ev.Event = dataclasses.replace(cast(Any, event), **changed)
+    return shown_event
+
+
+#: characters that some readers take for line breaks (``str.splitlines`` does) although
+#: JSON allows them raw: escaped, so one event is always one line
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
 class JsonLines:
     """One JSON object per event on ``out``; notices and prompts go to ``err``, so
     ``out`` stays machine-readable."""
@@ -168,7 +204,8 @@ class JsonLines:
         self.err = err
 
     def show(self, event: ev.Event) -> None:
-        self.out.write(json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n")
+        line = json.dumps(event.to_json(), ensure_ascii=False, default=str)
+        self.out.write(line.translate(_LINE_BREAKS) + "\n")
         self.out.flush()
 
     def notice(self, text: str) -> None:
