@@ -158,17 +158,17 @@ def _provider(kind: str, script: str, args: argparse.Namespace) -> Provider:
             return ScriptedProvider.from_file(script)
         except PhaseflowError as exc:
             raise Misuse(f"--provider scripted: {exc}") from None
-    try:
-        import openai  # noqa: F401 - only to know it is there
-    except ImportError:
-        raise Misuse("--provider openai needs the openai package: "
-                     "pip install 'phaseflow[openai]'") from None
     if not args.model:
         raise Misuse("--provider openai needs --model (the model the server should run)")
     if not (args.base_url or os.environ.get("OPENAI_BASE_URL")
             or os.environ.get("OPENAI_API_KEY")):
         raise Misuse("--provider openai needs an API key: set OPENAI_API_KEY (a local "
                      "server given by --base-url or OPENAI_BASE_URL needs none)")
+    try:
+        import openai  # noqa: F401 - only to know it is there
+    except ImportError:
+        raise Misuse("--provider openai needs the openai package: "
+                     "pip install 'phaseflow[openai]'") from None
     from phaseflow.providers.openai import OpenAIProvider
 
     try:
