@@ -296,7 +296,9 @@ class Chat:
 
     def _scripted(self, messages: Iterator[str]) -> int:
         session = self._session()
+        sent = 0
         for message in messages:
+            sent += 1
             if session.status == "finished":
                 print(f"phaseflow run: error: session {session.id} has finished (phase "
                       f"{session.phase} is terminal); not sent: {message!r}",
@@ -307,6 +309,9 @@ class Chat:
                 outcome = self._approvals()
             if outcome.quit or outcome.cancelled:
                 return INTERRUPTED
+        if not sent:
+            raise Misuse("no messages: standard input is not a terminal and gave no lines "
+                         "(send them with --message TEXT)")
         self._finished_notice()
         return 1 if self.failed else 0
 
@@ -324,7 +329,7 @@ class Chat:
             if not line.strip():
                 continue
             outcome = self._turn(partial(session.send, line))
-            if not outcome.quit and not outcome.cancelled:
+            if not outcome.quit:  # (a turn may reach its approval before a Ctrl-C lands)
                 outcome = self._approvals()
             if outcome.quit:
                 return INTERRUPTED

@@ -158,6 +158,16 @@ def test_lines_of_standard_input_are_the_messages_when_there_is_no_message_optio
     assert started == ["first", "second"]
 
 
+def test_no_messages_at_all_is_a_usage_error(tmp_path: Path) -> None:
+    """Without a terminal, without --message and with empty standard input nothing would
+    happen: a job set up that way fails instead of passing having done nothing."""
+    cwd = project(tmp_path, "- One.\n")
+    proc = run(cwd, *DESK_ARGS)
+    assert proc.returncode == 2
+    assert proc.stderr == ("phaseflow run: error: no messages: standard input is not a "
+                           "terminal and gave no lines (send them with --message TEXT)\n")
+
+
 def test_an_approval_is_refused_when_nobody_can_be_asked(tmp_path: Path) -> None:
     script = PAY_SCRIPT.replace("Paid, thank you.", "I could not pay.")
     cwd = project(tmp_path, script)
