@@ -203,6 +203,9 @@ class Core:
     #: events that happened but wait for the next commit (results of a group whose
     #: other calls are still running: a group's results are committed together)
     pending: tuple[ev.Event, ...] = ()
+    #: the history the current request was sent with (the very object: a reply extends
+    #: it, so what is stored is what was sent, and flattening it stays incremental)
+    sent: History | None = None
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -440,8 +443,10 @@ def _next_request(core: Core, limits: Limits) -> Step:
     n = core.step + 1
     request_id = f"{core.session_id}:{core.turn}:{n}"
     final = core.view is not None and core.view.terminal
-    core = replace(core, step=n, attempt=0, request_id=request_id, final_request=final)
-    return Step(core, (CallProvider(request_id, core.history(), final),))
+    sent = core.history()
+    core = replace(core, step=n, attempt=0, request_id=request_id, final_request=final,
+                   sent=sent)
+    return Step(core, (CallProvider(request_id, sent, final),))
 
 
 def _end_at_step_limit(core: Core, limits: Limits) -> Step:
@@ -556,7 +561,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
             "the model's reply was cut at its output limit")))
     assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning)
-    messages = core.history().append(assistant)
+    messages = (core.sent if core.sent is not None else core.history()).append(assistant)
     request = core.continuation.request
     assert request is not None
     if not calls:
@@ -803,7 +808,8 @@ def _final_request(core: Core, events: tuple[ev.Event, ...]) -> Step:
     continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, None))
     core = replace(core, progress=started.progress, continuation=continuation,
                    step=core.step + 1, attempt=0, request_id=request_id, final_request=True)
-    return Step(core, (Persist(events), CallProvider(request_id, core.history(), True)))
+    sent = core.history()
+    return Step(replace(core, sent=sent), (Persist(events), CallProvider(request_id, sent, True)))
 
 
 # --- provider failures -------------------------------------------------------------------
@@ -823,8 +829,9 @@ def _on_failed(core: Core, event: Failed, limits: Limits) -> Step:
         core = replace(core, attempt=attempt)
         retrying = ev.Retrying(attempt=attempt, delay=delay, message=failure.message,
                                turn=core.turn)
+        sent = core.sent if core.sent is not None else core.history()
         return Step(core, (Persist((retrying,)), Sleep(delay),
-                           CallProvider(event.request_id, core.history(), core.final_request)))
+                           CallProvider(event.request_id, sent, core.final_request)))
     turn_id = core.progress.turn_id
     if turn_id is not None:
         failed = core.progress.fail(turn_id)
