@@ -75,7 +75,8 @@ class Sink(Protocol):
 
     def notice(self, text: str) -> None: ...
 
-    def prompt(self, text: str) -> None: ...
+    def prompt(self, text: str, *, question: bool = False) -> None:
+        """Ask for a line: the user's turn, or (``question``) a decision."""
 
     def urgent(self, text: str) -> None:
         """A notice written at once, from a signal handler: past Python's buffers."""
@@ -111,9 +112,9 @@ class Transcript:
     def notice(self, text: str) -> None:
         self._line(self.paint(f"[{text}]", "dim"))
 
-    def prompt(self, text: str) -> None:
+    def prompt(self, text: str, *, question: bool = False) -> None:
         self._close()
-        self.out.write(self.paint(text, "bold", "green"))
+        self.out.write(self.paint(text, "bold", "yellow" if question else "green"))
         self.out.flush()
 
     def urgent(self, text: str) -> None:
@@ -212,7 +213,7 @@ class JsonLines:
         self.err.write(f"[{text}]\n")
         self.err.flush()
 
-    def prompt(self, text: str) -> None:
+    def prompt(self, text: str, *, question: bool = False) -> None:
         self.err.write(text)
         self.err.flush()
 

@@ -347,9 +347,9 @@ class Chat:
 
     # --- input ------------------------------------------------------------------------
 
-    def _ask(self, prompt: str) -> str | None:
+    def _ask(self, prompt: str, *, question: bool = False) -> str | None:
         """One line typed by the user (``None`` at end of input)."""
-        self.sink.prompt(prompt)
+        self.sink.prompt(prompt, question=question)
         line = sys.stdin.readline()
         if not line:
             return None
@@ -459,7 +459,7 @@ class Chat:
         question = (f"approve {pending.name} {one_line(pending.arguments)}? "
                     "[y]es, [n]o, this [t]urn, this [s]ession: ")
         while True:
-            answer = self._ask(question)
+            answer = self._ask(question, question=True)
             if answer is None:  # end of input: fail closed
                 self._newline()
                 return "reject", "The user rejected this call."

@@ -274,6 +274,17 @@ def test_the_demo_as_json_records_the_reason_and_the_refund() -> None:
     assert [e["status"] for e in seen if e["type"] == "turn_finished"] == ["completed"] * 4
 
 
+def test_the_demo_in_docs_run_md_prints_what_the_page_shows() -> None:
+    doc = (REPO / "docs" / "run.md").read_text(encoding="utf-8")
+    command = doc.split("```bash\n", 1)[1].split("\n", 1)[0]
+    shown = doc.split("```console\n", 1)[1].split("```", 1)[0]
+    args = shlex.split(command)
+    assert args[:2] == ["phaseflow", "run"]
+    proc = run(REPO, *args[2:])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == shown
+
+
 # --- misuse: one clear line, exit 2 -------------------------------------------------------
 
 BAD_SCRIPT = "- calls: [{pay: 5}]\n"
