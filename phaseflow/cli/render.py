@@ -167,7 +167,7 @@ class Transcript:
             if event.reply and not self._streamed:
                 self._line(self.paint("agent:", "bold", "blue") + " " + event.reply)
             self._close()
-            if event.status != "completed":
+            if event.status not in ("completed", "awaiting_approval"):  # (asked next)
                 style = "yellow" if event.status == "cancelled" else "red"
                 self._line(self.paint(f"[turn {event.status}]", style))
             self.out.flush()

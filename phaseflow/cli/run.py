@@ -251,6 +251,11 @@ class Chat:
                  args: argparse.Namespace) -> None:
         from phaseflow.cli.render import JsonLines, Transcript, wants_colour
 
+        for stream in (sys.stdout, sys.stderr):
+            # a model's text in a terminal that cannot show it: replaced, not a crash
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="replace")
         self.agent = agent
         self.loop = loop
         self.args = args
