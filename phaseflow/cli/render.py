@@ -117,6 +117,15 @@ class Transcript:
         self.out.write(self.paint(text, "bold", "yellow" if question else "green"))
         self.out.flush()
 
+    def line_prompt(self, text: str, *, question: bool = False) -> str:
+        """The prompt for ``input()`` with line editing: its colour codes marked (\\001
+        ... \\002) so that readline knows how wide the prompt really is."""
+        self._close()
+        if not self.colour:
+            return text
+        style = ";".join(_CODES[s] for s in ("bold", "yellow" if question else "green"))
+        return f"\001\x1b[{style}m\002{text}\001\x1b[0m\002"
+
     def urgent(self, text: str) -> None:
         line = ("\n" if self._open else "") + self.paint(f"[{text}]", "dim") + "\n"
         self._open = False

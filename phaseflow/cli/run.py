@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from phaseflow.cli.render import Sink
+    from phaseflow.cli.render import Sink, Transcript
     from phaseflow.session import Agent, PendingApproval, Session
     from phaseflow.session.events import Event
     from phaseflow.session.provider import Provider
@@ -235,6 +235,15 @@ def _warn_missing(agent: Agent, hooks: Mapping[str, Any]) -> None:
 
 # --- the conversation -----------------------------------------------------------------
 
+def _readline() -> bool:
+    """Load line editing for ``input()`` where the platform has it (not on Windows)."""
+    try:
+        import readline  # noqa: F401 - importing it is what turns it on
+    except ImportError:
+        return False
+    return True
+
+
 @dataclass
 class _Outcome:
     failed: bool = False
@@ -264,6 +273,11 @@ class Chat:
             JsonLines(sys.stdout, sys.stderr) if args.json
             else Transcript(sys.stdout, colour=wants_colour(sys.stdout),
                             echo_user=not self.interactive))
+        #: the transcript, when the prompt has line editing (readline: arrow keys and
+        #: history), for a person at a terminal
+        self.line_editing: Transcript | None = (
+            self.sink if isinstance(self.sink, Transcript) and self.interactive
+            and sys.stdout.isatty() and _readline() else None)
         self.failed = False
         self.abandoned = False
         self.session: Session | None = None
@@ -354,6 +368,11 @@ class Chat:
 
     def _ask(self, prompt: str, *, question: bool = False) -> str | None:
         """One line typed by the user (``None`` at end of input)."""
+        if self.line_editing is not None:
+            try:
+                return input(self.line_editing.line_prompt(prompt, question=question))
+            except EOFError:
+                return None
         self.sink.prompt(prompt, question=question)
         line = sys.stdin.readline()
         if not line:
