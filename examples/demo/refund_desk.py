@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from phaseflow.machine import EffectContext
-from phaseflow.session import tool
+from phaseflow.session import ToolContext, tool
 
 #: the CRM: customers by email, with the answer to their security question
 CUSTOMERS: dict[str, dict[str, Any]] = {
@@ -36,6 +36,10 @@ ORDERS: dict[str, list[dict[str, Any]]] = {
          "days_since_delivery": 40},
     ],
 }
+
+
+#: refunds issued, by idempotency key
+REFUNDS: dict[str, str] = {}
 
 
 def _customer(customer_id: str) -> dict[str, Any] | None:
@@ -57,27 +61,29 @@ def lookup_customer(email: str = "", phone: str = "") -> dict[str, Any]:
 
 
 @tool(name="crm.verify_identity")
-def verify_identity(customer_id: str, answer: str, attempts: int = 0) -> dict[str, Any]:
-    """Check the customer's answer to the account's security question (``attempts``:
-    the failed answers so far)."""
-    found = _customer(customer_id)
+def verify_identity(answer: str, ctx: ToolContext) -> dict[str, Any]:
+    """Check the customer's answer to the account's security question."""
+    # The customer is the one the CRM lookup found (the state), never one the model names:
+    # a tool that takes its subject from the state cannot be talked into another account.
+    found = _customer(str(ctx.state.get("customer_id") or ""))
     if found is None:
-        return {"verified": False, "message": f"no customer {customer_id}"}
+        return {"verified": False, "message": "look the customer up first"}
     correct = answer.strip().lower() == found["answer"]
-    return {"verified": correct, "verification_attempts": attempts + (0 if correct else 1),
+    failed = int(ctx.state.get("verification_attempts") or 0) + (0 if correct else 1)
+    return {"verified": correct, "verification_attempts": failed,
             "customer": {"name": found["name"], "tier": found["tier"], "verified": correct}}
 
 
 @tool(name="orders.search")
-def search_orders(customer_id: str) -> dict[str, Any]:
+def search_orders(ctx: ToolContext) -> dict[str, Any]:
     """List the customer's recent orders with their status and totals."""
-    return {"orders": ORDERS.get(customer_id, [])}
+    return {"orders": ORDERS.get(str(ctx.state.get("customer_id")), [])}
 
 
 @tool(name="orders.select")
-def select_order(customer_id: str, order_id: str) -> dict[str, Any]:
+def select_order(order_id: str, ctx: ToolContext) -> dict[str, Any]:
     """Record the order the customer wants refunded, with its status and amount."""
-    order = _order(customer_id, order_id)
+    order = _order(str(ctx.state.get("customer_id")), order_id)
     if order is None:
         return {"selected": False, "message": f"the customer has no order {order_id}"}
     return {"selected": True, "order_id": order_id, "amount": order["total"],
@@ -91,9 +97,12 @@ def check_approval_status() -> dict[str, Any]:
 
 
 @tool(name="payments.issue_refund")
-def issue_refund(order_id: str, amount: float) -> dict[str, Any]:
+def issue_refund(order_id: str, amount: float, ctx: ToolContext) -> dict[str, Any]:
     """Refund the order to the original payment method."""
-    return {"refund_id": "R-77", "order_id": order_id, "amount": amount}
+    # A payment provider deduplicates by this key: a call run again after a crash (the
+    # workflow marks the tool idempotent) refunds once.
+    REFUNDS.setdefault(ctx.idempotency_key, f"R-{77 + len(REFUNDS)}")
+    return {"refund_id": REFUNDS[ctx.idempotency_key], "order_id": order_id, "amount": amount}
 
 
 @tool(name="helpdesk.add_note")
