@@ -199,13 +199,14 @@ def test_approve_none_rejects_without_asking(tmp_path: Path) -> None:
     assert [e["status"] for e in seen if e["type"] == "tool_result"] == ["rejected"]
 
 
-def test_a_failed_turn_exits_1(tmp_path: Path) -> None:
-    cwd = project(tmp_path, "- Only one reply.\n")
+def test_a_failed_turn_exits_1_after_the_other_messages_ran(tmp_path: Path) -> None:
+    cwd = project(tmp_path, "- {error: model overloaded}\n- Recovered.\n")
     proc = run(cwd, *DESK_ARGS, "-m", "one", "-m", "two")
     assert proc.returncode == 1
-    assert "agent: Only one reply." in proc.stdout
-    assert "[turn failed]" in proc.stdout
-    assert "Traceback" not in proc.stderr
+    assert proc.stdout.splitlines() == [
+        "you: one", "  error provider_error: model overloaded", "[turn failed]",
+        "you: two", "agent: Recovered."]
+    assert proc.stderr == ""
 
 
 def test_messages_after_the_session_finished_are_not_sent(tmp_path: Path) -> None:
