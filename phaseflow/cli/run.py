@@ -246,9 +246,10 @@ def _readline() -> bool:
 
 @dataclass
 class _Outcome:
-    failed: bool = False
-    quit: bool = False  # the user pressed Ctrl-C twice
-    cancelled: bool = False
+    """How driving one stream of events ended, as far as the user's Ctrl-C goes."""
+
+    quit: bool = False  # pressed twice: leave now
+    cancelled: bool = False  # pressed once: the turn was asked to stop
 
 
 class Chat:
@@ -390,7 +391,7 @@ class Chat:
         blocks holds the loop: a Python-level handler runs between the tool's bytecodes,
         where one installed on the loop would wait for the tool to return."""
         outcome = _Outcome()
-        task = self.loop.create_task(self._consume(stream(), outcome))
+        task = self.loop.create_task(self._consume(stream()))
         session = self._session()
 
         def interrupted(signum: int, frame: Any) -> None:
@@ -424,7 +425,7 @@ class Chat:
         self.loop.set_exception_handler(lambda loop, context: None)
         warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
 
-    async def _consume(self, stream: AsyncIterator[Event], outcome: _Outcome) -> None:
+    async def _consume(self, stream: AsyncIterator[Event]) -> None:
         from phaseflow.errors import PhaseflowError
         from phaseflow.session.events import TurnFinished
 
@@ -433,10 +434,10 @@ class Chat:
                 self.sink.show(event)
                 if isinstance(event, TurnFinished) and event.status in ("failed",
                                                                         "step_limit"):
-                    self.failed = outcome.failed = True
+                    self.failed = True
         except PhaseflowError as exc:
             print(f"phaseflow run: error: {exc}", file=sys.stderr)
-            self.failed = outcome.failed = True
+            self.failed = True
 
     # --- approvals --------------------------------------------------------------------
 
