@@ -82,6 +82,7 @@ class Terminal:
         the instant between the prompt being drawn and the terminal being read is only
         seen at the next key (CPython's readline waits in ``select`` and checks signals
         only when interrupted there). ``until``: what the signal prints; else it quits."""
+        time.sleep(0.2)  # past that instant, most of the time: fewer resends
         for _ in range(int(PATIENCE)):
             self.interrupt()
             if until is None:
