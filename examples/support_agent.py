@@ -1,15 +1,17 @@
-"""Embedding phaseflow in a Python program: a guided support agent, turn by turn.
-
-The bundled ``workflows/refund-desk.yaml`` drives a conversation. A real host would send
-the instructions and the navigation block to a model and run the tools the model calls;
-here a scripted "model" stands in, so the program runs offline and deterministically:
+"""A guided support agent on the bundled refund desk, end to end, offline.
 
     python examples/support_agent.py
 
-What it shows: loading a workflow with a registry of host callables, one machine per
-conversation, the tool filter (a call the phase does not allow is refused before it
-runs), tools that need approval, state changes through ``phaseflow.State``, one turn
-boundary per model turn with ``advance``, and what each boundary did.
+The agent is what a host writes: tools as plain functions, the workflow's ``call``
+effects as hooks, an ``Agent`` and one ``Session`` per conversation. A scripted model
+(``ScriptedProvider``) stands in for a real one, so the program runs offline and
+deterministically; swap in ``OpenAIProvider(model=...)`` to talk to a real model.
+
+What it shows: the model is offered only the current phase's tools (a call of another
+is refused with a result, never run); tool results write only the keys the catalogue
+lists in ``writes``; the model records the refund reason itself with ``record`` (the one
+key this phase ``collect``s); a refund needs a human's approval (``approval: always``);
+phase changes inside a turn; the final phase's last reply.
 """
 
 from __future__ import annotations
@@ -18,105 +20,91 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import phaseflow
-from phaseflow.machine import EffectContext
+from phaseflow.providers import ScriptedProvider
+from phaseflow.session import Agent, Session, tool
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "refund-desk.yaml"
 
 
-# --- host callables for the workflow's `call` effects and preparations ---------------------
+@tool(name="crm.lookup_customer")
+def lookup_customer(email: str) -> dict[str, Any]:
+    """Find a customer by the email on their account."""
+    return {"customer_id": "C-1042", "customer": {"name": "Ada", "verified": True}}
 
-sent: list[str] = []
+
+@tool(name="orders.select")
+def select_order(order_id: str) -> dict[str, Any]:
+    """Select the order the customer wants refunded."""
+    # `note` is not in the catalogue's writes: the model sees it, the state never does
+    return {"order_id": order_id, "amount": 120.0, "note": "gift wrap",
+            "order": {"status": "delivered", "days_since_delivery": 6}}
 
 
-def fetch_refund_policy(ctx: EffectContext, **args: Any) -> dict[str, Any]:
+@tool(name="payments.issue_refund")
+def issue_refund(order_id: str, amount: float) -> dict[str, Any]:
+    """Refund the order to the original payment method."""
+    return {"refund_id": "R-77"}
+
+
+def fetch_refund_policy(ctx: Any, **args: Any) -> dict[str, Any]:
     return {"policy": {"name": "standard", "window_days": 30, "refund_method": "card"}}
 
 
-async def notify_customer(ctx: EffectContext, **args: Any) -> None:
-    await asyncio.sleep(0)  # async callables work too
-    sent.append(f"notify customer {ctx.state.get('customer_id')} via {args.get('channel')}")
+def noop(ctx: Any, **args: Any) -> None:
+    return None
 
 
-def record(name: str) -> Any:
-    def callable_(ctx: EffectContext, **args: Any) -> None:
-        sent.append(f"{name} in phase {ctx.phase}")
+HOOKS = {"fetch_refund_policy": fetch_refund_policy, "request_manager_approval": noop,
+         "record_refund_audit": noop, "notify_customer": noop, "transfer_to_human": noop}
 
-    return callable_
-
-
-REGISTRY = {
-    "fetch_refund_policy": fetch_refund_policy,
-    "notify_customer": notify_customer,
-    "request_manager_approval": record("request_manager_approval"),
-    "record_refund_audit": record("record_refund_audit"),
-    "transfer_to_human": record("transfer_to_human"),
-}
-
-
-# --- the host's tools: what each returns is written to the state ---------------------------
-
-TOOLS: dict[str, Any] = {
-    "crm.lookup_customer": lambda a: {"customer_id": "C-1042",
-                                      "customer": {"name": "Ada", "verified": False}},
-    "crm.verify_identity": lambda a: {"customer": {"name": "Ada", "verified": True}},
-    "orders.search": lambda a: {},
-    "orders.select": lambda a: {
-        "order_id": a["order_id"], "amount": 120.0, "refund_reason": a["reason"],
-        "order": {"status": "delivered", "days_since_delivery": 6},
-    },
-    "payments.issue_refund": lambda a: {"refund_id": "R-77"},
-}
-
-#: What the scripted model does on each turn: the tool calls it makes.
-SCRIPT: list[list[tuple[str, dict[str, Any]]]] = [
-    [("crm.lookup_customer", {"email": "ada@example.com"})],
-    [("payments.issue_refund", {}), ("crm.verify_identity", {"answer": "blue"})],
-    [("orders.search", {}), ("orders.select", {"order_id": "O-9", "reason": "arrived broken"})],
-    [("payments.issue_refund", {"order_id": "O-9"})],
+#: the model's replies, in order: text, or tool calls
+SCRIPT: list[Any] = [
+    {"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}},
+               {"payments.issue_refund": {"order_id": "O-9", "amount": 120}}]},
+    "Thanks, Ada, you're verified. Which order is it about, and what went wrong?",
+    {"calls": [{"orders.select": {"order_id": "O-9"}},
+               {"record": {"refund_reason": "arrived broken"}}]},
+    {"text": "Refunding 120 to your card.",
+     "calls": [{"payments.issue_refund": {"order_id": "O-9", "amount": 120}}]},
+    "Refund R-77 is on its way: expect it within 5 days. Anything else?",
 ]
 
 
-def approve(tool: str, args: dict[str, Any]) -> bool:
-    """The host's approval step for tools marked `approval: always` (a person would be
-    asked; the demo approves)."""
-    print(f"    approval asked for {tool}({args}) -> approved")
-    return True
+def show(event: Any) -> None:
+    if event.type == "tool_result":
+        print(f"    {event.name}: {event.status} -> {event.content[:70]}")
+    elif event.type == "phase_changed":
+        print(f"  => {event.from_phase} -> {event.to_phase} ({event.trigger})")
+    elif event.type == "approval_requested":
+        print(f"    approval asked for {event.name}({event.arguments})")
+    elif event.type == "turn_finished":
+        print(f"  [{event.status}] {event.reply}")
 
 
-async def converse() -> str:
-    workflow = phaseflow.load_workflow(WORKFLOW, registry=REGISTRY)
-    machine = workflow.machine()
-    state = phaseflow.State(workflow.defaults())
-    catalogue = workflow.tools or {}
-    for turn, calls in enumerate(SCRIPT, start=1):
-        print(f"--- turn {turn} ---")
-        print(machine.describe_navigation(state))
-        for tool, args in calls:
-            if not machine.tool_allowed(tool):
-                print(f"    {tool}: refused (not available in phase {machine.current})")
-                continue
-            spec = catalogue.get(tool)
-            if spec is not None and spec.approval == "always" and not approve(tool, args):
-                continue
-            for key, value in TOOLS[tool](args).items():
-                state.set(key, value)
-            print(f"    {tool}: ran")
-        result = await machine.advance(state, turn=turn)
-        if result.transitioned and result.transition is not None:
-            print(f"  => {result.transition.from_phase} -> {result.phase}")
-            if result.transition.instructions:
-                print("  instructions:", result.transition.instructions.strip().splitlines()[0])
-        elif result.blocked:
-            print(f"  => blocked on {result.target}: missing {', '.join(result.missing)}")
-        for event in result.events:
-            print("  event:", event.format())
-    print("--- end ---")
-    print(machine.describe_navigation(state))
-    print("host callables ran:", "; ".join(sent))
-    return machine.current
+async def chat(session: Session, text: str) -> None:
+    print(f"user: {text}")
+    async for event in session.send(text):
+        show(event)
+    while session.pending_approval is not None:  # a person would be asked here
+        pending = session.pending_approval
+        print(f"    approving {pending.name}")
+        async for event in session.resolve(pending.call_id, "approve"):
+            show(event)
+
+
+async def main() -> str:
+    provider = ScriptedProvider(SCRIPT)
+    agent = Agent(WORKFLOW, provider, hooks=HOOKS,
+                  tools=[lookup_customer, select_order, issue_refund],
+                  system="You are the support agent of Acme.")
+    session = await agent.session("conv-42")
+    await chat(session, "Hi, I'd like a refund. I'm ada@example.com")
+    await chat(session, "Order O-9. It arrived broken.")
+    provider.assert_complete()
+    print("state:", {k: session.state[k] for k in ("order_id", "refund_reason", "refund_id")})
+    print("status:", session.status)
+    return session.phase
 
 
 if __name__ == "__main__":
-    final = asyncio.run(converse())
-    print("final phase:", final)
+    print("final phase:", asyncio.run(main()))

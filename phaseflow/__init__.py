@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from phaseflow.errors import WorkflowError as WorkflowError
     from phaseflow.machine import PhaseMachine as PhaseMachine
     from phaseflow.machine import State as State
+    from phaseflow.session.agent import Agent as Agent
+    from phaseflow.session.tools import tool as tool
     from phaseflow.spec.model import Workflow as Workflow
 
 _LAZY = {
@@ -36,6 +38,8 @@ _LAZY = {
     "Preparation": "phaseflow.spec.model",
     "PhaseMachine": "phaseflow.machine",
     "State": "phaseflow.machine",
+    "Agent": "phaseflow.session.agent",
+    "tool": "phaseflow.session.tools",
 }
 
 __all__ = ["__version__", *_LAZY]

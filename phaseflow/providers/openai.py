@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
 from phaseflow.errors import ConfigError
@@ -249,6 +250,9 @@ class OpenAIProvider:
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
         **extra: Any,
     ) -> None:
+        if find_spec("openai") is None:
+            raise ConfigError("OpenAIProvider needs the openai SDK: "
+                              "pip install 'phaseflow[openai]'")
         if model is not None and (not isinstance(model, str) or not model):
             raise ConfigError("OpenAIProvider: model must be a non-empty string")
         reserved = {"model", "messages", "tools", "tool_choice", "stream", "stream_options"}
@@ -262,6 +266,7 @@ class OpenAIProvider:
         self.extra = dict(extra)
         self._given = client
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncOpenAI]] = {}
+        self._options: dict[str, Any] = {}
         if client is None:
             base = base_url or os.environ.get("OPENAI_BASE_URL") or None
             key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -273,9 +278,13 @@ class OpenAIProvider:
                         "OPENAI_BASE_URL needs none)"
                     )
                 key = PLACEHOLDER_KEY
-            self._options: dict[str, Any] = {
+            self._options = {
                 "api_key": key, "base_url": base, "timeout": timeout, "max_retries": 0,
             }
+
+    def __repr__(self) -> str:  # never the key
+        base = self._options.get("base_url") if self._given is None else "<given client>"
+        return f"OpenAIProvider(model={self.model!r}, base_url={base!r})"
 
     def _client(self) -> AsyncOpenAI:
         """The SDK client of the running event loop: an HTTP connection pool belongs to
@@ -311,7 +320,8 @@ class OpenAIProvider:
         if request.temperature is not None:
             params["temperature"] = request.temperature
         headers = dict(params.pop("extra_headers", None) or {})
-        headers.setdefault("X-Request-Id", request.request_id)
+        # OpenAI's header for a caller's own id; other servers ignore it
+        headers.setdefault("X-Client-Request-Id", request.request_id)
         params["extra_headers"] = headers
         return params
 
@@ -345,8 +355,11 @@ class OpenAIProvider:
                 await chunks.close()
 
     async def aclose(self) -> None:
-        """Close the SDK clients this provider made (not a client it was given)."""
-        clients = [c for _, c in self._clients.values()]
-        self._clients = {}
-        for client in clients:
-            await client.close()
+        """Close the SDK client this provider made for the running event loop (never a
+        client it was given); the clients of loops already closed are dropped, since
+        their connections went with their loop."""
+        loop = asyncio.get_running_loop()
+        held = self._clients.pop(id(loop), None)
+        self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
+        if held is not None and held[0] is loop:
+            await held[1].close()

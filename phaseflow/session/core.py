@@ -488,6 +488,11 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
         reply=core.reply, status=status, turn=core.turn, input_tokens=core.input_tokens,
         output_tokens=core.output_tokens,
     )
+    if nxt is not None and session_status == "finished":
+        dropped = "; ".join(content_text(c)[:80] for c in nxt.contents)
+        events = (*events, ev.ErrorEvent(code="session_finished", turn=core.turn, message=(
+            f"the session finished with {len(nxt.contents)} queued message(s) unanswered: "
+            f"{dropped}")))
     commands: list[Command] = [Persist((*events, finished_event)), TurnOver(status)]
     if nxt is not None and session_status != "finished":
         # The queued prompts were taken out of the queue by the completion: they are the
@@ -611,7 +616,13 @@ def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
             planned.append(Planned(call, "refused", (
                 f"Invalid arguments for {call.name}: not a JSON object.")))
             continue
-        problem = validate_arguments(dict(offered.parameters), arguments)
+        if call.name == GO_TO_PHASE:
+            # Not checked against the offered enum: a target that is not open now gets
+            # the machine's reason (the condition, the missing keys) from the runner.
+            target = arguments.get("phase") if isinstance(arguments, dict) else None
+            problem = None if isinstance(target, str) else "'phase' must be a phase name"
+        else:
+            problem = validate_arguments(dict(offered.parameters), arguments)
         if problem is not None:
             planned.append(Planned(call, "refused", f"Invalid arguments for {call.name}: "
                                                     f"{problem}"))
@@ -727,8 +738,9 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
         writes.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
         if done.move is not None and move is None:
             move = done.move
+    events = (*core.pending, *events)
     core = replace(core, status="running", pending=())
-    return Step(core, (Persist((*core.pending, *events)), RunBoundary(tuple(writes), move)))
+    return Step(core, (Persist(events), RunBoundary(tuple(writes), move)))
 
 
 def arguments_hash(call: ToolCall) -> str:

@@ -374,12 +374,16 @@ class History:
     prefix is an ancestor node; iteration is O(n). Values never change after creation.
     """
 
-    __slots__ = ("_len", "_parent", "_start", "_tail")
+    __slots__ = ("_flat", "_len", "_parent", "_start", "_tail")
 
     _parent: History | None
     _tail: tuple[Message, ...]
     _start: int
     _len: int
+    #: every message as one tuple, cached on the node it was last asked of (a cache,
+    #: not part of the value: moved down the chain as the history grows, so memory
+    #: stays O(n) and a conversation's next request costs O(new messages) to flatten)
+    _flat: tuple[Message, ...] | None
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
         tail = _messages(messages)
@@ -387,6 +391,7 @@ class History:
         object.__setattr__(self, "_tail", tail)
         object.__setattr__(self, "_start", 0)
         object.__setattr__(self, "_len", len(tail))
+        object.__setattr__(self, "_flat", tail)
 
     @classmethod
     def _node(cls, parent: History, tail: tuple[Message, ...]) -> History:
@@ -395,6 +400,7 @@ class History:
         object.__setattr__(node, "_tail", tail)
         object.__setattr__(node, "_start", parent._len)
         object.__setattr__(node, "_len", parent._len + len(tail))
+        object.__setattr__(node, "_flat", None)
         return node
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -414,22 +420,30 @@ class History:
     def append(self, message: Message) -> History:
         return History._node(self, (read_message(message, "message"),))
 
-    def _nodes(self) -> list[History]:
-        nodes: list[History] = []
-        node: History | None = self
-        while node is not None:
-            if node._tail:
-                nodes.append(node)
-            node = node._parent
-        nodes.reverse()
-        return nodes
-
     def __iter__(self) -> Iterator[Message]:
-        for node in self._nodes():
-            yield from node._tail
+        return iter(self.to_tuple())
 
     def to_tuple(self) -> tuple[Message, ...]:
-        return tuple(self)
+        """Every message, in order. When a history grows by appending and each version
+        is flattened in turn (a session's requests), this walks only the nodes added
+        since the last flattening and makes one C-level copy; otherwise it walks all."""
+        flat = self._flat
+        if flat is not None:
+            return flat
+        tails: list[tuple[Message, ...]] = []
+        node: History | None = self
+        while node is not None and node._flat is None:
+            tails.append(node._tail)
+            node = node._parent
+        parts: list[Message] = list(node._flat) if node is not None and node._flat else []
+        for tail in reversed(tails):
+            parts.extend(tail)
+        flat = tuple(parts)
+        setf = object.__setattr__
+        if node is not None and node._parent is not None:
+            setf(node, "_flat", None)  # the cache moves down: one full copy at a time
+        setf(self, "_flat", flat)
+        return flat
 
     def last(self) -> Message | None:
         """The last message, O(1) (the newest node is this one or an empty ancestor)."""

@@ -10,16 +10,18 @@ response from a queue:
   (``Retry-After``);
 - :class:`Drop`: some chunks, then the socket is closed mid-body (no ``[DONE]``, no final
   chunk of the chunked encoding);
-- :class:`Garbage`: some chunks, then a ``data:`` line that is not JSON.
+- :class:`Garbage`: some chunks, then a ``data:`` line that is not JSON;
+- :class:`Stall`: some chunks, then nothing until released (for cancellation).
 
 Every request is recorded (``server.requests``: path, headers, JSON body) so a test can
 check the translated messages and tools. Use it as a context manager or through the
 ``fake_openai`` fixture::
 
-    from tests.providers.fake_openai_server import FakeOpenAIServer, text_reply
+    from tests.providers.fake_openai_server import FakeOpenAIServer, reply
 
     with FakeOpenAIServer() as server:
-        server.push(text_reply("Hello there"))
+        server.push(reply({"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]}),
+                    reply("Thanks, Ada."))
         provider = OpenAIProvider("test-model", base_url=server.base_url)
         ...
         assert server.requests[0].body["messages"][0]["role"] == "system"
@@ -27,8 +29,10 @@ check the translated messages and tools. Use it as a context manager or through 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -39,15 +43,19 @@ from typing import Any
 
 import pytest
 
+from phaseflow.providers.wire_names import readable_wire_name
+
 __all__ = [
     "Drop",
     "Fail",
     "FakeOpenAIServer",
     "Garbage",
     "Recorded",
+    "Stall",
     "Stream",
     "chunk",
     "fake_openai",
+    "reply",
     "text_reply",
     "tool_call",
     "tool_calls_reply",
@@ -85,7 +93,17 @@ class Garbage:
     raw: str = '{"choices": [{"delta": {"content": "unterminated'
 
 
-Response = Sequence[Chunk] | Stream | Fail | Drop | Garbage
+@dataclass(frozen=True)
+class Stall:
+    """Stream ``chunks``, then send nothing more until the server stops (or
+    :meth:`FakeOpenAIServer.release` is called, which ends the stream with ``chunks_after``
+    and ``[DONE]``): a model that is still thinking, for cancellation tests."""
+
+    chunks: Sequence[Chunk] = ()
+    chunks_after: Sequence[Chunk] = ()
+
+
+Response = Sequence[Chunk] | Stream | Fail | Drop | Garbage | Stall
 
 
 @dataclass(frozen=True)
@@ -161,6 +179,29 @@ def tool_calls_reply(*calls: tuple[str, str, str], split: int = 5,
     return chunks
 
 
+def reply(entry: str | Mapping[str, Any], *, split: int = 5,
+          usage: tuple[int, int] | None = (20, 9)) -> list[Chunk]:
+    """A reply in the scripted form (``"text"`` or ``{text: ..., calls: [{TOOL: ARGS}]}``,
+    as a conversation test's ``model:`` step) as chunks. Workflow names are sent in their
+    readable wire form (``crm.lookup_customer`` -> ``crm__lookup_customer``), which is what
+    the adapter offers unless two names collide; call ids are ``call_<n>``."""
+    if isinstance(entry, str):
+        return text_reply(entry, usage=usage)
+    text = str(entry.get("text") or "")
+    calls = [
+        (f"call_{k + 1}", readable_wire_name(name),
+         json.dumps(args or {}, sort_keys=True, separators=(",", ":")))
+        for k, call in enumerate(entry.get("calls") or ())
+        for name, args in call.items()
+    ]
+    if not calls:
+        return text_reply(text, usage=usage)
+    chunks = tool_calls_reply(*calls, split=split, usage=usage)
+    if text:
+        chunks.insert(1, chunk({"content": text}))
+    return chunks
+
+
 # -- the server --------------------------------------------------------------------------
 
 class _Handler(BaseHTTPRequestHandler):
@@ -196,6 +237,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(response, Drop):
             self._stream(response.chunks, end=False)
             self._drop()
+        elif isinstance(response, Stall):
+            self._stream(response.chunks, end=False)
+            self.server.owner.stalled.set()
+            self.server.owner.released.wait()
+            self._stream_more(response.chunks_after)
         elif isinstance(response, Garbage):
             self._stream(response.chunks, end=False)
             self._event(response.raw)
@@ -229,6 +275,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._event("[DONE]")
             self._finish()
 
+    def _stream_more(self, chunks: Sequence[Chunk]) -> None:
+        for c in chunks:
+            self._event(json.dumps(c))
+        self._event("[DONE]")
+        self._finish()
+
     def _event(self, data: str) -> None:
         payload = f"data: {data}\n\n".encode()
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
@@ -240,15 +292,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drop(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):  # the client may have gone already
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: FakeOpenAIServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that goes away mid-stream (a test closing its stream early) is part
+        of the script, not a server error worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeOpenAIServer:
@@ -258,6 +315,10 @@ class FakeOpenAIServer:
         self.requests: list[Recorded] = []
         self._responses: deque[Response] = deque()
         self._lock = threading.Lock()
+        #: set when a :class:`Stall` response has sent its first chunks
+        self.stalled = threading.Event()
+        #: set by :meth:`release` or :meth:`stop`: stalled responses go on
+        self.released = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -286,12 +347,18 @@ class FakeOpenAIServer:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.owner = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True,
-                                        name="fake-openai-server")
+        # a short poll interval: ``stop`` waits for the serving loop to notice
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,),
+                                        daemon=True, name="fake-openai-server")
         self._thread.start()
         return self
 
+    def release(self) -> None:
+        """Let every stalled response finish."""
+        self.released.set()
+
     def stop(self) -> None:
+        self.released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -1,0 +1,176 @@
+"""A whole refund-desk conversation through the real ``openai`` SDK, against an
+OpenAI-compatible server on loopback: streamed replies, tool calls in fragments, a phase
+change inside a turn that the next request already shows, an approval, and the final
+phase's last request without tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phaseflow.session import Agent, TextDelta, tool
+from tests.providers.fake_openai_server import (
+    FakeOpenAIServer,
+    text_reply,
+    tool_calls_reply,
+)
+
+pytest.importorskip("openai")
+
+from phaseflow.providers import OpenAIProvider  # noqa: E402
+
+WORKFLOW = Path(__file__).resolve().parents[2] / "workflows" / "refund-desk.yaml"
+RAN: list[str] = []
+
+
+@tool(name="crm.lookup_customer")
+def lookup_customer(email: str) -> dict[str, Any]:
+    """Find a customer by email."""
+    RAN.append("crm.lookup_customer")
+    return {"customer_id": "C-1", "customer": {"name": "Ada", "verified": True}}
+
+
+@tool(name="orders.select")
+def select_order(order_id: str) -> dict[str, Any]:
+    """Select the order to refund."""
+    RAN.append("orders.select")
+    return {"order_id": order_id, "amount": 120,
+            "order": {"status": "delivered", "days_since_delivery": 4}}
+
+
+@tool(name="payments.issue_refund")
+def issue_refund(order_id: str, amount: float) -> dict[str, Any]:
+    """Refund an order."""
+    RAN.append("payments.issue_refund")
+    return {"refund_id": "R-1"}
+
+
+HOOKS = {
+    "fetch_refund_policy": lambda *_, **__: {"policy": {"name": "standard", "window_days": 30,
+                                                   "refund_method": "card"}},
+    "request_manager_approval": lambda *_, **__: None,
+    "record_refund_audit": lambda *_, **__: None,
+    "notify_customer": lambda *_, **__: None,
+    "transfer_to_human": lambda *_, **__: None,
+}
+
+
+def _messages(server: FakeOpenAIServer, n: int) -> list[dict[str, Any]]:
+    body = server.requests[n].body
+    messages: list[dict[str, Any]] = body["messages"]
+    return messages
+
+
+def test_a_refund_conversation_through_the_openai_sdk() -> None:
+    RAN.clear()
+    with FakeOpenAIServer() as server:
+        server.push(
+            tool_calls_reply(("call_a", "crm__lookup_customer",
+                              json.dumps({"email": "ada@example.com"}))),
+            text_reply("Thanks, Ada. Which order is it about?"),
+            tool_calls_reply(("call_b", "orders__select", json.dumps({"order_id": "O-9"})),
+                             ("call_c", "record",
+                              json.dumps({"refund_reason": "arrived broken"}))),
+            tool_calls_reply(("call_d", "payments__issue_refund",
+                              json.dumps({"order_id": "O-9", "amount": 120}))),
+            text_reply("Refund R-1 is on its way; anything else?"),
+        )
+        provider = OpenAIProvider("test-model", base_url=server.base_url, api_key="k")
+        agent = Agent(WORKFLOW, provider, hooks=HOOKS,
+                      tools=[lookup_customer, select_order, issue_refund],
+                      system="You are the support agent of Acme.")
+
+        async def run() -> None:
+            session = await agent.session("conv-42")
+            deltas = [e async for e in session.send("Hi, I'm ada@example.com")
+                      if isinstance(e, TextDelta)]
+            assert len(deltas) >= 2, "the reply is streamed in pieces"
+            assert session.phase == "locate_order"
+            # the phase change inside the turn is seen by the turn's next request
+            second = _messages(server, 1)
+            assert "Current phase: locate_order" in second[0]["content"]
+            tools = [t["function"]["name"] for t in server.requests[1].body["tools"]]
+            assert "crm__lookup_customer" not in tools
+            assert "orders__select" in tools
+            assert second[-1] == {"role": "tool", "tool_call_id": "call_a", "content":
+                                  second[-1]["content"]}
+
+            events = [e async for e in session.send("Order O-9, it arrived broken")]
+            assert session.status == "awaiting_approval"
+            assert session.phase == "refund"
+            assert session.state["refund_reason"] == "arrived broken"
+            assert session.state["policy"]["name"] == "standard"  # its preparation ran
+            assert "payments.issue_refund" not in RAN
+            pending = session.pending_approval
+            assert pending is not None and pending.name == "payments.issue_refund"
+            assert [e.type for e in events][-1] == "approval_requested"
+
+            finished = [e async for e in session.resolve(pending.call_id, "approve")]
+            assert finished[-1].type == "turn_finished"
+            assert finished[-1].reply == "Refund R-1 is on its way; anything else?"
+            assert RAN == ["crm.lookup_customer", "orders.select", "payments.issue_refund"]
+            assert session.phase == "done"
+            assert session.status == "finished"
+            final = server.requests[-1].body
+            assert "tools" not in final or not final["tools"]
+            assert "This is the final phase." in final["messages"][0]["content"]
+
+        asyncio.run(run())
+        assert server.pending == 0
+        # every tool call in every request sent has exactly one result
+        for recorded in server.requests:
+            calls, results = [], []
+            for m in recorded.body["messages"]:
+                calls += [c["id"] for c in m.get("tool_calls") or []]
+                if m["role"] == "tool":
+                    results.append(m["tool_call_id"])
+            assert sorted(calls) == sorted(results)
+
+
+def test_a_429_is_retried_after_its_retry_after_and_a_stalled_stream_is_cancelled() -> None:
+    from tests.providers.fake_openai_server import Fail, Stall, chunk
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    with FakeOpenAIServer() as server:
+        server.push(
+            Fail(429, "slow down", {"Retry-After": "3"}),
+            text_reply("Hello!"),
+            Stall([chunk({"role": "assistant", "content": "Let me think"})]),
+            text_reply("Back again."),
+        )
+        provider = OpenAIProvider("test-model", base_url=server.base_url, api_key="k")
+        agent = Agent(WORKFLOW, provider, hooks=HOOKS, sleep=sleep,
+                      tools=[lookup_customer, select_order, issue_refund])
+
+        async def run() -> None:
+            session = await agent.session("conv-7")
+            events = [e async for e in session.send("hi")]
+            assert slept == [3.0]
+            assert [e.type for e in events if e.type == "retrying"] == ["retrying"]
+            assert events[-1].reply == "Hello!"
+
+            async def cancel_when_stalled() -> None:
+                while not server.stalled.is_set():
+                    await asyncio.sleep(0.01)
+                session.cancel()
+
+            canceller = asyncio.ensure_future(cancel_when_stalled())
+            events = [e async for e in session.send("are you there?")]
+            await canceller
+            assert events[-1].type == "turn_finished" and events[-1].status == "cancelled"
+            assert session.status == "idle"
+            server.release()
+            assert await session.reply("hello?") == "Back again."
+            users = [m["content"] for m in server.requests[-1].body["messages"]
+                     if m["role"] == "user"]
+            assert users == ["hi", "are you there?", "hello?"]
+
+        asyncio.run(run())
