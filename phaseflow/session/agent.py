@@ -93,18 +93,13 @@ def _tools(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, Functio
     out: dict[str, FunctionTool] = {}
     if tools is None:
         return out
-    items: Iterable[tuple[str | None, Any]]
-    if isinstance(tools, Mapping):
-        items = tools.items()
-    else:
-        items = ((None, t) for t in tools)
+    items: Iterable[tuple[str | None, Any]] = (
+        tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools))
     for name, value in items:
         if isinstance(value, FunctionTool):
-            fn = value if name is None or name == value.name else make_tool(
-                value.fn, name=name, description=value.description,
-                parameters=value.parameters, timeout=value.timeout)
+            fn = value if name is None or name == value.name else value.with_name(name)
         elif callable(value):
-            fn = make_tool(value, name=name) if name else make_tool(value)
+            fn = make_tool(name=name)(value) if name else make_tool(value)
         else:
             raise ConfigError(f"tool {name or value!r} is not a callable")
         if fn.name in out:

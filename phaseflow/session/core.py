@@ -20,7 +20,7 @@ it and reports what it did (:class:`BoundaryDone`) and where the conversation no
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -88,6 +88,8 @@ class OfferedTool:
     parameters: Mapping[str, Any]
     approval: bool = False
     writes: tuple[str, ...] = ()
+    #: the compiled check of ``parameters`` (compiled once per tool, not per request)
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,6 +623,8 @@ def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
             # the machine's reason (the condition, the missing keys) from the runner.
             target = arguments.get("phase") if isinstance(arguments, dict) else None
             problem = None if isinstance(target, str) else "'phase' must be a phase name"
+        elif offered.check is not None:
+            problem = offered.check(arguments)
         else:
             problem = validate_arguments(dict(offered.parameters), arguments)
         if problem is not None:

@@ -95,6 +95,8 @@ class RunnerConfig:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
+    #: compiled argument checks by tool name, filled as tools are first offered
+    checks: dict[str, Callable[[Any], str | None]] = field(default_factory=dict)
 
 
 class Cancelled(Exception):
@@ -122,7 +124,8 @@ class Runner:
     # --- the view --------------------------------------------------------------------
 
     def view(self) -> PhaseView:
-        return phase_view(self.machine, self.state, self.config.workflow, self.config.tools)
+        return phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
+                          self.config.checks)
 
     # --- driving ----------------------------------------------------------------------
 

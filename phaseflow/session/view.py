@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from phaseflow.machine.machine import PhaseMachine
+from phaseflow.session.arguments import ArgumentValidator, compile_validator
 from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
 from phaseflow.session.provider import ToolSpec
 from phaseflow.session.tools import FunctionTool
@@ -42,8 +43,20 @@ def tool_names(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> tuple[s
     return tuple(tools)
 
 
+def _check(cache: dict[str, ArgumentValidator], name: str, fn: FunctionTool,
+           declared: Mapping[str, Any] | None) -> ArgumentValidator:
+    """The argument check of a tool, compiled once per agent and tool (``cache``): the
+    catalogue's ``parameters`` when it declares them, else the function's schema."""
+    check = cache.get(name)
+    if check is None:
+        check = cache[name] = (compile_validator(declared) if declared is not None
+                               else fn.validate)
+    return check
+
+
 def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workflow,
-               tools: Mapping[str, FunctionTool]) -> PhaseView:
+               tools: Mapping[str, FunctionTool],
+               checks: dict[str, ArgumentValidator] | None = None) -> PhaseView:
     phase = machine.current_phase
     terminal = phase is None or phase.terminal
     catalogue = workflow.tools
@@ -65,8 +78,10 @@ def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workfl
                 description = description or (entry.description or "")
                 approval = entry.approval == "always"
                 writes = entry.writes
+            declared_json = parameters if entry is not None and entry.parameters else None
+            check = _check({} if checks is None else checks, name, fn, declared_json)
             offered.append(OfferedTool(name, description or name, parameters, approval,
-                                       writes))
+                                       writes, check))
         move = _go_to_phase(machine, state)
         if move is not None:
             offered.append(move)
