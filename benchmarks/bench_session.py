@@ -19,10 +19,11 @@ a tool result: the text), so it costs O(1) whatever the history.
 * **phaseflow**: ``Agent`` on a two-phase workflow declaring both tools (the second phase
   terminal, behind a ``when`` that stays false), ``MemoryStore``, ``await
   session.reply(text)``. The provider is a minimal ``Provider`` defined here that yields
-  the same events ``ScriptedProvider`` would (start, arguments, end per call; text; end);
-  ``ScriptedProvider`` is not used because it picks its reply by counting the assistant
-  messages of the history (and sizes every request), O(history) per request, which would
-  be measured as the session's cost after 500 turns;
+  the kinds of events ``ScriptedProvider`` yields (per call: start, arguments, end; the
+  text; usage; end), each text in one piece; ``ScriptedProvider`` is not used because it
+  picks its reply by counting the assistant messages of the history and sizes every
+  request, O(history) per request, which would be measured as the session's cost after
+  500 turns (and it would need a script of 1,040 replies);
 * **LangGraph**: ``StateGraph(MessagesState)`` with a model node and ``ToolNode``, the
   edge ``tools_condition``; the model a ``BaseChatModel`` subclass returning
   ``AIMessage``s with ``tool_calls`` (tools bound with ``bind_tools``, as a real model
@@ -40,8 +41,9 @@ already has 500 turns (each round continues the same conversation: with 5 rounds
 figures are medians of the rounds; ratios are against the fastest peer of the same run.
 Then (3) the import time of ``phaseflow.session`` + ``phaseflow.providers.openai`` against
 ``agents`` (and ``langgraph``), each a fresh ``python -c "import ..."`` (whole process
-wall time, interleaved, median). ``--profile`` prints phaseflow's per-turn profile
-(cProfile, top functions by cumulative and by own time) at 20 and after 500 turns.
+wall time and CPU time, interleaved, median). ``--profile`` (or ``--only-profile``)
+prints phaseflow's per-turn profile (cProfile on CPU time, top functions by cumulative and
+by own time, per turn) over 20 turns at the start and after 500 turns.
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ import argparse
 import asyncio
 import cProfile
 import gc
-import io
 import itertools
 import json
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -511,6 +513,8 @@ IMPORTS = {
 
 
 def import_times(runs: int) -> None:
+    """Each import in a fresh process: wall time of the whole process, and its CPU time
+    (user + sys, from ``getrusage``), interleaved, median of ``runs``."""
     root = str(Path(__file__).resolve().parent.parent)
     available = {}
     for label, code in IMPORTS.items():
@@ -520,56 +524,83 @@ def import_times(runs: int) -> None:
             available[label] = code
         else:
             print(f"skipping import of {label}: not installed")
-    times: dict[str, list[float]] = {k: [] for k in available}
+    wall: dict[str, list[float]] = {k: [] for k in available}
+    cpu: dict[str, list[float]] = {k: [] for k in available}
     for _ in range(runs):
         for label, code in available.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
-            times[label].append(time.perf_counter() - t0)
-    print(f"\nimport time: whole `python -c` process, wall, median of {runs} interleaved runs")
-    print("| import | time | ratio to agents |")
-    print("|---|---|---|")
-    base = statistics.median(times["agents (Agents SDK)"]) if "agents (Agents SDK)" in times \
-        else None
-    for label, ts in times.items():
-        m = statistics.median(ts)
+            wall[label].append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[label].append(after.ru_utime + after.ru_stime
+                              - before.ru_utime - before.ru_stime)
+    print(f"\nimport: a fresh `python -c`, median of {runs} interleaved runs")
+    print("| import | wall | CPU | wall ratio to agents |")
+    print("|---|---|---|---|")
+    key = "agents (Agents SDK)"
+    base = statistics.median(wall[key]) if key in wall else None
+    for label in available:
+        m = statistics.median(wall[label])
         ratio = f"{m / base:.2f}" if base else "-"
-        print(f"| {label} | {m * 1e3:.0f} ms | {ratio} |")
+        print(f"| {label} | {m * 1e3:.0f} ms | {statistics.median(cpu[label]) * 1e3:.0f} ms "
+              f"| {ratio} |")
 
 
 # --- profile ------------------------------------------------------------------------------
 
 
 async def profile(turns: int, long: int, top: int) -> None:
-    """phaseflow's own per-turn cost, by function (cProfile inflates small calls: read it
-    for where the time goes, not for the total)."""
+    """phaseflow's own per-turn cost, by function, per turn (cProfile inflates small
+    calls, about 2.5x here: read it for where the time goes, not for the total). The
+    event loop's and this script's frames are left out of the tables."""
     for history in (0, long):
         conv = await PhaseflowConversation.open(f"profile{history}")
         for i in range(history):
             await conv.turn(question(i))
         for i in range(3):
             await conv.turn(question(history + i))
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)  # CPU: preemption is not counted
         gc.collect()
         prof.enable()
         for i in range(turns):
             await conv.turn(question(history + 3 + i))
         prof.disable()
-        for key, label in (("cumulative", "cumulative"), ("tottime", "own time")):
-            out = io.StringIO()
-            stats = pstats.Stats(prof, stream=out)
-            stats.sort_stats(key).print_stats(top)
-            print(f"\n=== phaseflow, {turns} turns after {history + 3} turns of history: "
-                  f"top {top} by {label} (times for all {turns} turns) ===")
-            print(_trim(out.getvalue()))
+        stats = pstats.Stats(prof)
+        rows = _rows(stats, turns)
+        total = stats.total_tt / turns  # type: ignore[attr-defined]
+        for index, label in ((3, "cumulative"), (2, "own time")):
+            print(f"\n=== phaseflow after {history + 3} turns of history: top {top} by "
+                  f"{label}, per turn (profiled total {total * 1e6:.0f} us a turn) ===")
+            print("| calls | own us | cumulative us | function |")
+            print("|---|---|---|---|")
+            for calls, name, own, cum in sorted(rows, key=lambda r: -float(r[index]))[:top]:
+                print(f"| {calls:g} | {own:.1f} | {cum:.1f} | `{name}` |")
 
 
-def _trim(text: str) -> str:
+_SKIP = ("asyncio/base_events.py", "asyncio/events.py", "bench_session.py")
+
+
+def _rows(stats: pstats.Stats, turns: int) -> list[tuple[float, str, float, float]]:
+    """(calls, name, own us, cumulative us) per turn, without the driver's frames."""
     root = str(Path(__file__).resolve().parent.parent) + "/"
-    lines = [line.replace(root, "") for line in text.splitlines()]
-    start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
-    head = [line for line in lines[:start] if "function calls" in line]
-    return "\n".join(head + lines[start:]).rstrip()
+    out = []
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    for (filename, line, function), (_, calls, own, cum, _callers) in raw.items():
+        if any(s in filename for s in _SKIP) or function == "<method 'run' of " \
+                "'_contextvars.Context' objects>":
+            continue
+        if filename.startswith(root):
+            where = filename[len(root):]
+        elif "site-packages/" in filename:
+            where = filename.split("site-packages/", 1)[1]
+        elif "/lib/python3" in filename:
+            where = filename.split("/lib/", 1)[1]
+        else:
+            where = filename
+        name = f"{where}:{line}({function})" if where != "~" else function
+        out.append((calls / turns, name, own / turns * 1e6, cum / turns * 1e6))
+    return out
 
 
 def main() -> None:
