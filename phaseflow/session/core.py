@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from phaseflow.errors import PhaseflowError
@@ -42,6 +42,7 @@ from phaseflow.turn.execution import (
     ToolStarted,
     TurnExecution,
 )
+from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
@@ -203,6 +204,9 @@ class Core:
     #: events that happened but wait for the next commit (results of a group whose
     #: other calls are still running: a group's results are committed together)
     pending: tuple[ev.Event, ...] = ()
+    #: the history the current request was sent with (the very object: a reply extends
+    #: it, so what is stored is what was sent, and flattening it stays incremental)
+    sent: History | None = None
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -290,7 +294,18 @@ class Cancel:
     done: tuple[ToolDone, ...] = ()
 
 
-Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """A session whose worker stopped in the middle of a turn is opened again: finish
+    the turn from what was committed. ``idempotent``: the tools the workflow declares
+    ``idempotent: true`` (an interrupted call of one of them runs again, with the same
+    idempotency key)."""
+
+    view: PhaseView
+    idempotent: frozenset[str] = frozenset()
+
+
+Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
 
 
 # --- commands --------------------------------------------------------------------------
@@ -383,6 +398,8 @@ def step(core: Core, event: Input, limits: Limits = Limits()) -> Step:
         return _on_resolve(core, event, limits)
     if isinstance(event, Cancel):
         return _on_cancel(core, event)
+    if isinstance(event, Resume):
+        return _on_resume(core, event, limits)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -409,7 +426,7 @@ def content_text(content: Content) -> str:
 
 def _on_send(core: Core, event: Send, limits: Limits) -> Step:
     admitted = core.execution.admit_prompt(event.kind, event.content)
-    core = replace(core, execution=admitted.execution, view=event.view)
+    core = evolve(core, execution=admitted.execution, view=event.view)
     outcome = admitted.action
     if isinstance(outcome, Queued):
         return Step(core, (Persist(),))
@@ -423,7 +440,7 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
     request_id = f"{core.session_id}:{turn}"
     continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, content))
     execution = _ok(core.execution.provider_started())
-    core = replace(
+    core = evolve(
         core, execution=execution, progress=started.progress, continuation=continuation,
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0,
@@ -440,8 +457,10 @@ def _next_request(core: Core, limits: Limits) -> Step:
     n = core.step + 1
     request_id = f"{core.session_id}:{core.turn}:{n}"
     final = core.view is not None and core.view.terminal
-    core = replace(core, step=n, attempt=0, request_id=request_id, final_request=final)
-    return Step(core, (CallProvider(request_id, core.history(), final),))
+    sent = core.history()
+    core = evolve(core, step=n, attempt=0, request_id=request_id, final_request=final,
+                   sent=sent)
+    return Step(core, (CallProvider(request_id, sent, final),))
 
 
 def _end_at_step_limit(core: Core, limits: Limits) -> Step:
@@ -462,7 +481,7 @@ def _close_request(core: Core) -> Core:
         raise CoreError("a request is closed with calls still open")
     done = _ok(c.complete(RequestOutcome(request.id, request.turn_id, request.revision,
                                          core.history())))
-    return replace(core, continuation=done, group=None, request_id=None)
+    return evolve(core, continuation=done, group=None, request_id=None)
 
 
 def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limits) -> Step:
@@ -484,7 +503,7 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
         session_status = "failed"
     else:
         session_status = "idle"
-    core = replace(core, execution=execution, status=session_status, request_id=None,
+    core = evolve(core, execution=execution, status=session_status, request_id=None,
                    group=None)
     finished_event = ev.TurnFinished(
         reply=core.reply, status=status, turn=core.turn, input_tokens=core.input_tokens,
@@ -546,7 +565,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         progress = _ok(progress.tool_call(turn_id, call))
     stop = StopReason.TOOL_USE if calls else StopReason.END_TURN
     ended: StreamEnded = _ok(progress.stream_ended(turn_id, stop))
-    core = replace(
+    core = evolve(
         core, progress=ended.progress, view=event.view, reply=reply.text or core.reply,
         input_tokens=core.input_tokens + reply.usage.input_tokens,
         output_tokens=core.output_tokens + reply.usage.output_tokens, request_id=None,
@@ -556,13 +575,13 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
             "the model's reply was cut at its output limit")))
     assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning)
-    messages = core.history().append(assistant)
+    messages = (core.sent if core.sent is not None else core.history()).append(assistant)
     request = core.continuation.request
     assert request is not None
     if not calls:
         done = _ok(core.continuation.complete(
             RequestOutcome(request.id, request.turn_id, request.revision, messages)))
-        core = replace(core, continuation=done)
+        core = evolve(core, continuation=done)
         if core.final_request:
             return _finish(core, "completed", tuple(events), limits)
         return Step(core, (Persist(tuple(events)), RunBoundary((), None, final=True)))
@@ -570,7 +589,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     checkpoint = continuation.checkpoint
     assert checkpoint is not None
     planned = _plan(calls, event.view, event.flagged, core.execution)
-    core = replace(core, continuation=continuation, group=Group(checkpoint.id, planned))
+    core = evolve(core, continuation=continuation, group=Group(checkpoint.id, planned))
     for call in calls:
         events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
                                        arguments=_arguments_json(call)))
@@ -687,10 +706,10 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
     turn_id = core.progress.turn_id
     assert turn_id is not None
     accepted: ToolResultAccepted = _ok(core.progress.tool_result(turn_id, call.id, done.outcome))
-    group = replace(group, results=(*group.results, (call.id, done)))
+    group = evolve(group, results=(*group.results, (call.id, done)))
     event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
                                content=content_text(done.outcome.content), turn=core.turn)
-    return replace(core, continuation=c, progress=accepted.progress, group=group), event
+    return evolve(core, continuation=c, progress=accepted.progress, group=group), event
 
 
 def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> Step:
@@ -703,7 +722,7 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
                 p.call.id):
             approval = ApprovalRequest(p.call, f"{p.call.name} needs approval")
             execution = _ok(core.execution.request_approval(approval))
-            core = replace(core, execution=execution, status="awaiting_approval")
+            core = evolve(core, execution=execution, status="awaiting_approval")
             asked = ev.ApprovalRequested(
                 call_id=p.call.id, name=p.call.name, arguments=_arguments_json(p.call),
                 arguments_hash=arguments_hash(p.call), reason=approval.reason, turn=core.turn)
@@ -721,10 +740,10 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
                 c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
                 started: ToolStarted = _ok(execution.tool_started(p.call.id, p.call.name))
                 execution = started.execution
-            core = replace(core, continuation=c, execution=execution, status="running",
-                           group=replace(group, admitted=True))
+            core = evolve(core, continuation=c, execution=execution, status="running",
+                           group=evolve(group, admitted=True))
             return Step(core, (Persist(events), RunTools(runnable, not limits.parallel_tools)))
-        core = replace(core, group=replace(group, admitted=True))
+        core = evolve(core, group=evolve(group, admitted=True))
     if core.group is not None and core.group.complete:
         return _close_group(core, events)
     return Step(core, (Persist(events),) if events else ())
@@ -743,7 +762,7 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
         if done.move is not None and move is None:
             move = done.move
     events = (*core.pending, *events)
-    core = replace(core, status="running", pending=())
+    core = evolve(core, status="running", pending=())
     return Step(core, (Persist(events), RunBoundary(tuple(writes), move)))
 
 
@@ -765,28 +784,28 @@ def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
     if planned is None or not group.admitted:
         return Step(core)
     core, result_event = _settle(core, planned.call, event.done)
-    result_event = replace(result_event, duration=event.duration)
+    result_event = evolve(result_event, duration=event.duration)
     execution = core.execution.tool_completed(event.call_id)
     if not isinstance(execution, Rejected):
-        core = replace(core, execution=execution)
+        core = evolve(core, execution=execution)
     assert core.group is not None
     if core.group.complete:
         return _close_group(core, (result_event,))
     # Results are committed together when the group is complete (a small constant number
     # of commits per group); until then they wait in the values.
-    return Step(replace(core, pending=(*core.pending, result_event)))
+    return Step(evolve(core, pending=(*core.pending, result_event)))
 
 
 # --- a boundary ran ----------------------------------------------------------------------
 
 
 def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
-    core = replace(core, view=event.view)
+    core = evolve(core, view=event.view)
     if event.final:
         if event.view.terminal and not core.final_request:
             return _final_request(core, event.events)
         return _finish(core, "completed", event.events, limits)
-    nxt = _next_request(replace(core, group=None), limits)
+    nxt = _next_request(evolve(core, group=None), limits)
     if nxt.commands and isinstance(nxt.commands[0], CallProvider):
         return Step(nxt.core, (Persist(event.events), *nxt.commands))
     # The step limit ended the turn: its commit carries the boundary's events too.
@@ -801,9 +820,10 @@ def _final_request(core: Core, events: tuple[ev.Event, ...]) -> Step:
     started = _ok(core.progress.start_turn())
     request_id = f"{core.session_id}:{core.turn}:final"
     continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, None))
-    core = replace(core, progress=started.progress, continuation=continuation,
+    core = evolve(core, progress=started.progress, continuation=continuation,
                    step=core.step + 1, attempt=0, request_id=request_id, final_request=True)
-    return Step(core, (Persist(events), CallProvider(request_id, core.history(), True)))
+    sent = core.history()
+    return Step(evolve(core, sent=sent), (Persist(events), CallProvider(request_id, sent, True)))
 
 
 # --- provider failures -------------------------------------------------------------------
@@ -820,24 +840,25 @@ def _on_failed(core: Core, event: Failed, limits: Limits) -> Step:
             delay = min(limits.max_backoff, limits.backoff * (2 ** (attempt - 1)))
             delay *= 0.5 + event.jitter / 2
         delay = max(0.0, min(delay, limits.max_backoff))
-        core = replace(core, attempt=attempt)
+        core = evolve(core, attempt=attempt)
         retrying = ev.Retrying(attempt=attempt, delay=delay, message=failure.message,
                                turn=core.turn)
+        sent = core.sent if core.sent is not None else core.history()
         return Step(core, (Persist((retrying,)), Sleep(delay),
-                           CallProvider(event.request_id, core.history(), core.final_request)))
+                           CallProvider(event.request_id, sent, core.final_request)))
     turn_id = core.progress.turn_id
     if turn_id is not None:
         failed = core.progress.fail(turn_id)
         if not isinstance(failed, Rejected):
-            core = replace(core, progress=failed)
+            core = evolve(core, progress=failed)
     core = _close_request(core)
     execution = core.execution.fail(failure.message) if core.execution.active else core.execution
-    core = replace(core, execution=execution)
+    core = evolve(core, execution=execution)
     error = ev.ErrorEvent(code="provider_error", message=failure.message, turn=core.turn)
     finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
                                input_tokens=core.input_tokens,
                                output_tokens=core.output_tokens)
-    return Step(replace(core, status="failed", request_id=None),
+    return Step(evolve(core, status="failed", request_id=None),
                 (Persist((error, finished)), TurnOver("failed")))
 
 
@@ -867,7 +888,7 @@ def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
         raise ResolutionRefused(problem)
     resolved: ApprovalResolved = _ok(core.execution.resolve_approval(event.call_id,
                                                                      event.decision))
-    core = replace(core, execution=resolved.execution, status="running")
+    core = evolve(core, execution=resolved.execution, status="running")
     call = resolved.approval.call
     decided = ev.ApprovalResolvedEvent(call_id=call.id, name=call.name,
                                        decision=resolved.decision.value, reason=event.reason,
@@ -876,7 +897,7 @@ def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
     group = core.group
     assert group is not None
     if resolved.approved:
-        core = replace(core, group=replace(group, approved=(*group.approved, call.id)))
+        core = evolve(core, group=evolve(group, approved=(*group.approved, call.id)))
     else:
         why = f": {event.reason}" if event.reason else ""
         core, settled = _settle(core, call, Done(ToolOutcome.error(
@@ -892,7 +913,7 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
     if core.status not in ("running", "awaiting_approval"):
         return Step(core)
     events: list[ev.Event] = list(core.pending)
-    core = replace(core, pending=())
+    core = evolve(core, pending=())
     for done in event.done:
         group = core.group
         if group is None or group.result(done.call_id) is not None:
@@ -900,7 +921,7 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         planned = next((p for p in group.calls if p.call.id == done.call_id), None)
         if planned is not None and group.admitted:
             core, settled = _settle(core, planned.call, done.done)
-            events.append(replace(settled, duration=done.duration))
+            events.append(evolve(settled, duration=done.duration))
     group = core.group
     if group is not None:
         c = core.continuation
@@ -920,7 +941,7 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
     if turn_id is not None:
         cancelled = core.progress.cancel(turn_id, event.now)
         if not isinstance(cancelled, Rejected):
-            core = replace(core, progress=_ok(cancelled.confirm_stopped(turn_id)))
+            core = evolve(core, progress=_ok(cancelled.confirm_stopped(turn_id)))
     writes: list[tuple[str, str, str, Any]] = []
     if core.group is not None:
         for p in core.group.calls:
@@ -928,7 +949,7 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
             if kept is not None and kept.label == "ok":
                 writes.extend((p.call.id, p.call.name, k, v) for k, v in kept.writes)
     core = _close_request(core)
-    core = replace(core, execution=core.execution.abort(), status="idle", request_id=None)
+    core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens)
     commands: list[Command] = []
@@ -936,3 +957,73 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         commands.append(RunBoundary(tuple(writes), None, advance=False))
     commands += [Persist((*events, finished)), TurnOver("cancelled")]
     return Step(core, tuple(commands))
+
+
+# --- resuming an interrupted turn ----------------------------------------------------------
+
+#: the result of a call that was admitted and may have run when its worker stopped
+INTERRUPTED_TEXT = ("The session was interrupted while this call ran; its outcome is "
+                    "unknown and it was not run again.")
+
+
+def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
+    """Finish what a stopped worker left, from the last commit (see docs/durability.md):
+
+    - a tool group with calls still open: a call that was admitted (it may have run) gets
+      "outcome unknown, not run again", unless its tool is idempotent, which runs again;
+      a call never admitted never ran, and runs now;
+    - a group whose results were all committed: its boundary runs (it never committed);
+    - a model request in flight: it is sent again (the same history);
+    - a final reply whose boundary never committed: that boundary runs.
+    """
+    core = evolve(core, view=event.view, sent=None, pending=())
+    if core.status != "running":
+        return Step(core)
+    group = core.group
+    if group is not None and group.admitted:
+        c = core.continuation
+        events: list[ev.Event] = []
+        rerun: list[Planned] = []
+        pending: list[Planned] = []
+        for p in group.calls:
+            if group.result(p.call.id) is not None:
+                continue
+            effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
+            if effect is not None and effect.state.value == "admitted":
+                if p.call.name in event.idempotent:
+                    rerun.append(p)
+                else:
+                    core, settled = _settle(core, p.call, Done(
+                        ToolOutcome.error(INTERRUPTED_TEXT), "error"))
+                    events.append(settled)
+            else:
+                pending.append(p)
+        if pending:
+            request = core.continuation.request
+            assert request is not None
+            c = core.continuation
+            for p in pending:
+                c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
+            core = evolve(core, continuation=c)
+        runnable = tuple(rerun + pending)
+        assert core.group is not None
+        execution = core.execution
+        for p in runnable:
+            started = execution.tool_started(p.call.id, p.call.name)
+            if not isinstance(started, Rejected):
+                execution = started.execution
+        core = evolve(core, execution=execution)
+        if runnable:
+            return Step(core, (Persist(tuple(events)), RunTools(runnable,
+                                                                not limits.parallel_tools)))
+        return _close_group(core, tuple(events))
+    if group is not None:  # checkpointed, nothing admitted yet (an approval was granted)
+        return _continue_group(core, (), limits)
+    request_id = core.request_id
+    if request_id is not None:
+        sent = core.history()
+        core = evolve(core, sent=sent, attempt=0)
+        return Step(core, (CallProvider(request_id, sent, core.final_request),))
+    if core.continuation.request is None:
+        return Step(core, (RunBoundary((), None, final=True),))
+    return _next_request(core, limits)

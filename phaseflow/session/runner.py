@@ -17,7 +17,7 @@ import random
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from phaseflow.expr.describe import describe_exception
@@ -64,7 +64,8 @@ from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.session.view import phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
-from phaseflow.stores.base import SessionRecord, Store
+from phaseflow.stores.base import Lease, SessionRecord, Store
+from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome
 from phaseflow.turn.output import OutputReference, present_lines, result
 
@@ -95,12 +96,16 @@ class RunnerConfig:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
+    #: seconds a worker's lease on a session lasts (renewed while a turn runs)
+    lease: float = 30.0
+    #: this worker's name in leases
+    worker: str = ""
     #: compiled argument checks by tool name, filled as tools are first offered
     checks: dict[str, Callable[[Any], str | None]] = field(default_factory=dict)
 
 
-class Cancelled(Exception):
-    """Raised inside the runner when the host cancelled (never leaves the runner)."""
+#: what request_cancel() puts into the stream's queue
+_CANCEL = object()
 
 
 class Runner:
@@ -120,6 +125,12 @@ class Runner:
         #: events of work done outside a boundary (a cancelled turn's writes) that go
         #: with the next commit
         self._carry: list[ev.Event] = []
+        #: the queue the current model stream is read from, while one is read
+        self._stream: asyncio.Queue[Any] | None = None
+        #: the lease this worker holds on the session while it runs a turn
+        self.lease: Lease | None = None
+        #: queued messages (up to this id) the next commit takes out of the store's queue
+        self.consumed = 0
 
     # --- the view --------------------------------------------------------------------
 
@@ -131,6 +142,8 @@ class Runner:
 
     def request_cancel(self) -> None:
         self._cancel.set()
+        if self._stream is not None:
+            self._stream.put_nowait(_CANCEL)
 
     async def drive(self, first: Input) -> AsyncIterator[ev.Event]:
         """Perform what ``first`` leads to until the turn pauses or ends."""
@@ -186,13 +199,27 @@ class Runner:
             if self._carry:
                 events = (*self._carry, *events)
                 self._carry = []
-            stamped = [replace(e, session_id=sid, at=now, turn=e.turn or self.core.turn)
+            stamped = [evolve(e, session_id=sid, at=now, turn=e.turn or self.core.turn)
                        for e in events]
             record = self.record()
+            await self._renew(now)
             seqs = await self.config.store.commit(
-                record, [e.to_json() for e in stamped], expected_version=self.version)
+                record, [e.to_json() for e in stamped], expected_version=self.version,
+                lease=self.lease, consumed=self.consumed)
+            self.consumed = 0
             self.version = record.version
-            return [replace(e, seq=seq) for e, seq in zip(stamped, seqs, strict=True)]
+            return [evolve(e, seq=seq) for e, seq in zip(stamped, seqs, strict=True)]
+
+    async def _renew(self, now: float) -> None:
+        """Keep the lease while the turn runs: renewed once half of it has passed (a lost
+        lease shows at the commit, as ``StoreFenced``)."""
+        lease = self.lease
+        ttl = self.config.lease
+        if lease is None or lease.expires - now > ttl / 2:
+            return
+        renewed = await self.config.store.acquire(lease.session_id, lease.owner, ttl, now)
+        if renewed is not None and renewed.epoch == lease.epoch:
+            self.lease = renewed
 
     # --- cancellation -----------------------------------------------------------------
 
@@ -226,25 +253,27 @@ class Runner:
         return request, view
 
     async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDelta | Input]:
+        """One model request: text deltas as they stream, then the reply (or the failure,
+        or a Cancel when the host cancelled: the stream is closed at once)."""
         request, view = self.build_request(command)
         self.last_request = request
+        if self._cancel.is_set():
+            yield Cancel(self.config.clock())
+            return
         queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._stream = queue  # request_cancel() puts _CANCEL here: no task per item
         pump = asyncio.ensure_future(self._pump(request, queue))
-        waiter = asyncio.ensure_future(self._cancel.wait())
         try:
             while True:
-                getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if not getter.done():
-                    getter.cancel()
+                item = await queue.get()
+                if item is _CANCEL:
                     pump.cancel()
                     await asyncio.gather(pump, return_exceptions=True)
                     yield Cancel(self.config.clock())
                     return
-                item = getter.result()
                 if isinstance(item, ev.TextDelta):
-                    yield replace(item, session_id=self.core.session_id, turn=self.core.turn,
-                                  at=self.config.clock())
+                    yield evolve(item, session_id=self.core.session_id, turn=self.core.turn,
+                                 at=self.config.clock())
                     continue
                 if isinstance(item, ProviderReply):
                     yield Replied(command.request_id, item, view, self._flagged(item, view))
@@ -252,7 +281,7 @@ class Runner:
                     yield Failed(command.request_id, item, self.config.rng.random())
                 return
         finally:
-            waiter.cancel()
+            self._stream = None
             if not pump.done():
                 pump.cancel()
 

@@ -35,6 +35,30 @@ class StoreConflict(StoreError):
     reopen from the store before it writes again (it never overwrites)."""
 
 
+class StoreFenced(StoreConflict):
+    """The writer's lease was taken over (its epoch is stale): its writes are refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's right to run a session's turns: ``owner`` (a worker id), ``epoch``
+    (raised every time the lease changes hands: a fencing token) and ``expires`` (wall
+    clock seconds)."""
+
+    session_id: str
+    owner: str
+    epoch: int
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedMessage:
+    """A message stored for a session whose turn another worker holds."""
+
+    id: int
+    data: Mapping[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
     """Everything needed to reopen a session exactly where it stood.
@@ -91,11 +115,40 @@ class Store(Protocol):
         ...
 
     async def commit(
-        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *, expected_version: int
+        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
+        expected_version: int, lease: Lease | None = None, consumed: int = 0,
     ) -> tuple[int, ...]:
         """Store ``record`` (whose ``version`` is ``expected_version + 1``) and append
         ``events``, atomically; the events' ``seq`` numbers. :class:`StoreConflict` when
-        the stored version is not ``expected_version`` (0: the session must not exist)."""
+        the stored version is not ``expected_version`` (0: the session must not exist);
+        :class:`StoreFenced` when ``lease`` is given and is no longer the session's.
+        ``consumed``: queued messages up to this id were taken into the record, and are
+        removed in the same transaction."""
+        ...
+
+    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
+                      force: bool = False) -> Lease | None:
+        """Take (or renew) the lease of ``session_id`` for ``owner`` until ``now + ttl``:
+        when nobody holds it, it expired, or ``owner`` holds it already (renewed, same
+        epoch); ``force`` takes it whatever. A lease that changes hands gets a new epoch.
+        ``None`` when another owner holds an unexpired lease."""
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up (nothing happens if it is no longer ``lease``)."""
+        ...
+
+    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        """Store a message for the session's next turn; its id (increasing)."""
+        ...
+
+    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        """The messages waiting for the session, oldest first."""
+        ...
+
+    async def version(self, session_id: str) -> int:
+        """The stored version of the session (0: never committed): a cheap check of
+        whether another worker committed since."""
         ...
 
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:

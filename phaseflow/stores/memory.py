@@ -14,17 +14,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.stores.base import (
+    Lease,
+    QueuedMessage,
     SessionRecord,
     SessionSummary,
     StoreConflict,
     StoredEvent,
+    StoreFenced,
 )
 
 
 @dataclass(slots=True)
 class _Entry:
-    record: SessionRecord
+    record: SessionRecord | None
     events: list[StoredEvent] = field(default_factory=list)
+    lease: Lease | None = None
+    epoch: int = 0
+    queue: list[QueuedMessage] = field(default_factory=list)
 
 
 class MemoryStore:
@@ -34,6 +40,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._sessions: dict[str, _Entry] = {}
         self._captures: dict[str, bytes] = {}
+        self._queue_ids = 0
         #: how many commits were made (for tests and benchmarks)
         self.commits = 0
 
@@ -42,10 +49,16 @@ class MemoryStore:
         return None if entry is None else entry.record
 
     async def commit(
-        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *, expected_version: int
+        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
+        expected_version: int, lease: Lease | None = None, consumed: int = 0,
     ) -> tuple[int, ...]:
         entry = self._sessions.get(record.session_id)
-        stored = 0 if entry is None else entry.record.version
+        if lease is not None and (entry is None or entry.lease is None
+                                  or entry.lease.epoch != lease.epoch
+                                  or entry.lease.owner != lease.owner):
+            raise StoreFenced(f"session {record.session_id!r}: the lease of {lease.owner!r} "
+                              f"(epoch {lease.epoch}) was taken over; this write is refused")
+        stored = 0 if entry is None or entry.record is None else entry.record.version
         if stored != expected_version:
             raise StoreConflict(
                 f"session {record.session_id!r}: stored version is {stored}, "
@@ -59,6 +72,8 @@ class MemoryStore:
             entry = self._sessions[record.session_id] = _Entry(record)
         else:
             entry.record = record
+        if consumed:
+            entry.queue = [q for q in entry.queue if q.id > consumed]
         start = len(entry.events) + 1
         seqs = tuple(range(start, start + len(events)))
         entry.events.extend(
@@ -67,6 +82,10 @@ class MemoryStore:
         )
         self.commits += 1
         return seqs
+
+    async def version(self, session_id: str) -> int:
+        entry = self._sessions.get(session_id)
+        return 0 if entry is None or entry.record is None else entry.record.version
 
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
         entry = self._sessions.get(session_id)
@@ -78,13 +97,46 @@ class MemoryStore:
         rows = [
             SessionSummary(r.session_id, r.workflow, r.status, r.phase, r.turn, r.version,
                            r.updated_at)
-            for r in (e.record for e in self._sessions.values())
+            for r in (e.record for e in self._sessions.values()) if r is not None
         ]
         rows.sort(key=lambda s: s.updated_at, reverse=True)
         return tuple(rows)
 
     async def delete(self, session_id: str) -> bool:
-        return self._sessions.pop(session_id, None) is not None
+        entry = self._sessions.pop(session_id, None)
+        return entry is not None and entry.record is not None
+
+    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
+                      force: bool = False) -> Lease | None:
+        entry = self._sessions.get(session_id)
+        if entry is None:
+            entry = self._sessions[session_id] = _Entry(None)
+        held = entry.lease
+        if held is not None and held.owner == owner and held.expires > now and not force:
+            entry.lease = Lease(session_id, owner, held.epoch, now + ttl)
+            return entry.lease
+        if held is not None and held.expires > now and not force:
+            return None
+        entry.epoch += 1
+        entry.lease = Lease(session_id, owner, entry.epoch, now + ttl)
+        return entry.lease
+
+    async def release(self, lease: Lease) -> None:
+        entry = self._sessions.get(lease.session_id)
+        if entry is not None and entry.lease == lease:
+            entry.lease = None
+
+    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        entry = self._sessions.get(session_id)
+        if entry is None:
+            entry = self._sessions[session_id] = _Entry(None)
+        self._queue_ids += 1
+        entry.queue.append(QueuedMessage(self._queue_ids, dict(data)))
+        return self._queue_ids
+
+    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        entry = self._sessions.get(session_id)
+        return () if entry is None else tuple(entry.queue)
 
     async def put_capture(self, data: bytes) -> str:
         reference = hashlib.sha256(data).hexdigest()

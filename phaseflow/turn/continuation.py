@@ -814,9 +814,11 @@ class Continuation:
 
     # --- JSON ---
 
-    def to_json(self) -> dict[str, JsonValue]:
-        """Plain JSON. The request and checkpoint store only the messages they add."""
-        return continuation_json.continuation_to_json(self)
+    def to_json(self, *, messages_from: int = 0, marks_from: int = 0) -> dict[str, JsonValue]:
+        """Plain JSON. The request and checkpoint store only the messages they add;
+        ``messages_from`` / ``marks_from`` leave out the history's first messages and
+        marks (for a store that keeps them already: put them back before reading)."""
+        return continuation_json.continuation_to_json(self, messages_from, marks_from)
 
     @classmethod
     def from_json(cls, data: object) -> Continuation | Rejected:

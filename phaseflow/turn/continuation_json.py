@@ -22,7 +22,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
-from phaseflow.turn.messages import History, ToolCall, ToolOutcome
+from phaseflow.turn.messages import History, ToolCall, ToolOutcome, message_to_json
 from phaseflow.turn.progress import TurnId
 
 __all__ = ["ContinuationClasses", "continuation_to_json", "decode_continuation"]
@@ -127,7 +127,12 @@ class ContinuationClasses(NamedTuple, Generic[T]):
 # --- writing ---------------------------------------------------------------------------
 
 
-def continuation_to_json(c: _Continuation) -> dict[str, JsonValue]:
+def continuation_to_json(c: _Continuation, messages_from: int = 0,
+                         marks_from: int = 0) -> dict[str, JsonValue]:
+    """The JSON form. ``messages_from`` / ``marks_from``: write only the history's
+    messages and marks from these positions on (a durable store that already holds the
+    earlier ones appends the rest, so a commit does not grow with the conversation);
+    reading needs the whole lists back in place."""
     request: JsonValue = None
     if c.request is not None:
         r = c.request
@@ -146,13 +151,19 @@ def continuation_to_json(c: _Continuation) -> dict[str, JsonValue]:
             "added": History(cp.messages.after(len(c.request.messages))).to_json(),
             "effects": [_effect_to_json(e) for e in cp.effects],
         }
+    if messages_from:
+        messages: JsonValue = [
+            message_to_json(m) for m in c.messages.after(messages_from)
+        ]
+    else:
+        messages = c.messages.to_json()
     return {
-        "messages": c.messages.to_json(),
+        "messages": messages,
         "revision": c.revision,
         "durable_revision": c.durable_revision,
         "provenance": c.provenance.value,
         "request": request,
-        "marks": [_mark_to_json(m) for m in c.marks],
+        "marks": [_mark_to_json(m) for m in c.marks[marks_from:]],
         "branches": [
             {
                 "name": b.name,

@@ -435,10 +435,11 @@ class History:
         while node is not None and node._flat is None:
             tails.append(node._tail)
             node = node._parent
-        parts: list[Message] = list(node._flat) if node is not None and node._flat else []
+        base: tuple[Message, ...] = node._flat or () if node is not None else ()
+        new: list[Message] = []
         for tail in reversed(tails):
-            parts.extend(tail)
-        flat = tuple(parts)
+            new.extend(tail)
+        flat = base + tuple(new)
         setf = object.__setattr__
         if node is not None and node._parent is not None:
             setf(node, "_flat", None)  # the cache moves down: one full copy at a time

@@ -1,0 +1,386 @@
+"""``SQLiteStore``: sessions in one SQLite file, on the standard library's ``sqlite3``.
+
+- **WAL** journal: readers never block the writer, and a commit is one append to the log.
+- **One transaction per commit point** (``BEGIN IMMEDIATE``: the write lock is taken
+  first, so two writers queue instead of failing halfway), with a compare-and-set on the
+  session's version: a writer that lost the race gets ``StoreConflict`` and writes
+  nothing.
+- **Durable against a killed process** at any ``synchronous`` setting: a transaction is
+  in the log completely or not at all. ``synchronous=FULL`` (the default here) also
+  syncs the log at every commit, so a commit that returned survives a power loss;
+  ``NORMAL`` syncs at checkpoints only: the last commits before a power loss may be
+  lost (never half of one).
+- **Incremental**: a commit writes the session row and appends the messages, marks and
+  events it added (see :mod:`phaseflow.stores.codec`), so its cost does not grow with
+  the conversation. Tool captures are stored once by their SHA-256.
+
+The blocking calls run on one thread of the store's own, so the event loop never waits
+on the disk; the connection lives on that thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from phaseflow.stores import codec
+from phaseflow.stores.base import (
+    Lease,
+    QueuedMessage,
+    SessionRecord,
+    SessionSummary,
+    StoreConflict,
+    StoredEvent,
+    StoreError,
+    StoreFenced,
+)
+
+T = TypeVar("T")
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS phaseflow_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    workflow_hash TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_expires REAL,
+    lease_epoch INTEGER NOT NULL DEFAULT 0,
+    snapshot TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    mark_count INTEGER NOT NULL,
+    event_count INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS marks (
+    session_id TEXT NOT NULL, idx INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS captures (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS inbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id);
+"""
+
+_SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class SQLiteStore:
+    """Sessions in the SQLite file ``path`` (created with its schema when missing)."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL",
+                 timeout: float = 30.0) -> None:
+        if synchronous.upper() not in _SYNC:
+            raise StoreError(f"synchronous must be one of {', '.join(_SYNC)}")
+        self.path = str(path)
+        self._synchronous = synchronous.upper()
+        self._timeout = timeout
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="phaseflow-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._known: dict[str, codec.Known] = {}
+        self._lock = threading.Lock()
+        #: commits made by this store object (tests and benchmarks count them)
+        self.commits = 0
+
+    # --- the connection, on the store's thread ------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                       check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                self._open_schema(conn)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot open the session store: {exc}") from None
+            self._conn = conn
+        return conn
+
+    def _open_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _DDL.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT version FROM phaseflow_schema").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO phaseflow_schema (version) VALUES (?)",
+                             (codec.SCHEMA_VERSION,))
+            elif row[0] > codec.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: the store's schema is version {row[0]}; this phaseflow "
+                    f"knows up to version {codec.SCHEMA_VERSION}: upgrade phaseflow")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+
+        def call() -> T:
+            with self._lock:
+                return fn(self._connection())
+
+        try:
+            return await loop.run_in_executor(self._executor, call)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the connection (the store can be used again: it reopens)."""
+        def shut() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+        self._executor.submit(shut).result()
+
+    # --- the protocol ---------------------------------------------------------------------
+
+    async def load(self, session_id: str) -> SessionRecord | None:
+        def read(conn: sqlite3.Connection) -> SessionRecord | None:
+            row = conn.execute(
+                "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
+                " created_at, updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None or row[3] == 0:  # version 0: only a lease was taken
+                return None
+            messages = [m for (m,) in conn.execute(
+                "SELECT data FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
+            marks = [m for (m,) in conn.execute(
+                "SELECT data FROM marks WHERE session_id = ? ORDER BY idx", (session_id,))]
+            record, known = codec.decode(codec.Row(*row), messages, marks)
+            self._known[session_id] = known
+            return record
+        return await self._run(read)
+
+    async def commit(
+        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
+        expected_version: int, lease: Lease | None = None, consumed: int = 0,
+    ) -> tuple[int, ...]:
+        sid = record.session_id
+        written, known = codec.encode(record, self._known.get(sid))
+        event_rows = [codec._dumps(dict(e)) for e in events]
+
+        def write(conn: sqlite3.Connection) -> tuple[int, ...]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                seqs = self._write(conn, record, written, event_rows, expected_version, lease)
+                if consumed:
+                    conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
+                                 (sid, consumed))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return seqs
+
+        try:
+            seqs = await self._run(write)
+        except StoreConflict:
+            self._known.pop(sid, None)
+            raise
+        self._known[sid] = known
+        self.commits += 1
+        return seqs
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, record: SessionRecord, written: codec.Written,
+               event_rows: list[str], expected_version: int, lease: Lease | None
+               ) -> tuple[int, ...]:
+        sid = record.session_id
+        row = conn.execute("SELECT version, message_count, mark_count, event_count,"
+                           " lease_owner, lease_epoch FROM sessions WHERE id = ?",
+                           (sid,)).fetchone()
+        if lease is not None and (row is None or row[4] != lease.owner
+                                  or row[5] != lease.epoch):
+            raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
+                              f"{lease.epoch}) was taken over; this write is refused")
+        stored = 0 if row is None else row[0]
+        if stored != expected_version:
+            raise StoreConflict(f"session {sid!r}: stored version is {stored}, this writer "
+                                f"expected {expected_version}")
+        if record.version != expected_version + 1:
+            raise StoreConflict(f"session {sid!r}: a commit must raise the version by one")
+        message_count = 0 if row is None else row[1]
+        mark_count = 0 if row is None else row[2]
+        event_count = 0 if row is None else row[3]
+        rewrite = written.rewrite or written.message_from != message_count or (
+            written.mark_from != mark_count)
+        messages, marks = written.messages, written.marks
+        message_from, mark_from = written.message_from, written.mark_from
+        if rewrite and (message_from or mark_from):
+            # Another store object wrote this session since: what this one knew is no
+            # prefix any more. Never append to a history it did not see.
+            raise StoreConflict(f"session {sid!r}: the stored history is not the one this "
+                                "writer extended")
+        if rewrite:
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
+            conn.execute("DELETE FROM marks WHERE session_id = ?", (sid,))
+        conn.executemany("INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
+                         [(sid, message_from + k, m) for k, m in enumerate(messages)])
+        conn.executemany("INSERT INTO marks (session_id, idx, data) VALUES (?, ?, ?)",
+                         [(sid, mark_from + k, m) for k, m in enumerate(marks)])
+        seqs = tuple(range(event_count + 1, event_count + 1 + len(event_rows)))
+        conn.executemany("INSERT INTO events (session_id, seq, data) VALUES (?, ?, ?)",
+                         [(sid, seq, data) for seq, data in zip(seqs, event_rows, strict=True)])
+        values = (record.workflow, record.workflow_hash, record.version, record.status,
+                  record.phase, record.turn, written.snapshot,
+                  message_from + len(messages), mark_from + len(marks),
+                  event_count + len(event_rows), record.updated_at)
+        if row is None:
+            conn.execute(
+                "INSERT INTO sessions (workflow, workflow_hash, version, status, phase, turn,"
+                " snapshot, message_count, mark_count, event_count, updated_at, id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, sid, record.created_at))
+        else:
+            conn.execute(
+                "UPDATE sessions SET workflow = ?, workflow_hash = ?, version = ?, status = ?,"
+                " phase = ?, turn = ?, snapshot = ?, message_count = ?, mark_count = ?,"
+                " event_count = ?, updated_at = ? WHERE id = ?", (*values, sid))
+        return seqs
+
+    async def version(self, session_id: str) -> int:
+        def read(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT version FROM sessions WHERE id = ?",
+                               (session_id,)).fetchone()
+            return 0 if row is None else int(row[0])
+        return await self._run(read)
+
+    async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
+        import json
+
+        def read(conn: sqlite3.Connection) -> tuple[StoredEvent, ...]:
+            out = []
+            for seq, data in conn.execute(
+                    "SELECT seq, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
+                    (session_id, after)):
+                try:
+                    parsed = json.loads(data)
+                except ValueError:
+                    raise codec.StoreDataError(
+                        f"session {session_id!r}: event {seq} is truncated or corrupt") from None
+                out.append(StoredEvent(session_id, seq, parsed))
+            return tuple(out)
+        return await self._run(read)
+
+    async def sessions(self) -> tuple[SessionSummary, ...]:
+        def read(conn: sqlite3.Connection) -> tuple[SessionSummary, ...]:
+            return tuple(SessionSummary(*r) for r in conn.execute(
+                "SELECT id, workflow, status, phase, turn, version, updated_at FROM sessions"
+                " WHERE version > 0 ORDER BY updated_at DESC"))
+        return await self._run(read)
+
+    async def delete(self, session_id: str) -> bool:
+        def remove(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                gone = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
+                for table in ("messages", "marks", "events", "inbox"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return gone > 0
+        self._known.pop(session_id, None)
+        return await self._run(remove)
+
+    async def put_capture(self, data: bytes) -> str:
+        reference = hashlib.sha256(data).hexdigest()
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR IGNORE INTO captures (sha256, data) VALUES (?, ?)",
+                         (reference, bytes(data)))
+        await self._run(put)
+        return reference
+
+    async def get_capture(self, reference: str) -> bytes | None:
+        def get(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute("SELECT data FROM captures WHERE sha256 = ?",
+                               (reference,)).fetchone()
+            return None if row is None else bytes(row[0])
+        return await self._run(get)
+
+    # --- leases and the queue ---------------------------------------------------------
+
+    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
+                      force: bool = False) -> Lease | None:
+        def take(conn: sqlite3.Connection) -> Lease | None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
+                                   " WHERE id = ?", (session_id,)).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO sessions (id, workflow, workflow_hash, version, status,"
+                        " phase, turn, snapshot, message_count, mark_count, event_count,"
+                        " created_at, updated_at) VALUES (?, '', '', 0, 'new', '', 0, '{}',"
+                        " 0, 0, 0, ?, ?)", (session_id, now, now))
+                    row = (None, None, 0)
+                holder, expires, epoch = row
+                live = holder is not None and expires is not None and expires > now
+                if live and holder != owner and not force:
+                    conn.execute("COMMIT")
+                    return None
+                if not (live and holder == owner) or force:
+                    epoch += 1
+                conn.execute("UPDATE sessions SET lease_owner = ?, lease_expires = ?,"
+                             " lease_epoch = ? WHERE id = ?", (owner, now + ttl, epoch,
+                                                               session_id))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return Lease(session_id, owner, epoch, now + ttl)
+        return await self._run(take)
+
+    async def release(self, lease: Lease) -> None:
+        def give_up(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
+                         " WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
+                         (lease.session_id, lease.owner, lease.epoch))
+        await self._run(give_up)
+
+    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        text = codec._dumps(dict(data))
+
+        def put(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute("INSERT INTO inbox (session_id, data) VALUES (?, ?)",
+                                  (session_id, text))
+            return int(cursor.lastrowid or 0)
+        return await self._run(put)
+
+    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        import json
+
+        def read(conn: sqlite3.Connection) -> tuple[QueuedMessage, ...]:
+            out = []
+            for qid, data in conn.execute("SELECT id, data FROM inbox WHERE session_id = ?"
+                                          " ORDER BY id", (session_id,)):
+                try:
+                    out.append(QueuedMessage(qid, json.loads(data)))
+                except ValueError:
+                    raise codec.StoreDataError(
+                        f"session {session_id!r}: queued message {qid} is corrupt") from None
+            return tuple(out)
+        return await self._run(read)
