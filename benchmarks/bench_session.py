@@ -480,7 +480,7 @@ async def run_all(rounds: int, turns: int, long: int) -> None:
     fastest_long = min((med(later[e.name], 0) for e in peers), default=None)
     print()
     print(f"CPU and wall time per turn (median of {rounds} interleaved rounds); ratio: CPU "
-          "against the fastest peer of the same column; growth: after / at 20")
+          f"against the fastest peer of the same column; growth: after / at {turns}")
     print(f"| framework | {turns} turns: CPU | wall | ratio | after {long}: CPU | wall | "
           "ratio | growth |")
     print("|---|---|---|---|---|---|---|---|")
