@@ -384,7 +384,7 @@ class SessionMachine(RuleBasedStateMachine):
     def every_history_sent_is_the_history_stored(self) -> None:
         history = self.session.history
         for request in self.provider.requests:
-            assert history[:len(request.history)] == request.history, request.request_id
+            assert history[:len(request.history)] == tuple(request.history), request.request_id
 
     @invariant()
     def the_session_history_is_the_stores(self) -> None:
@@ -438,7 +438,7 @@ class SessionMachine(RuleBasedStateMachine):
             k, call = where[inv.call_id]
             assert call.name == inv.name
             asked = [r for r in self.provider.requests if len(r.history) == k
-                     and r.history == history[:k]]
+                     and tuple(r.history) == history[:k]]
             assert asked, f"no request was answered by {inv.call_id}"
             assert inv.name in {t.name for t in asked[-1].tools}, (
                 f"{inv.name} ran but was not offered")
