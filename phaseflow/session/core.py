@@ -996,7 +996,9 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
     - a model request in flight: it is sent again (the same history);
     - a final reply whose boundary never committed: that boundary runs.
     """
-    core = evolve(core, view=event.view, sent=None, pending=())
+    # ``pending``: results committed in the values (with a queued message) whose events
+    # wait for the group's commit; they go out with it, as they would have.
+    core = evolve(core, view=event.view, sent=None)
     if core.status != "running":
         return Step(core)
     group = core.group
