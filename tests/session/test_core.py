@@ -29,6 +29,7 @@ from phaseflow.session.core import (
     Replied,
     ResolutionRefused,
     Resolve,
+    Resume,
     RunBoundary,
     RunTools,
     Send,
@@ -571,3 +572,37 @@ def test_any_input_sequence_leaves_every_call_with_exactly_one_result(ops: list[
                 boundary = c
         if t.core.group is None:
             assert open_or_doubled(t.core.history()) == {}
+
+
+# --- a worker that stopped mid-turn: Resume finishes from the last commit ----------------------
+
+
+def test_resume_reports_a_result_that_was_committed_with_a_queued_message() -> None:
+    """A group's first result waits in the values; a message queued meanwhile commits
+    those values (the result among them); the worker stops. The worker that resumes
+    must still commit that result's event: every call gets exactly one result event."""
+    t = started()
+    t.feed(Replied(request_id(t), reply("", call("a", "open_ticket"), call("b", "open_ticket")),
+                   WORK))
+    t.feed(ToolDone("a", ok(ticket="A")))
+    assert t.feed(Send("meanwhile", WORK)) == (Persist(),)  # the commit a crash resumes from
+    resumed = Trace(t.core, t.limits)
+    commands = resumed.feed(Resume(WORK))
+    for c in commands:
+        if isinstance(c, RunTools):
+            for p in c.calls:
+                resumed.feed(ToolDone(p.call.id, ok(ticket="B")))
+    statuses = {e.call_id: e.status for e in resumed.of_type(ev.ToolResultEvent)}
+    assert statuses.get("a") == "ok" and "b" in statuses
+
+
+def test_resume_never_runs_an_admitted_call_again_unless_it_is_idempotent() -> None:
+    t = started()
+    t.feed(Replied(request_id(t), reply("", call("a", "open_ticket"), call("l", "lookup",
+                                                                          {"q": "x"})), WORK))
+    stopped = t.core  # the committed admission; the worker stops while both run
+    resumed = Trace(stopped, t.limits)
+    commands = resumed.feed(Resume(WORK, idempotent=frozenset({"lookup"})))
+    assert [p.call.id for p in run_tools(commands).calls] == ["l"]
+    assert [(e.call_id, e.status) for e in resumed.of_type(ev.ToolResultEvent)] == [
+        ("a", "error")]
