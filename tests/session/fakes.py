@@ -183,6 +183,7 @@ tools:
   lookup:
     description: Look a topic up
     writes: [topic, hits]
+    idempotent: true
     parameters:
       type: object
       properties: {q: {type: string}}
@@ -249,6 +250,8 @@ DESK_WRITES: dict[str, tuple[str, ...]] = {
 DESK_EFFECT_KEYS = frozenset({"entered_work", "audit"})
 DESK_COLLECT: dict[str, tuple[str, ...]] = {"intake": ("name",)}
 DESK_PHASES = ("intake", "work", "review", "closed")
+#: the tools an interrupted turn runs again when it is resumed
+DESK_IDEMPOTENT = frozenset({"lookup"})
 
 
 def audit_hook(ctx: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -50,6 +50,7 @@ from phaseflow.turn.messages import AssistantMessage, ToolCall, UserMessage
 from tests.session.fakes import (
     DESK_COLLECT,
     DESK_EFFECT_KEYS,
+    DESK_IDEMPOTENT,
     DESK_PHASES,
     DESK_WRITES,
     FORGED,
@@ -133,6 +134,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.dropped: list[str] = []  # queued when the session finished
         self.next_id = 0
         self.problems: list[str] = []
+        self.crashes = 0
         self.checked_requests = 0
 
     def teardown(self) -> None:
@@ -270,12 +272,18 @@ class SessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.session.status != "finished")
     @rule(data=st.data(), action=st.sampled_from(
-        ["cancel", "queue_and_cancel", "queue_and_release", "release"]))
+        ["cancel", "queue_and_cancel", "queue_and_release", "release", "crash",
+         "queue_and_crash"]))
     def send_and_interrupt(self, data: st.DataObject, action: str) -> None:
         """A message whose turn stops at a gate (a tool, the stream or a retry's wait);
         there the user cancels, or sends another message (it queues) and lets the turn
         go on or cancels."""
         self._model(data, may_hang=True)
+        if self.session.status == "running" and action.startswith("queue"):
+            # A turn a stopped worker left is finished first; a message queued meanwhile
+            # overtakes this one (a known bug: test_a_message_sent_while_an_interrupted_
+            # turn_is_resumed_keeps_its_place). Not drawn here, so the rest is checked.
+            action = action.removeprefix("queue_and_")
         text = self._message()
         self.sent.append(text)
         self.gate.arm()
@@ -291,14 +299,27 @@ class SessionMachine(RuleBasedStateMachine):
                     await self._collect(self.session.send(queued))
                 if action.endswith("cancel"):
                     self.session.cancel()
+                elif action.endswith("crash"):
+                    # the worker dies here: nothing after its last commit happens
+                    turn.cancel()
+                    await asyncio.gather(turn, return_exceptions=True)
+                    self.crashes += 1
+                    return
                 else:
                     self.gate.release()
             reached.cancel()
             await turn
 
+        crashes = self.crashes
         self.run(go())
         event(f"gate: {self.gate.where or 'not reached'} then {action}")
         self.gate.disarm()
+        if self.crashes != crashes:
+            self.reopen()
+            if text not in self._user_parts() + self._queued():
+                # The worker died before this message was committed (it resumed an
+                # interrupted turn first: see the xfail below); the host's send failed.
+                self.dropped.append(text)
         self._note_dropped()
 
     @precondition(lambda self: self.session.status == "awaiting_approval")
@@ -411,19 +432,29 @@ class SessionMachine(RuleBasedStateMachine):
         assert (mine and (mine.call_id, mine.arguments_hash)) == (
             theirs and (theirs.call_id, theirs.arguments_hash))
 
-    @invariant()
-    def no_user_message_is_lost_or_reordered(self) -> None:
+    def _queued(self) -> list[str]:
+        """Messages waiting: in the session's queue, then in the store's (for the worker
+        holding the turn)."""
         core = self.session._runner.core
         queued: list[str] = []
         for content in (*core.execution.steering, *core.execution.follow_up):
             assert isinstance(content, str)
             queued.extend(content.split("\n\n"))
+        for waiting in self.run(self.store.queued(SID)):
+            content = waiting.data.get("content")
+            assert isinstance(content, str)
+            queued.append(content)
+        return queued
+
+    @invariant()
+    def no_user_message_is_lost_or_reordered(self) -> None:
         expected = [m for m in self.sent if m not in self.dropped]
-        assert self._user_parts() + queued == expected
+        assert self._user_parts() + self._queued() == expected, self.session.status
 
     @invariant()
     def no_tool_ran_twice_and_each_ran_as_allowed(self) -> None:
-        keys = [i.idempotency_key for i in self.tools.invocations]
+        keys = [i.idempotency_key for i in self.tools.invocations
+                if not (self.crashes and i.name in DESK_IDEMPOTENT)]
         assert len(keys) == len(set(keys)), "a tool ran twice"
         history = self.session.history
         where = {c.id: (k, c) for k, m in enumerate(history) if isinstance(m, AssistantMessage)
@@ -495,7 +526,53 @@ class SessionMachine(RuleBasedStateMachine):
 
 
 SessionMachine.TestCase.settings = settings(
+    phases=tuple(Phase) if not os.environ.get("PHASEFLOW_HYPOTHESIS_NO_SHRINK") else (
+        Phase.explicit, Phase.reuse, Phase.generate),
     max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestSession = SessionMachine.TestCase
+
+
+class _Script:
+    """A stand-in for hypothesis data: every draw returns the given script."""
+
+    def __init__(self, *replies: Any) -> None:
+        self.replies = list(replies)
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        return self.replies
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Session._turns resumes the interrupted turn before it admits the message that "
+    "triggered the resume; a message queued during the resumed turn goes first"))
+def test_a_message_sent_while_an_interrupted_turn_is_resumed_keeps_its_place() -> None:
+    """m2's turn is interrupted (its worker stops while a tool runs). m4, sent to a new
+    worker, resumes that turn first; m5 is sent while the resumed turn waits for the
+    model. The user sent m4 before m5: the history must say so."""
+    machine = SessionMachine()
+    here = globals()
+    saved, here["event"] = here["event"], lambda *a, **k: None
+    try:
+        machine.send(_Script(("text", [], "ok", None)))  # type: ignore[arg-type]
+        machine.send_and_interrupt(_Script(  # type: ignore[arg-type]
+            ("group", [("offered", 1, 0, "fresh")], "", None)), "crash")
+        assert machine.session.status == "running"
+        machine.gate.arm()
+
+        async def resumed_then_queued() -> None:
+            turn = asyncio.ensure_future(machine._collect(machine.session.send("m4")))
+            await machine.gate.reached.wait()
+            await machine._collect(machine.session.send("m5"))
+            machine.gate.release()
+            await turn
+
+        machine._model(_Script(("hang", [], "", None), ("text", [], "ok", None),  # type: ignore[arg-type]
+                               ("text", [], "ok", None)), may_hang=True)
+        machine.run(resumed_then_queued())
+        parts = machine._user_parts()
+        assert parts.index("m4") < parts.index("m5"), parts
+    finally:
+        here["event"] = saved
+        machine.teardown()
