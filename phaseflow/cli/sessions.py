@@ -282,8 +282,17 @@ def record_json(record: SessionRecord) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "state": dict(record.state),
         "pending_approval": pending_json(record),
-        "history": [message_json(m) for m in record.continuation.messages],
+        "history": [message_json(m) for m in history(record)],
     }
+
+
+def history(record: SessionRecord) -> tuple[Message, ...]:
+    """The exact model messages of a stored session: what ``Session.history`` gives once
+    it is opened (within a turn, the messages of its open request and tool group too)."""
+    from phaseflow.session.core import Core
+
+    core = Core(record.session_id, record.execution, record.progress, record.continuation)
+    return core.history().to_tuple()
 
 
 # --- the timeline ------------------------------------------------------------------------
@@ -308,7 +317,8 @@ def one_line(value: object, limit: int = LINE_CHARS, *, as_json: bool = False) -
 
 
 def _assignments(data: Mapping[str, Any]) -> str:
-    new = data.get("new") if isinstance(data.get("new"), Mapping) else {}
+    raw = data.get("new")
+    new: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     keys = data.get("keys") or list(new)
     parts = [f"{k} = {one_line(new.get(k), 60, as_json=True)}" for k in keys]
     source = data.get("source")
