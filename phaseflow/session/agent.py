@@ -32,8 +32,8 @@ from phaseflow.session.core import (
     Resolve,
     Resume,
     Send,
-    _joined,
     check_resolution,
+    joined_content,
     step,
 )
 from phaseflow.session.core_json import core_from_json
@@ -392,7 +392,7 @@ class Session:
                 return
             contents = tuple(content_from_json(q.data.get("content")) for q in queued)
             self._runner.consumed = queued[-1].id
-            content = contents[0] if len(contents) == 1 else _joined(contents)
+            content = contents[0] if len(contents) == 1 else joined_content(contents)
             async for e in self._runner.drive(Send(content, self._runner.view())):
                 yield e
 

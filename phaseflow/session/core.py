@@ -406,7 +406,7 @@ def step(core: Core, event: Input, limits: Limits = Limits()) -> Step:
 # --- a turn begins -----------------------------------------------------------------------
 
 
-def _joined(contents: tuple[Content, ...]) -> Content:
+def joined_content(contents: tuple[Content, ...]) -> Content:
     """Several queued prompts as the one user message of the next turn, in order."""
     if len(contents) == 1:
         return contents[0]
@@ -431,7 +431,7 @@ def _on_send(core: Core, event: Send, limits: Limits) -> Step:
     if isinstance(outcome, Queued):
         return Step(core, (Persist(),))
     contents = (outcome.content,) if isinstance(outcome, SendNow) else outcome.contents
-    return _start_turn(core, _joined(contents), limits)
+    return _start_turn(core, joined_content(contents), limits)
 
 
 def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
@@ -518,7 +518,7 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
     if nxt is not None and session_status != "finished":
         # The queued prompts were taken out of the queue by the completion: they are the
         # next turn's message, started now (the commit above stored them as queued).
-        follow = _start_turn(core, _joined(nxt.contents), limits)
+        follow = _start_turn(core, joined_content(nxt.contents), limits)
         return Step(follow.core, (*commands, *follow.commands))
     return Step(core, tuple(commands))
 
@@ -584,7 +584,10 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         core = evolve(core, continuation=done)
         if core.final_request:
             return _finish(core, "completed", tuple(events), limits)
-        return Step(core, (Persist(tuple(events)), RunBoundary((), None, final=True)))
+        # The reply is committed with the final boundary (one commit): a crash before it
+        # resumes from the last commit, which asks the model this request again.
+        first: tuple[Command, ...] = (Persist(tuple(events)),) if events else ()
+        return Step(core, (*first, RunBoundary((), None, final=True)))
     continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
     checkpoint = continuation.checkpoint
     assert checkpoint is not None

@@ -227,7 +227,7 @@ def test_an_approval_pauses_before_the_call_runs_and_is_bound_to_its_arguments()
     done = session.resolve_sync(pending.call_id, "approve",
                                 arguments_hash=pending.arguments_hash)
     assert RAN == ["pay 5"]
-    assert [e.type for e in done][0] == "approval_resolved"
+    assert done[0].type == "approval_resolved"
     assert session.phase == "finish"
 
 
