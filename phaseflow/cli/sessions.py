@@ -319,49 +319,58 @@ def one_line(value: object, limit: int = LINE_CHARS, *, as_json: bool = False) -
 def _assignments(data: Mapping[str, Any]) -> str:
     raw = data.get("new")
     new: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    keys = data.get("keys") or list(new)
-    parts = [f"{k} = {one_line(new.get(k), 60, as_json=True)}" for k in keys]
-    source = data.get("source")
+    keys = data.get("keys")
+    names = [str(k) for k in keys] if isinstance(keys, list) else list(new)
+    parts = [f"{k} = {one_line(new.get(k), 60, as_json=True)}" for k in names]
+    source = _field(data, "source")
     return ", ".join(parts) + (f" ({source})" if source else "")
+
+
+def _field(data: Mapping[str, Any], key: str, limit: int = LINE_CHARS) -> str:
+    """A field of a stored event as one line of text ("" when absent): a store may hold
+    events a newer phaseflow wrote, or damaged ones, and showing them must not fail."""
+    value = data.get(key)
+    return "" if value is None else one_line(value, limit)
 
 
 def describe(data: Mapping[str, Any]) -> tuple[str, str]:
     """A stored event as (label, one line of text): what the timeline and ``events``
     show."""
     kind = data.get("type")
-    name = data.get("name", "")
+    name = _field(data, "name", 80)
     if kind == "turn_started":
-        return "user", one_line(data.get("message", ""))
+        return "user", _field(data, "message")
     if kind == "tool_call":
         return "call", f"{name} {one_line(data.get('arguments'))}"
     if kind == "tool_result":
-        return str(data.get("status", "")), f"{name}: {one_line(data.get('content', ''))}"
+        return _field(data, "status", 20) or "result", f"{name}: {_field(data, 'content')}"
     if kind == "approval_requested":
-        reason = data.get("reason")
+        reason = _field(data, "reason")
         return "approval?", f"{name} {one_line(data.get('arguments'))}" + (
             f": {reason}" if reason else "")
     if kind == "approval_resolved":
-        reason = data.get("reason")
-        return "decision", f"{data.get('decision', '')} {name}" + (
-            f": {one_line(reason)}" if reason else "")
+        reason = _field(data, "reason")
+        return "decision", f"{_field(data, 'decision', 20)} {name}" + (
+            f": {reason}" if reason else "")
     if kind == "state_changed":
-        return "state", _assignments(data)
+        return "state", one_line(_assignments(data), 4 * LINE_CHARS)
     if kind == "phase_changed":
-        return "phase", (f"{data.get('from_phase', '')} -> {data.get('to_phase', '')} "
-                         f"({data.get('trigger', '')})")
+        return "phase", (f"{_field(data, 'from_phase', 80)} -> {_field(data, 'to_phase', 80)}"
+                         f" ({_field(data, 'trigger', 40)})")
     if kind == "retrying":
-        return "retry", (f"attempt {data.get('attempt', '')} in {data.get('delay', '')}s: "
-                         f"{one_line(data.get('message', ''))}")
+        return "retry", (f"attempt {_field(data, 'attempt', 20)} in "
+                         f"{_field(data, 'delay', 20)}s: {_field(data, 'message')}")
     if kind == "turn_finished":
         tokens = ""
         if data.get("input_tokens") or data.get("output_tokens"):
-            tokens = f", {data.get('input_tokens', 0)}+{data.get('output_tokens', 0)} tokens"
-        reply = one_line(data.get("reply", ""), 10 * LINE_CHARS)
-        return "reply", f"[{data.get('status', '')}{tokens}] {reply}".rstrip()
+            tokens = (f", {_field(data, 'input_tokens', 20) or 0}+"
+                      f"{_field(data, 'output_tokens', 20) or 0} tokens")
+        reply = _field(data, "reply", 10 * LINE_CHARS)
+        return "reply", f"[{_field(data, 'status', 20)}{tokens}] {reply}".rstrip()
     if kind == "error":
-        return "error", f"{data.get('code', '')}: {one_line(data.get('message', ''))}"
-    return str(kind), one_line({k: v for k, v in data.items()
-                                if k not in ("type", "seq", "session_id", "turn", "at")})
+        return "error", f"{_field(data, 'code', 40)}: {_field(data, 'message')}"
+    return one_line(kind, 20) if kind else "event", one_line(
+        {k: v for k, v in data.items() if k not in ("type", "seq", "session_id", "turn", "at")})
 
 
 def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
