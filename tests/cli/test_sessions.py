@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -287,3 +289,38 @@ def test_no_action(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(capsys)
     assert code == 2
     assert "name an action: list, show ID, events ID, delete ID or recover" in err
+
+
+# --- the docs show real output -----------------------------------------------------------
+
+DOC = ROOT / "docs" / "sessions-cli.md"
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|\"at\": [0-9.]+")
+
+
+def doc_examples() -> list[tuple[list[str], str]]:
+    """Every ``$ phaseflow sessions ...`` of the doc's console blocks that only reads,
+    with the output the doc shows."""
+    examples = []
+    for block in re.findall(r"```console\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S):
+        block = block.replace("\\\n", " ")  # a command continued on the next line
+        for command in re.split(r"^\$ ", block, flags=re.M)[1:]:
+            line, _, output = command.partition("\n")
+            words = shlex.split(line)
+            if words[:2] == ["phaseflow", "sessions"] and words[2] in ("list", "show",
+                                                                        "events"):
+                examples.append((words[2:], output))
+    return examples
+
+
+def test_the_doc_shows_what_the_commands_print(tmp_path: Path, store_path: Path) -> None:
+    examples = doc_examples()
+    assert len(examples) >= 4
+    (tmp_path / "phaseflow-sessions.db").write_bytes(store_path.read_bytes())
+    for words, shown in examples:
+        out = cli(*words, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        printed, expected = TIME.sub("T", out.stdout), TIME.sub("T", shown)
+        if expected.endswith("  ...\n"):  # the doc cuts it short
+            expected = expected[: -len("  ...\n")]
+            printed = printed[: len(expected)]
+        assert printed == expected, words
