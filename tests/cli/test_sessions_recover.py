@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -101,15 +102,28 @@ def sessions(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
         cwd=folder, env=env(folder), capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``sessions`` in this process, for reading the store (faster than a process)."""
+    def run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        from phaseflow.cli.main import main
+
+        monkeypatch.chdir(folder)
+        code = main(["sessions", *args, "--store", "s.db"])
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+    return run
+
+
 RECOVER = ("--workflow", str(WORKFLOW), "--tools", "host:TOOLS", "--hooks", "host:HOOKS",
            "--provider", "scripted:script.yaml")
 
 
-def test_recover_a_turn_a_killed_worker_left(host: Path) -> None:
+def test_recover_a_turn_a_killed_worker_left(host: Path, here: Any) -> None:
     kill_mid_turn(host, "crash-1", lease=30)
-    shown = json.loads(sessions(host, "show", "crash-1", "--json").stdout)
+    shown = json.loads(here(host, "show", "crash-1", "--json").stdout)
     assert shown["status"] == "running"
-    assert "left by a worker that stopped" in sessions(host, "show", "crash-1").stdout
+    assert "left by a worker that stopped" in here(host, "show", "crash-1").stdout
 
     # the dead worker's lease has 30 s to go: not taken without --force
     busy = sessions(host, "recover", "crash-1", *RECOVER)
@@ -124,7 +138,7 @@ def test_recover_a_turn_a_killed_worker_left(host: Path) -> None:
     lookups = (host / "calls.log").read_text().splitlines()
     assert len(lookups) == 2 and lookups[0] == lookups[1]
 
-    shown = json.loads(sessions(host, "show", "crash-1", "--json").stdout)
+    shown = json.loads(here(host, "show", "crash-1", "--json").stdout)
     assert (shown["status"], shown["phase"], shown["turn"]) == ("idle", "locate_order", 1)
     assert shown["state"]["customer_id"] == "C-1042"
     history = shown["history"]
@@ -139,17 +153,17 @@ def test_recover_a_turn_a_killed_worker_left(host: Path) -> None:
     assert again.stdout == "crash-1: nothing to recover (idle, phase locate_order)\n"
 
 
-def test_recover_every_running_session_once_its_lease_expired(host: Path) -> None:
+def test_recover_every_running_session_once_its_lease_expired(host: Path, here: Any) -> None:
     lease = 0.5
     kill_mid_turn(host, "crash-2", lease=lease)
     time.sleep(lease + 0.2)  # the lease was last renewed before the tool started
-    listed = {s["id"]: s["status"] for s in json.loads(sessions(host, "list", "--json").stdout)}
+    listed = {s["id"]: s["status"] for s in json.loads(here(host, "list", "--json").stdout)}
     assert listed == {"crash-2": "running"}
 
     out = sessions(host, "recover", *RECOVER)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "crash-2: recovered: turn 1 completed; now idle in phase locate_order\n"
-    assert "Thanks, Ada" in sessions(host, "show", "crash-2").stdout
+    assert "Thanks, Ada" in here(host, "show", "crash-2").stdout
 
     out = sessions(host, "recover", *RECOVER)
     assert out.returncode == 0, out.stderr
