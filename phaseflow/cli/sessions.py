@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from phaseflow.cli.stores import MEMORY, close_store, open_store, store_name
+    from phaseflow.cli.stores import MEMORY, close_store, open_store
     from phaseflow.stores.base import StoreError
     from phaseflow.stores.codec import StoreDataError
 
@@ -163,9 +163,8 @@ async def _main(args: argparse.Namespace) -> int:
         return await _recover(store, args, *agent_parts)
     except StoreDataError as exc:
         raise Failed(str(exc)) from None
-    except StoreError as exc:
-        name = store_name(args.store)
-        raise Misuse(str(exc) if name in str(exc) else f"{name}: {exc}") from None
+    except StoreError as exc:  # the store names itself (a path, a host and database)
+        raise Misuse(str(exc)) from None
     finally:
         await close_store(store)
 

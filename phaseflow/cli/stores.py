@@ -2,8 +2,9 @@
 ``phaseflow sessions``.
 
 One function, so both commands read the same value the same way: a path is an SQLite
-file, a ``postgresql://`` (or ``postgres://``) URL a PostgreSQL database, ``memory`` a
-store that keeps nothing after the process ends; no value is
+file; a ``postgresql://`` (or ``postgres://``) URL, or a libpq connection string
+(``host=db dbname=app``), a PostgreSQL database; ``memory`` a store that keeps nothing
+after the process ends; no value is
 ``phaseflow-sessions.db`` in the current folder, so a chat run without options can be
 listed, shown and recovered afterwards without naming a store.
 
@@ -34,10 +35,29 @@ _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 POSTGRES_HINT = "pip install 'phaseflow[postgres]'"
 
 
+#: keys of a libpq connection string (``host=db dbname=app``), which names a database too
+_LIBPQ_KEYS = frozenset({"host", "hostaddr", "port", "dbname", "user", "password",
+                         "service", "sslmode", "connect_timeout", "options",
+                         "application_name", "passfile", "target_session_attrs"})
+
+
+def is_postgres(value: str) -> bool:
+    """Whether ``value`` names a PostgreSQL database: a ``postgresql://`` or
+    ``postgres://`` URL, or a libpq connection string of ``key=value`` words."""
+    if value.lower().startswith(_POSTGRES_SCHEMES):
+        return True
+    words = value.split()
+    return bool(words) and all(w.partition("=")[1] and w.partition("=")[0] in _LIBPQ_KEYS
+                               for w in words)
+
+
 def store_name(value: str | None) -> str:
-    """What to call the store in messages: the value, without a URL's password."""
+    """What to call the store in messages: the value, without a password."""
     if value is None:
         return DEFAULT_STORE
+    if is_postgres(value) and not value.lower().startswith(_POSTGRES_SCHEMES):
+        return " ".join("password=***" if w.startswith("password=") else w
+                        for w in value.split())
     if value.lower().startswith(_POSTGRES_SCHEMES):
         scheme, _, rest = value.partition("://")
         credentials, at, host = rest.rpartition("@")
@@ -68,7 +88,7 @@ def open_store(value: str | None, *, must_exist: bool = False) -> Store:
         from phaseflow.stores.memory import MemoryStore
 
         return MemoryStore()
-    if chosen.lower().startswith(_POSTGRES_SCHEMES):
+    if is_postgres(chosen):
         return _postgres(chosen)
     if is_url(chosen):
         scheme = chosen.partition("://")[0]
@@ -92,10 +112,14 @@ def _postgres(dsn: str) -> Store:
         postgres = importlib.import_module("phaseflow.stores.postgres")
     except ImportError:
         raise ConfigError(missing) from None
+    from phaseflow.stores.base import StoreError
+
     try:
         store: Store = postgres.PostgresStore(dsn)
     except ImportError:  # a module that imports psycopg only when it is used
         raise ConfigError(missing) from None
+    except StoreError as exc:  # psycopg missing, or the store refuses its settings
+        raise ConfigError(f"--store {store_name(dsn)}: {exc}") from None
     return store
 
 

@@ -267,6 +267,8 @@ def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
     ("postgresql://ada:secret@db/x",
      "--store postgresql://ada:***@db/x: PostgreSQL stores need psycopg 3"),
     ("memory", "--store memory keeps no sessions after a process ends"),
+    ("host=db dbname=app password=secret",
+     "--store host=db dbname=app password=***: PostgreSQL stores need psycopg 3"),
 ])
 def test_a_store_that_cannot_be_used_is_exit_2(capsys: pytest.CaptureFixture[str],
                                                store: str, message: str) -> None:

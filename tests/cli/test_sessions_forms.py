@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import phaseflow
 from phaseflow.cli.main import main
 from phaseflow.cli.sessions import LINE_CHARS, describe, message_json, one_line
-from phaseflow.cli.stores import store_name
+from phaseflow.cli.stores import is_postgres, store_name
 from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent
 from phaseflow.stores import SQLiteStore
@@ -86,11 +86,23 @@ def test_any_stored_event_is_described_on_one_line(data: dict[str, object], kind
     assert len(text) <= 12 * LINE_CHARS
 
 
-@given(st.text(min_size=1, max_size=10).filter(lambda p: ":" not in p and "@" not in p))
+@given(st.text(min_size=1, max_size=10).filter(
+    lambda p: ":" not in p and "@" not in p and p.split() == [p]))
 def test_a_store_url_s_password_is_never_shown(password: str) -> None:
     for scheme in ("postgresql", "postgres"):
         shown = store_name(f"{scheme}://ada:{password}@db.example:5432/app")
         assert shown == f"{scheme}://ada:***@db.example:5432/app"
+    shown = store_name(f"host=db user=ada password={password} dbname=app")
+    assert shown == "host=db user=ada password=*** dbname=app"
+
+
+@pytest.mark.parametrize(("value", "postgres"), [
+    ("postgresql://db/app", True), ("POSTGRES://db/app", True), ("host=db dbname=app", True),
+    ("dbname=app", True), ("sessions.db", False), ("a=b.db", False), ("my file.db", False),
+    ("", False),
+])
+def test_what_names_a_postgres_database(value: str, postgres: bool) -> None:
+    assert is_postgres(value) is postgres
 
 
 WORKFLOW = """
