@@ -514,13 +514,14 @@ async def _recover_one(agent: Agent, session_id: str, *, force: bool) -> tuple[s
 
 def _outcome(session_id: str, before: str, status: str, phase: str,
              events: Sequence[Event]) -> tuple[str, bool]:
+    from phaseflow.session.core import INTERRUPTED_TEXT
     from phaseflow.session.events import ErrorEvent, ToolResultEvent, TurnFinished
 
     finished = [e for e in events if isinstance(e, TurnFinished)]
     if not finished and status == before:
         return f"{session_id}: nothing to recover ({status}, phase {phase})", True
     unknown = sum(1 for e in events if isinstance(e, ToolResultEvent)
-                  and e.status == "unknown")
+                  and (e.status == "unknown" or e.content == INTERRUPTED_TEXT))
     turns = ", ".join(f"turn {e.turn} {e.status}" for e in finished) or "turn continued"
     line = f"{session_id}: recovered: {turns}; now {status} in phase {phase}"
     if unknown:

@@ -31,15 +31,24 @@ sys.path.insert(0, {str(ROOT / "examples")!r})
 import support_agent as sa
 from phaseflow.session import ToolContext, tool
 
+async def ran(what: str, ctx: ToolContext) -> None:
+    with open(os.environ["HOST_LOG"], "a") as log:
+        log.write(f"{{what}} {{ctx.idempotency_key}}\\n")
+    if os.environ.get("HOST_BLOCK") == what:
+        await asyncio.sleep(600)  # killed here
+
 @tool(name="crm.lookup_customer")
 async def lookup_customer(email: str, ctx: ToolContext) -> dict:
-    with open(os.environ["HOST_LOG"], "a") as log:
-        log.write(f"lookup {{ctx.idempotency_key}}\\n")
-    if os.environ.get("HOST_BLOCK"):
-        await asyncio.sleep(600)  # killed here
+    await ran("lookup", ctx)
     return {{"customer_id": "C-1042", "customer": {{"name": "Ada", "verified": True}}}}
 
-TOOLS = [lookup_customer, sa.select_order, sa.issue_refund]
+@tool(name="orders.select")
+async def select_order(order_id: str, ctx: ToolContext) -> dict:
+    await ran("select", ctx)
+    return {{"order_id": order_id, "amount": 120.0,
+             "order": {{"status": "delivered", "days_since_delivery": 6}}}}
+
+TOOLS = [lookup_customer, select_order, sa.issue_refund]
 HOOKS = sa.HOOKS
 """
 
@@ -51,15 +60,19 @@ from phaseflow.session import Agent
 from phaseflow.stores import SQLiteStore
 
 async def main() -> None:
-    store, session_id, lease = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    store, session_id, lease, *messages = sys.argv[1:]
     agent = Agent(host.sa.WORKFLOW, ScriptedProvider(host.sa.SCRIPT), tools=host.TOOLS,
-                  hooks=host.HOOKS, store=SQLiteStore(store), lease=lease)
+                  hooks=host.HOOKS, store=SQLiteStore(store), lease=float(lease))
     session = await agent.session(session_id)
-    async for _ in session.send("Hi, I'd like a refund. I'm ada@example.com"):
-        pass
+    for message in messages:
+        async for _ in session.send(message):
+            pass
 
 asyncio.run(main())
 """
+
+FIRST = "Hi, I'd like a refund. I'm ada@example.com"
+SECOND = "Order O-9. It arrived broken."
 
 
 @pytest.fixture
@@ -74,21 +87,28 @@ def host(tmp_path: Path) -> Path:
 
 
 def env(folder: Path, **extra: str) -> dict[str, str]:
-    out = {**os.environ, "HOST_LOG": str(folder / "calls.log"), **extra}
+    out = {**os.environ, "HOST_LOG": str(folder / "calls.log")}
     out.pop("HOST_BLOCK", None)
     out.update(extra)
     return out
 
 
-def kill_mid_turn(folder: Path, session_id: str, lease: float) -> None:
-    """Run a worker until its lookup blocks, then SIGKILL it."""
+def runs(folder: Path, what: str) -> list[str]:
+    """The idempotency keys of the runs of ``what`` (lookup, select) so far."""
     log = folder / "calls.log"
-    before = log.read_text().count("\n") if log.exists() else 0
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line.split()[1] for line in lines if line.split()[0] == what]
+
+
+def kill_mid_turn(folder: Path, session_id: str, lease: float, *, block: str = "lookup",
+                  messages: tuple[str, ...] = (FIRST,)) -> None:
+    """Run a worker until the tool ``block`` blocks, then SIGKILL it."""
+    before = len(runs(folder, block))
     worker = subprocess.Popen(
-        [sys.executable, "worker.py", "s.db", session_id, str(lease)], cwd=folder,
-        env=env(folder, HOST_BLOCK="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [sys.executable, "worker.py", "s.db", session_id, str(lease), *messages], cwd=folder,
+        env=env(folder, HOST_BLOCK=block), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while not (log.exists() and log.read_text().count("\n") > before):
+    while len(runs(folder, block)) == before:
         assert worker.poll() is None, worker.communicate()
         assert time.monotonic() < deadline, "the worker never reached its tool"
         time.sleep(0.02)
@@ -135,7 +155,7 @@ def test_recover_a_turn_a_killed_worker_left(host: Path, here: Any) -> None:
     assert done.stdout == ("crash-1: recovered: turn 1 completed; now idle in phase "
                            "locate_order\n")
     # the idempotent lookup ran again, with the key of the interrupted call
-    lookups = (host / "calls.log").read_text().splitlines()
+    lookups = runs(host, "lookup")
     assert len(lookups) == 2 and lookups[0] == lookups[1]
 
     shown = json.loads(here(host, "show", "crash-1", "--json").stdout)
@@ -170,18 +190,26 @@ def test_recover_every_running_session_once_its_lease_expired(host: Path, here: 
     assert out.stdout == "nothing to recover: no session of refund-desk is running\n"
 
 
-def test_recover_names_what_it_cannot_do(host: Path) -> None:
+def test_recover_names_what_it_cannot_do(host: Path, here: Any) -> None:
     missing = sessions(host, "recover", "nobody", *RECOVER)
     assert missing.returncode == 2  # no store yet: misuse, and none is created
     assert "no session store at s.db" in missing.stderr
     assert not (host / "s.db").exists()
 
-    kill_mid_turn(host, "crash-3", lease=30)
+    # killed while orders.select (not idempotent) runs, in the second turn
+    kill_mid_turn(host, "crash-3", lease=30, block="select", messages=(FIRST, SECOND))
     out = sessions(host, "recover", "nobody", "crash-3", "--force", *RECOVER)
     assert out.returncode == 1, out.stderr
     assert out.stdout.splitlines() == [
         "nobody: no such session",
-        "crash-3: recovered: turn 1 completed; now idle in phase locate_order"]
+        "crash-3: recovered: turn 2 completed; now idle in phase locate_order; 1 interrupted "
+        "call(s) got 'outcome unknown' (not run again)"]
+    assert len(runs(host, "select")) == 1  # never run twice
+    shown = json.loads(here(host, "show", "crash-3", "--json").stdout)
+    unknown = [m for m in shown["history"] if m["role"] == "tool" and m["status"] == "error"
+               and "outcome is unknown" in m["content"]]
+    assert len(unknown) == 1
+    assert "order_id" not in shown["state"] or shown["state"]["order_id"] is None
 
 
 @pytest.mark.parametrize(("args", "message"), [
