@@ -339,3 +339,13 @@ def test_the_doc_shows_what_the_commands_print(tmp_path: Path, store_path: Path,
             expected = expected[: -len("  ...\n")]
             printed = printed[: len(expected)]
         assert printed == expected, words
+
+
+def test_an_empty_store(tmp_path: Path, here: Any) -> None:
+    store = SQLiteStore(tmp_path / "empty.db")
+    assert asyncio.run(store.sessions()) == ()
+    store.close()
+    out = here("list", "--store", str(tmp_path / "empty.db"))
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "no sessions stored\n")
+    out = here("list", "--json", "--store", str(tmp_path / "empty.db"))
+    assert (out.returncode, json.loads(out.stdout)) == (0, [])
