@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -406,23 +404,13 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
 # --- recover -----------------------------------------------------------------------------
 
 def _import_attr(spec: str, option: str) -> Any:
-    """``MODULE:ATTR`` imported, with the current folder on the path (as ``python -m``)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise Misuse(f"{option} takes MODULE:ATTR, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    from phaseflow.cli.imports import import_attr
+    from phaseflow.errors import ConfigError
+
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise Misuse(f"{option} {spec}: cannot import {module_name}: "
-                     f"{type(exc).__name__}: {exc}") from None
-    value: Any = module
-    for part in attr.split("."):
-        if not hasattr(value, part):
-            raise Misuse(f"{option} {spec}: {module_name} has no attribute {attr!r}")
-        value = getattr(value, part)
-    return value
+        return import_attr(spec, option)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
 
 
 def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
