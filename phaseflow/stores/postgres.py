@@ -179,20 +179,21 @@ class PostgresStore:
             raise StoreError(f"{self.where}: cannot open the session store: "
                              f"{_message(exc)}") from None
         try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                for statement in _DDL:
-                    await conn.execute(statement)
-                cur = await conn.execute("SELECT max(version) FROM phaseflow_schema")
-                row = await cur.fetchone()
-                found = None if row is None else row[0]
-                if found is None:
-                    await conn.execute("INSERT INTO phaseflow_schema (version) VALUES (%s)",
-                                       (codec.SCHEMA_VERSION,))
-                elif found > codec.SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.where}: the store's schema is version {found}; this phaseflow "
-                        f"knows up to version {codec.SCHEMA_VERSION}: upgrade phaseflow")
+            found = await _schema_version(conn)
+            if found != codec.SCHEMA_VERSION:  # missing (or older): create it
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    async with conn.pipeline():
+                        for statement in _DDL:
+                            await conn.execute(statement)
+                    found = await _schema_version(conn)
+                    if found is None:
+                        await conn.execute("INSERT INTO phaseflow_schema (version) VALUES (%s)",
+                                           (codec.SCHEMA_VERSION,))
+            if found is not None and found > codec.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.where}: the store's schema is version {found}; this phaseflow "
+                    f"knows up to version {codec.SCHEMA_VERSION}: upgrade phaseflow")
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: cannot create the session store's schema: "
                              f"{_message(exc)}") from None
@@ -213,9 +214,11 @@ class PostgresStore:
         await self.close()
 
     async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
-                   *, transaction: bool = False) -> T:
+                   *, transaction: bool = False, pipeline: bool = False) -> T:
         """``fn`` on a pooled connection (inside one transaction when asked); database
-        errors become :class:`StoreError`."""
+        errors become :class:`StoreError`. ``pipeline``: the statements whose results
+        are not read (a commit's writes and its COMMIT) go out together instead of one
+        round trip each."""
         await self.open()
         pool = self._pool
         if pool is None:
@@ -224,7 +227,10 @@ class PostgresStore:
             async with pool.connection() as conn:
                 if not transaction:
                     return await fn(conn)
-                async with conn.transaction():
+                if not pipeline:
+                    async with conn.transaction():
+                        return await fn(conn)
+                async with conn.pipeline(), conn.transaction():
                     return await fn(conn)
         except (psycopg.Error, UnicodeError) as exc:
             raise StoreError(f"{self.where}: {_message(exc)}") from None
@@ -235,25 +241,18 @@ class PostgresStore:
         async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
             cur = await conn.execute(
                 "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
-                " created_at, updated_at FROM sessions WHERE id = %s", (session_id,))
+                " created_at, updated_at, message_count, mark_count FROM sessions"
+                " WHERE id = %s", (session_id,))
             row = await cur.fetchone()
             if row is None or row[3] == 0:  # version 0: only a lease was taken
                 return None
-            cur = await conn.execute(
-                "SELECT data FROM messages WHERE session_id = %s ORDER BY idx", (session_id,))
-            messages = [m for (m,) in await cur.fetchall()]
-            cur = await conn.execute(
-                "SELECT data FROM marks WHERE session_id = %s ORDER BY idx", (session_id,))
-            marks = [m for (m,) in await cur.fetchall()]
-            return self._decode(row, messages, marks)
+            messages = await _rows(conn, "messages", session_id, row[10])
+            marks = await _rows(conn, "marks", session_id, row[11])
+            record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
+            self._known[session_id] = known
+            return record
         # one transaction: the row and its history are read at one point in time
         return await self._run(read, transaction=True)
-
-    def _decode(self, row: Sequence[Any], messages: list[str], marks: list[str]
-                ) -> SessionRecord:
-        record, known = codec.decode(codec.Row(*row), messages, marks)
-        self._known[record.session_id] = known
-        return record
 
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
@@ -271,7 +270,7 @@ class PostgresStore:
             return seqs
 
         try:
-            seqs = await self._run(write, transaction=True)
+            seqs = await self._run(write, transaction=True, pipeline=True)
         except StoreConflict:
             self._known.pop(sid, None)
             raise
@@ -316,8 +315,8 @@ class PostgresStore:
             cur = await conn.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at) VALUES"
                 " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (id) DO NOTHING", (*values, sid, record.created_at))
-            if cur.rowcount != 1:  # another writer created it meanwhile
+                " ON CONFLICT (id) DO NOTHING RETURNING 1", (*values, sid, record.created_at))
+            if await cur.fetchone() is None:  # another writer created it meanwhile
                 raise StoreConflict(f"session {sid!r}: stored version is no longer 0, this "
                                     "writer expected 0")
         else:
@@ -451,6 +450,32 @@ class PostgresStore:
                         f"session {session_id!r}: queued message {qid} is corrupt") from None
             return tuple(out)
         return await self._run(read)
+
+
+async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int | None:
+    """The version ``phaseflow_schema`` holds (``None``: no schema here yet)."""
+    cur = await conn.execute("SELECT to_regclass('phaseflow_schema') IS NOT NULL")
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        return None
+    cur = await conn.execute("SELECT max(version) FROM phaseflow_schema")
+    row = await cur.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+async def _rows(conn: psycopg.AsyncConnection[Any], table: str, sid: str, count: int
+                ) -> list[str]:
+    """A session's ``messages`` or ``marks``, in order; :class:`StoreDataError` unless they
+    are exactly the ``count`` rows ``0 .. count - 1`` the sessions row says were written
+    (a lost row would otherwise read as a shorter, valid-looking history)."""
+    cur = await conn.execute(f"SELECT idx, data FROM {table} WHERE session_id = %s"
+                             " ORDER BY idx", (sid,))
+    rows = await cur.fetchall()
+    if len(rows) != count or any(idx != k for k, (idx, _) in enumerate(rows)):
+        raise codec.StoreDataError(
+            f"session {sid!r}: the store holds {len(rows)} {table} rows where it wrote "
+            f"{count}: the stored history is incomplete or corrupt")
+    return [data for _, data in rows]
 
 
 async def _insert_rows(cur: psycopg.AsyncCursor[Any], table: str, key: str, sid: str,

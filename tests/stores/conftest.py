@@ -50,6 +50,9 @@ def postgres_dsn() -> Iterator[str]:
     try:
         yield cluster.dsn
     finally:
+        admin = _ADMIN.pop(cluster.dsn, None)
+        if admin is not None:
+            admin.close()
         cluster.stop()
 
 
@@ -128,17 +131,30 @@ class SQLiteBackend(Backend):
             conn.close()
 
 
+_ADMIN: dict[str, Any] = {}
+
+
+def _admin(dsn: str) -> Any:
+    """One connection for the whole run to create schemas and run raw SQL (connecting
+    costs more than most tests)."""
+    import psycopg
+
+    conn = _ADMIN.get(dsn)
+    if conn is None or conn.closed:
+        conn = _ADMIN[dsn] = psycopg.connect(dsn, autocommit=True)
+    return conn
+
+
 class PostgresBackend(Backend):
     name = "postgres"
 
     def __init__(self, dsn: str) -> None:
         super().__init__()
-        import psycopg
         from psycopg.conninfo import make_conninfo
 
         schema = f"t_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
+        self._admin = _admin(dsn)
+        self._admin.execute(f"CREATE SCHEMA {schema}")
         self.schema = schema
         self.dsn = make_conninfo(dsn, options=f"-c search_path={schema}")
 
@@ -151,11 +167,10 @@ class PostgresBackend(Backend):
         return store
 
     async def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
-            cur = await conn.execute(statement, params)  # type: ignore[arg-type]
-            return list(await cur.fetchall()) if cur.description else []
+        conn = self._admin
+        conn.execute(f"SET search_path TO {self.schema}")
+        cur = conn.execute(statement, params)
+        return list(cur.fetchall()) if cur.description else []
 
 
 def _backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:

@@ -91,11 +91,14 @@ def renumber(record: SessionRecord, version: int, **changes: Any) -> SessionReco
     return dataclasses.replace(record, version=version, **changes)
 
 
+_ONE_TURN: list[SessionRecord] = []
+
+
 async def seed(store: Store, session_id: str = "s", *, events: int = 1) -> SessionRecord:
-    """A real session's first record, committed as ``session_id`` (version 1)."""
-    recorder = await chat_commits(1, session_id)
-    record, _ = recorder.log[-1]
-    first = renumber(record, 1)
+    """A real session's record after one turn, committed as ``session_id`` (version 1)."""
+    if not _ONE_TURN:
+        _ONE_TURN.append((await chat_commits(1, "seed")).log[-1][0])
+    first = renumber(_ONE_TURN[0], 1, session_id=session_id)
     await store.commit(first, [{"type": "note", "n": k} for k in range(events)],
                        expected_version=0)
     return first

@@ -1,0 +1,84 @@
+"""What is particular to ``PostgresStore``: opening (and failing to), the pool, closing."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from phaseflow.stores import StoreError
+from tests.stores.conftest import Backend, PostgresBackend
+from tests.stores.sessions import seed
+
+
+@pytest.fixture
+def pg(postgres_dsn: str) -> Backend:
+    backend = PostgresBackend(postgres_dsn)
+    yield backend  # type: ignore[misc]
+    backend.finish()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_server_is_a_store_error_without_the_password(pg: Backend) -> None:
+    from phaseflow.stores.postgres import PostgresStore
+
+    async def body() -> None:
+        port = _closed_port()
+        store = PostgresStore(f"postgresql://ada:s3cret@127.0.0.1:{port}/sessions",
+                              connect_timeout=2)
+        with pytest.raises(StoreError, match=(
+                rf"postgres://ada@127.0.0.1:{port}/sessions: cannot open the session store: "
+                ".*refused")) as caught:
+            await store.load("x")
+        assert "s3cret" not in str(caught.value)
+        assert caught.value.__suppress_context__
+        with pytest.raises(StoreError, match="cannot open"):
+            await PostgresStore("host=127.0.0.1 port=x").open()
+    pg.run(body)
+
+
+def test_bad_options_are_refused() -> None:
+    pytest.importorskip("psycopg")
+    from phaseflow.stores.postgres import PostgresStore
+
+    with pytest.raises(StoreError, match="pool_size"):
+        PostgresStore("", pool_size=0)
+
+
+def test_stores_opening_together_create_the_schema_once(pg: Backend) -> None:
+    async def body() -> None:
+        from phaseflow.stores.postgres import PostgresStore
+
+        stores = [PostgresStore(pg.dsn) for _ in range(6)]
+        pg._opened.extend(stores)
+        await asyncio.gather(*(s.open() for s in stores))
+        assert await pg.sql("SELECT version FROM phaseflow_schema") == [(1,)]
+    pg.run(body)
+
+
+def test_one_store_serves_many_tasks_through_a_small_pool(pg: Backend) -> None:
+    async def body() -> None:
+        store = await pg.open(pool_size=2)  # type: ignore[call-arg]
+        records = await asyncio.gather(*(seed(store, f"s{k}") for k in range(12)))
+        loaded = await asyncio.gather(*(store.load(f"s{k}") for k in range(12)))
+        assert list(loaded) == list(records)
+        assert len(await store.sessions()) == 12
+    pg.run(body)
+
+
+def test_a_closed_store_reopens_and_async_with_closes(pg: Backend) -> None:
+    async def body() -> None:
+        from phaseflow.stores.postgres import PostgresStore
+
+        async with PostgresStore(pg.dsn) as store:
+            first = await seed(store, "s")
+        await store.close()  # closing twice is harmless
+        assert await store.load("s") == first  # used again: it reopens
+        await store.close()
+    pg.run(body)
