@@ -10,33 +10,44 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import socket
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
+    Cancel,
     Core,
+    Input,
     Limits,
+    ResolutionRefused,
     Resolve,
+    Resume,
     Send,
     check_resolution,
+    joined_content,
+    step,
 )
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.provider import Provider
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
+from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool
 from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
-from phaseflow.turn.messages import Content, Message
+from phaseflow.turn.messages import Content, Message, content_from_json, content_to_json
 
 T = TypeVar("T")
 
@@ -130,6 +141,8 @@ class Agent:
         output_chars: int = 20_000,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        lease: float = 30.0,
+        worker: str | None = None,
     ) -> None:
         wf = _load(workflow)
         if hooks:
@@ -157,35 +170,67 @@ class Agent:
             limits=Limits(max_steps=max_steps, max_retries=max_retries,
                           parallel_tools=parallel_tools),
             approve=approve, output_lines=output_lines, output_chars=output_chars,
-            clock=clock, sleep=sleep,
+            clock=clock, sleep=sleep, lease=float(lease),
+            worker=worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
         )
+        if not lease > 0:
+            raise ConfigError("lease must be a positive number of seconds")
 
     def missing_tools(self) -> tuple[str, ...]:
         """Catalogue tools the host did not implement (never offered to the model)."""
         catalogue = self.workflow.tools or {}
         return tuple(n for n in catalogue if n not in self.tools)
 
-    async def session(self, session_id: str) -> Session:
+    async def session(self, session_id: str, *, state: Mapping[str, Any] | None = None
+                      ) -> Session:
         """Open session ``session_id``: resumed where it stood when the store has it,
-        new otherwise."""
+        new otherwise. ``state``: the first values of a new session (over the workflow's
+        defaults; each a JSON value of its key's declared type); ignored on resume."""
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError("a session id is a non-empty string")
         record = await self.store.load(session_id)
         if record is None:
-            return self._new(session_id)
+            return self._new(session_id, state)
         return self._resume(record)
 
-    def session_sync(self, session_id: str) -> Session:
-        return _run(self.session(session_id))
+    def session_sync(self, session_id: str, *, state: Mapping[str, Any] | None = None
+                     ) -> Session:
+        return _run(self.session(session_id, state=state))
 
-    def _new(self, session_id: str) -> Session:
+    def _initial_state(self, state: Mapping[str, Any] | None) -> dict[str, Any]:
+        values = self.workflow.defaults()
+        if state is None:
+            return values
+        checked = check_json_object(state)
+        if checked.problem:
+            raise ConfigError(f"the initial state is not JSON: {checked.problem}")
+        for key, value in checked.value.items():
+            declared = self.workflow.state.get(key)
+            problem = check_state_type(value, declared.type) if declared is not None else None
+            if problem is not None:
+                raise ConfigError(f"initial state key {key!r}: {problem}")
+            values[key] = value
+        return values
+
+    def _new(self, session_id: str, initial: Mapping[str, Any] | None = None) -> Session:
         wf = self.workflow
         machine = PhaseMachine.from_workflow(wf)
-        state = State(wf.defaults())
+        state = State(self._initial_state(initial))
         runner = Runner(self.config, Core(session_id), machine, state, 0, 0.0)
         return Session(self, runner)
 
     def _resume(self, record: SessionRecord) -> Session:
+        session = Session(self, self._runner_from(record))
+        if record.workflow_hash != self.config.workflow_hash:
+            session._notes.append(ev.ErrorEvent(
+                code="workflow_changed", session_id=record.session_id, message=(
+                    f"the workflow changed since this session was stored; it continues in "
+                    f"phase {record.phase!r}")))
+        return session
+
+    def _runner_from(self, record: SessionRecord) -> Runner:
+        """A runner exactly where ``record`` left the session. A session of another
+        workflow, or in a phase this workflow no longer has, is refused."""
         wf = self.workflow
         if record.workflow != wf.name:
             raise SessionError(f"session {record.session_id!r} belongs to workflow "
@@ -198,15 +243,8 @@ class Agent:
         core = core_from_json(record.session_id, record.core, record.execution,
                               record.progress, record.continuation)
         runner = Runner(self.config, core, machine, state, record.version, record.created_at)
-        session = Session(self, runner)
-        if record.workflow_hash != self.config.workflow_hash:
-            session._notes.append(ev.ErrorEvent(
-                code="workflow_changed", session_id=record.session_id, message=(
-                    f"the workflow changed since this session was stored; it continues in "
-                    f"phase {record.phase!r}")))
-        core_view = runner.view()
-        runner.core = replace(runner.core, view=core_view)
-        return session
+        runner.core = replace(runner.core, view=runner.view())
+        return runner
 
 
 class Session:
@@ -284,38 +322,109 @@ class Session:
     async def send(self, message: Content, *, steering: bool = False
                    ) -> AsyncIterator[ev.Event]:
         """Send the user's message; the events of the turn (or turns, when messages were
-        queued) as they happen. While a turn runs, the message is queued (or refused
-        with :class:`SessionBusy` when the agent has ``busy="reject"``)."""
+        queued) as they happen. While a turn runs - here, or in another worker that
+        holds the session's lease - the message is queued and starts the next turn (or
+        is refused with :class:`SessionBusy` when the agent has ``busy="reject"``)."""
         self._check_open()
         kind = PromptKind.STEERING if steering else PromptKind.FOLLOW_UP
         runner = self._runner
         busy = self._running or runner.core.status == "awaiting_approval"
         if busy and self._agent.busy == "reject":
             raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
-        event = Send(message, runner.view(), kind)
         if self._running:
-            # Queue it: the running turn's loop sends it when that turn ends.
-            from phaseflow.session.core import step
-
-            s = step(runner.core, event, runner.config.limits)
+            # This object runs a turn now: the message joins its queue, and that turn's
+            # loop sends it when the turn ends.
+            s = step(runner.core, Send(message, runner.view(), kind), runner.config.limits)
             runner.core = s.core
             for e in await runner.commit(()):
                 yield e
             return
-        async for e in self._drive(event):
+        async for e in self._turns(Send(message, runner.view(), kind)):
             yield e
 
-    async def _drive(self, first: Any) -> AsyncIterator[ev.Event]:
+    async def _turns(self, first: Input | None, *, force: bool = False
+                     ) -> AsyncIterator[ev.Event]:
+        """Run ``first`` (and what it leads to) holding the session's lease: finish a
+        turn a stopped worker left, then ``first``, then the messages other workers
+        queued meanwhile. Without the lease (another worker runs a turn) a message is
+        stored in the session's queue for that worker."""
+        agent, store = self._agent, self._agent.store
+        config = self._runner.config
+        lease = await store.acquire(self.id, config.worker, config.lease, config.clock(),
+                                    force=force)
+        if lease is None:
+            if isinstance(first, Send) and agent.busy == "queue":
+                await store.enqueue(self.id, {"content": content_to_json(first.content),
+                                              "kind": first.kind.value})
+                return
+            raise SessionBusy(f"session {self.id!r}: another worker is running its turn")
         self._running = True
         try:
+            await self._refresh()
+            self._runner.lease = lease
+            if isinstance(first, Resolve):
+                problem = check_resolution(self._runner.core, first)
+                if problem is not None:
+                    raise ResolutionRefused(f"session {self.id!r}: {problem}")
+            if isinstance(first, Send):
+                self._check_open()
             while self._notes:
-                note = self._notes.pop(0)
-                for e in await self._runner.commit((note,)):
+                for e in await self._runner.commit((self._notes.pop(0),)):
                     yield e
-            async for e in self._runner.drive(first):
+            if self._runner.core.status == "running":
+                async for e in self._runner.drive(self._resume_input()):
+                    yield e
+            if first is not None and not (isinstance(first, Send)
+                                          and self._runner.core.status == "finished"):
+                if isinstance(first, Send):
+                    first = Send(first.content, self._runner.view(), first.kind)
+                async for e in self._runner.drive(first):
+                    yield e
+            async for e in self._drain_queue():
                 yield e
         finally:
             self._running = False
+            self._runner.lease = None
+            await store.release(lease)
+
+    def _resume_input(self) -> Resume:
+        catalogue = self._agent.workflow.tools or {}
+        idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
+        return Resume(self._runner.view(), idempotent)
+
+    async def _refresh(self) -> None:
+        """Another worker may have committed since this object last did: reopen from the
+        store (cheap when nothing changed: one version read)."""
+        store = self._agent.store
+        if await store.version(self.id) == self._runner.version:
+            return
+        record = await store.load(self.id)
+        if record is not None:
+            self._runner = self._agent._runner_from(record)
+
+    async def _drain_queue(self) -> AsyncIterator[ev.Event]:
+        """The messages other workers stored while this one held the turn: sent as the
+        next turn, in order, once the current one is over."""
+        store = self._agent.store
+        while self._runner.core.status in ("idle", "failed"):
+            queued = await store.queued(self.id)
+            if not queued:
+                return
+            contents = tuple(content_from_json(q.data.get("content")) for q in queued)
+            self._runner.consumed = queued[-1].id
+            content = contents[0] if len(contents) == 1 else joined_content(contents)
+            async for e in self._runner.drive(Send(content, self._runner.view())):
+                yield e
+
+    async def recover(self, *, force: bool = False) -> tuple[ev.Event, ...]:
+        """Finish a turn that a stopped worker left (see ``docs/durability.md``), and
+        send what was queued; the events. Nothing happens when no turn was left.
+        :class:`SessionBusy` while another worker's lease has not expired, unless
+        ``force`` (the operator knows that worker is gone: its late writes are fenced)."""
+        return tuple([e async for e in self._turns(None, force=force)])
+
+    def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
+        return _run(self.recover(force=force))
 
     async def reply(self, message: Content) -> str:
         """Send, drain the events, return the final text of the turn."""
@@ -331,19 +440,14 @@ class Session:
         """Decide on the pending approval: ``approve`` (this call), ``approve_turn``,
         ``approve_session`` (trust by the call's trust key), or ``reject`` (the model
         sees ``reason``). A decision for another call, or for other arguments
-        (``arguments_hash``), is refused."""
+        (``arguments_hash``), is refused: :class:`ResolutionRefused`."""
         try:
             decided = ApprovalDecision(decision)
         except ValueError:
             raise ConfigError(f"unknown decision {decision!r}: approve, approve_turn, "
                               "approve_session or reject") from None
         event = Resolve(call_id, decided, reason, arguments_hash)
-        problem = check_resolution(self._runner.core, event)
-        if problem is not None:
-            from phaseflow.session.core import ResolutionRefused
-
-            raise ResolutionRefused(f"session {self.id!r}: {problem}")
-        async for e in self._drive(event):
+        async for e in self._turns(event):
             yield e
 
     def cancel(self) -> None:
@@ -354,14 +458,9 @@ class Session:
 
     async def cancel_pending(self) -> tuple[ev.Event, ...]:
         """Cancel a turn that waits for approval (nothing runs: it ends as cancelled)."""
-        from phaseflow.session.core import Cancel
-
         if self._runner.core.status != "awaiting_approval":
             return ()
-        out = []
-        async for e in self._drive(Cancel(self._runner.config.clock())):
-            out.append(e)
-        return tuple(out)
+        return tuple([e async for e in self._turns(Cancel(self._runner.config.clock()))])
 
     # --- synchronous twins --------------------------------------------------------------
 

@@ -294,7 +294,18 @@ class Cancel:
     done: tuple[ToolDone, ...] = ()
 
 
-Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """A session whose worker stopped in the middle of a turn is opened again: finish
+    the turn from what was committed. ``idempotent``: the tools the workflow declares
+    ``idempotent: true`` (an interrupted call of one of them runs again, with the same
+    idempotency key)."""
+
+    view: PhaseView
+    idempotent: frozenset[str] = frozenset()
+
+
+Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
 
 
 # --- commands --------------------------------------------------------------------------
@@ -387,13 +398,15 @@ def step(core: Core, event: Input, limits: Limits = Limits()) -> Step:
         return _on_resolve(core, event, limits)
     if isinstance(event, Cancel):
         return _on_cancel(core, event)
+    if isinstance(event, Resume):
+        return _on_resume(core, event, limits)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
 # --- a turn begins -----------------------------------------------------------------------
 
 
-def _joined(contents: tuple[Content, ...]) -> Content:
+def joined_content(contents: tuple[Content, ...]) -> Content:
     """Several queued prompts as the one user message of the next turn, in order."""
     if len(contents) == 1:
         return contents[0]
@@ -418,7 +431,7 @@ def _on_send(core: Core, event: Send, limits: Limits) -> Step:
     if isinstance(outcome, Queued):
         return Step(core, (Persist(),))
     contents = (outcome.content,) if isinstance(outcome, SendNow) else outcome.contents
-    return _start_turn(core, _joined(contents), limits)
+    return _start_turn(core, joined_content(contents), limits)
 
 
 def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
@@ -505,7 +518,7 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
     if nxt is not None and session_status != "finished":
         # The queued prompts were taken out of the queue by the completion: they are the
         # next turn's message, started now (the commit above stored them as queued).
-        follow = _start_turn(core, _joined(nxt.contents), limits)
+        follow = _start_turn(core, joined_content(nxt.contents), limits)
         return Step(follow.core, (*commands, *follow.commands))
     return Step(core, tuple(commands))
 
@@ -571,7 +584,10 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         core = evolve(core, continuation=done)
         if core.final_request:
             return _finish(core, "completed", tuple(events), limits)
-        return Step(core, (Persist(tuple(events)), RunBoundary((), None, final=True)))
+        # The reply is committed with the final boundary (one commit): a crash before it
+        # resumes from the last commit, which asks the model this request again.
+        first: tuple[Command, ...] = (Persist(tuple(events)),) if events else ()
+        return Step(core, (*first, RunBoundary((), None, final=True)))
     continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
     checkpoint = continuation.checkpoint
     assert checkpoint is not None
@@ -707,6 +723,12 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
     for p in group.calls:
         if p.kind == "approval" and p.call.id not in group.approved and not group.result(
                 p.call.id):
+            if core.execution.trusted_scope(p.call) is not None:
+                # trusted since the reply came: an approve_turn / approve_session of an
+                # identical call earlier in this group
+                group = evolve(group, approved=(*group.approved, p.call.id))
+                core = evolve(core, group=group)
+                continue
             approval = ApprovalRequest(p.call, f"{p.call.name} needs approval")
             execution = _ok(core.execution.request_approval(approval))
             core = evolve(core, execution=execution, status="awaiting_approval")
@@ -944,3 +966,73 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         commands.append(RunBoundary(tuple(writes), None, advance=False))
     commands += [Persist((*events, finished)), TurnOver("cancelled")]
     return Step(core, tuple(commands))
+
+
+# --- resuming an interrupted turn ----------------------------------------------------------
+
+#: the result of a call that was admitted and may have run when its worker stopped
+INTERRUPTED_TEXT = ("The session was interrupted while this call ran; its outcome is "
+                    "unknown and it was not run again.")
+
+
+def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
+    """Finish what a stopped worker left, from the last commit (see docs/durability.md):
+
+    - a tool group with calls still open: a call that was admitted (it may have run) gets
+      "outcome unknown, not run again", unless its tool is idempotent, which runs again;
+      a call never admitted never ran, and runs now;
+    - a group whose results were all committed: its boundary runs (it never committed);
+    - a model request in flight: it is sent again (the same history);
+    - a final reply whose boundary never committed: that boundary runs.
+    """
+    core = evolve(core, view=event.view, sent=None, pending=())
+    if core.status != "running":
+        return Step(core)
+    group = core.group
+    if group is not None and group.admitted:
+        c = core.continuation
+        events: list[ev.Event] = []
+        rerun: list[Planned] = []
+        pending: list[Planned] = []
+        for p in group.calls:
+            if group.result(p.call.id) is not None:
+                continue
+            effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
+            if effect is not None and effect.state.value == "admitted":
+                if p.call.name in event.idempotent:
+                    rerun.append(p)
+                else:
+                    core, settled = _settle(core, p.call, Done(
+                        ToolOutcome.error(INTERRUPTED_TEXT), "error"))
+                    events.append(settled)
+            else:
+                pending.append(p)
+        if pending:
+            request = core.continuation.request
+            assert request is not None
+            c = core.continuation
+            for p in pending:
+                c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
+            core = evolve(core, continuation=c)
+        runnable = tuple(rerun + pending)
+        assert core.group is not None
+        execution = core.execution
+        for p in runnable:
+            started = execution.tool_started(p.call.id, p.call.name)
+            if not isinstance(started, Rejected):
+                execution = started.execution
+        core = evolve(core, execution=execution)
+        if runnable:
+            return Step(core, (Persist(tuple(events)), RunTools(runnable,
+                                                                not limits.parallel_tools)))
+        return _close_group(core, tuple(events))
+    if group is not None:  # checkpointed, nothing admitted yet (an approval was granted)
+        return _continue_group(core, (), limits)
+    request_id = core.request_id
+    if request_id is not None:
+        sent = core.history()
+        core = evolve(core, sent=sent, attempt=0)
+        return Step(core, (CallProvider(request_id, sent, core.final_request),))
+    if core.continuation.request is None:
+        return Step(core, (RunBoundary((), None, final=True),))
+    return _next_request(core, limits)

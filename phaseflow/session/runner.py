@@ -64,7 +64,7 @@ from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.session.view import phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
-from phaseflow.stores.base import SessionRecord, Store
+from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome
 from phaseflow.turn.output import OutputReference, present_lines, result
@@ -96,6 +96,10 @@ class RunnerConfig:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
+    #: seconds a worker's lease on a session lasts (renewed while a turn runs)
+    lease: float = 30.0
+    #: this worker's name in leases
+    worker: str = ""
     #: compiled argument checks by tool name, filled as tools are first offered
     checks: dict[str, Callable[[Any], str | None]] = field(default_factory=dict)
 
@@ -123,6 +127,10 @@ class Runner:
         self._carry: list[ev.Event] = []
         #: the queue the current model stream is read from, while one is read
         self._stream: asyncio.Queue[Any] | None = None
+        #: the lease this worker holds on the session while it runs a turn
+        self.lease: Lease | None = None
+        #: queued messages (up to this id) the next commit takes out of the store's queue
+        self.consumed = 0
 
     # --- the view --------------------------------------------------------------------
 
@@ -194,10 +202,24 @@ class Runner:
             stamped = [evolve(e, session_id=sid, at=now, turn=e.turn or self.core.turn)
                        for e in events]
             record = self.record()
+            await self._renew(now)
             seqs = await self.config.store.commit(
-                record, [e.to_json() for e in stamped], expected_version=self.version)
+                record, [e.to_json() for e in stamped], expected_version=self.version,
+                lease=self.lease, consumed=self.consumed)
+            self.consumed = 0
             self.version = record.version
             return [evolve(e, seq=seq) for e, seq in zip(stamped, seqs, strict=True)]
+
+    async def _renew(self, now: float) -> None:
+        """Keep the lease while the turn runs: renewed once half of it has passed (a lost
+        lease shows at the commit, as ``StoreFenced``)."""
+        lease = self.lease
+        ttl = self.config.lease
+        if lease is None or lease.expires - now > ttl / 2:
+            return
+        renewed = await self.config.store.acquire(lease.session_id, lease.owner, ttl, now)
+        if renewed is not None and renewed.epoch == lease.epoch:
+            self.lease = renewed
 
     # --- cancellation -----------------------------------------------------------------
 

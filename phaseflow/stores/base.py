@@ -146,6 +146,11 @@ class Store(Protocol):
         """The messages waiting for the session, oldest first."""
         ...
 
+    async def version(self, session_id: str) -> int:
+        """The stored version of the session (0: never committed): a cheap check of
+        whether another worker committed since."""
+        ...
+
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
         """The session's events with ``seq > after``, in order."""
         ...

@@ -83,6 +83,10 @@ class MemoryStore:
         self.commits += 1
         return seqs
 
+    async def version(self, session_id: str) -> int:
+        entry = self._sessions.get(session_id)
+        return 0 if entry is None or entry.record is None else entry.record.version
+
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
         entry = self._sessions.get(session_id)
         if entry is None:

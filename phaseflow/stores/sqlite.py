@@ -259,6 +259,13 @@ class SQLiteStore:
                 " event_count = ?, updated_at = ? WHERE id = ?", (*values, sid))
         return seqs
 
+    async def version(self, session_id: str) -> int:
+        def read(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT version FROM sessions WHERE id = ?",
+                               (session_id,)).fetchone()
+            return 0 if row is None else int(row[0])
+        return await self._run(read)
+
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
         import json
 

@@ -21,7 +21,7 @@ from tests.providers.fake_openai_server import (
 
 pytest.importorskip("openai")
 
-from phaseflow.providers import OpenAIProvider  # noqa: E402
+from phaseflow.providers import OpenAIProvider
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "workflows" / "refund-desk.yaml"
 RAN: list[str] = []
