@@ -98,6 +98,14 @@ _DDL = (
     "CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id)",
 )
 
+_LOAD = """SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,
+    created_at, updated_at, message_count, mark_count,
+    ARRAY(SELECT idx FROM messages WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT data FROM messages WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT idx FROM marks WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT data FROM marks WHERE session_id = s.id ORDER BY idx)
+    FROM sessions AS s WHERE id = %s"""
+
 _SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
                     " message_count, mark_count, event_count, updated_at")
 
@@ -239,20 +247,18 @@ class PostgresStore:
 
     async def load(self, session_id: str) -> SessionRecord | None:
         async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
-            cur = await conn.execute(
-                "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
-                " created_at, updated_at, message_count, mark_count FROM sessions"
-                " WHERE id = %s", (session_id,))
+            # One statement, so one snapshot: the row and the history rows it counts
+            # (separate statements could see a commit land between them).
+            cur = await conn.execute(_LOAD, (session_id,))
             row = await cur.fetchone()
             if row is None or row[3] == 0:  # version 0: only a lease was taken
                 return None
-            messages = await _rows(conn, "messages", session_id, row[10])
-            marks = await _rows(conn, "marks", session_id, row[11])
+            messages = _complete("messages", session_id, row[10], row[12], row[13])
+            marks = _complete("marks", session_id, row[11], row[14], row[15])
             record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
             self._known[session_id] = known
             return record
-        # one transaction: the row and its history are read at one point in time
-        return await self._run(read, transaction=True)
+        return await self._run(read)
 
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
@@ -335,6 +341,14 @@ class PostgresStore:
             await _insert_rows(c, "marks", "idx", sid, mark_from, written.marks)
             await _insert_rows(c, "events", "seq", sid, event_count + 1, event_rows)
         return seqs
+
+    async def version(self, session_id: str) -> int:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> int:
+            cur = await conn.execute("SELECT version FROM sessions WHERE id = %s",
+                                     (session_id,))
+            row = await cur.fetchone()
+            return 0 if row is None else int(row[0])
+        return await self._run(read)
 
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
         async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[StoredEvent, ...]:
@@ -463,19 +477,16 @@ async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int | None:
     return None if row is None or row[0] is None else int(row[0])
 
 
-async def _rows(conn: psycopg.AsyncConnection[Any], table: str, sid: str, count: int
-                ) -> list[str]:
-    """A session's ``messages`` or ``marks``, in order; :class:`StoreDataError` unless they
-    are exactly the ``count`` rows ``0 .. count - 1`` the sessions row says were written
-    (a lost row would otherwise read as a shorter, valid-looking history)."""
-    cur = await conn.execute(f"SELECT idx, data FROM {table} WHERE session_id = %s"
-                             " ORDER BY idx", (sid,))
-    rows = await cur.fetchall()
-    if len(rows) != count or any(idx != k for k, (idx, _) in enumerate(rows)):
+def _complete(table: str, sid: str, count: int, indexes: list[int], rows: list[str]
+              ) -> list[str]:
+    """``rows`` when they are exactly the ``count`` rows ``0 .. count - 1`` the sessions
+    row says were written; :class:`StoreDataError` otherwise (a lost row would read as a
+    shorter, valid-looking history)."""
+    if len(rows) != count or indexes != list(range(count)):
         raise codec.StoreDataError(
             f"session {sid!r}: the store holds {len(rows)} {table} rows where it wrote "
             f"{count}: the stored history is incomplete or corrupt")
-    return [data for _, data in rows]
+    return rows
 
 
 async def _insert_rows(cur: psycopg.AsyncCursor[Any], table: str, key: str, sid: str,

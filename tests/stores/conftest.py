@@ -69,9 +69,12 @@ class Backend:
         """A new store object on this test's data (the memory store: the same one)."""
         raise NotImplementedError
 
-    def new_object(self) -> bool:
-        """Whether :meth:`open` gives a store object that shares nothing with the last."""
-        return True
+    async def shared(self) -> Store:
+        """One store object for the whole test (hypothesis examples reuse it)."""
+        found = getattr(self, "_shared", None)
+        if found is None:
+            found = self._shared = await self.open()
+        return found  # type: ignore[no-any-return]
 
     async def sql(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement on the store's database, outside any store object."""
@@ -106,9 +109,6 @@ class MemoryBackend(Backend):
 
     async def open(self) -> Store:
         return self.store
-
-    def new_object(self) -> bool:
-        return False
 
 
 class SQLiteBackend(Backend):

@@ -5,6 +5,7 @@ traceback and never a different session."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import subprocess
@@ -266,3 +267,38 @@ def test_writers_in_several_processes_lose_no_update(durable: Backend) -> None:
         assert [e.seq for e in events] == list(range(1, 31))
         assert sorted(e.data["by"] for e in events) == sorted(["p0", "p1", "p2"] * 10)
     durable.run(check)
+
+
+def test_a_load_during_commits_reads_one_committed_record(
+        durable: Backend, request: pytest.FixtureRequest) -> None:
+    """Readers on other connections load while a writer commits a real conversation:
+    every load is exactly one of the committed records (never a row from one commit with
+    the history of another), and none fails."""
+    if durable.name == "sqlite":  # a race: it fails most runs, not all (not strict)
+        request.applymarker(pytest.mark.xfail(reason=(
+            "SQLiteStore.load runs its three SELECTs outside a transaction "
+            "(isolation_level=None): a commit landing between them mixes two commits")))
+    async def body() -> None:
+        log = (await chat_commits(40)).log
+        writer, readers = await durable.open(), [await durable.open() for _ in range(2)]
+        committed = {r.version: r for r, _ in log}
+        done = asyncio.Event()
+        seen: list[SessionRecord] = []
+
+        async def write() -> None:
+            for version, (record, events) in enumerate(log, start=1):
+                await writer.commit(record, events, expected_version=version - 1)
+                await asyncio.sleep(0)
+            done.set()
+
+        async def read(store: Store) -> None:
+            while not done.is_set():
+                record = await store.load("chat")
+                if record is not None:
+                    seen.append(record)
+                await asyncio.sleep(0)
+
+        await asyncio.gather(write(), *(read(r) for r in readers))
+        assert seen, "the readers never overlapped the writer"
+        assert all(r == committed[r.version] for r in seen)
+    durable.run(body)
