@@ -18,6 +18,9 @@ processes on several machines:
 - **The schema** is created when the store opens (``CREATE TABLE IF NOT EXISTS`` under a
   transaction-scoped advisory lock, so processes opening together do not race), and a
   database whose schema is from a later phaseflow is refused.
+- **A load is one statement** (the row and its history rows from one snapshot, so a
+  commit landing meanwhile cannot mix in), and it checks the history rows against the
+  counts the row keeps: a lost row is an error, not a shorter session.
 - **Queued messages** are inserted under a per-session advisory lock, so a session's
   queue ids become visible in increasing order and a commit that consumes "up to id N"
   never removes a message committed late with a smaller id.

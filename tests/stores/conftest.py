@@ -47,6 +47,8 @@ def postgres_dsn() -> Iterator[str]:
         if required or os.environ.get(pgserver.BIN_ENV):
             pytest.fail(f"PostgreSQL is required here but cannot start: {exc}")
         pytest.skip(f"PostgreSQL tests skipped: {exc}")
+    except pgserver.StartFailed as exc:
+        pytest.fail(f"the private PostgreSQL cluster did not start: {exc}")
     try:
         yield cluster.dsn
     finally:

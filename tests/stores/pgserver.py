@@ -29,7 +29,11 @@ DATABASE = "phaseflow"
 
 
 class Unavailable(Exception):
-    """No PostgreSQL server can be started here (the reason says why)."""
+    """No PostgreSQL binaries here (the tests may skip, unless told otherwise)."""
+
+
+class StartFailed(Exception):
+    """The binaries are there but the cluster did not start (always a failure)."""
 
 
 def find_bin() -> Path | None:
@@ -76,35 +80,40 @@ class Cluster:
 
 
 def _run(as_user: tuple[str, ...], *cmd: str) -> subprocess.CompletedProcess[str]:
+    # cwd "/": the `postgres` user may not be allowed into the current directory
     return subprocess.run([*as_user, *cmd], capture_output=True, text=True, timeout=120,
-                          check=False)
+                          check=False, cwd="/")
 
 
 def _check(proc: subprocess.CompletedProcess[str], what: str, log: Path | None = None
            ) -> None:
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-        raise Unavailable(f"{what} failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
+        raise StartFailed(f"{what} failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
                           f"{tail}")
 
 
-def start() -> Cluster:
-    """Start a cluster; :class:`Unavailable` when the binaries are missing or fail."""
+def start(*, durable: bool = False) -> Cluster:
+    """Start a cluster; :class:`Unavailable` when no binaries are found,
+    :class:`StartFailed` when they do not start. ``durable``:
+    the server's default syncing (for measurements) instead of ``fsync=off``."""
     began = time.monotonic()
     bindir = find_bin()
     if bindir is None or not (bindir / "initdb").exists():
         raise Unavailable(f"no PostgreSQL binaries (set {BIN_ENV}, or install PostgreSQL: "
                           "apt-get install postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="phaseflow-pg-"))
+    as_root = os.geteuid() == 0
+    # as root, in /tmp itself: $TMPDIR may be a directory `postgres` cannot enter
+    root = Path(tempfile.mkdtemp(prefix="phaseflow-pg-", dir="/tmp" if as_root else None))
     as_user: tuple[str, ...] = ()
-    if os.geteuid() == 0:  # initdb refuses root: the cluster belongs to `postgres`
+    if as_root:  # initdb refuses root: the cluster belongs to `postgres`
         import pwd
 
         try:
             pw = pwd.getpwnam("postgres")
         except KeyError:
             shutil.rmtree(root, ignore_errors=True)
-            raise Unavailable("running as root and there is no `postgres` user to run "
+            raise StartFailed("running as root and there is no `postgres` user to run "
                               "the cluster as") from None
         os.chown(root, pw.pw_uid, pw.pw_gid)
         runuser = shutil.which("runuser")
@@ -116,10 +125,10 @@ def start() -> Cluster:
                     "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync",
                     "--no-instructions"), "initdb")
         port = _free_port()
-        # fsync off: the tests check semantics, not the disk; a throwaway cluster.
-        options = (f"-k {root} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off"
-                   " -c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
-                   " -c shared_buffers=32MB")
+        options = (f"-k {root} -c listen_addresses=127.0.0.1 -p {port}"
+                   " -c max_connections=60 -c shared_buffers=32MB")
+        if not durable:  # the tests check semantics, not the disk: a throwaway cluster
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         _check(_run(as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w",
                     "-t", "60", "-o", options, "start"), "pg_ctl start", log)
         cluster = Cluster(bindir, root, port, as_user, 0.0)
