@@ -454,3 +454,61 @@ def test_a_lone_surrogate_in_the_state_comes_back_unchanged(
         loaded = await (await store.open()).load("odd")
         assert loaded is not None and loaded.state["topic"] == "a\ud800b"
     store.run(body)
+
+
+# --- two workers, one session ---------------------------------------------------------
+
+_BUSY = """\
+phaseflow: 1
+name: busy
+initial: talk
+tools:
+  wait: {}
+phases:
+  talk:
+    goal: Chat.
+    tools: [wait]
+"""
+
+
+def test_a_message_for_a_session_another_worker_runs_is_queued_and_run_by_it(
+        store: Backend) -> None:
+    """Worker B sends while worker A's turn runs: B stores the message (A holds the
+    lease); A runs it as its next turn; the stored session has both turns, once."""
+    import phaseflow
+    from phaseflow.providers import ScriptedProvider
+    from phaseflow.session import Agent, tool
+
+    async def body() -> None:
+        started, release = asyncio.Event(), asyncio.Event()
+
+        @tool
+        async def wait() -> str:
+            started.set()
+            await release.wait()
+            return "waited"
+
+        wf = phaseflow.load_workflow_text(_BUSY)
+        a = Agent(wf, ScriptedProvider([{"calls": [{"wait": {}}]}, "First done.",
+                                        "Second done."]),
+                  tools=[wait], store=await store.open(), worker="A")
+        b = Agent(wf, ScriptedProvider([]), tools=[wait], store=await store.open(),
+                  worker="B")
+        session_a = await a.session("shared")
+        running = asyncio.ensure_future(drain(session_a.send("first")))
+        await started.wait()
+        session_b = await b.session("shared")
+        assert await drain(session_b.send("second")) == []  # stored for A
+        assert len(await (await store.open()).queued("shared")) == 1
+        release.set()
+        events = await running
+        assert [e.reply for e in events if e.type == "turn_finished"] == [
+            "First done.", "Second done."]
+        reader = await store.open()
+        assert await reader.queued("shared") == ()
+        final = await Agent(wf, ScriptedProvider([]), tools=[wait], store=reader
+                            ).session("shared")
+        users = [m.content for m in final.history if type(m).__name__ == "UserMessage"]
+        assert users == ["first", "second"]
+        assert final.status == "idle" and final.turn == 2
+    store.run(body)
