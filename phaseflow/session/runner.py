@@ -62,7 +62,7 @@ from phaseflow.session.provider import (
 )
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
-from phaseflow.session.view import phase_view, system_text, tool_specs
+from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.turn.inputs import evolve
@@ -100,8 +100,8 @@ class RunnerConfig:
     lease: float = 30.0
     #: this worker's name in leases
     worker: str = ""
-    #: compiled argument checks by tool name, filled as tools are first offered
-    checks: dict[str, Callable[[Any], str | None]] = field(default_factory=dict)
+    #: what each phase offers, worked out once per phase (see ViewCache)
+    views: ViewCache = field(default_factory=ViewCache)
 
 
 #: what request_cancel() puts into the stream's queue
@@ -136,7 +136,7 @@ class Runner:
 
     def view(self) -> PhaseView:
         return phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
-                          self.config.checks)
+                          self.config.views)
 
     # --- driving ----------------------------------------------------------------------
 
@@ -246,7 +246,7 @@ class Runner:
         system = system_text(self.config.system, self.machine, self.state, final=final)
         tools = () if final else tool_specs(view)
         request = ProviderRequest(
-            model=self.config.model, system=system, history=command.history.to_tuple(),
+            model=self.config.model, system=system, history=command.history,
             tools=tools, request_id=command.request_id,
             tool_choice="none" if final or not tools else "auto",
         )
