@@ -34,6 +34,7 @@ message (the DSN's password is never shown).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -153,6 +154,7 @@ class PostgresStore:
         self._pool_timeout = pool_timeout
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._opening: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._known: dict[str, codec.Known] = {}
         #: commits made by this store object (tests and benchmarks count them)
         self.commits = 0
@@ -161,14 +163,22 @@ class PostgresStore:
 
     async def open(self) -> None:
         """Connect, create the schema if needed and check its version. Every operation
-        opens the store when it is not open yet; call this to find out early."""
-        if self._pool is not None:
+        opens the store when it is not open yet; call this to find out early.
+
+        The pool belongs to the event loop it was opened in. Used from another loop
+        (each ``*_sync`` call of a session runs one), the store opens a new pool there
+        and closes the old one's idle connections."""
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._loop is loop:
             return
-        if self._opening is None:
+        if self._opening is None or self._loop is not loop:
             self._opening = asyncio.Lock()
         async with self._opening:
-            if self._pool is not None:
+            if self._pool is not None and self._loop is loop:
                 return
+            if self._pool is not None:
+                await _abandon(self._pool)
+                self._pool = None
             await self._open_schema()
             pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
                 self.dsn, min_size=1, max_size=self._pool_size, open=False,
@@ -180,7 +190,7 @@ class PostgresStore:
                 await pool.close()
                 raise StoreError(f"{self.where}: cannot open the session store: "
                                  f"{_message(exc)}") from None
-            self._pool = pool
+            self._pool, self._loop = pool, loop
 
     async def _open_schema(self) -> None:
         try:
@@ -214,8 +224,12 @@ class PostgresStore:
     async def close(self) -> None:
         """Close the pool's connections (the store can be used again: it reopens)."""
         pool, self._pool = self._pool, None
-        if pool is not None:
+        if pool is None:
+            return
+        if self._loop is asyncio.get_running_loop():
             await pool.close()
+        else:
+            await _abandon(pool)
 
     async def __aenter__(self) -> PostgresStore:
         await self.open()
@@ -467,6 +481,15 @@ class PostgresStore:
                         f"session {session_id!r}: queued message {qid} is corrupt") from None
             return tuple(out)
         return await self._run(read)
+
+
+async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
+    """Close the idle connections of a pool whose event loop is gone (its tasks died with
+    that loop, so ``pool.close()`` cannot run). Closing a connection is no I/O wait, so
+    it works from any loop; the pool's own queue is psycopg-pool's (best effort)."""
+    for conn in list(getattr(pool, "_pool", ())):
+        with contextlib.suppress(Exception):  # already broken: nothing more to close
+            await conn.close()
 
 
 async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int | None:

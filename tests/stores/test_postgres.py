@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import pytest
 
@@ -82,3 +83,39 @@ def test_a_closed_store_reopens_and_async_with_closes(pg: Backend) -> None:
         assert await store.load("s") == first  # used again: it reopens
         await store.close()
     pg.run(body)
+
+
+def test_the_synchronous_twins_work_on_postgres(pg: Backend) -> None:
+    """Each ``*_sync`` call runs its own event loop; the store follows (a pool belongs to
+    one loop): a new pool in the new loop, the old one's connections closed."""
+    from psycopg.conninfo import make_conninfo
+
+    import phaseflow
+    from phaseflow.providers import ScriptedProvider
+    from phaseflow.session import Agent
+    from phaseflow.stores.postgres import PostgresStore
+    from tests.stores.sessions import CHAT
+
+    store = PostgresStore(make_conninfo(pg.dsn, application_name="phaseflow-sync"))
+    agent = Agent(phaseflow.load_workflow_text(CHAT), ScriptedProvider(["One.", "Two."]),
+                  store=store)
+    session = agent.session_sync("sync")
+    assert session.reply_sync("hello") == "One."
+    assert session.reply_sync("again") == "Two."
+    again = agent.session_sync("sync")
+    assert again.history == session.history
+    assert _backends(pg, at_most=1) <= 1  # the last loop's pool; earlier ones closed
+    pg.run(store.close)
+    assert _backends(pg, at_most=0) == 0
+
+
+def _backends(pg: Backend, at_most: int) -> int:
+    """The server's connections named phaseflow-sync, once at most ``at_most`` (a backend
+    ends a moment after its client closes): waited for up to 5 s."""
+    for _ in range(100):
+        [(n,)] = pg.run(lambda: pg.sql("SELECT count(*) FROM pg_stat_activity"
+                                       " WHERE application_name = 'phaseflow-sync'"))
+        if n <= at_most:
+            break
+        time.sleep(0.05)
+    return int(n)
