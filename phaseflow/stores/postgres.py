@@ -137,11 +137,13 @@ class PostgresStore:
 
     ``pool_size``: at most this many connections (one is kept open). ``connect_timeout``:
     seconds to wait for the server when connecting. ``pool_timeout``: seconds an
-    operation waits for a free connection before it fails.
+    operation waits for a free connection before it fails. ``check_connections``: check
+    a pooled connection before each use (one empty round trip), so one the server
+    dropped (a restart, an idle timeout) is replaced instead of failing an operation.
     """
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
-                 pool_timeout: float = 30.0) -> None:
+                 pool_timeout: float = 30.0, check_connections: bool = True) -> None:
         if _MISSING is not None:
             raise StoreError("PostgresStore needs psycopg 3 and psycopg-pool: "
                              f"pip install 'phaseflow[postgres]' ({_MISSING})")
@@ -152,6 +154,7 @@ class PostgresStore:
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._pool_timeout = pool_timeout
+        self._check = check_connections
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._opening: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -183,7 +186,8 @@ class PostgresStore:
             pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
                 self.dsn, min_size=1, max_size=self._pool_size, open=False,
                 kwargs={"autocommit": True, "connect_timeout": max(1, int(self._connect_timeout))},
-                timeout=self._pool_timeout, name="phaseflow")
+                timeout=self._pool_timeout, name="phaseflow",
+                check=AsyncConnectionPool.check_connection if self._check else None)
             try:
                 await pool.open(wait=True, timeout=self._connect_timeout)
             except psycopg.Error as exc:

@@ -119,3 +119,23 @@ def _backends(pg: Backend, at_most: int) -> int:
             break
         time.sleep(0.05)
     return int(n)
+
+
+def test_connections_the_server_dropped_are_replaced(pg: Backend) -> None:
+    """A server restart (or an idle timeout) drops the pool's connections: the next
+    operations get fresh ones instead of failing."""
+    from psycopg.conninfo import make_conninfo
+
+    from phaseflow.stores.postgres import PostgresStore
+
+    async def body() -> None:
+        store = PostgresStore(make_conninfo(pg.dsn, application_name="phaseflow-dropped"),
+                              pool_size=3)
+        pg._opened.append(store)
+        first = await seed(store, "s")
+        await asyncio.gather(*(store.load("s") for _ in range(6)))  # several connections
+        await pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                     " WHERE application_name = 'phaseflow-dropped'")
+        for _ in range(4):
+            assert await store.load("s") == first
+    pg.run(body)
