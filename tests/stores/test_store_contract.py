@@ -512,3 +512,36 @@ def test_a_message_for_a_session_another_worker_runs_is_queued_and_run_by_it(
         assert users == ["first", "second"]
         assert final.status == "idle" and final.turn == 2
     store.run(body)
+
+
+def test_messages_queued_while_a_worker_consumes_are_each_taken_once(store: Backend) -> None:
+    """Producers on other connections queue while a worker takes what is queued in its
+    commits ("consumed up to id N"): every message is taken exactly once, none lost."""
+    async def body() -> None:
+        worker = await store.open()
+        producers = [await store.open() for _ in range(3)]
+        first = await seed(worker, "inbox", events=0)
+        sent: list[int] = []
+        taken: list[int] = []
+
+        async def produce(p: object, k: int) -> None:
+            for n in range(12):
+                sent.append(await p.enqueue("inbox", {"p": k, "n": n}))  # type: ignore[attr-defined]
+                await asyncio.sleep(0)
+
+        async def consume() -> None:
+            version = 1
+            while len(taken) < 36:
+                queued = await worker.queued("inbox")
+                if queued:
+                    await worker.commit(renumber(first, version + 1), [],
+                                        expected_version=version, consumed=queued[-1].id)
+                    version += 1
+                    taken.extend(q.id for q in queued)
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(asyncio.gather(
+            consume(), *(produce(p, k) for k, p in enumerate(producers))), timeout=60)
+        assert sorted(taken) == sorted(sent) and len(set(taken)) == 36
+        assert await worker.queued("inbox") == ()
+    store.run(body)
