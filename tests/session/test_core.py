@@ -606,3 +606,30 @@ def test_resume_never_runs_an_admitted_call_again_unless_it_is_idempotent() -> N
     assert [p.call.id for p in run_tools(commands).calls] == ["l"]
     assert [(e.call_id, e.status) for e in resumed.of_type(ev.ToolResultEvent)] == [
         ("a", "error")]
+
+
+def test_resume_with_a_request_in_flight_asks_it_again_with_the_same_history() -> None:
+    t = started()
+    rid = request_id(t)
+    sent = [c for c in t.commands if isinstance(c, CallProvider)][-1].history
+    commands = Trace(t.core, t.limits).feed(Resume(WORK))
+    assert commands == (CallProvider(rid, sent, False),)
+
+
+def test_approve_turn_trusts_the_call_in_this_turn_only() -> None:
+    pay = offered("pay", approval=True)
+    v = view("work", pay)
+    t = started(phase_view=v)
+    t.feed(Replied(request_id(t), reply("", call("p1", "pay")), v))
+    t.feed(Resolve("p1", ApprovalDecision.APPROVE_TURN))
+    t.feed(ToolDone("p1", ok()))
+    t.feed(BoundaryDone(v))
+    again = t.feed(Replied(request_id(t), reply("", call("p2", "pay")), v))
+    assert [p.call.id for p in run_tools(again).calls] == ["p2"]
+    t.feed(ToolDone("p2", ok()))
+    t.feed(BoundaryDone(v))
+    t.feed(Replied(request_id(t), reply("done"), v))
+    t.feed(BoundaryDone(v, final=True))
+    t.feed(Send("next turn", v))
+    later = t.feed(Replied(request_id(t), reply("", call("p3", "pay")), v))
+    assert isinstance(later[-1], Pause)
