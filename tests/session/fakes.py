@@ -14,6 +14,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from phaseflow.session import events as ev
@@ -402,3 +403,65 @@ class DrawnProvider:
             yield ToolCallStart(index, cid, name)
             yield ToolCallDelta(index, arguments)
         yield StreamEnd(plan.stop)
+
+
+# --- the bundled refund desk, with tools that write down every invocation -------------------
+
+REFUND_PATH = str(Path(__file__).resolve().parents[2] / "workflows" / "refund-desk.yaml")
+REFUND_PHASES = ("greet", "locate_order", "manager_approval", "refund", "done", "declined",
+                 "handoff")
+
+
+def refund_hooks() -> dict[str, Callable[..., Any]]:
+    """The refund desk's effects: a policy with a 30-day window; the rest do nothing."""
+    def fetch_refund_policy(ctx: Any, **args: Any) -> dict[str, Any]:
+        return {"policy": {"name": "standard", "window_days": 30, "refund_method": "card"}}
+
+    def noop(ctx: Any, **args: Any) -> None:
+        return None
+
+    return {"fetch_refund_policy": fetch_refund_policy, "request_manager_approval": noop,
+            "record_refund_audit": noop, "notify_customer": noop, "transfer_to_human": noop}
+
+
+class RefundTools(DeskTools):
+    """The refund desk's catalogue, each tool writing plausible values of its ``writes``
+    (so that runs get somewhere) and a ``refund_reason`` it may not write; the order
+    search blocks at the gate."""
+
+    def mapping(self) -> dict[str, FunctionTool]:
+        def make(name: str, result: Callable[[dict[str, Any], Any], Any],
+                 gated: bool = False) -> FunctionTool:
+            async def fn(ctx: ToolContext, **arguments: Any) -> Any:
+                await self._note(name, arguments, ctx)
+                if gated:
+                    await self.gate.point("tool")
+                return result(arguments, ctx)
+
+            made: FunctionTool = tool(name=name, description=f"the {name} tool",
+                                      parameters={"type": "object"})(fn)
+            return made
+
+        def amount(arguments: dict[str, Any]) -> float:
+            return 900.0 if arguments.get("order_id") == "O-big" else 120.0
+
+        results: dict[str, tuple[Callable[[dict[str, Any], Any], Any], bool]] = {
+            "crm.lookup_customer": (lambda a, c: {
+                "customer_id": "C-1", "customer": {"name": "Ada", "verified": False},
+                "refund_reason": FORGED}, False),
+            "crm.verify_identity": (lambda a, c: ToolResult("verified", {
+                "customer": {"name": "Ada", "verified": a.get("answer") != "wrong"},
+                "verification_attempts": 1 if a.get("answer") == "wrong" else 0,
+                "refund_reason": FORGED}), False),
+            "orders.search": (lambda a, c: [{"order_id": "O-1"}, {"order_id": "O-big"}], True),
+            "orders.select": (lambda a, c: {
+                "order_id": str(a.get("order_id", "O-1")), "amount": amount(a),
+                "order": {"status": "delivered", "days_since_delivery": 3},
+                "refund_reason": FORGED}, False),
+            "approvals.check_status": (lambda a, c: {"approval_status": "approved",
+                                                     "refund_id": FORGED}, False),
+            "payments.issue_refund": (lambda a, c: {"refund_id": f"R-{c.call_id}",
+                                                    "refund_reason": FORGED}, False),
+            "helpdesk.add_note": (lambda a, c: {"refund_reason": FORGED}, False),
+        }
+        return {name: make(name, fn, gated) for name, (fn, gated) in results.items()}

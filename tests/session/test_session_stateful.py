@@ -27,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
@@ -44,6 +45,8 @@ from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
 from phaseflow.session.core import Core, ResolutionRefused
 from phaseflow.session.provider import ProviderFailure, ProviderReply, ProviderRequest
+from phaseflow.spec.loader import load_workflow
+from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.messages import AssistantMessage, ToolCall, UserMessage
@@ -54,12 +57,16 @@ from tests.session.fakes import (
     DESK_PHASES,
     DESK_WRITES,
     FORGED,
+    REFUND_PATH,
+    REFUND_PHASES,
     DeskTools,
     DrawnProvider,
     Gate,
     Plan,
+    RefundTools,
     desk_workflow,
     open_or_doubled,
+    refund_hooks,
 )
 
 T = TypeVar("T")
@@ -68,34 +75,86 @@ EXAMPLES = int(os.environ.get("PHASEFLOW_HYPOTHESIS_EXAMPLES", "60"))
 SID = "s"
 HANG_SECONDS = 10.0
 STEPS = int(os.environ.get("PHASEFLOW_HYPOTHESIS_STEPS", "20"))
-WORKFLOW = desk_workflow()
-APPROVAL_TOOLS = {"pay"}
-#: the keys a tool group may write: the tools' declared writes and the collected keys
-TOOL_KEYS = frozenset(k for ks in DESK_WRITES.values() for k in ks) | frozenset(
-    k for ks in DESK_COLLECT.values() for k in ks)
-CATALOGUE = tuple(DESK_WRITES)
 
 
-def needs_approval(name: str, arguments: str) -> bool:
-    """The workflow's ``approval: always`` plus the host's policy (a secret note)."""
-    return name in APPROVAL_TOOLS or (name == "add_note" and "secret" in arguments)
+@dataclass(frozen=True)
+class Desk:
+    """A workflow the machine runs, and what a test must know of it."""
+
+    name: str
+    workflow: Workflow
+    tools: Callable[[Gate], DeskTools]
+    phases: tuple[str, ...]
+    #: keys each source of state changes may write (``tools``: declared writes and
+    #: collected keys; ``effects``/``prepare``: the workflow's effects)
+    writes: Mapping[str, frozenset[str]]
+    idempotent: frozenset[str]
+    approval: frozenset[str]
+    valid: Mapping[str, list[Any]]
+    invalid: Mapping[str, list[str]]
+    records: list[dict[str, Any]]
+    policy: Callable[[ToolCall, Any], bool] | None = None
+    #: of a move's 12 choices, how many go to an offered target (the rest anywhere) and
+    #: how many of those to the furthest one (so that some runs reach the end)
+    offered_moves: int = 12
+    forward_moves: int = 8
+
+    @property
+    def catalogue(self) -> tuple[str, ...]:
+        return tuple(self.workflow.tools or {})
+
+    def needs_approval(self, name: str, arguments: str) -> bool:
+        """The workflow's ``approval: always``, or the host's policy."""
+        if name in self.approval:
+            return True
+        return self.policy is not None and self.policy(ToolCall("x", name, arguments), None)
 
 
-def policy(call: ToolCall, ctx: Any) -> bool:
+def secret_notes(call: ToolCall, ctx: Any) -> bool:
+    """The host's approval policy of the small desk: a secret note needs a human."""
     return call.name == "add_note" and "secret" in call.arguments
 
 
-VALID = {
-    "lookup": [{"q": "tea"}, {"q": "cake"}],
-    "add_note": [{"text": "hello"}, {"text": "secret"}, {"text": "boom"}],
-    "pay": [{}, {"n": 1}, {"n": 2}],
-}
-INVALID = {
-    "lookup": ["{}", '{"q": 5}', '{"q": "x", "z": 1}', "{nope"],
-    "add_note": ['{"text": 5}', '{"x": 1}', "[1"],
-}
-RECORDS = [{"name": "Ada"}, {"name": 7}, {"topic": "x"}, {}]
+SMALL = Desk(
+    name="stateful-desk", workflow=desk_workflow(), tools=DeskTools, phases=DESK_PHASES,
+    writes={"tools": frozenset(k for ks in DESK_WRITES.values() for k in ks)
+            | frozenset(k for ks in DESK_COLLECT.values() for k in ks),
+            "effects": DESK_EFFECT_KEYS},
+    idempotent=DESK_IDEMPOTENT, approval=frozenset({"pay"}),
+    valid={"lookup": [{"q": "tea"}, {"q": "cake"}],
+           "add_note": [{"text": "hello"}, {"text": "secret"}, {"text": "boom"}],
+           "pay": [{}, {"n": 1}, {"n": 2}]},
+    invalid={"lookup": ["{}", '{"q": 5}', '{"q": "x", "z": 1}', "{nope"],
+             "add_note": ['{"text": 5}', '{"x": 1}', "[1"]},
+    records=[{"name": "Ada"}, {"name": 7}, {"topic": "x"}, {}],
+    policy=secret_notes,
+)
+
+REFUND = Desk(
+    name="refund-desk", workflow=load_workflow(REFUND_PATH, refund_hooks()),
+    tools=RefundTools, phases=REFUND_PHASES,
+    writes={"tools": frozenset({"customer_id", "customer", "verification_attempts", "order_id",
+                                "order", "amount", "approval_status", "refund_id",
+                                "refund_reason"}),
+            "effects": frozenset({"approval_status", "policy"}),
+            "prepare": frozenset({"policy"})},
+    idempotent=frozenset({"crm.lookup_customer", "orders.search", "payments.issue_refund"}),
+    approval=frozenset({"payments.issue_refund"}),
+    valid={"crm.lookup_customer": [{"email": "ada@example.com"}, {"phone": "+15550100"}],
+           "crm.verify_identity": [{"answer": "blue"}, {"answer": "wrong"}],
+           "orders.select": [{"order_id": "O-1"}, {"order_id": "O-big"}],
+           "payments.issue_refund": [{"order_id": "O-1", "amount": 120.0},
+                                     {"order_id": "O-big", "amount": 900.0}],
+           "helpdesk.add_note": [{"text": "over to you"}]},
+    invalid={"crm.lookup_customer": ["{}", '{"email": "x", "fax": 1}'],
+             "payments.issue_refund": ['{"order_id": "O-1"}', '{"order_id": "O-1", "amount": 0}',
+                                       '{"order_id": "O-1", "amount": "lots"}']},
+    records=[{"refund_reason": "broken"}, {"refund_reason": 3}, {"amount": 1}, {}],
+    offered_moves=2, forward_moves=0,
+)
+
 HALLUCINATED = ["delete_all", "crm.lookup", "pay "]
+
 
 #: one call of a drawn reply: how it is made, a choice among the candidates (taken
 #: modulo their number when the request is known), and how its id is made
@@ -119,11 +178,13 @@ def pick(options: list[Any], n: int) -> Any:
 
 
 class SessionMachine(RuleBasedStateMachine):
+    desk = SMALL
+
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.gate = Gate()
-        self.tools = DeskTools(self.gate)
+        self.tools = self.desk.tools(self.gate)
         self.tools.check = self._admitted_before_running
         self.provider = DrawnProvider(self.gate)
         self.store = MemoryStore()
@@ -154,8 +215,9 @@ class SessionMachine(RuleBasedStateMachine):
             self.sleeps.append(seconds)
             await self.gate.point("sleep")
 
-        return Agent(WORKFLOW, self.provider, tools=self.tools.mapping(), store=self.store,
-                     approve=policy, max_steps=4, max_retries=2, sleep=sleep)
+        return Agent(self.desk.workflow, self.provider, tools=self.tools.mapping(),
+                     store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2,
+                     sleep=sleep)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this machine's loop. Nothing here waits for time, so a step
@@ -227,25 +289,26 @@ class SessionMachine(RuleBasedStateMachine):
                 how = "hallucinated"
             if how == "offered":
                 name = pick(tools, a)
-                arguments = json.dumps(pick(VALID.get(name, [{}]), b))
+                arguments = json.dumps(pick(self.desk.valid.get(name, [{}]), b))
             elif how == "invalid":
                 name = pick(tools, a)
-                arguments = pick(INVALID.get(name, ["{not json"]), b)
+                arguments = pick(self.desk.invalid.get(name, ["{not json"]), b)
             elif how == "other_phase":
-                name = pick(list(CATALOGUE), a)
-                arguments = json.dumps(pick(VALID.get(name, [{}]), b))
-            elif how == "move" and targets:
+                name = pick(list(self.desk.catalogue), a)
+                arguments = json.dumps(pick(self.desk.valid.get(name, [{}]), b))
+            elif how == "move" and targets and a < self.desk.offered_moves:
                 # mostly forward, so that some runs reach the terminal phase
-                forward = max(targets, key=lambda p: DESK_PHASES.index(p) if p in DESK_PHASES
-                              else -1)
+                phases = self.desk.phases
+                forward = max(targets, key=lambda p: phases.index(p) if p in phases else -1)
                 name = "go_to_phase"
-                arguments = json.dumps({"phase": forward if a < 8 else pick(targets, a)})
+                arguments = json.dumps({"phase": forward if a < self.desk.forward_moves
+                                        else pick(targets, a)})
             elif how in ("move", "move_anywhere"):
                 name = "go_to_phase"
-                arguments = json.dumps({"phase": pick([*DESK_PHASES, "nowhere"], a)})
+                arguments = json.dumps({"phase": pick([*self.desk.phases, "nowhere"], a)})
             elif how == "record":
                 name = "record"
-                arguments = json.dumps(pick(RECORDS, a))
+                arguments = json.dumps(pick(self.desk.records, a))
             else:
                 name = pick(HALLUCINATED, a)
                 arguments = "{}"
@@ -329,7 +392,7 @@ class SessionMachine(RuleBasedStateMachine):
         self._model(data, may_hang=False)
         pending = self.session.pending_approval
         assert pending is not None
-        assert needs_approval(pending.name, json.dumps(pending.arguments))
+        assert self.desk.needs_approval(pending.name, json.dumps(pending.arguments))
         digest = pending.arguments_hash if bound else None
         self.run(self._collect(self.session.resolve(pending.call_id, decision,
                                                     reason="no", arguments_hash=digest)))
@@ -421,8 +484,8 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def a_reopened_session_is_the_same(self) -> None:
-        other = Agent(WORKFLOW, self.provider, tools=self.tools.mapping(), store=self.store,
-                      approve=policy, max_steps=4, max_retries=2)
+        other = Agent(self.desk.workflow, self.provider, tools=self.tools.mapping(),
+                      store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2)
         reopened = self.run(other.session(SID))
         s = self.session
         assert reopened.history == s.history
@@ -454,7 +517,7 @@ class SessionMachine(RuleBasedStateMachine):
     @invariant()
     def no_tool_ran_twice_and_each_ran_as_allowed(self) -> None:
         keys = [i.idempotency_key for i in self.tools.invocations
-                if not (self.crashes and i.name in DESK_IDEMPOTENT)]
+                if not (self.crashes and i.name in self.desk.idempotent)]
         assert len(keys) == len(set(keys)), "a tool ran twice"
         history = self.session.history
         where = {c.id: (k, c) for k, m in enumerate(history) if isinstance(m, AssistantMessage)
@@ -475,7 +538,7 @@ class SessionMachine(RuleBasedStateMachine):
                 f"{inv.name} ran but was not offered")
             assert results.get(inv.call_id) in ("ok", "error", "cancelled", None), (
                 f"{inv.call_id} ran and was labelled {results.get(inv.call_id)}")
-            if needs_approval(call.name, call.arguments):
+            if self.desk.needs_approval(call.name, call.arguments):
                 decision = approved.get(inv.call_id)
                 trusted = any(
                     d in ("approve_session", "approve_turn") and where.get(cid, (0, None))[1]
@@ -509,10 +572,10 @@ class SessionMachine(RuleBasedStateMachine):
         state = dict(self.session.state)
         assert FORGED not in state.values(), state
         assert state.get("paid") is not False, state
-        replayed: dict[str, Any] = dict(WORKFLOW.defaults())
+        replayed: dict[str, Any] = dict(self.desk.workflow.defaults())
         for e in self._events():
             if isinstance(e, ev.StateChanged):
-                allowed = {"tools": TOOL_KEYS, "effects": DESK_EFFECT_KEYS}.get(e.source)
+                allowed = self.desk.writes.get(e.source)
                 assert allowed is not None, e.source
                 assert set(e.keys) <= allowed, (e.source, e.keys)
                 for key in e.keys:
@@ -525,13 +588,22 @@ class SessionMachine(RuleBasedStateMachine):
         assert all(0.0 <= s <= 30.0 for s in self.sleeps)
 
 
-SessionMachine.TestCase.settings = settings(
+class RefundDeskMachine(SessionMachine):
+    """The same machine on the bundled refund desk (preparations, guards, needs)."""
+
+    desk = REFUND
+
+
+SETTINGS = settings(
     phases=tuple(Phase) if not os.environ.get("PHASEFLOW_HYPOTHESIS_NO_SHRINK") else (
         Phase.explicit, Phase.reuse, Phase.generate),
     max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+SessionMachine.TestCase.settings = SETTINGS
+RefundDeskMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 3))
 TestSession = SessionMachine.TestCase
+TestRefundDesk = RefundDeskMachine.TestCase
 
 
 class _Script:
