@@ -310,8 +310,6 @@ def test_leases_behave_like_the_reference_model(store: Backend, ops: list[tuple[
                     version += 1
         loaded = await s.load(sid)
         assert loaded is not None and loaded.version == version
-    if store.name == "memory":
-        pytest.skip("MemoryStore.release differs (see the test above)")
     store.run(body)
 
 
