@@ -31,9 +31,9 @@ class ProviderRequest:
     """Everything one model call needs, rebuilt for every call of a turn.
 
     ``history`` is the exact conversation (the turn core's neutral messages, no system
-    message), a read-only sequence shared with the session (iterating it costs nothing
-    extra; it is never copied for a request); ``system`` is the system text (the host's text, the phase's instructions and
-    the navigation block). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is
+    message), a read-only sequence shared with the session (never copied for a
+    request); ``system`` is the system text (the host's text, the phase's instructions
+    and the navigation block). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is
     unique per call and stable across retries of that call.
     """
 

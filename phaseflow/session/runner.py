@@ -182,13 +182,15 @@ class Runner:
     def record(self) -> SessionRecord:
         core = self.core
         now = self.config.clock()
+        if not self.created_at:
+            self.created_at = now  # the session's first commit
         return SessionRecord(
             session_id=core.session_id, workflow=self.config.workflow.name,
             workflow_hash=self.config.workflow_hash, version=self.version + 1,
             status=core.status, phase=self.machine.current, turn=core.turn,
             execution=core.execution, progress=core.progress, continuation=core.continuation,
             machine=self._machine_snapshot, state=self.state.to_dict(),
-            core=core_to_json(core), created_at=self.created_at or now, updated_at=now,
+            core=core_to_json(core), created_at=self.created_at, updated_at=now,
         )
 
     async def commit(self, events: tuple[ev.Event, ...]) -> list[ev.Event]:
@@ -218,7 +220,9 @@ class Runner:
         if lease is None or lease.expires - now > ttl / 2:
             return
         renewed = await self.config.store.acquire(lease.session_id, lease.owner, ttl, now)
-        if renewed is not None and renewed.epoch == lease.epoch:
+        if renewed is not None:
+            # Still ours (a new epoch if it had expired unclaimed meanwhile: the version
+            # compare-and-set still refuses a commit if another worker wrote since).
             self.lease = renewed
 
     # --- cancellation -----------------------------------------------------------------

@@ -145,9 +145,7 @@ def _edited(snapshot: str, edit: str) -> str:
 
 @pytest.mark.parametrize("snapshot", [
     '{"schema": 99}', "TRUNCATE", "[]", '"x"', "null", '{"schema": 1}', "{}", "",
-    pytest.param("continuation is text", marks=pytest.mark.xfail(strict=True, reason=(
-        "codec.decode: dict(data['continuation']) raises ValueError (not caught) for a "
-        "string"))),
+    "continuation is text",
     "no execution", "state is a list", "progress is garbage", "messages is a number",
 ])
 def test_a_corrupted_snapshot_is_an_error_naming_the_session(durable: Backend,
@@ -191,10 +189,6 @@ def test_a_missing_message_row_is_an_error_not_a_shorter_history(
         durable: Backend, request: pytest.FixtureRequest) -> None:
     """The last turn's messages and mark gone leave a valid-looking, shorter history:
     only the row counts the sessions row keeps tell it is not the session stored."""
-    if durable.name == "sqlite":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "SQLiteStore.load reads whatever messages rows there are: it never checks them "
-            "against sessions.message_count, so a lost row gives a different session")))
 
     async def body() -> None:
         await _two_sessions(durable)
@@ -274,10 +268,6 @@ def test_a_load_during_commits_reads_one_committed_record(
     """Readers on other connections load while a writer commits a real conversation:
     every load is exactly one of the committed records (never a row from one commit with
     the history of another), and none fails."""
-    if durable.name == "sqlite":  # a race: it fails most runs, not all (not strict)
-        request.applymarker(pytest.mark.xfail(reason=(
-            "SQLiteStore.load runs its three SELECTs outside a transaction "
-            "(isolation_level=None): a commit landing between them mixes two commits")))
     async def body() -> None:
         log = (await chat_commits(25)).log
         writer, readers = await durable.open(), [await durable.open() for _ in range(2)]

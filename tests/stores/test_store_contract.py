@@ -230,10 +230,6 @@ def test_a_lease_on_an_unknown_session_fences_its_first_commit(store: Backend) -
 
 def test_a_lease_taken_before_the_first_commit_keeps_the_records_times(
         store: Backend, request: pytest.FixtureRequest) -> None:
-    if store.name == "sqlite":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "SQLiteStore._write UPDATEs the lease placeholder without created_at: the "
-            "session keeps the time the lease was taken")))
 
     async def body() -> None:
         s = await store.open()
@@ -250,10 +246,6 @@ def test_releasing_a_renewed_lease_gives_it_up(store: Backend,
                                                request: pytest.FixtureRequest) -> None:
     """A renewal is the same lease (same owner, same epoch): releasing what the owner
     was given first still gives it up, as SQL stores match owner and epoch."""
-    if store.name == "memory":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "MemoryStore.release compares whole Lease values (expires included), so a "
-            "renewed lease is not released; SQLite and Postgres match owner and epoch")))
 
     async def body() -> None:
         s = await store.open()
@@ -318,8 +310,6 @@ def test_leases_behave_like_the_reference_model(store: Backend, ops: list[tuple[
                     version += 1
         loaded = await s.load(sid)
         assert loaded is not None and loaded.version == version
-    if store.name == "memory":
-        pytest.skip("MemoryStore.release differs (see the test above)")
     store.run(body)
 
 
@@ -351,10 +341,6 @@ def test_queued_messages_are_consumed_by_the_commit_that_takes_them(store: Backe
 def test_delete_removes_the_session_and_everything_it_owns(store: Backend,
                                                            request: pytest.FixtureRequest
                                                            ) -> None:
-    if store.name == "sqlite":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "SQLiteStore.delete counts a lease placeholder (version 0) as a session: "
-            "True for a session that was never committed")))
 
     async def body() -> None:
         s = await store.open()
@@ -441,10 +427,6 @@ def test_any_json_contents_come_back_unchanged(store: Backend, state: dict[str, 
 def test_a_lone_surrogate_in_the_state_comes_back_unchanged(
         store: Backend, request: pytest.FixtureRequest) -> None:
     """A model can send "\\ud800" in JSON; Python keeps it as a lone surrogate."""
-    if store.name != "memory":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "codec._dumps(ensure_ascii=False) keeps a lone surrogate, which UTF-8 cannot "
-            "encode: SQLite raises a bare UnicodeEncodeError, Postgres a StoreError")))
 
     async def body() -> None:
         s = await store.open()
