@@ -284,6 +284,65 @@ class Phase:
         setter(self, "collect", _names(collect) or ())
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _compiled_transition(
+    to: str, when: Guard | None, description: str | None, trigger: Trigger, position: Position
+) -> Transition:
+    """A :class:`Transition` from values the file compiler already built and checked (a
+    compiled guard, ``auto`` or ``model``): the same value the constructor makes, without
+    its checks and conversions, which are for hosts building in code. A large file has
+    tens of thousands of transitions."""
+    transition: Transition = _new(Transition)
+    _set(transition, "to", to)
+    _set(transition, "when", when)
+    _set(transition, "description", description)
+    _set(transition, "trigger", trigger)
+    _set(transition, "position", position)
+    return transition
+
+
+def _compiled_phase(
+    name: str,
+    goal: str,
+    instructions: Template | None,
+    needs: tuple[str, ...],
+    requires: tuple[str, ...],
+    guard: Guard | None,
+    prepare: tuple[Preparation, ...],
+    on_enter: tuple[Effect, ...],
+    on_exit: tuple[Effect, ...],
+    tools: tuple[str, ...] | None,
+    clear_on_enter: tuple[str, ...],
+    terminal: bool,
+    transitions: tuple[Transition, ...],
+    position: Position,
+    collect: tuple[str, ...],
+) -> Phase:
+    """A :class:`Phase` from values the file compiler already built (tuples, a compiled
+    guard and template, a bool), as :func:`_compiled_transition` is for a transition: the
+    constructor's conversions and checks would only copy them again."""
+    phase: Phase = _new(Phase)
+    _set(phase, "name", name)
+    _set(phase, "goal", goal)
+    _set(phase, "instructions", instructions)
+    _set(phase, "needs", needs)
+    _set(phase, "requires", requires)
+    _set(phase, "guard", guard)
+    _set(phase, "prepare", prepare)
+    _set(phase, "on_enter", on_enter)
+    _set(phase, "on_exit", on_exit)
+    _set(phase, "tools", tools)
+    _set(phase, "clear_on_enter", clear_on_enter)
+    _set(phase, "terminal", terminal)
+    _set(phase, "transitions", transitions)
+    _set(phase, "position", position)
+    _set(phase, "collect", collect)
+    return phase
+
+
 @dataclass(frozen=True, slots=True)
 class Navigation:
     """How the navigation block is rendered: how many earlier phases, and an optional
