@@ -172,8 +172,11 @@ def compose(text: str) -> Document:
     """
     problems: list[YamlProblem] = []
     anchors: dict[str, Node] = {}
-    stack: list[tuple[Node, list[Any]]] = []  # open collections and their pending items
-    top: list[Any] | None = None  # the pending items of the innermost open collection
+    # The open collections, innermost last: (its items so far, line, column, anchor). A
+    # collection's node is made when it closes, with its items and its plain data, in one
+    # call (its anchor is usable only from then on, as YAML wants).
+    stack: list[tuple[list[Any], int, int, str | None]] = []
+    items: list[Any] | None = None  # the items of the innermost open collection
     root: Node | None = None
     documents = 0
     # Nodes made, keys left out (an upper bound of the nodes the expansion check counts),
@@ -188,6 +191,7 @@ def compose(text: str) -> Document:
     mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     document_start = yaml.DocumentStartEvent
     non_string_starts = _NON_STRING_STARTS
+    scalar = Scalar
     try:
         # The loader's get_event() gives None after the last event: iterating on it directly
         # skips yaml.parse's generator, which made two calls per event.
@@ -208,32 +212,61 @@ def compose(text: str) -> Document:
                     and event.implicit[0]
                     and mark is not None
                 ):
-                    node = Scalar(mark.line + 1, mark.column + 1, text_, text_, None)
+                    node = scalar(mark.line + 1, mark.column + 1, text_, text_, None)
                 else:
                     node = _scalar(event)
                 made += 1
                 if event.anchor is not None:
                     anchors[event.anchor] = node
-            elif kind is mapping_end or kind is sequence_end:
-                closed, pending = stack.pop()
-                top = stack[-1][1] if stack else None
-                anchor = pending[0]
-                # The plain data is built here too (children are closed before their
-                # parent, and an alias names a closed node): no second walk in to_python.
-                if isinstance(closed, Sequence):
-                    items = closed.items = pending[1:]
-                    closed.data = [
-                        c.value if type(c) is Scalar else c.data
-                        for c in items
-                    ]
+            elif kind is mapping_end:
+                pending, line, column, anchor = stack.pop()
+                items = stack[-1][0] if stack else None
+                # The pairs and the plain data in one pass (children close before their
+                # parent, and an alias names a closed node: no second walk in to_python).
+                # Keys that are strings, none repeated, no merge key: the commonest case;
+                # anything else is done again by _pairs from the start.
+                pairs: list[tuple[Scalar, Node]] = []
+                plain: dict[str, Any] = {}
+                pending_items = iter(pending)
+                for key, value in zip(pending_items, pending_items, strict=False):
+                    if type(key) is not scalar:
+                        break
+                    name = key.value
+                    if type(name) is not str or name in plain or (
+                        name == "<<" and key.style is None
+                    ):
+                        break
+                    plain[name] = value.value if type(value) is scalar else value.data
+                    pairs.append((key, value))
                 else:
-                    assert isinstance(closed, Mapping)
-                    closed.pairs, data = _pairs(pending[1:], problems)
-                    closed.data = data if data is not None else _data(closed)
-                    made -= len(closed.pairs)  # keys are not part of the expanded size
+                    node = Mapping(line, column, pairs, plain)
+                    made -= len(pairs)  # keys are not part of the expanded size
+                    if anchor is not None:
+                        anchors[anchor] = node
+                    if items is not None:
+                        items.append(node)
+                    else:
+                        root = node
+                    continue
+                pairs, merged = _pairs(pending, problems)
+                closed = Mapping(line, column, pairs, merged)
+                if merged is None:
+                    closed.data = _data(closed)
+                made -= len(pairs)
                 if anchor is not None:
                     anchors[anchor] = closed
                 node = closed
+            elif kind is sequence_end:
+                pending, line, column, anchor = stack.pop()
+                items = stack[-1][0] if stack else None
+                node = Sequence(
+                    line,
+                    column,
+                    pending,
+                    [c.value if type(c) is scalar else c.data for c in pending],
+                )
+                if anchor is not None:
+                    anchors[anchor] = node
             elif kind is mapping_start or kind is sequence_start:
                 mark = event.start_mark
                 line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -247,12 +280,9 @@ def compose(text: str) -> Document:
                         line,
                         column,
                     )
-                opened: Node = (
-                    Sequence(line, column) if kind is sequence_start else Mapping(line, column)
-                )
                 made += 1
-                top = [event.anchor]
-                stack.append((opened, top))
+                items = []
+                stack.append((items, line, column, event.anchor))
                 continue
             elif kind is alias_event:
                 target = anchors.get(event.anchor or "")
@@ -276,8 +306,8 @@ def compose(text: str) -> Document:
                 continue
             else:
                 continue
-            if top is not None:
-                top.append(node)
+            if items is not None:
+                items.append(node)
             else:
                 root = node
     except yaml.reader.ReaderError as exc:
