@@ -209,6 +209,52 @@ def _compile_check(schema: Any) -> Check:
         return lambda v: False
     if _is_leaf(schema):
         return _fuse(_checks(schema))
+    if (
+        isinstance(schema, dict)
+        and "properties" in schema
+        and not any(k in schema for k in ("oneOf", "allOf", "unevaluatedProperties"))
+    ):
+        # An object of known properties (a phase, a transition), as evaluate_object in
+        # _compile, without making the set of its evaluated keys nobody reads here.
+        holds = _fuse(_checks(schema))
+        lookup = {k: _compile_check(s) for k, s in schema["properties"].items()}.get
+        additional = (
+            _compile_check(schema["additionalProperties"])
+            if "additionalProperties" in schema else None
+        )
+        own = {k: v for k, v in schema.items() if k not in _STRUCTURAL}
+        if own.get("type") == "object" and not _checks(
+            {k: v for k, v in own.items() if k not in ("type", "required")}
+        ):
+            # Its own checks are "an object, with these keys" (both of them): inlined, no
+            # call for them (there is one such object per phase and per transition).
+            required = tuple(own.get("required", ()))
+
+            def plain_object_holds(value: Any) -> bool:
+                if not isinstance(value, dict):
+                    return False
+                for key in required:
+                    if key not in value:
+                        return False
+                for key, item in value.items():
+                    sub = lookup(key, additional)
+                    if sub is not None and not sub(item):
+                        return False
+                return True
+
+            return plain_object_holds
+
+        def object_holds(value: Any) -> bool:
+            if not holds(value):
+                return False
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    sub = lookup(key, additional)
+                    if sub is not None and not sub(item):
+                        return False
+            return True
+
+        return object_holds
     evaluate = _compile(schema)
     return lambda v: evaluate(v) is not None
 

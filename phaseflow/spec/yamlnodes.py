@@ -92,6 +92,9 @@ class Mapping(Node):
     pairs: list[tuple[Scalar, Node]] = field(default_factory=list)
     #: The plain Python dict, set by :func:`compose` as it closes the node (None otherwise).
     data: dict[str, Any] | None = None
+    #: Whether ``pairs`` has a merge key (``<<``), as :func:`compose` found while pairing
+    #: them; ``None`` for a mapping made otherwise (a reader must look).
+    merges: bool | None = None
 
     def get(self, key: str) -> Node | None:
         for k, v in self.pairs:
@@ -239,7 +242,7 @@ def compose(text: str) -> Document:
                     plain[name] = value.value if type(value) is scalar else value.data
                     pairs.append((key, value))
                 else:
-                    node = Mapping(line, column, pairs, plain)
+                    node = Mapping(line, column, pairs, plain, False)
                     made -= len(pairs)  # keys are not part of the expanded size
                     if anchor is not None:
                         anchors[anchor] = node
@@ -249,7 +252,7 @@ def compose(text: str) -> Document:
                         root = node
                     continue
                 pairs, merged = _pairs(pending, problems)
-                closed = Mapping(line, column, pairs, merged)
+                closed = Mapping(line, column, pairs, merged, merged is None)
                 if merged is None:
                     closed.data = _data(closed)
                 made -= len(pairs)
