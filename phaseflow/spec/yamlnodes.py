@@ -193,7 +193,7 @@ def compose(text: str) -> Document:
     mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     document_start = yaml.DocumentStartEvent
-    non_string_starts = _NON_STRING_STARTS
+    non_string_starts, word_starts = _NON_STRING_STARTS, _WORD_STARTS
     scalar = Scalar
     try:
         # The loader's get_event() gives None after the last event: iterating on it directly
@@ -204,14 +204,19 @@ def compose(text: str) -> Document:
             node: Node
             if kind is scalar_event:
                 # _scalar's commonest case inlined (a plain untagged word, e.g. a key):
-                # no call to it nor to resolve_plain for most scalars of a file
+                # no call to it nor to resolve_plain for most scalars of a file. A word
+                # starting with a letter of null/true/false is one of those only at 4 to 6
+                # characters (``$`` allows a last newline): "to", "transitions"... are not.
                 text_ = event.value
                 mark = event.start_mark
                 if (
                     event.tag is None
                     and not event.style
                     and text_
-                    and text_[0] not in non_string_starts
+                    and (
+                        text_[0] not in non_string_starts
+                        or (text_[0] in word_starts and not 4 <= len(text_) <= 6)
+                    )
                     and event.implicit[0]
                     and mark is not None
                 ):
