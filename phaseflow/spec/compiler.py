@@ -131,7 +131,12 @@ class Compiler:
         scalar's source text (quotes, escapes, folding and indentation accounted for)."""
         return self.source_text.value_position(node, offset_in(node.text, line, column))
 
-    def guard(self, node: Node, nodes: PhaseNodes | None, what: str) -> Guard | None:
+    def guard(
+        self, node: Node, nodes: PhaseNodes | None, phase: str, transition: int | None = None
+    ) -> Guard | None:
+        """The guard of ``phase`` (its entry guard, or the ``when`` of its transition
+        number ``transition``) compiled, or ``None`` after a PF300 (whose label is made
+        only then: most guards compile)."""
         if isinstance(node, Scalar) and isinstance(node.value, bool):
             source = "true" if node.value else "false"
         elif isinstance(node, Scalar) and isinstance(node.value, str):
@@ -142,6 +147,11 @@ class Compiler:
             compiled = compile_guard(source)
         except GuardCompileError as exc:
             line, column = self.expr_position(node, exc.line, exc.column)
+            what = (
+                f"phase '{phase}' guard"
+                if transition is None
+                else f"phase '{phase}', transition {transition} 'when'"
+            )
             self.diags.append(
                 Diagnostic(self.path, line, column, "PF300", f"{what}: {exc.message}")
             )
@@ -421,7 +431,7 @@ class Compiler:
             elif field_name == "terminal":
                 terminal_node = v
 
-        guard = self.guard(guard_node, nodes, f"phase '{name}' guard") if guard_node else None
+        guard = self.guard(guard_node, nodes, name) if guard_node else None
         instructions = None
         if instructions_node is not None:
             instructions = self.template(
@@ -500,8 +510,7 @@ class Compiler:
                     continue
                 when = None
                 if when_node is not None:
-                    what = f"phase '{name}', transition {index} 'when'"
-                    when = self.guard(when_node, nodes, what)
+                    when = self.guard(when_node, nodes, name, index)
                     if when is None:
                         self.unchecked(nodes, len(transitions))
                 trigger = "auto" if trigger_node is None else self.text(trigger_node) or "auto"
