@@ -89,7 +89,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
         raise _Unsupported(", ".join(sorted(unknown)))
     checks: list[Check] = []
     kinds = schema.get("type")
-    fused_pattern = False
+    fused_pattern = fused_length = fused_items = False
     if kinds is not None:
         allowed = [kinds] if isinstance(kinds, str) else list(kinds)
         for kind in allowed:
@@ -99,6 +99,25 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             fused_search = re.compile(schema["pattern"]).search
             checks.append(lambda v: isinstance(v, str) and fused_search(v) is not None)
             fused_pattern = True
+        elif allowed == ["string"] and "minLength" in schema:
+            # a text that may not be empty (a goal): one call too
+            shortest = schema["minLength"]
+            checks.append(lambda v: isinstance(v, str) and len(v) >= shortest)
+            fused_length = True
+        elif allowed == ["array"] and "items" in schema:
+            # a list of names, of transitions: the type and the items in one call
+            each = _compile_check(schema["items"])
+
+            def typed_items(v: Any) -> bool:
+                if not isinstance(v, list):
+                    return False
+                for x in v:
+                    if not each(x):
+                        return False
+                return True
+
+            checks.append(typed_items)
+            fused_items = True
         elif len(allowed) == 1 and allowed[0] in _PLAIN_TYPES:
             plain = _PLAIN_TYPES[allowed[0]]
             checks.append(lambda v: isinstance(v, plain))
@@ -121,7 +140,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "pattern" in schema and not fused_pattern:
         search = re.compile(schema["pattern"]).search
         checks.append(lambda v: not isinstance(v, str) or search(v) is not None)
-    if "minLength" in schema:
+    if "minLength" in schema and not fused_length:
         least = schema["minLength"]
         checks.append(lambda v: not isinstance(v, str) or len(v) >= least)
     # Written as jsonschema tests them (the error case negated), so NaN agrees too.
@@ -134,7 +153,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "exclusiveMinimum" in schema:
         above = schema["exclusiveMinimum"]
         checks.append(lambda v: not _is_type(v, "number") or not v <= above)
-    if "items" in schema:
+    if "items" in schema and not fused_items:
         item = _compile_check(schema["items"])
         def items(v: Any) -> bool:
             if isinstance(v, list):

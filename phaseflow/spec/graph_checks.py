@@ -167,31 +167,34 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     phases, initial = workflow.phases, source.initial
     if source.broken_phases or initial is None or initial not in phases:
         return []
-    # One pass over the transitions: whether every target is a phase, each phase's
-    # targets and each phase's sources (only for phases that have some), and the terminal
-    # phases; the walks below read those.
-    targets: dict[str, list[str]] = {}
+    # One pass over the transitions: whether every target is a phase (looked up once per
+    # target), each phase's sources, and the terminal phases; the walks below read those.
     incoming: dict[str, list[str]] = {}
     terminals: list[str] = []
     for name, phase in phases.items():
         if phase.terminal:
             terminals.append(name)
-        written = phase.transitions
-        if not written:
-            continue
-        tos = targets[name] = []
-        for transition in written:
+        for transition in phase.transitions:
             to = transition.to
-            if to not in phases:
-                return []
-            tos.append(to)
             sources = incoming.get(to)
             if sources is None:
+                if to not in phases:
+                    return []
                 incoming[to] = [name]
             else:
                 sources.append(name)
     found: list[Diagnostic] = []
-    reached = _reach([initial], targets)
+    # forward from the initial phase, through each phase's own transitions (a stack of
+    # names, no recursion; the order does not matter)
+    reached = {initial}
+    todo = [initial]
+    pop, push, add = todo.pop, todo.append, reached.add
+    while todo:
+        for transition in phases[pop()].transitions:
+            to = transition.to
+            if to not in reached:
+                add(to)
+                push(to)
     if len(reached) < len(phases):  # (every name reached is a phase)
         for name in phases:
             if name not in reached:
@@ -214,8 +217,8 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         return found
     finishing = _reach(terminals, incoming)
     if len(finishing) < len(phases):
-        for name in targets:  # the phases with transitions, in the file's order
-            if name not in finishing:
+        for name, phase in phases.items():
+            if phase.transitions and name not in finishing:
                 found.append(
                     source.diagnostic(
                         source.phases[name].key,
