@@ -111,7 +111,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             def typed_items(v: Any) -> bool:
                 if not isinstance(v, list):
                     return False
-                for x in v:
+                for x in v:  # noqa: SIM110 - a loop, not all(...): no generator per list
                     if not each(x):
                         return False
                 return True
