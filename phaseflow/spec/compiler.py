@@ -35,6 +35,7 @@ from phaseflow.spec.model import (
     UnsetEffect,
     Workflow,
     _compiled_phase,
+    _compiled_position,
     _compiled_transition,
 )
 from phaseflow.spec.name_positions import template_error_offset
@@ -521,7 +522,7 @@ class Compiler:
                     when,
                     None if description_node is None else self.text(description_node),
                     "model" if trigger == "model" else "auto",
-                    Position(path, to_node.line, to_node.column),
+                    _compiled_position(path, to_node.line, to_node.column),
                 )
                 built.append((transition, item, to_node))
                 transitions.append(transition)
@@ -547,7 +548,7 @@ class Compiler:
             clear_on_enter,
             terminal,
             tuple(transitions),
-            Position(self.path, key.line, key.column),
+            _compiled_position(self.path, key.line, key.column),
             collect,
         )
         self.nodes[name] = nodes

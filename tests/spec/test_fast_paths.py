@@ -7,13 +7,21 @@ empty tuples. Each property below holds the shortcut to the general path it skip
 
 from __future__ import annotations
 
+import dataclasses
+import glob
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phaseflow.spec.loader import check_text
+from phaseflow.spec.loader import check_file, check_text
+from phaseflow.spec.model import Phase, Position, Transition
 from phaseflow.spec.schema import entries
 from phaseflow.spec.sourcemap import PhaseNodes
 from phaseflow.spec.yamlnodes import Mapping, Scalar, compose, resolve_plain, to_python
+
+_REPO = Path(__file__).resolve().parents[2]
 
 #: Words made of the letters of null/true/false in every case (and the long s, which a
 #: case-insensitive match takes for an s), at and around the lengths those words have.
@@ -107,3 +115,53 @@ phases:
 """
     codes = sorted((d.line, d.code) for d in check_text(text, "w.yaml").diagnostics)
     assert codes == [(10, "PF305"), (10, "PF404"), (14, "PF305")]
+
+
+def _rebuilt(phase: Phase) -> Phase:
+    """``phase`` made again by the public constructors, from its own fields."""
+    return Phase(
+        name=phase.name,
+        goal=phase.goal,
+        instructions=phase.instructions,
+        needs=phase.needs,
+        requires=phase.requires,
+        guard=phase.guard,
+        prepare=phase.prepare,
+        on_enter=phase.on_enter,
+        on_exit=phase.on_exit,
+        tools=phase.tools,
+        clear_on_enter=phase.clear_on_enter,
+        terminal=phase.terminal,
+        transitions=[
+            Transition(
+                t.to,
+                t.when,
+                t.description,
+                t.trigger,
+                None if t.position is None else Position(*dataclasses.astuple(t.position)),
+            )
+            for t in phase.transitions
+        ],
+        position=None if phase.position is None else Position(*dataclasses.astuple(phase.position)),
+        collect=phase.collect,
+    )
+
+
+_WORKFLOWS = sorted(
+    p for p in glob.glob(str(_REPO / "workflows" / "*.yaml")) if not p.endswith(".test.yaml")
+)
+
+
+@pytest.mark.parametrize("path", _WORKFLOWS)
+def test_compiled_phases_are_what_the_constructors_make(path: str) -> None:
+    workflow = check_file(path).workflow
+    assert workflow is not None
+    for phase in workflow.phases.values():
+        again = _rebuilt(phase)
+        assert again == phase
+        assert repr(again) == repr(phase)  # positions too (they are not compared)
+        for made, built in zip(again.transitions, phase.transitions, strict=True):
+            assert made == built and repr(made) == repr(built)
+            assert type(built.position) is Position and hash(built.position) == hash(
+                made.position
+            )
