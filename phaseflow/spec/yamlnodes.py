@@ -207,6 +207,8 @@ def compose(text: str) -> Document:
                 # no call to it nor to resolve_plain for most scalars of a file. A word
                 # starting with a letter of null/true/false is one of those only at 4 to 6
                 # characters (``$`` allows a last newline): "to", "transitions"... are not.
+                # (An untagged plain scalar is always plain-implicit: libyaml and PyYAML's
+                # parser both say so, so ``implicit`` is not read here.)
                 text_ = event.value
                 mark = event.start_mark
                 if (
@@ -217,7 +219,6 @@ def compose(text: str) -> Document:
                         text_[0] not in non_string_starts
                         or (text_[0] in word_starts and not 4 <= len(text_) <= 6)
                     )
-                    and event.implicit[0]
                     and mark is not None
                 ):
                     node = scalar(mark.line + 1, mark.column + 1, text_, text_, None)
