@@ -8,6 +8,7 @@ empty tuples. Each property below holds the shortcut to the general path it skip
 from __future__ import annotations
 
 import dataclasses
+import gc
 import glob
 from pathlib import Path
 
@@ -165,3 +166,28 @@ def test_compiled_phases_are_what_the_constructors_make(path: str) -> None:
             assert type(built.position) is Position and hash(built.position) == hash(
                 made.position
             )
+
+
+_SMALL = "phaseflow: 1\nname: w\ninitial: a\nphases:\n  a: {goal: A., terminal: true}\n"
+
+
+def test_checking_leaves_the_collector_as_it_found_it() -> None:
+    running = gc.isenabled()
+    try:
+        gc.enable()
+        assert check_text(_SMALL).workflow is not None
+        assert gc.isenabled() and gc.get_freeze_count() == 0  # promoted, nothing left frozen
+        gc.disable()
+        assert check_text(_SMALL).workflow is not None
+        assert not gc.isenabled()  # a host that paused it keeps it paused
+        gc.enable()
+        gc.freeze()  # a host that froze its objects (before forking) keeps them frozen
+        frozen = gc.get_freeze_count()
+        assert check_text(_SMALL).workflow is not None
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+        if running:
+            gc.enable()
+        else:
+            gc.disable()
