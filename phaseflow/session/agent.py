@@ -372,7 +372,17 @@ class Session:
                 for e in await self._runner.commit((self._notes.pop(0),)):
                     yield e
             if self._runner.core.status == "running":
-                async for e in self._runner.drive(self._resume_input()):
+                runner = self._runner
+                if isinstance(first, Send):
+                    # The message takes its place in the queue first (committed), then
+                    # the interrupted turn is finished; its end sends what is queued.
+                    s = step(runner.core, Send(first.content, runner.view(), first.kind),
+                             runner.config.limits)
+                    runner.core = s.core
+                    for e in await runner.commit(()):
+                        yield e
+                    first = None
+                async for e in runner.drive(self._resume_input()):
                     yield e
             if first is not None and not (isinstance(first, Send)
                                           and self._runner.core.status == "finished"):

@@ -539,15 +539,22 @@ def execution_finish(execution: TurnExecution) -> CompletionFinished:
 
 
 def _normalised_calls(calls: tuple[tuple[str, str, str], ...], core: Core) -> list[ToolCall]:
-    """The reply's calls with ids the history can hold: non-empty and unique within the
-    session's group (a model that repeats or omits an id gets one made for it, so every
-    call still has exactly one result)."""
+    """The reply's calls with ids the history can hold: non-empty, and unique within the
+    turn (a model that omits an id, repeats one in a reply, or numbers its calls
+    ``call_0`` in every reply gets a fresh one for the later call), so every call has
+    exactly one result and its own idempotency key. Checked against this turn's messages
+    only, so the cost does not grow with the conversation: ids from providers are unique
+    anyway, and a model that reuses an id of an earlier turn keeps it (documented)."""
     seen: set[str] = set()
+    if core.continuation.request is not None:
+        for m in core.history().after(len(core.continuation.messages)):
+            if isinstance(m, AssistantMessage):
+                seen.update(c.id for c in m.tool_calls)
     out: list[ToolCall] = []
     for position, (call_id, name, arguments) in enumerate(calls):
         cid = call_id or f"call_{core.turn}_{core.step}_{position}"
         while cid in seen:
-            cid = f"{cid}_{position}"
+            cid = f"{cid}_{core.step}_{position}"
         seen.add(cid)
         try:
             out.append(ToolCall(cid, name, arguments))
@@ -717,6 +724,13 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
     assert turn_id is not None
     accepted: ToolResultAccepted = _ok(core.progress.tool_result(turn_id, call.id, done.outcome))
     group = evolve(group, results=(*group.results, (call.id, done)))
+    execution = core.execution
+    if any(t.call_id == call.id for t in execution.active_tools):
+        # a call marked running gets its result: it is running no more (whether it
+        # finished, was cancelled, or was interrupted with its worker)
+        completed = execution.tool_completed(call.id)
+        if not isinstance(completed, Rejected):
+            core = evolve(core, execution=completed)
     event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
                                content=content_text(done.outcome.content), turn=core.turn)
     return evolve(core, continuation=c, progress=accepted.progress, group=group), event

@@ -225,10 +225,6 @@ def test_repeated_and_missing_call_ids_get_ids_of_their_own() -> None:
     assert len(set(ids)) == 4 and "" not in ids and ids[0] == "x"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_normalised_calls makes ids unique within one reply only: a call id the model reuses "
-    "from an earlier group reaches the tool unchanged, so two different calls share "
-    "ToolContext.idempotency_key"))
 def test_a_model_that_reuses_a_call_id_of_an_earlier_group_gets_a_fresh_one() -> None:
     """Some models number their calls ``call_0`` in every reply. The id a tool sees
     (and its idempotency key, ``session:call id``) must still be new: a payment service

@@ -616,9 +616,6 @@ class _Script:
         return self.replies
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Session._turns resumes the interrupted turn before it admits the message that "
-    "triggered the resume; a message queued during the resumed turn goes first"))
 def test_a_message_sent_while_an_interrupted_turn_is_resumed_keeps_its_place() -> None:
     """m2's turn is interrupted (its worker stops while a tool runs). m4, sent to a new
     worker, resumes that turn first; m5 is sent while the resumed turn waits for the
@@ -644,6 +641,7 @@ def test_a_message_sent_while_an_interrupted_turn_is_resumed_keeps_its_place() -
                                ("text", [], "ok", None)), may_hang=True)
         machine.run(resumed_then_queued())
         parts = machine._user_parts()
+
         assert parts.index("m4") < parts.index("m5"), parts
     finally:
         here["event"] = saved
