@@ -11,14 +11,15 @@ driver after a random delay) and the next one starts from whatever the store hol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
-from multiprocessing import forkserver
 import os
 import random
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,8 @@ class Running:
 
     def kill(self) -> None:
         if self.process.is_alive() and self.process.pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def wait(self, timeout: float = 60.0) -> Outcome:
         self.process.join(timeout)
@@ -138,7 +137,7 @@ def _spec_for_reading(store: str, session: str, log: str) -> WorkerSpec:
 
 
 async def _read(store_url: str, session_id: str, log: str) -> Seen:
-    agent, store = build_agent(_spec_for_reading(store_url, session_id, log), Killer(None, ""))
+    _agent, store = build_agent(_spec_for_reading(store_url, session_id, log), Killer(None, ""))
     try:
         record = await store.load(session_id)
         events = await store.events(session_id)
