@@ -42,7 +42,7 @@ from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.tools import FunctionTool
 from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.model import Workflow
-from phaseflow.stores.base import SessionRecord, Store
+from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
 from phaseflow.turn.messages import Content, Message, content_from_json, content_to_json
@@ -336,8 +336,32 @@ class Session:
             if isinstance(first, Send) and agent.busy == "queue":
                 await store.enqueue(self.id, {"content": content_to_json(first.content),
                                               "kind": first.kind.value})
+                # The holder may have looked at the queue for the last time before this
+                # message was stored, and let the turn go since: when the turn is free
+                # now, this worker takes it, so the message is never left behind.
+                lease = await store.acquire(self.id, config.worker, config.lease,
+                                            config.clock())
+                if lease is None:
+                    return
+                first = None
+            else:
+                raise SessionBusy(f"session {self.id!r}: another worker is running its turn")
+        while True:
+            async for e in self._holding(lease, first):
+                yield e
+            # A worker that found the turn taken may have stored its message after this
+            # one's last look at the queue: answered now, when the turn is still free.
+            if self._runner.core.status not in ("idle", "failed") or not await store.queued(
+                    self.id):
                 return
-            raise SessionBusy(f"session {self.id!r}: another worker is running its turn")
+            again = await store.acquire(self.id, config.worker, config.lease, config.clock())
+            if again is None:
+                return  # its holder looks at the queue before it lets the turn go
+            lease, first = again, None
+
+    async def _holding(self, lease: Lease, first: Input | None) -> AsyncIterator[ev.Event]:
+        """Run ``first`` with the session's lease held, then let the lease go."""
+        store = self._agent.store
         self._running = True
         try:
             await self._refresh()
