@@ -220,6 +220,10 @@ class Runner:
         renewed = await self.config.store.acquire(lease.session_id, lease.owner, ttl, now)
         if renewed is not None and renewed.epoch == lease.epoch:
             self.lease = renewed
+        elif renewed is not None:
+            # The lease expired and changed hands since (a new epoch): this worker is
+            # fenced, and must not keep the session it just took back by accident.
+            await self.config.store.release(renewed)
 
     # --- cancellation -----------------------------------------------------------------
 
