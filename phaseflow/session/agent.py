@@ -218,12 +218,22 @@ class Agent:
         if record.phase not in wf.phases:
             raise SessionError(f"session {record.session_id!r} is in phase {record.phase!r}, "
                                f"which workflow {wf.name!r} no longer has")
-        machine = PhaseMachine.restore(wf, record.machine)
-        state = State(dict(record.state))
-        core = core_from_json(record.session_id, record.core, record.execution,
-                              record.progress, record.continuation)
-        runner = Runner(self.config, core, machine, state, record.version, record.created_at)
-        runner.core = replace(runner.core, view=runner.view())
+        sid = record.session_id
+        try:
+            machine = PhaseMachine.restore(wf, record.machine)
+            state = State(dict(record.state))
+            core = core_from_json(sid, record.core, record.execution, record.progress,
+                                  record.continuation)
+            runner = Runner(self.config, core, machine, state, record.version,
+                            record.created_at)
+            runner.core = replace(runner.core, view=runner.view())
+        except PhaseflowError as exc:
+            # Damaged or foreign contents: an error that names the session, never a
+            # session other than the one that was stored.
+            message = str(exc)
+            if repr(sid) not in message:
+                message = f"session {sid!r}: the stored session cannot be opened: {message}"
+            raise SessionError(message) from None
         return runner
 
 
@@ -287,7 +297,14 @@ class Session:
     async def events(self, after: int = 0) -> tuple[ev.Event, ...]:
         """What was persisted, in order (``after``: only events with a larger ``seq``)."""
         stored = await self._agent.store.events(self.id, after)
-        return tuple(replace(ev.event_from_json(s.data), seq=s.seq) for s in stored)
+        out = []
+        for s in stored:
+            try:
+                out.append(replace(ev.event_from_json(s.data), seq=s.seq))
+            except PhaseflowError as exc:
+                raise SessionError(f"session {self.id!r}: stored event {s.seq} cannot be "
+                                   f"read: {exc}") from None
+        return tuple(out)
 
     def events_sync(self, after: int = 0) -> tuple[ev.Event, ...]:
         return _run(self.events(after))

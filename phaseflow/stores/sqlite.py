@@ -167,7 +167,11 @@ class SQLiteStore:
                 "SELECT data FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
             marks = [m for (m,) in conn.execute(
                 "SELECT data FROM marks WHERE session_id = ? ORDER BY idx", (session_id,))]
-            record, known = codec.decode(codec.Row(*row), messages, marks)
+            try:
+                record, known = codec.decode(codec.Row(*row), messages, marks)
+            except ValueError as exc:  # a part of the snapshot of the wrong shape
+                raise codec.StoreDataError(f"session {session_id!r}: the stored snapshot is "
+                                           f"corrupt ({exc})") from None
             self._known[session_id] = known
             return record
         return await self._run(read)
