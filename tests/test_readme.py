@@ -85,3 +85,32 @@ def test_the_readme_validate_example_prints_what_it_shows(tmp_path: Path) -> Non
                          check=False)
     assert run.stdout == console.group(2)
     assert run.returncode == 1
+
+
+def test_the_readme_agent_example_runs_with_a_scripted_model() -> None:
+    """The first agent example, with the OpenAI provider swapped for a scripted one (no
+    network here): it runs as written and ends where its comment says."""
+    import re
+
+    block = re.search(r"## A guided agent\n\n```python\n(.*?)```", README, re.S)
+    assert block is not None
+    code = block.group(1)
+    assert 'OpenAIProvider(model="gpt-4.1-mini")' in code
+    code = code.replace("from phaseflow.providers import OpenAIProvider",
+                        "from phaseflow.providers import ScriptedProvider")
+    code = code.replace('OpenAIProvider(model="gpt-4.1-mini")', (
+        'ScriptedProvider([{"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]},'
+        ' "Thanks, Ada. Which order?"])'))
+    import contextlib
+    import io
+    import os
+
+    out = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    finally:
+        os.chdir(cwd)
+    assert out.getvalue().splitlines() == ["Thanks, Ada. Which order?", "locate_order"]

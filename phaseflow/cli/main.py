@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "describe": ("describe", "show what the model sees in a phase: instructions and navigation"),
     "graph": ("graph", "draw the phase graph (mermaid or dot)"),
     "test": ("testcmd", "run workflow test files (*.test.yaml)"),
+    "run": ("run", "talk to a workflow's agent in the terminal, or send scripted messages"),
 }
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.session import events as ev
@@ -39,6 +40,7 @@ from phaseflow.session.core import (
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.provider import Provider
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
+from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool
 from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.model import Workflow
@@ -179,23 +181,41 @@ class Agent:
         catalogue = self.workflow.tools or {}
         return tuple(n for n in catalogue if n not in self.tools)
 
-    async def session(self, session_id: str) -> Session:
+    async def session(self, session_id: str, *, state: Mapping[str, Any] | None = None
+                      ) -> Session:
         """Open session ``session_id``: resumed where it stood when the store has it,
-        new otherwise."""
+        new otherwise. ``state``: the first values of a new session (over the workflow's
+        defaults; each a JSON value of its key's declared type); ignored on resume."""
         if not isinstance(session_id, str) or not session_id:
             raise ConfigError("a session id is a non-empty string")
         record = await self.store.load(session_id)
         if record is None:
-            return self._new(session_id)
+            return self._new(session_id, state)
         return self._resume(record)
 
-    def session_sync(self, session_id: str) -> Session:
-        return _run(self.session(session_id))
+    def session_sync(self, session_id: str, *, state: Mapping[str, Any] | None = None
+                     ) -> Session:
+        return _run(self.session(session_id, state=state))
 
-    def _new(self, session_id: str) -> Session:
+    def _initial_state(self, state: Mapping[str, Any] | None) -> dict[str, Any]:
+        values = self.workflow.defaults()
+        if state is None:
+            return values
+        checked = check_json_object(state)
+        if checked.problem:
+            raise ConfigError(f"the initial state is not JSON: {checked.problem}")
+        for key, value in checked.value.items():
+            declared = self.workflow.state.get(key)
+            problem = check_state_type(value, declared.type) if declared is not None else None
+            if problem is not None:
+                raise ConfigError(f"initial state key {key!r}: {problem}")
+            values[key] = value
+        return values
+
+    def _new(self, session_id: str, initial: Mapping[str, Any] | None = None) -> Session:
         wf = self.workflow
         machine = PhaseMachine.from_workflow(wf)
-        state = State(wf.defaults())
+        state = State(self._initial_state(initial))
         runner = Runner(self.config, Core(session_id), machine, state, 0, 0.0)
         return Session(self, runner)
 

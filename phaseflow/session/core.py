@@ -723,6 +723,12 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
     for p in group.calls:
         if p.kind == "approval" and p.call.id not in group.approved and not group.result(
                 p.call.id):
+            if core.execution.trusted_scope(p.call) is not None:
+                # trusted since the reply came: an approve_turn / approve_session of an
+                # identical call earlier in this group
+                group = evolve(group, approved=(*group.approved, p.call.id))
+                core = evolve(core, group=group)
+                continue
             approval = ApprovalRequest(p.call, f"{p.call.name} needs approval")
             execution = _ok(core.execution.request_approval(approval))
             core = evolve(core, execution=execution, status="awaiting_approval")

@@ -1,8 +1,11 @@
 """Workflow test files: prove a workflow's behaviour in CI without a model.
 
-See "Workflow test files" in docs/workflows.md. ``load_test_file`` reads a file (every
-step keeps its line), ``run_test_file`` runs its scenarios against fresh machines, and
-``Coverage`` adds up which phases and transitions the scenarios exercised.
+See "Testing a workflow" in docs/workflows.md and the reference in docs/format.md.
+``load_test_file`` reads a file (every step keeps its line), ``run_test_file`` runs its
+scenarios - machine scenarios against fresh machines, conversation scenarios against a
+real session with a scripted model and stand-in tools
+(:mod:`phaseflow.testing.conversation`) - and ``Coverage`` adds up which phases and
+transitions the scenarios exercised.
 """
 
 from phaseflow.testing.coverage import Coverage

@@ -19,6 +19,9 @@ from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileP
 
 __all__ = ["call_names", "check_against"]
 
+#: the session's built-in tools, offered besides the catalogue's
+BUILTINS = ("go_to_phase", "record")
+
 
 def call_names(workflow: Workflow) -> set[str]:
     """Every callable name the workflow's effects and preparations call."""
@@ -105,6 +108,75 @@ class _Checker:
         self.keys(scenario.state, spots, "state", None, f"scenario '{scenario.name}' state")
         for step in scenario.steps:
             self.step(step)
+        for step in scenario.conversation or ():
+            self.conversation_step(step)
+
+    # --- conversations ------------------------------------------------------------------
+
+    def stand_in(self, name: str, spot: Spot) -> None:
+        """A stand-in for a tool the catalogue lacks: the agent would refuse it."""
+        catalogue = self.workflow.tools
+        if catalogue is not None and name not in catalogue:
+            hint = did_you_mean(name, catalogue) or (
+                f" (tools: {', '.join(catalogue)})" if catalogue else " (it declares none)"
+            )
+            self.report(spot, None, f"tool '{name}': the workflow's tools have no "
+                        f"'{name}'{hint}", "error")
+
+    def known_tool(self, name: str, spot: Spot | None, step: Step, what: str) -> None:
+        names = self.tool_names()
+        if names is not None and name not in names:
+            hint = did_you_mean(name, names) or f" (tools: {', '.join(names)})"
+            self.report(spot, step, f"{what}: the workflow has no tool '{name}'{hint}",
+                        "error")
+
+    def tool_names(self) -> list[str] | None:
+        catalogue = self.workflow.tools
+        if catalogue is None:
+            return None
+        return [*catalogue, *BUILTINS]
+
+    def conversation_step(self, step: Step) -> None:
+        spots = step.spots
+        if step.kind == "model":
+            names = self.tool_names()
+            for index, call in enumerate(step.value.get("calls", ())):
+                ((name, args),) = call.items()
+                spot = spots.get(f"call:{index}")
+                # a name far from every tool is a deliberate hallucination (refused when
+                # it runs); one close to a tool is a typo
+                hint = did_you_mean(name, names) if names is not None and (
+                    name not in names) else ""
+                if hint:
+                    self.report(spot, step, f"model calls '{name}', which the workflow does "
+                                f"not have{hint} (a call of an unknown tool is refused)",
+                                "warning")
+                target = args.get("phase") if name == "go_to_phase" else None
+                if isinstance(target, str) and target not in self.workflow.phases:
+                    hint = did_you_mean(target, self.workflow.phases)
+                    if hint:
+                        self.report(spots.get(f"move:{index}"), step, f"go_to_phase: the "
+                                    f"workflow has no phase '{target}'{hint}", "warning")
+        elif step.kind in ("approve", "reject"):
+            self.known_tool(step.value["tool"], spots.get("value"), step, step.kind)
+        elif step.kind == "expect":
+            checks = step.expect
+            if "phase" in checks:
+                self.phase(checks["phase"], spots.get("phase"), step, "expect phase")
+            if checks.get("approval"):
+                self.known_tool(checks["approval"], spots.get("approval"), step,
+                                "expect approval")
+            for name in checks.get("offered", ()):
+                self.known_tool(name, spots.get(f"offered:{name}"), step, "expect offered")
+            tools = self.tool_names()
+            for name in checks.get("called", ()):
+                if name in self.calls or (tools is None or name in tools):
+                    continue
+                known = [*sorted(self.calls), *(tools or ())]
+                hint = did_you_mean(name, known) or " (it is neither a tool nor a call)"
+                self.report(spots.get(f"called:{name}"), step, f"expect called: the "
+                            f"workflow has no tool or call '{name}'{hint}", "error")
+            self.keys(checks.get("state", {}), spots, "state", step, "expect state")
 
 
 def check_against(test: TestFile, workflow: Workflow) -> list[TestFileProblem]:
@@ -122,4 +194,7 @@ def check_against(test: TestFile, workflow: Workflow) -> list[TestFileProblem]:
                            "warning")
     for scenario in test.scenarios:
         checker.scenario(scenario)
+    stand_ins = [*test.tools.values(), *(t for s in test.scenarios for t in s.tools.values())]
+    for stand_in in stand_ins:
+        checker.stand_in(stand_in.name, stand_in.spot)
     return checker.problems

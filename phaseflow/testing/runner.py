@@ -5,7 +5,6 @@ what was expected and what was found), never exceptions."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +12,11 @@ from phaseflow.machine import GuardTrigger, ModelTrigger, PhaseMachine, State, T
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.edges import check_edge
 from phaseflow.spec.model import Workflow
+from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.crosscheck import call_names, check_against
-from phaseflow.testing.testfile import Mock, Scenario, Spot, Step, TestFile, TestFileProblem
+from phaseflow.testing.matching import subset as _subset
+from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
 
 _ABSENT = object()
 
@@ -61,23 +62,6 @@ class _StepFailed(Exception):
     """Internal: stops a scenario at the failing step."""
 
 
-def _subset(expected: Any, found: Any) -> bool:
-    """Does ``found`` match ``expected``? Mappings match when every expected key matches
-    (recursively); everything else must be equal."""
-    if isinstance(expected, dict):
-        return isinstance(found, dict) and all(
-            (v is None and found.get(k) is None) or (k in found and _subset(v, found[k]))
-            for k, v in expected.items()
-        )
-    return bool(expected == found and type(expected) is type(found)) or (
-        isinstance(expected, int | float)
-        and not isinstance(expected, bool)
-        and isinstance(found, int | float)
-        and not isinstance(found, bool)
-        and expected == found
-    )
-
-
 def _show(values: Any) -> str:
     if isinstance(values, list | tuple | set | frozenset):
         return "[" + ", ".join(str(v) for v in values) + "]"
@@ -101,16 +85,10 @@ class _Run:
         self.coverage = coverage
         self.now = 0.0
         self.turn = 0
-        self.called: list[str] = []
-        self.unmocked: list[str] = []
+        self.log = CallLog(used)
         self.entered: list[str] = []
         self.blocked_missing: tuple[str, ...] = ()
-        #: where the mocks that were called are written (for "never called" warnings)
-        self.used: set[Spot] = used if used is not None else set()
-        mocks = {**test.mocks, **scenario.mocks}
-        registry: dict[str, Callable[..., Any]] = {}
-        for name in call_names(workflow) | set(mocks):
-            registry[name] = self._mock(mocks[name]) if name in mocks else self._unmocked(name)
+        registry = self.log.hooks(workflow, {**test.mocks, **scenario.mocks})
         values = workflow.defaults()
         values.update(copy.deepcopy(scenario.state))
         self.state = State(values)
@@ -118,24 +96,6 @@ class _Run:
             workflow.initial, clock=lambda: self.now, workflow=workflow, registry=registry
         )
         coverage.phase(workflow.initial)
-
-    def _mock(self, mock: Mock) -> Callable[..., Any]:
-        def call(context: Any, **kwargs: Any) -> Any:
-            self.called.append(mock.name)
-            self.used.add(mock.spot)
-            if mock.raises is not None:
-                raise RuntimeError(mock.raises)
-            return copy.deepcopy(mock.returns) if mock.returns is not None else None
-
-        return call
-
-    def _unmocked(self, name: str) -> Callable[..., Any]:
-        def call(context: Any, **kwargs: Any) -> Any:
-            self.called.append(name)
-            self.unmocked.append(name)
-            return None
-
-        return call
 
     def fail(self, step: Step, message: str) -> _StepFailed:
         return _StepFailed(f"{self.test.path}:{step.line}: {message}")
@@ -217,8 +177,8 @@ class _Run:
             self._moved(self.machine.goto_sync(step.value, self.state, turn=self.turn + 1))
         elif kind == "expect":
             self.expect(step)
-        if self.unmocked:
-            names = ", ".join(sorted(set(self.unmocked)))
+        if self.log.unmocked:
+            names = ", ".join(sorted(set(self.log.unmocked)))
             raise self.fail(
                 step,
                 f"the workflow called {names}, which the test file does not "
@@ -287,15 +247,15 @@ class _Run:
                         + "\n".join(f"      | {line}" for line in block.splitlines())
                     )
             elif key == "called":
-                if self.called != list(expected):
+                if self.log.called != list(expected):
                     problems.append(
-                        f"called: expected {_show(expected)}, found {_show(self.called)}"
+                        f"called: expected {_show(expected)}, found {_show(self.log.called)}"
                     )
             elif key == "history" and self.entered != list(expected):
                 problems.append(
                     f"history: expected {_show(expected)}, found {_show(self.entered)}"
                 )
-        self.called = []
+        self.log.take()
         if problems:
             raise self.fail(step, "expect failed:\n  " + "\n  ".join(problems))
 
@@ -307,7 +267,14 @@ def run_scenario(
     coverage: Coverage,
     used: set[Spot] | None = None,
 ) -> ScenarioResult:
-    """Run one scenario; ``used`` collects where the mocks it called are written."""
+    """Run one scenario; ``used`` collects where the mocks (and tool stand-ins) it
+    called are written."""
+    if scenario.conversation is not None:
+        from phaseflow.testing.conversation import run_conversation
+
+        failure = run_conversation(test, scenario, workflow, coverage,
+                                   used if used is not None else set())
+        return ScenarioResult(scenario.name, scenario.line, failure)
     run = _Run(test, scenario, workflow, coverage, used)
     for step in scenario.steps:
         try:
@@ -330,6 +297,17 @@ def _unused_mocks(test: TestFile, workflow: Workflow, used: set[Spot]) -> list[T
                 problems.append(TestFileProblem(
                     mock.spot.line, mock.spot.column,
                     f"mock '{mock.name}' is never called by {where}", "warning",
+                ))
+    if not any(s.conversation is not None for s in test.scenarios):
+        return problems
+    for scenario in (None, *test.scenarios):
+        stand_ins = test.tools if scenario is None else scenario.tools
+        where = "any scenario" if scenario is None else f"scenario '{scenario.name}'"
+        for stand_in in stand_ins.values():
+            if stand_in.spot not in used:
+                problems.append(TestFileProblem(
+                    stand_in.spot.line, stand_in.spot.column,
+                    f"tool '{stand_in.name}' is never called by {where}", "warning",
                 ))
     return problems
 

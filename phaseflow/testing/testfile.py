@@ -24,6 +24,31 @@ from phaseflow.spec.yamlnodes import (
     compose,
     to_python,
 )
+from phaseflow.testing.convsteps import StandIn, read_conversation, read_stand_ins
+from phaseflow.testing.values import (
+    Bad,
+    BaseReader,
+    Spot,
+    Step,
+    TestFileProblem,
+    key_spots,
+    spot_of,
+)
+
+__all__ = [
+    "EXPECT_KEYS",
+    "STEP_KINDS",
+    "Mock",
+    "Scenario",
+    "Spot",
+    "Step",
+    "TestFile",
+    "TestFileError",
+    "TestFileProblem",
+    "is_test_text",
+    "load_test_file",
+    "read_test_file",
+]
 
 
 class _Entry(NamedTuple):
@@ -37,34 +62,9 @@ STEP_KINDS = ("set", "unset", "turns", "wait", "request", "tool", "goto", "expec
 EXPECT_KEYS = frozenset(
     {"phase", "terminal", "tools", "state", "needs", "missing", "navigation", "called", "history"}
 )
-TOP_KEYS = frozenset({"phaseflow-test", "workflow", "mocks", "scenarios"})
-SCENARIO_KEYS = frozenset({"name", "state", "mocks", "steps"})
+TOP_KEYS = frozenset({"phaseflow-test", "workflow", "mocks", "tools", "scenarios"})
+SCENARIO_KEYS = frozenset({"name", "state", "mocks", "tools", "steps", "conversation"})
 MOCK_KEYS = frozenset({"returns", "raises"})
-
-
-class Spot(NamedTuple):
-    """Where something is written in the test file (1-based)."""
-
-    line: int
-    column: int
-
-
-@dataclass(frozen=True, slots=True)
-class TestFileProblem:
-    """One mistake in a test file: an ``error`` stops the file from running; a
-    ``warning`` (a mock no scenario called, an undeclared state key) does not, unless
-    ``phaseflow test --strict``."""
-
-    __test__ = False
-
-    line: int
-    column: int
-    message: str
-    severity: str = "error"
-
-    def format(self, path: str) -> str:
-        label = "warning: " if self.severity == "warning" else ""
-        return f"{path}:{self.line}:{self.column}: {label}{self.message}"
 
 
 class TestFileError(PhaseflowError):
@@ -83,11 +83,6 @@ class TestFileError(PhaseflowError):
         self.message = ordered[0].message if ordered else ""
 
 
-class _Bad(Exception):
-    """Internal: the part being read is wrong; it is recorded and reading goes on with
-    the next part, so that every error of the file is reported at once."""
-
-
 @dataclass(frozen=True, slots=True)
 class Mock:
     """A stand-in for a host callable: returns ``returns`` (merged into the state), or
@@ -100,22 +95,6 @@ class Mock:
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
-    """One step: ``kind`` is one of :data:`STEP_KINDS`; ``expect`` holds the checks of an
-    ``expect`` step, or the outcome expected of a ``request``/``tool`` step."""
-
-    kind: str
-    line: int
-    value: Any = None
-    expect: Any = None
-    #: where the names in the step are written: "value" (the phase or tool of a
-    #: request/tool/goto), "set:KEY", "unset:KEY", "phase", "history:NAME", "state:KEY"
-    #: (of an expect); used to point a check against the workflow at the right column
-    spots: dict[str, Spot] = field(default_factory=dict)
-    column: int = 1
-
-
-@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     line: int
@@ -124,6 +103,11 @@ class Scenario:
     steps: tuple[Step, ...]
     #: where each key of ``state`` is written
     state_spots: dict[str, Spot] = field(default_factory=dict)
+    #: the scenario's own tool stand-ins (replacing the file's of the same name)
+    tools: dict[str, StandIn] = field(default_factory=dict)
+    #: the steps of a conversation scenario (``steps`` is empty then); ``None`` for a
+    #: machine scenario
+    conversation: tuple[Step, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +118,8 @@ class TestFile:
     workflow_path: str
     mocks: dict[str, Mock]
     scenarios: tuple[Scenario, ...] = field(default=())
+    #: stand-ins for the host's tools, used by conversation scenarios
+    tools: dict[str, StandIn] = field(default_factory=dict)
 
 
 def is_test_text(text: str) -> bool:
@@ -143,61 +129,9 @@ def is_test_text(text: str) -> bool:
     return re.search(r"(?m)^[\"']?phaseflow-test[\"']?[ \t]*:", text) is not None
 
 
-def _spot(node: Node) -> Spot:
-    return Spot(node.line, node.column)
-
-
-def _key_spots(node: Node) -> dict[str, Spot]:
-    """Where each key of a mapping node is written (empty for anything else)."""
-    if not isinstance(node, Mapping):
-        return {}
-    return {str(k.value): _spot(k) for k, _ in entries(node)}
-
-
-class _Reader:
+class _Reader(BaseReader):
     """Reads a test file, recording every mistake; :meth:`fail` stops only the part
     (step, mock, scenario) it is in."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.problems: list[TestFileProblem] = []
-
-    def fail(self, node: Node | None, message: str) -> _Bad:
-        line, column = (node.line, node.column) if node is not None else (1, 1)
-        self.problems.append(TestFileProblem(line, column, message))
-        return _Bad()
-
-    def mapping(self, node: Node | None, what: str, allowed: frozenset[str]) -> dict[str, Node]:
-        """The fields of a mapping node; each unknown key is reported (and left out)."""
-        if not isinstance(node, Mapping):
-            raise self.fail(node, f"{what} must be a mapping")
-        fields: dict[str, Node] = {}
-        for key, value in entries(node):
-            if key.value not in allowed:
-                hint = (
-                    did_you_mean(str(key.value), allowed)
-                    or f" (allowed: {', '.join(sorted(allowed))})"
-                )
-                self.fail(key, f"unknown key '{key.value}' in {what}{hint}")
-                continue
-            fields[key.value] = value
-        return fields
-
-    def string(self, node: Node | None, what: str) -> str:
-        if not isinstance(node, Scalar) or not isinstance(node.value, str) or not node.value:
-            raise self.fail(node, f"{what} must be a non-empty string")
-        return node.value
-
-    def names(self, node: Node | None, what: str) -> list[str]:
-        return [name for name, _ in self.named(node, what)]
-
-    def named(self, node: Node | None, what: str) -> list[tuple[str, Spot]]:
-        """A name or a list of names, each with where it is written."""
-        if isinstance(node, Scalar) and isinstance(node.value, str):
-            return [(node.value, _spot(node))]
-        if not isinstance(node, Sequence):
-            raise self.fail(node, f"{what} must be a list of names")
-        return [(self.string(item, f"an item of {what}"), _spot(item)) for item in node.items]
 
     def mocks(self, node: Node | None) -> dict[str, Mock]:
         if node is None:
@@ -206,7 +140,7 @@ class _Reader:
         if not isinstance(node, Mapping):
             raise self.fail(node, "mocks must be a mapping of callable names to {returns: ...}")
         for key, value in entries(node):
-            spot = _spot(key)
+            spot = spot_of(key)
             if isinstance(value, Scalar) and value.value is None:
                 mocks[key.value] = Mock(key.value, spot=spot)
                 continue
@@ -218,7 +152,7 @@ class _Reader:
                         fields["returns"], f"mock '{key.value}': returns must be a mapping"
                     )
                 raises = self.string(fields["raises"], "raises") if "raises" in fields else None
-            except _Bad:
+            except Bad:
                 continue
             mocks[key.value] = Mock(key.value, returns, raises, spot)
         return mocks
@@ -236,7 +170,7 @@ class _Reader:
             hint = did_you_mean(str(other), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
             self.fail(key, f"unknown step '{other}'{hint}")
         if others:
-            raise _Bad()
+            raise Bad()
         action = [k for k in kinds if k != "expect"]
         if len(action) > 1:
             raise self.fail(node, f"a step does one thing; found {', '.join(action)}")
@@ -262,7 +196,7 @@ class _Reader:
                         expect_node,
                         f"a {kind} step expects {' or '.join(options)}, not '{outcome}'",
                     )
-            spots = {"value": _spot(value_node)}
+            spots = {"value": spot_of(value_node)}
             return Step(kind, node.line, name, outcome, spots, node.column)
         if expect_node is not None:
             raise self.fail(
@@ -272,7 +206,7 @@ class _Reader:
             values = to_python(value_node)
             if not isinstance(values, dict):
                 raise self.fail(value_node, "set takes a mapping of state keys to values")
-            spots = {f"set:{k}": s for k, s in _key_spots(value_node).items()}
+            spots = {f"set:{k}": s for k, s in key_spots(value_node).items()}
             return Step(kind, node.line, values, spots=spots, column=node.column)
         if kind == "unset":
             named = self.named(value_node, "unset")
@@ -280,7 +214,7 @@ class _Reader:
             return Step(kind, node.line, [k for k, _ in named], spots=spots, column=node.column)
         if kind == "goto":
             name = self.string(value_node, "goto")
-            spots = {"value": _spot(value_node)}
+            spots = {"value": spot_of(value_node)}
             return Step(kind, node.line, name, spots=spots, column=node.column)
         number = value_node.value if isinstance(value_node, Scalar) else None
         if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
@@ -298,7 +232,7 @@ class _Reader:
             try:
                 if key in ("phase",):
                     checks[key] = self.string(node, key)
-                    spots["phase"] = _spot(node)
+                    spots["phase"] = spot_of(node)
                 elif key == "terminal":
                     if not isinstance(node, Scalar) or not isinstance(node.value, bool):
                         raise self.fail(node, "terminal must be true or false")
@@ -314,8 +248,8 @@ class _Reader:
                     if not isinstance(value, dict):
                         raise self.fail(node, "expect state must be a mapping")
                     checks[key] = value
-                    spots.update((f"state:{k}", s) for k, s in _key_spots(node).items())
-            except _Bad:
+                    spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
+            except Bad:
                 continue
         return checks, spots
 
@@ -323,29 +257,45 @@ class _Reader:
         fields = self.mapping(node, f"scenario {index}", SCENARIO_KEYS)
         name = f"scenario {index}"
         if "name" in fields:
-            with contextlib.suppress(_Bad):
+            with contextlib.suppress(Bad):
                 name = self.string(fields.get("name"), f"scenario {index} name")
         state: Any = {}
         state_spots: dict[str, Spot] = {}
         if "state" in fields:
             state = to_python(fields["state"])
-            state_spots = _key_spots(fields["state"])
+            state_spots = key_spots(fields["state"])
         if state is None:
             state = {}
         if not isinstance(state, dict):
             self.fail(fields["state"], "scenario state must be a mapping")
             state = {}
         mocks: dict[str, Mock] = {}
-        with contextlib.suppress(_Bad):
+        with contextlib.suppress(Bad):
             mocks = self.mocks(fields.get("mocks"))
+        tools: dict[str, StandIn] = {}
+        with contextlib.suppress(Bad):
+            tools = read_stand_ins(self, fields.get("tools"))
+        if "conversation" in fields:
+            if "steps" in fields:
+                self.fail(fields["steps"], f"scenario '{name}' has steps and a conversation: "
+                          "a scenario is one or the other")
+            if state:
+                self.fail(fields["state"], f"scenario '{name}': a conversation starts from "
+                          "the workflow's defaults; 'state' is for machine steps")
+            conversation = read_conversation(self, fields["conversation"], name)
+            return Scenario(name, node.line, {}, mocks, (), {}, tools, conversation)
+        if tools:
+            self.fail(fields["tools"], f"scenario '{name}': tools are stand-ins for a "
+                      "conversation; machine steps do not call tools")
         steps_node = fields.get("steps")
         if not isinstance(steps_node, Sequence):
-            raise self.fail(steps_node or node, f"scenario '{name}' needs a list of steps")
+            raise self.fail(steps_node or node, f"scenario '{name}' needs a list of steps "
+                            "or a conversation")
         steps: list[Step] = []
         for item in steps_node.items:
             try:
                 steps.append(self.step(item))
-            except _Bad:
+            except Bad:
                 continue
         return Scenario(name, node.line, state, mocks, tuple(steps), state_spots)
 
@@ -361,7 +311,7 @@ class _Reader:
             self.problems.append(TestFileProblem(found.line, found.column, found.message))
         try:
             return self._file(document.root)
-        except _Bad:
+        except Bad:
             return None
 
     def _file(self, root: Node | None) -> TestFile:
@@ -376,12 +326,15 @@ class _Reader:
             self.fail(root, "a test file names the workflow it tests: 'workflow: PATH' "
                       "(relative to the test file)")
         else:
-            with contextlib.suppress(_Bad):
+            with contextlib.suppress(Bad):
                 workflow = self.string(fields["workflow"], "workflow")
         base = os.path.dirname(self.path)
         mocks: dict[str, Mock] = {}
-        with contextlib.suppress(_Bad):
+        with contextlib.suppress(Bad):
             mocks = self.mocks(fields.get("mocks"))
+        tools: dict[str, StandIn] = {}
+        with contextlib.suppress(Bad):
+            tools = read_stand_ins(self, fields.get("tools"))
         scenarios_node = fields.get("scenarios")
         if not isinstance(scenarios_node, Sequence) or not scenarios_node.items:
             raise self.fail(scenarios_node or root, "the test file needs a list of scenarios")
@@ -389,13 +342,14 @@ class _Reader:
         for i, item in enumerate(scenarios_node.items, 1):
             try:
                 scenarios.append(self.scenario(item, i))
-            except _Bad:
+            except Bad:
                 continue
         return TestFile(
             self.path,
             os.path.normpath(os.path.join(base, workflow)) if workflow else "",
             mocks,
             tuple(scenarios),
+            tools,
         )
 
 

@@ -364,3 +364,29 @@ def test_an_approval_is_resolved_by_another_agent_on_the_same_store() -> None:
     assert events[-1].type == "turn_finished" and events[-1].reply == "noted"
     stored = [e.seq for e in again.events_sync()]
     assert stored == list(range(1, len(stored) + 1))  # one log, no gaps, no fork
+
+
+def test_approve_turn_covers_an_identical_call_later_in_the_same_group() -> None:
+    a, _ = agent([{"calls": [{"note": {"text": "a"}}, {"note": {"text": "a"}},
+                             {"note": {"text": "b"}}]}, "noted"])
+    session = a.session_sync("s")
+    send(session, "note a twice and b")
+    first = session.pending_approval
+    assert first is not None
+    events = session.resolve_sync(first.call_id, "approve_turn")
+    asked = [e for e in events if e.type == "approval_requested"]
+    assert [e.arguments for e in asked] == [{"text": "b"}]  # the second "a" is trusted
+    pending = session.pending_approval
+    assert pending is not None
+    session.resolve_sync(pending.call_id, "approve")
+    assert RAN == ["note a", "note a", "note b"]
+
+
+def test_a_new_session_can_start_from_a_given_state_of_the_declared_types() -> None:
+    a, _ = agent(["hello"])
+    session = a.session_sync("s", state={"customer_id": "C-9"})
+    assert session.state["customer_id"] == "C-9"
+    with pytest.raises(phaseflow.ConfigError, match="'count'"):
+        a.session_sync("t", state={"count": "three"})
+    with pytest.raises(phaseflow.ConfigError, match="not JSON"):
+        a.session_sync("u", state={"name": {1, 2}})

@@ -1,0 +1,494 @@
+"""``phaseflow run``: talk to a workflow's agent in the terminal, or run scripted messages.
+
+Interactive when standard input is a terminal and no ``--message`` is given: a chat, with
+the reply streamed as it is written, tool calls, results, state and phase changes shown
+as they happen, and approvals asked inline. Otherwise every ``--message`` (or every line
+of standard input) is one turn, in order, and approvals are refused unless
+``--approve all``. Exit status: 0 when every turn completed (or was cancelled from the
+chat), 1 when a turn failed, 2 for bad input (a workflow, module, script or option that
+cannot be used), 130 when interrupted.
+
+Ctrl-C while a turn runs cancels that turn (``session.cancel()``: the stream is closed,
+running tools are cancelled, every call gets a result); a second Ctrl-C, or Ctrl-C at the
+prompt, quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from phaseflow.cli.render import Sink, Transcript
+    from phaseflow.session import Agent, PendingApproval, Session
+    from phaseflow.session.events import Event
+    from phaseflow.session.provider import Provider
+    from phaseflow.spec.model import Workflow
+
+#: the answers to an approval prompt and the decision each means
+ANSWERS = {
+    "y": "approve", "yes": "approve",
+    "n": "reject", "no": "reject",
+    "t": "approve_turn", "turn": "approve_turn",
+    "s": "approve_session", "session": "approve_session",
+}
+
+#: exit status after Ctrl-C (128 + SIGINT), as shells report it
+INTERRUPTED = 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workflow", metavar="WORKFLOW", help="the workflow file to run")
+    parser.add_argument(
+        "--tools", metavar="MODULE:ATTR",
+        help="the tools: a list of @tool functions or a mapping from tool name to callable "
+        "(MODULE is imported with the current folder on the path)")
+    parser.add_argument(
+        "--hooks", metavar="MODULE:ATTR",
+        help="the callables of the workflow's 'call' effects: a mapping from name to callable")
+    parser.add_argument(
+        "--provider", default="openai", metavar="openai|scripted:FILE",
+        help="the model: 'openai' (default; any OpenAI-compatible server, OPENAI_API_KEY "
+        "and OPENAI_BASE_URL are read) or 'scripted:FILE' (replies written in advance)")
+    parser.add_argument("--model", metavar="M", help="the model name (required for openai)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="the server of --provider openai (default: OPENAI_BASE_URL or "
+                        "the hosted API)")
+    parser.add_argument("--system", metavar="TEXT", default="",
+                        help="the host's system text, before the phase's instructions")
+    parser.add_argument("--session", metavar="ID",
+                        help="the session id: resumed when the store has it (default: a new id)")
+    parser.add_argument("--store", metavar="STORE", default="memory",
+                        help="where sessions are kept: 'memory' (default; durable stores "
+                        "are not available yet)")
+    parser.add_argument(
+        "-m", "--message", action="append", metavar="TEXT",
+        help="send TEXT as one turn and exit when every --message is done (repeatable: "
+        "one turn each, in order)")
+    parser.add_argument("--json", action="store_true",
+                        help="print every event as one JSON line instead of the transcript")
+    parser.add_argument(
+        "--approve", choices=("all", "none"),
+        help="decide every approval without asking: 'all' approves, 'none' rejects "
+        "(default: ask in a chat, reject otherwise)")
+
+
+class Misuse(Exception):
+    """Input the command cannot use: printed as one line, exit status 2."""
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except Misuse as problem:
+        print(f"phaseflow run: error: {problem}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from phaseflow.cli.common import load_or_report
+    from phaseflow.errors import PhaseflowError
+
+    if args.store != "memory":
+        raise Misuse(f"--store {args.store}: durable stores are not available yet "
+                     "(only --store memory)")
+    kind, script = _provider_choice(args)
+    workflow = load_or_report(args.workflow, "run")
+    if isinstance(workflow, int):
+        return 2  # what is wrong with it is printed
+    tools = _import_attr(args.tools, "--tools") if args.tools else None
+    if tools is not None:
+        tools = _tool_list(tools, args.tools)
+    hooks = _import_attr(args.hooks, "--hooks") if args.hooks else None
+    if hooks is not None and not isinstance(hooks, Mapping):
+        raise Misuse(f"--hooks {args.hooks}: expected a mapping from name to callable, got "
+                     f"{type(hooks).__name__}")
+    provider = _provider(kind, script, args)
+    from phaseflow.session import Agent
+
+    try:
+        agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
+                      model=args.model)
+    except PhaseflowError as exc:
+        raise Misuse(str(exc)) from None
+    _warn_missing(agent, hooks or {})
+    loop = asyncio.new_event_loop()
+    chat = Chat(agent, loop, args)
+    try:
+        return chat.start()
+    finally:
+        closing = getattr(provider, "aclose", None)
+        if closing is not None and not chat.abandoned:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(closing())
+        loop.close()
+
+
+# --- inputs ---------------------------------------------------------------------------
+
+def _provider_choice(args: argparse.Namespace) -> tuple[str, str]:
+    """('openai', '') or ('scripted', FILE), checked before anything is loaded."""
+    choice: str = args.provider
+    if choice == "openai":
+        return "openai", ""
+    kind, sep, path = choice.partition(":")
+    if kind == "scripted" and sep and path:
+        if args.base_url:
+            raise Misuse("--base-url is for --provider openai")
+        return "scripted", path
+    raise Misuse(f"--provider {choice}: expected 'openai' or 'scripted:FILE'")
+
+
+def _provider(kind: str, script: str, args: argparse.Namespace) -> Provider:
+    from phaseflow.errors import PhaseflowError
+
+    if kind == "scripted":
+        from phaseflow.providers.scripted import ScriptedProvider
+
+        try:
+            return ScriptedProvider.from_file(script)
+        except PhaseflowError as exc:
+            raise Misuse(f"--provider scripted: {exc}") from None
+    if not args.model:
+        raise Misuse("--provider openai needs --model (the model the server should run)")
+    if not (args.base_url or os.environ.get("OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_API_KEY")):
+        raise Misuse("--provider openai needs an API key: set OPENAI_API_KEY (a local "
+                     "server given by --base-url or OPENAI_BASE_URL needs none)")
+    try:
+        import openai  # noqa: F401 - only to know it is there
+    except ImportError:
+        raise Misuse("--provider openai needs the openai package: "
+                     "pip install 'phaseflow[openai]'") from None
+    from phaseflow.providers.openai import OpenAIProvider
+
+    try:
+        return OpenAIProvider(args.model, base_url=args.base_url)
+    except PhaseflowError as exc:
+        raise Misuse(str(exc)) from None
+
+
+def _import_attr(spec: str, option: str) -> Any:
+    """``MODULE:ATTR`` imported, with the current folder on the path (as ``python -m``)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise Misuse(f"{option} takes MODULE:ATTR, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise Misuse(f"{option} {spec}: cannot import {module_name}: "
+                     f"{type(exc).__name__}: {exc}") from None
+    value = module
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise Misuse(f"{option} {spec}: {module_name} has no attribute {attr!r}")
+        value = getattr(value, part)
+    return value
+
+
+def _tool_list(value: Any, spec: str) -> Any:
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, list | tuple):
+        return list(value)
+    raise Misuse(f"--tools {spec}: expected a list of tools or a mapping from tool name to "
+                 f"callable, got {type(value).__name__}")
+
+
+def _calls_of(workflow: Workflow) -> list[str]:
+    """Every ``call`` the workflow's effects and preparations name, in file order."""
+    from phaseflow.spec.model import CallEffect
+
+    names: list[str] = []
+    for phase in workflow.phases.values():
+        effects = [*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare)]
+        for effect in effects:
+            if isinstance(effect, CallEffect) and effect.name not in names:
+                names.append(effect.name)
+    return names
+
+
+def _warn_missing(agent: Agent, hooks: Mapping[str, Any]) -> None:
+    missing = agent.missing_tools()
+    if missing:
+        print(f"phaseflow run: warning: no implementation for {len(missing)} tool(s), so "
+              f"they are never offered: {', '.join(missing)} (give them with --tools)",
+              file=sys.stderr)
+    registry = agent.workflow.registry
+    calls = [c for c in _calls_of(agent.workflow) if c not in hooks and c not in registry]
+    if calls:
+        print(f"phaseflow run: warning: no callable for {len(calls)} call effect(s), which "
+              f"fail when they run: {', '.join(calls)} (give them with --hooks)",
+              file=sys.stderr)
+
+
+# --- the conversation -----------------------------------------------------------------
+
+def _readline() -> bool:
+    """Load line editing for ``input()`` where the platform has it (not on Windows)."""
+    try:
+        import readline  # noqa: F401 - importing it is what turns it on
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class _Outcome:
+    """How driving one stream of events ended, as far as the user's Ctrl-C goes."""
+
+    quit: bool = False  # pressed twice: leave now
+    cancelled: bool = False  # pressed once: the turn was asked to stop
+
+
+class Chat:
+    """One session driven from the command line, on one event loop (the session's
+    asyncio objects belong to it). The loop runs only while a turn does; between turns
+    the prompt reads standard input, where Ctrl-C is a plain ``KeyboardInterrupt``."""
+
+    def __init__(self, agent: Agent, loop: asyncio.AbstractEventLoop,
+                 args: argparse.Namespace) -> None:
+        from phaseflow.cli.render import JsonLines, Transcript, wants_colour
+
+        for stream in (sys.stdout, sys.stderr):
+            # a model's text in a terminal that cannot show it: replaced, not a crash
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="replace")
+        self.agent = agent
+        self.loop = loop
+        self.args = args
+        self.interactive = not args.message and sys.stdin.isatty()
+        self.sink: Sink = (
+            JsonLines(sys.stdout, sys.stderr) if args.json
+            else Transcript(sys.stdout, colour=wants_colour(sys.stdout),
+                            echo_user=not self.interactive))
+        #: the transcript, when the prompt has line editing (readline: arrow keys and
+        #: history), for a person at a terminal
+        self.line_editing: Transcript | None = (
+            self.sink if isinstance(self.sink, Transcript) and self.interactive
+            and sys.stdout.isatty() and _readline() else None)
+        self.failed = False
+        self.abandoned = False
+        self.session: Session | None = None
+
+    # --- the whole run ----------------------------------------------------------------
+
+    def start(self) -> int:
+        import uuid
+
+        from phaseflow.errors import PhaseflowError
+
+        session_id = self.args.session or f"run-{uuid.uuid4().hex[:12]}"
+        try:
+            self.session = self.loop.run_until_complete(self.agent.session(session_id))
+        except PhaseflowError as exc:
+            raise Misuse(str(exc)) from None
+        session = self.session
+        if self.interactive:
+            self.sink.notice(f"{self.agent.workflow.name}: session {session.id}, phase "
+                             f"{session.phase}; Ctrl-C cancels a turn, Ctrl-D or Ctrl-C at "
+                             "the prompt quits")
+        if session.pending_approval is not None and self._approvals().quit:
+            return INTERRUPTED
+        if self.interactive:
+            return self._chat()
+        return self._scripted(self._messages())
+
+    def _messages(self) -> Iterator[str]:
+        if self.args.message:
+            yield from self.args.message
+            return
+        for line in sys.stdin:
+            if line.strip():
+                yield line.rstrip("\n")
+
+    def _scripted(self, messages: Iterator[str]) -> int:
+        session = self._session()
+        sent = 0
+        for message in messages:
+            sent += 1
+            if session.status == "finished":
+                print(f"phaseflow run: error: session {session.id} has finished (phase "
+                      f"{session.phase} is terminal); not sent: {message!r}",
+                      file=sys.stderr)
+                return 1
+            outcome = self._turn(partial(session.send, message))
+            if not outcome.quit and not outcome.cancelled:
+                outcome = self._approvals()
+            if outcome.quit or outcome.cancelled:
+                return INTERRUPTED
+        if not sent:
+            raise Misuse("no messages: standard input is not a terminal and gave no lines "
+                         "(send them with --message TEXT)")
+        self._finished_notice()
+        return 1 if self.failed else 0
+
+    def _chat(self) -> int:
+        session = self._session()
+        while session.status != "finished":
+            try:
+                line = self._ask("you> ")
+            except KeyboardInterrupt:
+                self._newline()
+                return INTERRUPTED
+            if line is None:
+                self._newline()
+                break
+            if not line.strip():
+                continue
+            outcome = self._turn(partial(session.send, line))
+            if not outcome.quit:  # (a turn may reach its approval before a Ctrl-C lands)
+                outcome = self._approvals()
+            if outcome.quit:
+                return INTERRUPTED
+        self._finished_notice()
+        return 1 if self.failed else 0
+
+    def _finished_notice(self) -> None:
+        session = self._session()
+        if session.status == "finished":
+            self.sink.notice(f"session {session.id} finished in phase {session.phase}")
+
+    def _session(self) -> Session:
+        assert self.session is not None
+        return self.session
+
+    # --- input ------------------------------------------------------------------------
+
+    def _ask(self, prompt: str, *, question: bool = False) -> str | None:
+        """One line typed by the user (``None`` at end of input)."""
+        if self.line_editing is not None:
+            try:
+                return input(self.line_editing.line_prompt(prompt, question=question))
+            except EOFError:
+                return None
+        self.sink.prompt(prompt, question=question)
+        line = sys.stdin.readline()
+        if not line:
+            return None
+        return line.rstrip("\r\n")
+
+    def _newline(self) -> None:
+        self.sink.prompt("\n")
+
+    # --- turns ------------------------------------------------------------------------
+
+    def _turn(self, stream: Callable[[], AsyncIterator[Event]]) -> _Outcome:
+        """Drive one stream of events to its end. The first Ctrl-C cancels the turn (the
+        session closes it cleanly); a second one quits at once, even while a tool that
+        blocks holds the loop: a Python-level handler runs between the tool's bytecodes,
+        where one installed on the loop would wait for the tool to return."""
+        outcome = _Outcome()
+        task = self.loop.create_task(self._consume(stream()))
+        session = self._session()
+
+        def interrupted(signum: int, frame: Any) -> None:
+            if outcome.cancelled:
+                raise KeyboardInterrupt
+            outcome.cancelled = True
+            # said at once (a blocking tool may hold the loop); done when the loop can
+            self.sink.urgent("cancelling the turn; Ctrl-C again quits")
+            self.loop.call_soon_threadsafe(session.cancel)
+
+        try:
+            previous = signal.signal(signal.SIGINT, interrupted)
+        except ValueError:  # not the main thread: Ctrl-C stays a KeyboardInterrupt
+            previous = None
+        try:
+            self.loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            outcome.quit = True
+            self.abandon()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        return outcome
+
+    def abandon(self) -> None:
+        """Quit in the middle of a turn: the loop never runs again (a tool that blocks
+        would hold it), and what it leaves pending is not reported at exit."""
+        import warnings
+
+        self.abandoned = True
+        self.loop.set_exception_handler(lambda loop, context: None)
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+
+    async def _consume(self, stream: AsyncIterator[Event]) -> None:
+        from phaseflow.errors import PhaseflowError
+        from phaseflow.session.events import TurnFinished
+
+        try:
+            async for event in stream:
+                self.sink.show(event)
+                if isinstance(event, TurnFinished) and event.status in ("failed",
+                                                                        "step_limit"):
+                    self.failed = True
+        except PhaseflowError as exc:
+            print(f"phaseflow run: error: {exc}", file=sys.stderr)
+            self.failed = True
+
+    # --- approvals --------------------------------------------------------------------
+
+    def _approvals(self) -> _Outcome:
+        """Decide pending approvals until the turn no longer waits for one."""
+        session = self._session()
+        outcome = _Outcome()
+        while session.pending_approval is not None:
+            pending = session.pending_approval
+            try:
+                decision, reason = self._decide(pending)
+            except KeyboardInterrupt:
+                self._newline()
+                self._turn_cancel_pending()
+                outcome.cancelled = True
+                return outcome
+            outcome = self._turn(partial(session.resolve, pending.call_id, decision,
+                                         reason=reason, arguments_hash=pending.arguments_hash))
+            if outcome.quit or outcome.cancelled:
+                return outcome
+        return outcome
+
+    def _turn_cancel_pending(self) -> None:
+        self.sink.notice("cancelling the turn")
+
+        async def cancel() -> None:
+            for event in await self._session().cancel_pending():
+                self.sink.show(event)
+
+        self.loop.run_until_complete(cancel())
+
+    def _decide(self, pending: PendingApproval) -> tuple[str, str]:
+        """The decision on one call, and the reason the model sees for a rejection."""
+        from phaseflow.cli.render import one_line
+
+        if self.args.approve == "all":
+            return "approve", ""
+        if self.args.approve == "none":
+            return "reject", "The user rejected this call."
+        if not self.interactive:
+            self.sink.notice(f"{pending.name}: rejected: not interactive (--approve all "
+                             "approves every call)")
+            return "reject", "Not approved: nobody was there to approve it."
+        question = (f"approve {pending.name} {one_line(pending.arguments)}? "
+                    "[y]es, [n]o, this [t]urn, this [s]ession: ")
+        while True:
+            answer = self._ask(question, question=True)
+            if answer is None:  # end of input: fail closed
+                self._newline()
+                return "reject", "The user rejected this call."
+            decision = ANSWERS.get(answer.strip().lower())
+            if decision is not None:
+                reason = "The user rejected this call." if decision == "reject" else ""
+                return decision, reason

@@ -1,0 +1,373 @@
+"""Running a conversation scenario: a real session, a scripted model, stand-in tools.
+
+The scenario's ``model:`` steps are one script for the whole conversation (the scripted
+provider answers the request whose history holds N-1 assistant messages with reply N),
+so a conversation resumed after a ``crash`` continues where it stood. The steps between
+two user-side steps are one turn's: the runner knows, before a turn starts, which
+replies it may ask for and which ``expect`` steps are checked before which reply. The
+provider is wrapped so that an ``expect`` between two ``model:`` steps is checked when the
+session asks for the next reply - nothing is raised inside the stream: a failed check is
+recorded and reported when the turn is over, with the step's line.
+
+``cancel: true`` cancels the turn in progress at its first wait after the replies
+written before it: while the stand-in tools of the last reply run (every stand-in
+called in that tool group waits until the turn is cancelled), or, when that reply runs
+no stand-in (or no reply was written yet), while the session waits for the next reply.
+A turn that waits for an approval is cancelled as the host does it
+(``cancel_pending``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from phaseflow.errors import PhaseflowError
+from phaseflow.machine import GuardTrigger, ModelTrigger
+from phaseflow.providers.scripted import ScriptedProvider
+from phaseflow.session import events as ev
+from phaseflow.session.agent import Agent, Session
+from phaseflow.session.provider import ProviderEvent, ProviderFailure, ProviderRequest
+from phaseflow.session.tools import ToolContext
+from phaseflow.session.tools import tool as make_tool
+from phaseflow.spec.model import Workflow
+from phaseflow.stores.memory import MemoryStore
+from phaseflow.testing.calls import CallLog
+from phaseflow.testing.convchecks import Seen, check
+from phaseflow.testing.coverage import Coverage
+from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile
+from phaseflow.turn.messages import AssistantMessage
+
+__all__ = ["TURN_TIMEOUT", "run_conversation"]
+
+#: a turn that has not ended after this many seconds fails the scenario (a safety net
+#: against a turn that waits forever; the scripted turns take milliseconds)
+TURN_TIMEOUT = 30.0
+SESSION_ID = "conversation-test"
+
+
+class _Failed(Exception):
+    """Internal: stops the conversation at the failing step."""
+
+
+@dataclass(slots=True)
+class _Turn:
+    """What the runner knows about the turn in progress before it starts."""
+
+    opener: Step
+    first: int  # the number of the first reply written for it
+    last: int  # the number of its last reply (first - 1 when none is written)
+    before: dict[int, list[Step]] = field(default_factory=dict)  # checks before reply N
+    models: dict[int, Step] = field(default_factory=dict)
+    cancel: bool = False  # the next step is `cancel: true`
+    cancelled: bool = False  # the cancellation happened
+    checked: set[int] = field(default_factory=set)
+
+
+class _Model:
+    """The provider the session talks to: the scripted provider, with the checks of
+    the ``expect`` steps written before a reply run when the session asks for it."""
+
+    def __init__(self, run: _Conversation, script: ScriptedProvider) -> None:
+        self.run = run
+        self.script = script
+        self.answered = 0  # the number of the reply the session got last
+        self.furthest = 0
+        self.last_request: ProviderRequest | None = None
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        run = self.run
+        self.last_request = request
+        number = 1 + sum(isinstance(m, AssistantMessage) for m in request.history)
+        turn = run.turn
+        if turn is not None and number > turn.last:
+            if turn.cancel:
+                await run.cancel_here()
+            line = turn.models[turn.last].line if turn.last in turn.models else turn.opener.line
+            written = turn.last - turn.first + 1
+            run.record(f"{run.path}:{line}: the turn asks for another reply (reply {number} "
+                       f"of the conversation), but {written} "
+                       f"{'is' if written == 1 else 'are'} written for it; add a model step")
+            yield ProviderFailure("the conversation test has no more replies for this turn")
+            return
+        if turn is not None and number not in turn.checked:
+            turn.checked.add(number)
+            for step in turn.before.get(number, ()):
+                run.check(step, request)
+        self.answered = number
+        self.furthest = max(self.furthest, number)
+        async for item in self.script.stream(request):
+            yield item
+
+
+class _Conversation:
+    """One conversation scenario's run."""
+
+    def __init__(self, test: TestFile, scenario: Scenario, workflow: Workflow,
+                 coverage: Coverage, used: set[Spot]) -> None:
+        assert scenario.conversation is not None
+        self.path = test.path
+        self.scenario = scenario
+        self.steps = scenario.conversation
+        self.workflow = workflow
+        self.coverage = coverage
+        self.log = CallLog(used)
+        self.hooks = self.log.hooks(workflow, {**test.mocks, **scenario.mocks})
+        self.stand_ins = {**test.tools, **scenario.tools}
+        self.unstubbed: list[str] = []
+        replies = [step.value for step in self.steps if step.kind == "model"]
+        self.model = _Model(self, ScriptedProvider(replies))
+        self.store = MemoryStore()
+        self.turn: _Turn | None = None
+        self.failures: list[str] = []
+        self.session: Session | None = None
+        #: the calls of the last tool group, in the model's order, and every result
+        self.group: list[str] = []
+        self.names: dict[str, str] = {}
+        self.results: dict[str, ev.ToolResultEvent] = {}
+        self._in_group = False
+        self._group_base = 0
+        self._group_positions: list[int] = []
+        self.seen_history = 0
+        #: how the last turn ended (its status, or the step limit's message)
+        self.ended = ""
+
+    # --- the parts ----------------------------------------------------------------------
+
+    def agent(self) -> Agent:
+        """An agent as a host builds it; a ``crash`` builds a new one on the same store."""
+        names = list(self.workflow.tools) if self.workflow.tools is not None else list(
+            self.stand_ins)
+        tools = {name: self._tool(name) for name in names}
+        return Agent(self.workflow, self.model, tools=tools, hooks=self.hooks,
+                     store=self.store)
+
+    def _tool(self, name: str) -> Any:
+        stand_in = self.stand_ins.get(name)
+
+        async def call(ctx: ToolContext, **arguments: Any) -> Any:
+            self._called_tool(name, ctx.call_id)
+            if stand_in is not None:
+                self.log.used.add(stand_in.spot)
+            turn = self.turn
+            if turn is not None and turn.cancel and self.model.answered == turn.last:
+                await self.cancel_here()
+            if stand_in is None:
+                self.unstubbed.append(name)
+                return None
+            if stand_in.raises is not None:
+                raise RuntimeError(stand_in.raises)
+            if stand_in.echo:
+                return copy.deepcopy(arguments)
+            return copy.deepcopy(stand_in.returns)
+
+        return make_tool(name=name, parameters={"type": "object"})(call)
+
+    def _called_tool(self, name: str, call_id: str) -> None:
+        """Log a stand-in's call in the model's call order within its tool group (the
+        calls of a group run concurrently: the order they start in is not the test's)."""
+        position = self.group.index(call_id) if call_id in self.group else len(self.group)
+        before = sum(1 for p in self._group_positions if p < position)
+        self.log.called.insert(min(self._group_base + before, len(self.log.called)), name)
+        self._group_positions.append(position)
+
+    async def cancel_here(self) -> None:
+        """Cancel the running turn, as the host's ``session.cancel()`` does, and wait
+        for it (the session stops the tool or the stream that waits here)."""
+        assert self.turn is not None and self.session is not None
+        self.turn.cancelled = True
+        self.session.cancel()
+        await asyncio.Event().wait()
+
+    def record(self, failure: str) -> None:
+        self.failures.append(failure)
+
+    def fail(self, step: Step, message: str) -> _Failed:
+        return _Failed(f"{self.path}:{step.line}: {message}")
+
+    # --- events -------------------------------------------------------------------------
+
+    def observe(self, event: ev.Event) -> None:
+        if isinstance(event, ev.ToolCallEvent):
+            if not self._in_group:
+                self.group = []
+                self._group_base = len(self.log.called)
+                self._group_positions = []
+            self._in_group = True
+            self.group.append(event.call_id)
+            self.names[event.call_id] = event.name
+            return
+        self._in_group = False
+        if isinstance(event, ev.ToolResultEvent):
+            self.results[event.call_id] = event
+        elif isinstance(event, ev.TurnFinished) and not self.ended.startswith("step_limit"):
+            self.ended = event.status
+        elif isinstance(event, ev.ErrorEvent) and event.code == "step_limit":
+            self.ended = f"step_limit: {event.message}"
+
+    def covered(self) -> None:
+        """Credit the transitions the machine took since the last look."""
+        if self.session is None:
+            return
+        history = self.session.machine.history
+        for record in history[self.seen_history:]:
+            self.coverage.phase(record.to_phase)
+            trigger = record.trigger
+            if isinstance(trigger, GuardTrigger):
+                self.coverage.transition(record.from_phase, trigger.index)
+            elif isinstance(trigger, ModelTrigger):
+                phase = self.workflow.phases.get(record.from_phase)
+                for index, t in enumerate(phase.transitions if phase else ()):
+                    if t.trigger == "model" and t.to == record.to_phase:
+                        self.coverage.transition(record.from_phase, index)
+                        break
+        self.seen_history = len(history)
+
+    # --- running ------------------------------------------------------------------------
+
+    async def run(self) -> str | None:
+        self.coverage.phase(self.workflow.initial)
+        try:
+            agent = self.agent()
+            self.session = await agent.session(SESSION_ID)
+            await self._steps()
+        except _Failed as failed:
+            return str(failed)
+        finally:
+            self.covered()
+        return None
+
+    async def _steps(self) -> None:
+        steps = self.steps
+        reply = 0
+        index = 0
+        while index < len(steps):
+            step = steps[index]
+            index += 1
+            if step.kind == "expect":
+                self.check(step, None)
+            elif step.kind in ("user", "approve", "reject"):
+                turn = _Turn(step, reply + 1, reply)
+                waiting: list[Step] = []
+                while index < len(steps) and steps[index].kind in ("model", "expect"):
+                    item = steps[index]
+                    index += 1
+                    if item.kind == "expect":
+                        waiting.append(item)
+                        continue
+                    reply += 1
+                    turn.before[reply], waiting = waiting, []
+                    turn.models[reply] = item
+                turn.last = reply
+                turn.cancel = index < len(steps) and steps[index].kind == "cancel"
+                await self._turn(turn)
+                for item in waiting:
+                    self.check(item, None)
+            elif step.kind == "cancel":
+                await self._cancel(step)
+            elif step.kind == "crash":
+                self.session = None
+                self.session = await self.agent().session(SESSION_ID)
+            self._raise_recorded()
+
+    def _raise_recorded(self) -> None:
+        if self.failures:
+            raise _Failed(self.failures[0])
+
+    async def _turn(self, turn: _Turn) -> None:
+        session = self.session
+        assert session is not None
+        step = turn.opener
+        self.turn = turn
+        self.ended = ""
+        try:
+            if step.kind == "user":
+                stream = session.send(step.value)
+            else:
+                stream = self._resolve(session, step)
+            try:
+                await asyncio.wait_for(self._drain(stream), TURN_TIMEOUT)
+            except TimeoutError:
+                raise self.fail(step, f"the turn did not end within {TURN_TIMEOUT:g} s "
+                                      f"(status {session.status})") from None
+            except PhaseflowError as error:
+                raise self.fail(step, f"{step.kind}: {error}") from None
+        finally:
+            self.covered()
+        self._raise_recorded()
+        if self.log.unmocked:
+            names = ", ".join(sorted(set(self.log.unmocked)))
+            raise self.fail(step, f"the workflow called {names}, which the test file does "
+                                  "not mock; add it under 'mocks'")
+        if self.unstubbed:
+            names = ", ".join(sorted(set(self.unstubbed)))
+            raise self.fail(step, f"the model called {names}, which the test file has no "
+                                  "stand-in for; add it under 'tools'")
+        unused = turn.last - max(self.model.furthest, turn.first - 1)
+        if unused > 0 and not turn.cancelled and session.status != "failed":
+            first = turn.models[turn.last - unused + 1]
+            how = ("paused for an approval" if session.status == "awaiting_approval"
+                   else f"ended ({self.ended})" if self.ended.startswith("step_limit")
+                   else "ended")
+            raise self.fail(first, f"this reply was never asked for: the turn {how} after "
+                                   f"{turn.last - turn.first + 1 - unused} of its "
+                                   f"{turn.last - turn.first + 1} replies (status "
+                                   f"{session.status})")
+
+    async def _resolve(self, session: Session, step: Step) -> AsyncIterator[ev.Event]:
+        decision: dict[str, str] = step.value
+        pending = session.pending_approval
+        if pending is None:
+            raise self.fail(step, f"{step.kind} {decision['tool']}: no approval is pending "
+                                  f"(status {session.status})")
+        if pending.name != decision["tool"]:
+            raise self.fail(step, f"{step.kind} {decision['tool']}: the pending approval is "
+                                  f"for {pending.name}")
+        async for event in session.resolve(pending.call_id, decision["decision"],
+                                           reason=decision["reason"]):
+            yield event
+
+    async def _drain(self, stream: AsyncIterator[ev.Event]) -> None:
+        async for event in stream:
+            self.observe(event)
+
+    async def _cancel(self, step: Step) -> None:
+        session = self.session
+        assert session is not None
+        turn = self.turn
+        if turn is not None and turn.cancelled:
+            return
+        if session.status == "awaiting_approval":
+            for event in await session.cancel_pending():
+                self.observe(event)
+            return
+        raise self.fail(step, f"cancel: no turn is running or waiting for an approval "
+                              f"(status {session.status})")
+
+    # --- checks -------------------------------------------------------------------------
+
+    def check(self, step: Step, request: ProviderRequest | None) -> None:
+        """Run an ``expect`` step. ``request``: the request the next reply answers (a
+        check between two replies); ``None`` for a check at rest (the session's most
+        recent request)."""
+        session = self.session
+        assert session is not None
+        if request is None:
+            request = session.last_request or self.model.last_request
+        seen = Seen(session, request, self.log.take(), self.group, self.names, self.results,
+                    self.workflow)
+        problems = [p for p in (check(key, expected, seen)
+                                for key, expected in step.expect.items()) if p]
+        if problems:
+            self.record(f"{self.path}:{step.line}: expect failed:\n  " + "\n  ".join(problems))
+
+
+def run_conversation(test: TestFile, scenario: Scenario, workflow: Workflow,
+                     coverage: Coverage, used: set[Spot]) -> str | None:
+    """Run a conversation scenario; its failure (``path:line: ...``) or ``None``.
+    ``used`` collects where the mocks and tool stand-ins it called are written."""
+    return asyncio.run(_Conversation(test, scenario, workflow, coverage, used).run())
+

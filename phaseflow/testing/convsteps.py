@@ -1,0 +1,328 @@
+"""Reading a conversation scenario's steps and the file's tool stand-ins.
+
+A conversation scenario drives a real session (a scripted model, stand-in tools, a
+store in memory); its steps are what the user, the model and the human approver do,
+and ``expect`` checks in between. Everything is read with its line and column, and the
+order of the steps is checked here, before anything runs: a ``model:`` step with no
+turn to belong to, or a ``cancel`` with nothing to cancel, is a mistake in the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.spec.schema import entries
+from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
+from phaseflow.testing.values import Bad, BaseReader, Spot, Step, key_spots, spot_of
+
+__all__ = [
+    "CONVERSATION_EXPECT_KEYS",
+    "CONVERSATION_STEPS",
+    "RESULT_STATUSES",
+    "SESSION_STATUSES",
+    "StandIn",
+    "read_conversation",
+    "read_stand_ins",
+]
+
+CONVERSATION_STEPS = ("user", "model", "approve", "reject", "cancel", "crash", "expect")
+#: the steps that end the model's replies of a turn (the user side of the conversation)
+USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash"})
+CONVERSATION_EXPECT_KEYS = frozenset({
+    "phase", "state", "offered", "results", "reply", "status", "approval", "called",
+    "navigation",
+})
+#: machine-scenario checks, with what a conversation checks instead
+_MACHINE_ONLY = {
+    "tools": "offered (the tools of the model's request)",
+    "terminal": "status: finished",
+    "needs": "state",
+    "missing": "navigation",
+    "history": "phase",
+}
+RESULT_STATUSES = (
+    "ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown", "pending",
+)
+SESSION_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+_SCOPES = {"once": "approve", "turn": "approve_turn", "session": "approve_session"}
+_STAND_IN_KEYS = frozenset({"returns", "raises", "echo"})
+_MODEL_KEYS = frozenset({"text", "calls"})
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """A stand-in for one of the host's tools: returns ``returns`` (any JSON value; a
+    mapping's keys in the tool's ``writes`` are written to the state, as a real tool's
+    are), or the call's arguments (``echo``), or raises an exception with the message
+    ``raises``."""
+
+    name: str
+    returns: Any = None
+    raises: str | None = None
+    spot: Spot = field(default_factory=lambda: Spot(1, 1))
+    #: return the call's arguments (a tool that records what the model passes it)
+    echo: bool = False
+
+
+def read_stand_ins(reader: BaseReader, node: Node | None) -> dict[str, StandIn]:
+    """A ``tools:`` section: tool name -> ``{returns: X}``, ``{raises: MSG}``,
+    ``{echo: true}`` or null."""
+    if node is None:
+        return {}
+    if not isinstance(node, Mapping):
+        raise reader.fail(node, "tools must be a mapping of tool names to {returns: ...}, "
+                                "{raises: MESSAGE} or {echo: true}")
+    out: dict[str, StandIn] = {}
+    for key, value in entries(node):
+        spot = spot_of(key)
+        name = str(key.value)
+        if isinstance(value, Scalar) and value.value is None:
+            out[name] = StandIn(name, spot=spot)
+            continue
+        try:
+            fields = reader.mapping(value, f"tool '{name}'", _STAND_IN_KEYS)
+            if len(fields) > 1:
+                raise reader.fail(value, f"tool '{name}': one of returns, raises or echo")
+            returns = to_python(fields["returns"]) if "returns" in fields else None
+            raises = reader.string(fields["raises"], "raises") if "raises" in fields else None
+            echo = False
+            if "echo" in fields:
+                flag = fields["echo"]
+                if not isinstance(flag, Scalar) or flag.value is not True:
+                    raise reader.fail(flag, f"tool '{name}': echo takes true")
+                echo = True
+        except Bad:
+            continue
+        out[name] = StandIn(name, returns, raises, spot, echo)
+    return out
+
+
+class _Steps:
+    """Reads one conversation's steps; every mistake goes to the reader's problems."""
+
+    def __init__(self, reader: BaseReader) -> None:
+        self.reader = reader
+
+    def fail(self, node: Node | None, message: str) -> Bad:
+        return self.reader.fail(node, message)
+
+    def step(self, node: Node) -> Step:
+        if not isinstance(node, Mapping) or len(node.pairs) != 1:
+            raise self.fail(node, "a conversation step is a mapping with one key, such as "
+                                  "{user: TEXT}, {model: TEXT} or {expect: {...}}")
+        ((key, value),) = node.pairs
+        kind = str(key.value)
+        if kind not in CONVERSATION_STEPS:
+            hint = did_you_mean(kind, CONVERSATION_STEPS) or (
+                f" (steps: {', '.join(CONVERSATION_STEPS)})")
+            raise self.fail(key, f"unknown conversation step '{kind}'{hint}")
+        line, column = node.line, node.column
+        if kind == "user":
+            return Step(kind, line, self.text(value, "user"), column=column)
+        if kind == "model":
+            reply, spots = self.model(value)
+            return Step(kind, line, reply, spots=spots, column=column)
+        if kind in ("approve", "reject"):
+            decision, spots = self.decision(kind, value)
+            return Step(kind, line, decision, spots=spots, column=column)
+        if kind in ("cancel", "crash"):
+            if not isinstance(value, Scalar) or value.value is not True:
+                raise self.fail(value, f"{kind} takes true: '{kind}: true'")
+            return Step(kind, line, True, column=column)
+        checks, spots = self.checks(value)
+        return Step("expect", line, expect=checks, spots=spots, column=column)
+
+    def text(self, node: Node, what: str) -> str:
+        if not isinstance(node, Scalar) or not isinstance(node.value, str):
+            raise self.fail(node, f"{what} takes a text")
+        return node.value
+
+    def model(self, node: Node) -> tuple[dict[str, Any], dict[str, Spot]]:
+        """A reply, in the scripted provider's form ``{text, calls: [{TOOL: ARGS}]}``;
+        spots ``call:N`` (the tool name of call N, from 0) and ``move:N`` (the phase of
+        a ``go_to_phase`` call)."""
+        if isinstance(node, Scalar):
+            return {"text": self.text(node, "model")}, {}
+        fields = self.reader.mapping(node, "model", _MODEL_KEYS)
+        reply: dict[str, Any] = {}
+        spots: dict[str, Spot] = {}
+        if "text" in fields:
+            reply["text"] = self.text(fields["text"], "model text")
+        calls_node = fields.get("calls")
+        if calls_node is not None:
+            if not isinstance(calls_node, Sequence):
+                raise self.fail(calls_node, "calls is a list of {TOOL: ARGUMENTS}")
+            calls: list[dict[str, Any]] = []
+            for index, item in enumerate(calls_node.items):
+                if not isinstance(item, Mapping) or len(item.pairs) != 1:
+                    raise self.fail(item, "a call is a mapping with one key, the tool's name: "
+                                          "{TOOL: {ARGUMENT: VALUE}}")
+                ((name_node, args_node),) = item.pairs
+                name = str(name_node.value)
+                if not name:
+                    raise self.fail(name_node, "a tool name must not be empty")
+                args = to_python(args_node)
+                if args is None:
+                    args = {}
+                if not isinstance(args, dict):
+                    raise self.fail(args_node, f"the arguments of '{name}' are a mapping "
+                                               "(or nothing)")
+                spots[f"call:{index}"] = spot_of(name_node)
+                if name == "go_to_phase" and isinstance(args_node, Mapping):
+                    target = args_node.get("phase")
+                    if isinstance(target, Scalar) and isinstance(target.value, str):
+                        spots[f"move:{index}"] = spot_of(target)
+                calls.append({name: args})
+            reply["calls"] = calls
+        if not reply.get("text") and not reply.get("calls"):
+            raise self.fail(node, "a model reply needs text or calls")
+        return reply, spots
+
+    def decision(self, kind: str, node: Node) -> tuple[dict[str, str], dict[str, Spot]]:
+        """``approve: TOOL`` / ``{tool, scope}``, ``reject: TOOL`` / ``{tool, reason}``;
+        the value holds ``tool`` and ``decision`` (the session's word) and ``reason``."""
+        if isinstance(node, Scalar):
+            tool = self.reader.string(node, kind)
+            decision = {"tool": tool, "decision": "approve" if kind == "approve" else "reject",
+                        "reason": ""}
+            return decision, {"value": spot_of(node)}
+        extra = "scope" if kind == "approve" else "reason"
+        fields = self.reader.mapping(node, kind, frozenset({"tool", extra}))
+        if "tool" not in fields:
+            raise self.fail(node, f"{kind} names the tool: {{tool: TOOL}}")
+        tool = self.reader.string(fields["tool"], f"{kind} tool")
+        spots = {"value": spot_of(fields["tool"])}
+        if kind == "approve":
+            scope = "once"
+            if "scope" in fields:
+                scope = self.reader.string(fields["scope"], "scope")
+                if scope not in _SCOPES:
+                    raise self.fail(fields["scope"], f"scope is once, turn or session, not "
+                                                     f"'{scope}'")
+            return {"tool": tool, "decision": _SCOPES[scope], "reason": ""}, spots
+        reason = self.text(fields["reason"], "reason") if "reason" in fields else ""
+        return {"tool": tool, "decision": "reject", "reason": reason}, spots
+
+    def checks(self, node: Node) -> tuple[dict[str, Any], dict[str, Spot]]:
+        if isinstance(node, Mapping):
+            for key, _ in entries(node):
+                instead = _MACHINE_ONLY.get(str(key.value))
+                if instead is not None:
+                    self.fail(key, f"'{key.value}' checks a machine scenario; a conversation "
+                                   f"checks {instead}")
+        fields = self.reader.mapping(
+            node, "expect", CONVERSATION_EXPECT_KEYS | frozenset(_MACHINE_ONLY))
+        checks: dict[str, Any] = {}
+        spots: dict[str, Spot] = {}
+        for name, value in fields.items():
+            if name in _MACHINE_ONLY:
+                continue
+            try:
+                self.check(name, value, checks, spots)
+            except Bad:
+                continue
+        return checks, spots
+
+    def check(self, key: str, node: Node, checks: dict[str, Any],
+              spots: dict[str, Spot]) -> None:
+        reader = self.reader
+        if key in ("phase", "reply"):
+            checks[key] = reader.string(node, key)
+            spots[key] = spot_of(node)
+        elif key == "status":
+            status = reader.string(node, "status")
+            if status not in SESSION_STATUSES:
+                raise self.fail(node, f"status is one of {', '.join(SESSION_STATUSES)}, "
+                                      f"not '{status}'")
+            checks[key] = status
+        elif key == "approval":
+            if isinstance(node, Scalar) and node.value is None:
+                checks[key] = None
+            else:
+                checks[key] = reader.string(node, "approval")
+                spots["approval"] = spot_of(node)
+        elif key in ("offered", "called", "navigation"):
+            named = reader.named(node, key)
+            checks[key] = [name for name, _ in named]
+            spots.update((f"{key}:{name}", spot) for name, spot in named)
+        elif key == "state":
+            value = to_python(node)
+            if not isinstance(value, dict):
+                raise self.fail(node, "expect state must be a mapping")
+            checks[key] = value
+            spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
+        elif key == "results":
+            checks[key] = self.results(node)
+
+    def results(self, node: Node) -> list[dict[str, str]]:
+        if not isinstance(node, Sequence):
+            raise self.fail(node, "results is a list, one per call of the last tool group: "
+                                  "ok, error, refused, ... or {status: S, contains: TEXT}")
+        out: list[dict[str, str]] = []
+        for item in node.items:
+            where: Node = item
+            if isinstance(item, Scalar):
+                status, contains = self.reader.string(item, "a result"), ""
+            else:
+                fields = self.reader.mapping(item, "a result", frozenset({"status",
+                                                                           "contains"}))
+                if "status" not in fields:
+                    raise self.fail(item, "a result names its status: {status: S}")
+                where = fields["status"]
+                status = self.reader.string(where, "status")
+                contains = self.text(fields["contains"], "contains") if (
+                    "contains" in fields) else ""
+            if status not in RESULT_STATUSES:
+                hint = did_you_mean(status, RESULT_STATUSES) or (
+                    f" (statuses: {', '.join(RESULT_STATUSES)})")
+                raise self.fail(where, f"unknown result status '{status}'{hint}")
+            out.append({"status": status, "contains": contains})
+        return out
+
+    def order(self, steps: list[Step], nodes: list[Node]) -> None:
+        """The steps make a conversation: each ``model:`` step belongs to a turn (a
+        ``user``, ``approve`` or ``reject`` step before it, with only ``model`` and
+        ``expect`` steps between), and a ``cancel`` follows what it can cancel."""
+        opener: str | None = None  # the user-side step the current replies follow
+        previous: Step | None = None
+        for step, node in zip(steps, nodes, strict=True):
+            if step.kind == "model" and opener not in ("user", "approve", "reject"):
+                after = f"after '{opener}'" if opener else "before any user step"
+                self.fail(node, f"a model step is a reply in a turn: it follows a user, "
+                                f"approve or reject step ({after})")
+            if step.kind == "cancel":
+                self._cancel(previous, node)
+            if step.kind in USER_SIDE:
+                opener = step.kind
+            previous = step
+
+    def _cancel(self, previous: Step | None, node: Node) -> None:
+        if previous is None:
+            self.fail(node, "cancel: there is no turn to cancel yet (add a user step)")
+        elif previous.kind == "expect":
+            self.fail(node, "cancel follows the turn it cancels directly: put the checks "
+                            "after the cancel step")
+        elif previous.kind == "model" and not previous.value.get("calls"):
+            self.fail(node, "cancel after a reply without calls: that reply ended the turn "
+                            "(cancel follows a user step, or a model step with calls)")
+        elif previous.kind == "cancel":
+            self.fail(node, "cancel twice: the turn is already cancelled")
+
+
+def read_conversation(reader: BaseReader, node: Node | None, name: str) -> tuple[Step, ...]:
+    """The steps of a ``conversation:`` list, read and checked for order."""
+    if not isinstance(node, Sequence) or not node.items:
+        raise reader.fail(node, f"scenario '{name}': conversation is a list of steps")
+    read = _Steps(reader)
+    steps: list[Step] = []
+    nodes: list[Node] = []
+    for item in node.items:
+        try:
+            steps.append(read.step(item))
+            nodes.append(item)
+        except Bad:
+            continue
+    read.order(steps, nodes)
+    return tuple(steps)
