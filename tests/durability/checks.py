@@ -12,7 +12,15 @@ from typing import Any
 
 from phaseflow.turn.messages import AssistantMessage, ToolResultMessage, UserMessage
 
-from .worker import IDEMPOTENT, NON_IDEMPOTENT, Killer, WorkerSpec, build_agent, workflow
+from .worker import (
+    IDEMPOTENT,
+    NON_IDEMPOTENT,
+    Killer,
+    WorkerSpec,
+    build_agent,
+    close_store,
+    workflow,
+)
 
 
 @dataclass(frozen=True)
@@ -56,9 +64,7 @@ async def _final(store_url: str, session_id: str) -> Final:
         stored = await store.events(session_id)
         record = await store.load(session_id)
     finally:
-        inner = getattr(store, "inner", store)
-        if hasattr(inner, "close"):
-            inner.close()
+        await close_store(store)
     return Final(session.status, session.phase, dict(session.state), session.history,
                  tuple(e.data for e in stored), tuple(e.seq for e in stored),
                  dict(record.state) if record is not None else {})

@@ -1,35 +1,38 @@
-"""The stores the durability tests run against: SQLite always; Postgres when the
-``postgres_dsn`` fixture of ``tests/stores`` gives one (``PHASEFLOW_TEST_POSTGRES``)."""
+"""The stores the durability tests run against: SQLite always; Postgres too, through
+the ``postgres_dsn`` fixture of ``tests/stores`` (a private cluster on loopback) when
+this checkout has it, or a DSN in ``PHASEFLOW_TEST_POSTGRES``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-
-def _postgres_dsn() -> str | None:
-    return os.environ.get("PHASEFLOW_TEST_POSTGRES") or None
+with contextlib.suppress(ImportError):  # the store tests' private cluster, when here
+    from tests.stores.conftest import postgres_dsn  # noqa: F401
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store every worker process opens by its URL: a SQLite file, or a Postgres DSN
-    (each test's sessions under ids of its own, so runs never meet)."""
+    (sessions with ids of their own, so tests never meet)."""
     if request.param == "sqlite":
-        yield str(tmp_path / "sessions.db")
-        return
-    dsn = _postgres_dsn()
-    if dsn is None:
-        pytest.skip("no Postgres (set PHASEFLOW_TEST_POSTGRES to a DSN)")
+        return str(tmp_path / "sessions.db")
+    dsn = os.environ.get("PHASEFLOW_TEST_POSTGRES")
+    if not dsn:
+        try:
+            dsn = str(request.getfixturevalue("postgres_dsn"))
+        except pytest.FixtureLookupError:
+            pytest.skip("no Postgres here (no tests/stores fixture, no "
+                        "PHASEFLOW_TEST_POSTGRES)")
     try:
         from phaseflow.stores import PostgresStore  # type: ignore[attr-defined] # noqa: F401
     except ImportError:
         pytest.skip("this phaseflow has no PostgresStore")
-    yield dsn
+    return dsn
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import worker as worker_module
-from .worker import Killer, WorkerSpec, build_agent
+from .worker import Killer, WorkerSpec, build_agent, close_store
 
 _CTX: Any = None
 
@@ -143,7 +143,7 @@ async def _read(store_url: str, session_id: str, log: str) -> Seen:
         events = await store.events(session_id)
         queued = await store.queued(session_id)
     finally:
-        _close(store)
+        await close_store(store)
     from phaseflow.turn.messages import content_from_json
 
     started = [str(e.data.get("message")) for e in events if e.data.get("type") == "turn_started"]
@@ -157,15 +157,6 @@ async def _read(store_url: str, session_id: str, log: str) -> Seen:
     pending = record.execution.pending_approval
     return Seen(record.status, started, texts,
                 pending.call_id if pending is not None else None, group, record.version)
-
-
-def _close(store: Any) -> None:
-    inner = getattr(store, "inner", store)
-    close = getattr(inner, "close", None)
-    if close is not None:
-        result = close()
-        if asyncio.iscoroutine(result):  # pragma: no cover - an async store's close
-            raise AssertionError("async close in a sync helper")
 
 
 def read(store_url: str, session_id: str, log: str = os.devnull) -> Seen:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def test_every_kill_point_is_survived(store_url: str, tmp_path: Path) -> None:
     for round_ in range(12):
         if not kills.left:
             break
-        sid = f"every-{round_}-{os.getpid()}"
+        sid = f"every-{round_}-{uuid.uuid4().hex[:8]}"
         base = _base(store_url, sid, tmp_path)
         stats.add(drive_conversation(base, _messages(), random.Random(round_), kills))
         check_all(base.store, sid, base.log, _messages())
@@ -59,7 +60,7 @@ def test_random_kills(store_url: str, tmp_path: Path) -> None:
     stats = KillStats()
     effects: dict[str, int] = {}
     for round_ in range(rounds):
-        sid = f"random-{round_}-{os.getpid()}"
+        sid = f"random-{round_}-{uuid.uuid4().hex[:8]}"
         base = _base(store_url, sid, tmp_path)
         stats.add(drive_conversation(base, _messages(), random.Random(1000 + round_),
                                      RandomKills(random.Random(round_))))

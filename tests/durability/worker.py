@@ -183,6 +183,16 @@ def open_store(url: str) -> Any:
                        synchronous=os.environ.get("PHASEFLOW_TEST_SQLITE_SYNC", "FULL"))
 
 
+async def close_store(store: Any) -> None:
+    """Close a store (SQLite: at once; Postgres: its pool, awaited)."""
+    inner = getattr(store, "inner", store)
+    close = getattr(inner, "close", None)
+    if close is not None:
+        result = close()
+        if asyncio.iscoroutine(result):
+            await result
+
+
 class KillingStore:
     """The real store, with kill points right before and after each commit."""
 
@@ -324,7 +334,14 @@ def build_agent(spec: WorkerSpec, killer: Killer, store: Any = None) -> tuple[Ag
 
 
 async def _act(spec: WorkerSpec, killer: Killer) -> dict[str, Any]:
-    agent, _store = build_agent(spec, killer)
+    agent, store = build_agent(spec, killer)
+    try:
+        return await _act_with(agent, spec, killer)
+    finally:
+        await close_store(store)
+
+
+async def _act_with(agent: Agent, spec: WorkerSpec, killer: Killer) -> dict[str, Any]:
     session = await agent.session(spec.session)
     if spec.force and spec.action not in ("hold", "recover"):
         await session.recover(force=True)
