@@ -29,7 +29,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
             pytest.skip("no Postgres here (no tests/stores fixture, no "
                         "PHASEFLOW_TEST_POSTGRES)")
     try:
-        from phaseflow.stores import PostgresStore  # type: ignore[attr-defined] # noqa: F401
+        from phaseflow.stores.postgres import PostgresStore  # type: ignore # noqa: F401
     except ImportError:
         pytest.skip("this phaseflow has no PostgresStore")
     return dsn

@@ -176,7 +176,7 @@ def _append(path: str, line: str) -> None:
 def open_store(url: str) -> Any:
     """``postgresql://...`` (PostgresStore, when this phaseflow has it) or a SQLite path."""
     if url.startswith(("postgresql://", "postgres://")):
-        from phaseflow.stores import PostgresStore  # type: ignore[attr-defined]
+        from phaseflow.stores.postgres import PostgresStore  # type: ignore[import-not-found]
 
         return PostgresStore(url)
     return SQLiteStore(url.removeprefix("sqlite:"),
