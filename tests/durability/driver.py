@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import random
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from multiprocessing import forkserver
@@ -62,6 +63,8 @@ class Outcome:
     point: str | None
     result: Mapping[str, Any] | None
     exitcode: int | None
+    #: commits the worker made before a timed kill (its trace)
+    commits: int = 0
 
 
 class Running:
@@ -106,14 +109,24 @@ def start(spec: WorkerSpec) -> Running:
 
 def run_worker(spec: WorkerSpec, kill_after: float | None = None,
                timeout: float = 60.0) -> Outcome:
-    """Run one worker to its end, or SIGKILL it after ``kill_after`` seconds."""
+    """Run one worker to its end, or SIGKILL it ``kill_after`` seconds after it began
+    its work (the process start-up not counted)."""
+    if kill_after is not None and spec.result:
+        spec = replace(spec, ready=spec.result + ".ready")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(spec.ready)
     running = Running(spec)
     if kill_after is not None:
+        while not os.path.exists(spec.ready) and running.process.is_alive():
+            time.sleep(0.001)
         running.process.join(kill_after)
         if running.process.is_alive():
             running.kill()
             running.process.join()
-            return _outcome(spec, running.process.exitcode, timed=True)
+            out = _outcome(spec, running.process.exitcode, timed=True)
+            commits = max(0, len(Path(spec.ready).read_text().splitlines()) - 1) if (
+                os.path.exists(spec.ready)) else 0
+            return replace(out, commits=commits)
     return running.wait(timeout)
 
 
@@ -272,7 +285,8 @@ def drive_conversation(base: WorkerSpec, messages: list[str], rng: random.Random
         if outcome.killed:
             streak += 1
             stats.kills += 1
-            name = "timer" if outcome.point == "timer" else (kill or "?").rpartition(":")[0]
+            name = (f"timer after {outcome.commits} commits" if outcome.point == "timer"
+                    else (kill or "?").rpartition(":")[0])
             kills.fired(name)
             stats.by_point[name] = stats.by_point.get(name, 0) + 1
         else:

@@ -56,7 +56,7 @@ def test_every_kill_point_is_survived(store_url: str, tmp_path: Path) -> None:
 
 def test_random_kills(store_url: str, tmp_path: Path) -> None:
     """Conversations whose workers are killed at random points and random times."""
-    rounds = int(os.environ.get("PHASEFLOW_KILL_ROUNDS", "14"))
+    rounds = int(os.environ.get("PHASEFLOW_KILL_ROUNDS", "8"))
     stats = KillStats()
     effects: dict[str, int] = {}
     for round_ in range(rounds):
@@ -66,7 +66,7 @@ def test_random_kills(store_url: str, tmp_path: Path) -> None:
                                      RandomKills(random.Random(round_))))
         for k, v in check_all(base.store, sid, base.log, _messages()).items():
             effects[k] = effects.get(k, 0) + v
-    assert stats.kills >= rounds * 3
+    assert stats.kills >= rounds * 3  # a conversation survives several kills
     print(f"\nrandom kills: {stats.kills} kills in {stats.runs} workers over "
           f"{stats.conversations} conversations ({stats.resends} messages re-sent); "
           f"{effects}; by point {dict(sorted(stats.by_point.items()))}")

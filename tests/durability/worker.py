@@ -139,6 +139,8 @@ class WorkerSpec:
     slow: float = 0.0
     wait_approval: float = 0.0
     release: str = ""
+    #: a file the worker creates as it starts its work (after the process start-up)
+    ready: str = ""
     #: seconds a refused sender waits before it stores its message (widens the window
     #: in which the holder of the turn checks its queue for the last time)
     delay_enqueue: float = 0.0
@@ -197,8 +199,9 @@ class KillingStore:
     """The real store, with kill points right before and after each commit."""
 
     def __init__(self, inner: Any, killer: Killer, delay_enqueue: float = 0.0,
-                 marker: str = "") -> None:
+                 marker: str = "", trace: str = "") -> None:
         self.inner = inner
+        self.trace = trace
         self.killer = killer
         self.delay_enqueue = delay_enqueue
         self.marker = marker
@@ -212,6 +215,8 @@ class KillingStore:
         seqs: tuple[int, ...] = await self.inner.commit(
             record, events, expected_version=expected_version, lease=lease,
             consumed=consumed)
+        if self.trace:
+            _append(self.trace, ",".join(types[1:]))
         for t in types:
             self.killer.hit(f"after:{t}")
         return seqs
@@ -323,7 +328,7 @@ def build_agent(spec: WorkerSpec, killer: Killer, store: Any = None) -> tuple[Ag
         return {}
 
     store = KillingStore(open_store(spec.store) if store is None else store, killer,
-                         spec.delay_enqueue, f"{spec.log}.enqueuing")
+                         spec.delay_enqueue, f"{spec.log}.enqueuing", spec.ready)
     provider = KillingProvider(ScriptedProvider(script(spec.turns,
                                                        approval_every=spec.approval_every)),
                                killer)
@@ -385,6 +390,8 @@ def run(spec: WorkerSpec) -> None:
     Writes ``{"ok": ..., "error": ..., ...}`` to ``spec.result`` when it is given."""
     killer = Killer(spec.kill or os.environ.get("PHASEFLOW_TEST_KILL_AT"), spec.kills_log)
     started = time.time()
+    if spec.ready:  # the driver's timed kill counts from here
+        _append(spec.ready, str(os.getpid()))
     try:
         outcome = asyncio.run(_act(spec, killer))
         outcome["ok"] = True
