@@ -182,9 +182,14 @@ def check_effects(f: Final, log: list[LogLine], session_id: str,
             assert starts[key] == 0
     reruns = sum(n - 1 for k, n in starts.items() if n > 1)
     unknown = sum(1 for s in statuses.values() if s == "error")
+    hooks = sum(1 for x in log if x.tool.startswith("hook:") and x.kind == "start")
+    entered = sum(1 for e in f.events if e["type"] == "phase_changed"
+                  and e["to_phase"] in ("a", "b"))
+    # an on_enter effect is at least once: a worker killed during the boundary left it
+    # uncommitted, and the next one ran the boundary again
+    assert hooks >= entered, f"{entered} phases entered, {hooks} on_enter effects ran"
     return {"effects": sum(starts.values()), "idempotent_reruns": reruns,
-            "unknown_outcomes": unknown,
-            "hook_runs": sum(1 for x in log if x.tool.startswith("hook:") and x.kind == "start")}
+            "unknown_outcomes": unknown, "hook_runs": hooks, "hook_reruns": hooks - entered}
 
 
 def check_all(store_url: str, session_id: str, log_path: str, sent: list[str]
