@@ -200,3 +200,26 @@ def test_a_worker_whose_lease_expired_is_fenced(store_url: str, sid: str,
     assert read(store_url, sid).queued == []
     _check_session(store_url, sid, log, {"message 1", "message 2"})
 
+
+
+def test_messages_queued_for_a_worker_that_was_killed_are_answered_by_recovery(
+        store_url: str, sid: str, tmp_path: Path) -> None:
+    """A runs a turn; B and C find it busy and store their messages for A; A is killed
+    (SIGKILL) in its tool. The recovery, in a fourth process, finishes A's turn (its
+    call: outcome unknown) and then answers B's and C's messages - each once."""
+    release = str(tmp_path / "never")
+    log = str(tmp_path / f"{sid}.log")
+    a = start(_spec(store_url, sid, tmp_path, "a", action="hold", text="message A",
+                    release=release, turns=4))
+    _wait_for(lambda: any(x.kind == "start" for x in read_log(log)), "A's tool to start")
+    results = _run_all([_spec(store_url, sid, tmp_path, n, text=f"message {n}", turns=4)
+                        for n in ("B", "C")])
+    assert all(r["ok"] for r in results), results
+    assert sorted(read(store_url, sid).queued) == ["message B", "message C"]
+    a.kill()
+    assert a.wait(30).killed
+    out = run_worker(_spec(store_url, sid, tmp_path, "d", action="recover", force=True,
+                           turns=4))
+    assert out.result is not None and out.result["ok"], out
+    effects = _check_session(store_url, sid, log, {"message A", "message B", "message C"})
+    assert effects["unknown_outcomes"] >= 1
