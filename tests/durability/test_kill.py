@@ -7,8 +7,9 @@ The driver behaves like a client: after each worker it reads the store and recov
 interrupted turn, resolves a pending approval, or sends its next message - re-sending a
 message whose ``turn_started`` it cannot find (the worker died before committing it).
 
-``PHASEFLOW_KILL_ROUNDS=N`` runs N conversations of random kills instead of the default
-(a few hundred kills); the counts are printed (``pytest -s``).
+``PHASEFLOW_KILL_ROUNDS=N`` runs N conversations of random kills per store instead of
+the default 8 (about 50 kills each; ``PHASEFLOW_KILL_SEED`` draws other ones); the
+counts are printed (``pytest -s``).
 """
 
 from __future__ import annotations
@@ -57,13 +58,14 @@ def test_every_kill_point_is_survived(store_url: str, tmp_path: Path) -> None:
 def test_random_kills(store_url: str, tmp_path: Path) -> None:
     """Conversations whose workers are killed at random points and random times."""
     rounds = int(os.environ.get("PHASEFLOW_KILL_ROUNDS", "8"))
+    seed = int(os.environ.get("PHASEFLOW_KILL_SEED", "0"))
     stats = KillStats()
     effects: dict[str, int] = {}
     for round_ in range(rounds):
         sid = f"random-{round_}-{uuid.uuid4().hex[:8]}"
         base = _base(store_url, sid, tmp_path)
-        stats.add(drive_conversation(base, _messages(), random.Random(1000 + round_),
-                                     RandomKills(random.Random(round_))))
+        stats.add(drive_conversation(base, _messages(), random.Random(f"{seed}-{round_}-c"),
+                                     RandomKills(random.Random(f"{seed}-{round_}-k"))))
         for k, v in check_all(base.store, sid, base.log, _messages()).items():
             effects[k] = effects.get(k, 0) + v
     assert stats.kills >= rounds * 3  # a conversation survives several kills
