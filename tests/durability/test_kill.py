@@ -121,7 +121,7 @@ def test_killed_while_awaiting_approval_resolved_in_a_new_process(
     assert out.result["status"] == "idle"
     starts = [(x.tool, x.key) for x in read_log(base.log) if x.kind == "start"]
     assert [t for t, _ in starts] == ["pay", "work", "safe", "hook:b"]
-    # a second decision for the same call, from yet another process, is refused
+    # yet another process finds nothing pending any more: nothing runs again
     out = run_worker(replace(base, action="resolve", decision="approve"))
     assert out.result is not None and out.result["ok"]
     assert [(x.tool, x.key) for x in read_log(base.log) if x.kind == "start"] == starts

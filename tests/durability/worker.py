@@ -33,7 +33,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import phaseflow
@@ -144,7 +144,6 @@ class WorkerSpec:
     #: seconds a refused sender waits before it stores its message (widens the window
     #: in which the holder of the turn checks its queue for the last time)
     delay_enqueue: float = 0.0
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Killer:
