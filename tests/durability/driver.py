@@ -214,20 +214,26 @@ class KillStats:
 
 class RandomKills:
     """Each worker: with probability ``timed`` a SIGKILL from the driver after a random
-    delay (up to ``max_delay`` s), otherwise a kill point drawn from :data:`POINTS` (its
-    occurrence drawn too)."""
+    delay (up to the time a worker's work has recently taken, so that the kill lands
+    while it works, however fast this machine is), otherwise a kill point drawn from
+    :data:`POINTS` (its occurrence drawn too)."""
 
-    def __init__(self, rng: random.Random, timed: float = 0.3, max_delay: float = 0.06):
-        self.rng, self.timed, self.max_delay = rng, timed, max_delay
+    def __init__(self, rng: random.Random, timed: float = 0.35) -> None:
+        self.rng, self.timed = rng, timed
+        self.durations: list[float] = [0.05]
 
     def choose(self, spec: WorkerSpec) -> tuple[str | None, float | None]:
         if self.rng.random() < self.timed:
-            return None, self.rng.uniform(0.0, self.max_delay)
+            recent = sorted(self.durations[-20:])
+            return None, self.rng.uniform(0.0, recent[len(recent) // 2] * 1.1)
         point, most = self.rng.choice(POINTS)
         return f"{point}:{self.rng.randint(1, most)}", None
 
     def fired(self, point: str) -> None:
         pass
+
+    def finished(self, seconds: float) -> None:
+        self.durations.append(seconds)
 
 
 class EveryPoint:
@@ -248,6 +254,9 @@ class EveryPoint:
     def fired(self, point: str) -> None:
         if point in self.left:
             self.left.remove(point)
+
+    def finished(self, seconds: float) -> None:
+        pass
 
 
 def drive_conversation(base: WorkerSpec, messages: list[str], rng: random.Random,
@@ -291,6 +300,8 @@ def drive_conversation(base: WorkerSpec, messages: list[str], rng: random.Random
             stats.by_point[name] = stats.by_point.get(name, 0) + 1
         else:
             streak = 0
+            if outcome.result is not None:
+                kills.finished(float(outcome.result.get("seconds", 0.05)))
             if outcome.exitcode != 0 or (outcome.result is not None
                                          and not outcome.result.get("ok")):
                 raise AssertionError(f"worker {spec.action} failed: {outcome}")

@@ -8,7 +8,7 @@ interrupted turn, resolves a pending approval, or sends its next message - re-se
 message whose ``turn_started`` it cannot find (the worker died before committing it).
 
 ``PHASEFLOW_KILL_ROUNDS=N`` runs N conversations of random kills per store instead of
-the default 12 (about 75 kills; ``PHASEFLOW_KILL_SEED`` draws other ones); the
+the default 16 (about 90 kills; ``PHASEFLOW_KILL_SEED`` draws other ones); the
 counts are printed (``pytest -s``).
 """
 
@@ -57,7 +57,7 @@ def test_every_kill_point_is_survived(store_url: str, tmp_path: Path) -> None:
 
 def test_random_kills(store_url: str, tmp_path: Path) -> None:
     """Conversations whose workers are killed at random points and random times."""
-    rounds = int(os.environ.get("PHASEFLOW_KILL_ROUNDS", "12"))
+    rounds = int(os.environ.get("PHASEFLOW_KILL_ROUNDS", "16"))
     seed = int(os.environ.get("PHASEFLOW_KILL_SEED", "0"))
     stats = KillStats()
     effects: dict[str, int] = {}
