@@ -14,11 +14,19 @@
    / 60,000 phases (about 95 bytes a phase, 5.8 MB at 60,000: a goal, one or two
    transitions, most with a ``when``, some tools; no template), CPU time (user + sys of the
    child) and wall time, median of ``--rounds``: CPU time per phase should stay flat.
+
+    python benchmarks/bench_validate.py --compact [--base CHECKOUT] [--sizes 15000,60000]
+
+runs part 3 only. With ``--base`` (another checkout of the repository, e.g. made by
+``git worktree add /tmp/base <commit>``), each run of this checkout is followed by the
+same run of that one (``python -m phaseflow.cli.main`` with ``PYTHONPATH`` set to each),
+so machine noise hits both alike, and the ratio of the CPU medians is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -81,25 +89,37 @@ def generate_compact(phases: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cpu_and_wall(command: list[str]) -> tuple[float, float]:
+def cpu_and_wall(command: list[str], checkout: Path | None = None) -> tuple[float, float]:
     """User + sys CPU time of the child, and wall time (the machine may be shared: CPU
-    time is the figure that does not move with the other jobs)."""
+    time is the figure that moves least with the other jobs); ``checkout`` is the
+    repository the child imports phaseflow from (this one when ``None``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    elapsed = wall(command)
+    elapsed = wall(command, env=_env(checkout))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, elapsed
 
 
-def command(name: str, path: Path) -> list[str]:
+def command(name: str, path: Path, checkout: Path | None = None) -> list[str]:
+    """The command line of ``phaseflow NAME PATH``: the installed script, or (for another
+    checkout, or when none is installed) the module run by this interpreter."""
+    if checkout is not None:
+        return [sys.executable, "-m", "phaseflow.cli.main", name, str(path)]
     exe = shutil.which("phaseflow")
     return [exe, name, str(path)] if exe else [
         sys.executable, "-m", "phaseflow.cli.main", name, str(path)]
 
 
-def wall(command: list[str], expect: int = 0) -> float:
+def _env(checkout: Path | None) -> dict[str, str] | None:
+    if checkout is None:
+        return None
+    return {**os.environ, "PYTHONPATH": str(checkout)}
+
+
+def wall(command: list[str], expect: int = 0, env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env,
+                          cwd=None if env is None else tempfile.gettempdir())
     elapsed = time.perf_counter() - start
     if proc.returncode != expect:
         raise SystemExit(f"{' '.join(command)} exited {proc.returncode}:\n{proc.stdout}"
@@ -132,10 +152,43 @@ def compare(label: str, path: Path, rounds: int) -> float:
     return ma / mb
 
 
+def compact_against(sizes: list[int], rounds: int, base: Path | None) -> None:
+    """Part 3, optionally interleaved with the same runs of another checkout."""
+    here = REPO if base is not None else None
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            path = Path(tmp) / f"compact_{n}.yaml"
+            path.write_text(generate_compact(n))
+            size = path.stat().st_size / 1e6
+            for name in ("validate", "describe"):
+                ours_cpu: list[float] = []
+                base_cpu: list[float] = []
+                for _ in range(rounds):
+                    ours_cpu.append(cpu_and_wall(command(name, path, here), here)[0])
+                    if base is not None:
+                        base_cpu.append(cpu_and_wall(command(name, path, base), base)[0])
+                line = (f"  {n:>6,} phases ({size:.1f} MB) {name:<8}  CPU median "
+                        f"{statistics.median(ours_cpu):6.2f} s")
+                if base is not None:
+                    mb = statistics.median(base_cpu)
+                    line += (f"   base {mb:6.2f} s   ratio "
+                             f"{statistics.median(ours_cpu) / mb:5.2f}")
+                print(line, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--compact", action="store_true", help="run part 3 only")
+    parser.add_argument("--base", type=Path, help="a checkout to compare against (part 3)")
+    parser.add_argument("--sizes", default="5000,20000,60000",
+                        help="phases of the compact workflows (part 3)")
     args = parser.parse_args()
+    if args.compact or args.base is not None:
+        print(f"compact workflows, CPU (user + sys), median of {args.rounds} interleaved "
+              "rounds:")
+        compact_against([int(n) for n in args.sizes.split(",")], args.rounds, args.base)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
         for n in (1000, 5000, 10000, 20000):

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("graph", "draw the phase graph (mermaid or dot)"),
     "test": ("testcmd", "run workflow test files (*.test.yaml)"),
     "run": ("run", "talk to a workflow's agent in the terminal, or send scripted messages"),
+    "sessions": ("sessions", "list, show, delete and recover stored sessions"),
 }
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -67,9 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the host's system text, before the phase's instructions")
     parser.add_argument("--session", metavar="ID",
                         help="the session id: resumed when the store has it (default: a new id)")
-    parser.add_argument("--store", metavar="STORE", default="memory",
-                        help="where sessions are kept: 'memory' (default; durable stores "
-                        "are not available yet)")
+    parser.add_argument("--store", metavar="STORE", default=None,
+                        help="where sessions are kept: a SQLite file (default: "
+                        "phaseflow-sessions.db in the current folder), a postgresql:// URL, "
+                        "or 'memory' (nothing kept after the process ends)")
     parser.add_argument(
         "-m", "--message", action="append", metavar="TEXT",
         help="send TEXT as one turn and exit when every --message is done (repeatable: "
@@ -98,10 +97,14 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.cli.common import load_or_report
     from phaseflow.errors import PhaseflowError
 
-    if args.store != "memory":
-        raise Misuse(f"--store {args.store}: durable stores are not available yet "
-                     "(only --store memory)")
-    kind, script = _provider_choice(args)
+    _provider_choice(args)
+    from phaseflow.cli.stores import open_store
+    from phaseflow.errors import ConfigError
+
+    try:
+        store = open_store(args.store)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
     workflow = load_or_report(args.workflow, "run")
     if isinstance(workflow, int):
         return 2  # what is wrong with it is printed
@@ -112,12 +115,12 @@ def _run(args: argparse.Namespace) -> int:
     if hooks is not None and not isinstance(hooks, Mapping):
         raise Misuse(f"--hooks {args.hooks}: expected a mapping from name to callable, got "
                      f"{type(hooks).__name__}")
-    provider = _provider(kind, script, args)
+    provider = _provider(args)
     from phaseflow.session import Agent
 
     try:
         agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
-                      model=args.model)
+                      model=args.model, store=store)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
     _warn_missing(agent, hooks or {})
@@ -127,9 +130,13 @@ def _run(args: argparse.Namespace) -> int:
         return chat.start()
     finally:
         closing = getattr(provider, "aclose", None)
-        if closing is not None and not chat.abandoned:
+        if not chat.abandoned:
+            from phaseflow.cli.stores import close_store
+
             with contextlib.suppress(Exception):
-                loop.run_until_complete(closing())
+                if closing is not None:
+                    loop.run_until_complete(closing())
+                loop.run_until_complete(close_store(store))
         loop.close()
 
 
@@ -137,64 +144,33 @@ def _run(args: argparse.Namespace) -> int:
 
 def _provider_choice(args: argparse.Namespace) -> tuple[str, str]:
     """('openai', '') or ('scripted', FILE), checked before anything is loaded."""
-    choice: str = args.provider
-    if choice == "openai":
-        return "openai", ""
-    kind, sep, path = choice.partition(":")
-    if kind == "scripted" and sep and path:
-        if args.base_url:
-            raise Misuse("--base-url is for --provider openai")
-        return "scripted", path
-    raise Misuse(f"--provider {choice}: expected 'openai' or 'scripted:FILE'")
-
-
-def _provider(kind: str, script: str, args: argparse.Namespace) -> Provider:
-    from phaseflow.errors import PhaseflowError
-
-    if kind == "scripted":
-        from phaseflow.providers.scripted import ScriptedProvider
-
-        try:
-            return ScriptedProvider.from_file(script)
-        except PhaseflowError as exc:
-            raise Misuse(f"--provider scripted: {exc}") from None
-    if not args.model:
-        raise Misuse("--provider openai needs --model (the model the server should run)")
-    if not (args.base_url or os.environ.get("OPENAI_BASE_URL")
-            or os.environ.get("OPENAI_API_KEY")):
-        raise Misuse("--provider openai needs an API key: set OPENAI_API_KEY (a local "
-                     "server given by --base-url or OPENAI_BASE_URL needs none)")
-    try:
-        import openai  # noqa: F401 - only to know it is there
-    except ImportError:
-        raise Misuse("--provider openai needs the openai package: "
-                     "pip install 'phaseflow[openai]'") from None
-    from phaseflow.providers.openai import OpenAIProvider
+    from phaseflow.cli.providers import check_provider
+    from phaseflow.errors import ConfigError
 
     try:
-        return OpenAIProvider(args.model, base_url=args.base_url)
-    except PhaseflowError as exc:
+        return check_provider(args.provider, args.base_url)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+
+
+def _provider(args: argparse.Namespace) -> Provider:
+    from phaseflow.cli.providers import make_provider
+    from phaseflow.errors import ConfigError
+
+    try:
+        return make_provider(args.provider, args.model, args.base_url)
+    except ConfigError as exc:
         raise Misuse(str(exc)) from None
 
 
 def _import_attr(spec: str, option: str) -> Any:
-    """``MODULE:ATTR`` imported, with the current folder on the path (as ``python -m``)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise Misuse(f"{option} takes MODULE:ATTR, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    from phaseflow.cli.imports import import_attr
+    from phaseflow.errors import ConfigError
+
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise Misuse(f"{option} {spec}: cannot import {module_name}: "
-                     f"{type(exc).__name__}: {exc}") from None
-    value = module
-    for part in attr.split("."):
-        if not hasattr(value, part):
-            raise Misuse(f"{option} {spec}: {module_name} has no attribute {attr!r}")
-        value = getattr(value, part)
-    return value
+        return import_attr(spec, option)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
 
 
 def _tool_list(value: Any, spec: str) -> Any:

@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -425,8 +425,9 @@ class Session:
                 yield e
         finally:
             self._running = False
+            held = self._runner.lease or lease  # renewed while the turn ran
             self._runner.lease = None
-            await store.release(lease)
+            await store.release(held)
 
     def _resume_input(self) -> Resume:
         catalogue = self._agent.workflow.tools or {}
@@ -521,19 +522,13 @@ async def _collect(stream: AsyncIterator[ev.Event]) -> list[ev.Event]:
     return [e async for e in stream]
 
 
+@dataclass(frozen=True, slots=True)
 class PendingApproval:
-    """The call waiting for a human: what they must see to decide."""
+    """The call waiting for a human: what they must see to decide (``arguments_hash``
+    binds a decision to these very arguments)."""
 
-    __slots__ = ("arguments", "arguments_hash", "call_id", "name", "reason")
-
-    def __init__(self, call_id: str, name: str, arguments: Any, arguments_hash: str,
-                 reason: str) -> None:
-        self.call_id = call_id
-        self.name = name
-        self.arguments = arguments
-        self.arguments_hash = arguments_hash
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return f"PendingApproval({self.call_id!r}, {self.name!r}, {self.arguments!r})"
-
+    call_id: str
+    name: str
+    arguments: Any
+    arguments_hash: str
+    reason: str

@@ -816,11 +816,15 @@ def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
         return _finish(core, "completed", event.events, limits)
     nxt = _next_request(evolve(core, group=None), limits)
     if nxt.commands and isinstance(nxt.commands[0], CallProvider):
-        return Step(nxt.core, (Persist(event.events), *nxt.commands))
+        # A boundary that changed nothing (no write, no move, no error) needs no commit of
+        # its own: resumed from the group's results, it would run again and change
+        # nothing again.
+        first: tuple[Command, ...] = (Persist(event.events),) if event.events else ()
+        return Step(nxt.core, (*first, *nxt.commands))
     # The step limit ended the turn: its commit carries the boundary's events too.
-    first = nxt.commands[0]
-    assert isinstance(first, Persist)
-    return Step(nxt.core, (Persist((*event.events, *first.events)), *nxt.commands[1:]))
+    ending = nxt.commands[0]
+    assert isinstance(ending, Persist)
+    return Step(nxt.core, (Persist((*event.events, *ending.events)), *nxt.commands[1:]))
 
 
 def _final_request(core: Core, events: tuple[ev.Event, ...]) -> Step:

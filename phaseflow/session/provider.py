@@ -9,7 +9,7 @@ decision of the session, not of each adapter.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -31,14 +31,15 @@ class ProviderRequest:
     """Everything one model call needs, rebuilt for every call of a turn.
 
     ``history`` is the exact conversation (the turn core's neutral messages, no system
-    message); ``system`` is the system text (the host's text, the phase's instructions and
-    the navigation block). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is
+    message), a read-only sequence shared with the session (never copied for a
+    request); ``system`` is the system text (the host's text, the phase's instructions
+    and the navigation block). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is
     unique per call and stable across retries of that call.
     """
 
     model: str
     system: str
-    history: tuple[Message, ...]
+    history: Sequence[Message]
     tools: tuple[ToolSpec, ...]
     request_id: str
     tool_choice: Literal["auto", "none"] = "auto"

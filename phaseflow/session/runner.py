@@ -62,7 +62,7 @@ from phaseflow.session.provider import (
 )
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
-from phaseflow.session.view import phase_view, system_text, tool_specs
+from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.turn.inputs import evolve
@@ -100,8 +100,8 @@ class RunnerConfig:
     lease: float = 30.0
     #: this worker's name in leases
     worker: str = ""
-    #: compiled argument checks by tool name, filled as tools are first offered
-    checks: dict[str, Callable[[Any], str | None]] = field(default_factory=dict)
+    #: what each phase offers, worked out once per phase (see ViewCache)
+    views: ViewCache = field(default_factory=ViewCache)
 
 
 #: what request_cancel() puts into the stream's queue
@@ -136,7 +136,7 @@ class Runner:
 
     def view(self) -> PhaseView:
         return phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
-                          self.config.checks)
+                          self.config.views)
 
     # --- driving ----------------------------------------------------------------------
 
@@ -182,13 +182,15 @@ class Runner:
     def record(self) -> SessionRecord:
         core = self.core
         now = self.config.clock()
+        if not self.created_at:
+            self.created_at = now  # the session's first commit
         return SessionRecord(
             session_id=core.session_id, workflow=self.config.workflow.name,
             workflow_hash=self.config.workflow_hash, version=self.version + 1,
             status=core.status, phase=self.machine.current, turn=core.turn,
             execution=core.execution, progress=core.progress, continuation=core.continuation,
             machine=self._machine_snapshot, state=self.state.to_dict(),
-            core=core_to_json(core), created_at=self.created_at or now, updated_at=now,
+            core=core_to_json(core), created_at=self.created_at, updated_at=now,
         )
 
     async def commit(self, events: tuple[ev.Event, ...]) -> list[ev.Event]:
@@ -218,12 +220,10 @@ class Runner:
         if lease is None or lease.expires - now > ttl / 2:
             return
         renewed = await self.config.store.acquire(lease.session_id, lease.owner, ttl, now)
-        if renewed is not None and renewed.epoch == lease.epoch:
+        if renewed is not None:
+            # Still ours (a new epoch if it had expired unclaimed meanwhile: the version
+            # compare-and-set still refuses a commit if another worker wrote since).
             self.lease = renewed
-        elif renewed is not None:
-            # The lease expired and changed hands since (a new epoch): this worker is
-            # fenced, and must not keep the session it just took back by accident.
-            await self.config.store.release(renewed)
 
     # --- cancellation -----------------------------------------------------------------
 
@@ -250,7 +250,7 @@ class Runner:
         system = system_text(self.config.system, self.machine, self.state, final=final)
         tools = () if final else tool_specs(view)
         request = ProviderRequest(
-            model=self.config.model, system=system, history=command.history.to_tuple(),
+            model=self.config.model, system=system, history=command.history,
             tools=tools, request_id=command.request_id,
             tool_choice="none" if final or not tools else "auto",
         )

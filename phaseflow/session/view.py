@@ -43,55 +43,72 @@ def tool_names(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> tuple[s
     return tuple(tools)
 
 
-def _check(cache: dict[str, ArgumentValidator], name: str, fn: FunctionTool,
-           declared: Mapping[str, Any] | None) -> ArgumentValidator:
-    """The argument check of a tool, compiled once per agent and tool (``cache``): the
-    catalogue's ``parameters`` when it declares them, else the function's schema."""
-    check = cache.get(name)
-    if check is None:
-        check = cache[name] = (compile_validator(declared) if declared is not None
-                               else fn.validate)
-    return check
+class ViewCache:
+    """What a phase offers that does not depend on the state (the host tools it allows,
+    their compiled argument checks, its ``record`` tool), worked out once per phase for
+    an agent: a view is built before every request, and only ``go_to_phase`` (whose
+    targets are the model moves whose ``when`` holds now) depends on the state."""
+
+    __slots__ = ("phases",)
+
+    def __init__(self) -> None:
+        self.phases: dict[str, tuple[tuple[OfferedTool, ...], dict[str, str],
+                                     OfferedTool | None]] = {}
 
 
-def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workflow,
-               tools: Mapping[str, FunctionTool],
-               checks: dict[str, ArgumentValidator] | None = None) -> PhaseView:
+def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, FunctionTool]
+            ) -> tuple[tuple[OfferedTool, ...], dict[str, str], OfferedTool | None]:
+    """The current phase's host tools (the catalogue's when it declares ``parameters``,
+    which the workflow's authors reviewed, else the function's schema) and ``collect``."""
     phase = machine.current_phase
-    terminal = phase is None or phase.terminal
     catalogue = workflow.tools
     offered: list[OfferedTool] = []
-    if not terminal:
-        for name in tool_names(workflow, tools):
-            fn = tools.get(name)
-            if fn is None or not machine.tool_allowed(name):
-                continue
-            entry = catalogue.get(name) if catalogue is not None else None
-            parameters: Mapping[str, Any] = fn.parameters
-            description = fn.description
-            approval = False
-            writes: tuple[str, ...] = ()
-            if entry is not None:
-                declared = entry.parameters_json()
-                if declared is not None:
-                    parameters = declared
-                description = description or (entry.description or "")
-                approval = entry.approval == "always"
-                writes = entry.writes
-            declared_json = parameters if entry is not None and entry.parameters else None
-            check = _check({} if checks is None else checks, name, fn, declared_json)
-            offered.append(OfferedTool(name, description or name, parameters, approval,
-                                       writes, check))
-        move = _go_to_phase(machine, state)
-        if move is not None:
-            offered.append(move)
+    for name in tool_names(workflow, tools):
+        fn = tools.get(name)
+        if fn is None or not machine.tool_allowed(name):
+            continue
+        entry = catalogue.get(name) if catalogue is not None else None
+        parameters: Mapping[str, Any] = fn.parameters
+        description = fn.description
+        approval = False
+        writes: tuple[str, ...] = ()
+        check: ArgumentValidator = fn.validate
+        if entry is not None:
+            declared = entry.parameters_json()
+            if declared is not None:
+                parameters = declared
+                check = compile_validator(declared)
+            description = description or (entry.description or "")
+            approval = entry.approval == "always"
+            writes = entry.writes
+        offered.append(OfferedTool(name, description or name, parameters, approval, writes,
+                                   check))
     collect: dict[str, str] = {}
-    if phase is not None and not terminal and phase.collect:
+    if phase is not None and phase.collect:
         for key in phase.collect:
             state_key = workflow.state.get(key)
             collect[key] = state_key.type if state_key is not None else "any"
-        offered.append(_record_tool(collect, workflow))
-    return PhaseView(machine.current, terminal, tuple(offered), collect)
+    return tuple(offered), collect, _record_tool(collect, workflow) if collect else None
+
+
+def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workflow,
+               tools: Mapping[str, FunctionTool], cache: ViewCache | None = None
+               ) -> PhaseView:
+    phase = machine.current_phase
+    terminal = phase is None or phase.terminal
+    if terminal:
+        return PhaseView(machine.current, True, (), {})
+    cache = cache if cache is not None else ViewCache()
+    known = cache.phases.get(machine.current)
+    if known is None:
+        known = cache.phases[machine.current] = _static(machine, workflow, tools)
+    offered, collect, record = known
+    move = _go_to_phase(machine, state)
+    extra: list[OfferedTool] = [] if move is None else [move]
+    if record is not None:
+        extra.append(record)
+    return PhaseView(machine.current, False, offered + tuple(extra) if extra else offered,
+                     collect)
 
 
 def _go_to_phase(machine: PhaseMachine, state: Mapping[str, Any]) -> OfferedTool | None:

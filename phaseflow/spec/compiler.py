@@ -34,6 +34,9 @@ from phaseflow.spec.model import (
     Transition,
     UnsetEffect,
     Workflow,
+    _compiled_phase,
+    _compiled_position,
+    _compiled_transition,
 )
 from phaseflow.spec.name_positions import template_error_offset
 from phaseflow.spec.reference_checks import TYPE_CHECKS, check_references, check_registry
@@ -129,7 +132,12 @@ class Compiler:
         scalar's source text (quotes, escapes, folding and indentation accounted for)."""
         return self.source_text.value_position(node, offset_in(node.text, line, column))
 
-    def guard(self, node: Node, nodes: PhaseNodes | None, what: str) -> Guard | None:
+    def guard(
+        self, node: Node, nodes: PhaseNodes | None, phase: str, transition: int | None = None
+    ) -> Guard | None:
+        """The guard of ``phase`` (its entry guard, or the ``when`` of its transition
+        number ``transition``) compiled, or ``None`` after a PF300 (whose label is made
+        only then: most guards compile)."""
         if isinstance(node, Scalar) and isinstance(node.value, bool):
             source = "true" if node.value else "false"
         elif isinstance(node, Scalar) and isinstance(node.value, str):
@@ -140,12 +148,20 @@ class Compiler:
             compiled = compile_guard(source)
         except GuardCompileError as exc:
             line, column = self.expr_position(node, exc.line, exc.column)
+            what = (
+                f"phase '{phase}' guard"
+                if transition is None
+                else f"phase '{phase}', transition {transition} 'when'"
+            )
             self.diags.append(
                 Diagnostic(self.path, line, column, "PF300", f"{what}: {exc.message}")
             )
             return None
         if nodes is not None:
-            nodes.guards.append((compiled, node))
+            if nodes.guards:
+                nodes.guards.append((compiled, node))
+            else:
+                nodes.guards = [(compiled, node)]
         return compiled
 
     def template(self, node: Node | None, names: frozenset[str], what: str) -> Template | None:
@@ -337,18 +353,27 @@ class Compiler:
             if problem is not None:  # .nan and .inf: the state is JSON
                 self.report(fields["set"], "PF103", f"'set': {problem}")
                 return None
+            # (a phase's lists start as shared empty tuples: see PhaseNodes)
+            if not isinstance(nodes.sets, list):
+                nodes.sets = []
             nodes.sets.extend(k for k in values if isinstance(k, str))
             set_node = fields["set"]
             if isinstance(set_node, Mapping):
+                if not isinstance(nodes.set_values, list):
+                    nodes.set_values = []
                 nodes.set_values.extend((k.value, v) for k, v in entries(set_node))
             return SetEffect(values, position)
         if kind == "unset":
             keys = self.names(fields["unset"])
+            if not isinstance(nodes.unset, list):
+                nodes.unset = []
             nodes.unset.extend(keys)
             return UnsetEffect(tuple(k for k, _ in keys), position)
         name = self.text(fields["call"])
         if name is None:
             return None
+        if not isinstance(nodes.calls, list):
+            nodes.calls = []
         nodes.calls.append((name, fields["call"]))
         args = to_python(fields["with"]) if "with" in fields else {}
         return CallEffect(name, args if isinstance(args, dict) else {}, position)
@@ -407,17 +432,36 @@ class Compiler:
             elif field_name == "terminal":
                 terminal_node = v
 
-        guard = self.guard(guard_node, nodes, f"phase '{name}' guard") if guard_node else None
-        instructions = self.template(
-            instructions_node, INSTRUCTION_NAMES, f"phase '{name}' instructions"
-        )
-        if instructions is not None:
-            nodes.templates.append((instructions, instructions_node))  # type: ignore[arg-type]
-        nodes.requires = self.names(requires_node)
-        nodes.needs = self.names(needs_node)
-        nodes.collect = self.names(collect_node)
-        nodes.clear = self.names(clear_node)
-        nodes.tools = self.names(tools_node)
+        guard = self.guard(guard_node, nodes, name) if guard_node else None
+        instructions = None
+        if instructions_node is not None:
+            instructions = self.template(
+                instructions_node, INSTRUCTION_NAMES, f"phase '{name}' instructions"
+            )
+            if instructions is not None:
+                nodes.templates = [(instructions, instructions_node)]
+        # Each list is usually absent: a phase's lists stay the shared empty tuples then.
+        requires: tuple[str, ...] = ()
+        needs: tuple[str, ...] = ()
+        collect: tuple[str, ...] = ()
+        clear_on_enter: tuple[str, ...] = ()
+        tools: tuple[str, ...] | None = None
+        if requires_node is not None:
+            nodes.requires = self.names(requires_node)
+            requires = tuple(n for n, _ in nodes.requires)
+        if needs_node is not None:
+            nodes.needs = self.names(needs_node)
+            needs = tuple(n for n, _ in nodes.needs)
+        if collect_node is not None:
+            nodes.collect = self.names(collect_node)
+            collect = tuple(n for n, _ in nodes.collect)
+        if clear_node is not None:
+            nodes.clear = self.names(clear_node)
+            clear_on_enter = tuple(n for n, _ in nodes.clear)
+        if tools_node is not None:
+            nodes.tools = self.names(tools_node)
+            if isinstance(tools_node, Sequence):
+                tools = tuple(n for n, _ in nodes.tools)
         preparations: list[Preparation] = []
         if isinstance(prepare_node, Sequence):
             for item in prepare_node.items:
@@ -427,68 +471,94 @@ class Compiler:
                 prep_name = self.text(prep_fields.get("name"))
                 effect = self.effect(item, nodes)
                 produces = self.names(prep_fields.get("produces"))
-                nodes.produces.extend(produces)
+                if produces:
+                    if not isinstance(nodes.produces, list):
+                        nodes.produces = []
+                    nodes.produces.extend(produces)
                 if prep_name and effect is not None:
                     preparations.append(
                         Preparation(
                             prep_name, effect, tuple(p for p, _ in produces), self.position(item)
                         )
                     )
-        on_enter = self.effects(on_enter_node, nodes)
-        on_exit = self.effects(on_exit_node, nodes)
+        on_enter = self.effects(on_enter_node, nodes) if on_enter_node is not None else ()
+        on_exit = self.effects(on_exit_node, nodes) if on_exit_node is not None else ()
         transitions: list[Transition] = []
         if transitions_key is not None:
             nodes.transitions_key = transitions_key
         if isinstance(transitions_node, Sequence):
+            built: list[tuple[Transition, Mapping, Node | None]] = []
+            path = self.path
             for index, item in enumerate(transitions_node.items, start=1):
                 if not isinstance(item, Mapping):
                     continue
-                t_fields = {k.value: v for k, v in entries(item)}
-                target = self.text(t_fields.get("to"))
-                if target is None:
+                # one pass over the pairs, as for the phase (a transition has four keys)
+                to_node: Node | None = None
+                when_node: Node | None = None
+                description_node: Node | None = None
+                trigger_node: Node | None = None
+                for k, v in entries(item):
+                    field_name = k.value
+                    if field_name == "to":
+                        to_node = v
+                    elif field_name == "when":
+                        when_node = v
+                    elif field_name == "description":
+                        description_node = v
+                    elif field_name == "trigger":
+                        trigger_node = v
+                if not isinstance(to_node, Scalar) or not isinstance(to_node.value, str):
                     continue
-                when_node = t_fields.get("when")
                 when = None
                 if when_node is not None:
-                    what = f"phase '{name}', transition {index} 'when'"
-                    when = self.guard(when_node, nodes, what)
+                    when = self.guard(when_node, nodes, name, index)
                     if when is None:
-                        nodes.unchecked_transitions.add(len(transitions))
-                trigger = self.text(t_fields.get("trigger")) or "auto"
-                if trigger not in ("auto", "model"):  # PF103 already; skip PF206/PF207
-                    nodes.unchecked_transitions.add(len(transitions))
-                transition = Transition(
-                    target,
+                        self.unchecked(nodes, len(transitions))
+                trigger = "auto" if trigger_node is None else self.text(trigger_node) or "auto"
+                if trigger != "auto" and trigger != "model":  # PF103 already; skip PF206/7
+                    self.unchecked(nodes, len(transitions))
+                transition = _compiled_transition(
+                    to_node.value,
                     when,
-                    self.text(t_fields.get("description")),
+                    None if description_node is None else self.text(description_node),
                     "model" if trigger == "model" else "auto",
-                    self.position(t_fields["to"]),
+                    _compiled_position(path, to_node.line, to_node.column),
                 )
-                nodes.transitions.append((transition, item, t_fields.get("to")))
+                built.append((transition, item, to_node))
                 transitions.append(transition)
-        terminal = isinstance(terminal_node, Scalar) and terminal_node.value is True
-        tools = None
-        if isinstance(tools_node, Sequence):
-            tools = tuple(n for n, _ in nodes.tools)
-        # (each list is usually empty: no generator for those)
-        self.phases[name] = Phase(
-            name=name,
-            goal=self.text(goal_node) or "",
-            instructions=instructions,
-            needs=tuple(n for n, _ in nodes.needs) if nodes.needs else (),
-            requires=tuple(n for n, _ in nodes.requires) if nodes.requires else (),
-            guard=guard,
-            prepare=preparations,
-            on_enter=on_enter,
-            on_exit=on_exit,
-            tools=tools,
-            clear_on_enter=tuple(n for n, _ in nodes.clear) if nodes.clear else (),
-            terminal=terminal,
-            transitions=transitions,
-            position=self.position(key),
-            collect=tuple(n for n, _ in nodes.collect) if nodes.collect else (),
+            if built:
+                nodes.transitions = built
+        terminal = type(terminal_node) is Scalar and terminal_node.value is True
+        goal = (
+            goal_node.value
+            if type(goal_node) is Scalar and isinstance(goal_node.value, str)
+            else ""
+        )
+        self.phases[name] = _compiled_phase(
+            name,
+            goal,
+            instructions,
+            needs,
+            requires,
+            guard,
+            tuple(preparations) if preparations else (),
+            on_enter,
+            on_exit,
+            tools,
+            clear_on_enter,
+            terminal,
+            tuple(transitions),
+            _compiled_position(self.path, key.line, key.column),
+            collect,
         )
         self.nodes[name] = nodes
+
+    @staticmethod
+    def unchecked(nodes: PhaseNodes, index: int) -> None:
+        """Leave transition ``index`` out of PF206/PF207: it is an error already."""
+        if not isinstance(nodes.unchecked_transitions, set):
+            nodes.unchecked_transitions = set()
+        nodes.unchecked_transitions.add(index)
 
     def navigation(self, node: Mapping) -> Navigation:
         fields = {k.value: v for k, v in entries(node)}

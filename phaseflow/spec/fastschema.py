@@ -89,7 +89,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
         raise _Unsupported(", ".join(sorted(unknown)))
     checks: list[Check] = []
     kinds = schema.get("type")
-    fused_pattern = False
+    fused_pattern = fused_length = fused_items = False
     if kinds is not None:
         allowed = [kinds] if isinstance(kinds, str) else list(kinds)
         for kind in allowed:
@@ -99,6 +99,25 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             fused_search = re.compile(schema["pattern"]).search
             checks.append(lambda v: isinstance(v, str) and fused_search(v) is not None)
             fused_pattern = True
+        elif allowed == ["string"] and "minLength" in schema:
+            # a text that may not be empty (a goal): one call too
+            shortest = schema["minLength"]
+            checks.append(lambda v: isinstance(v, str) and len(v) >= shortest)
+            fused_length = True
+        elif allowed == ["array"] and "items" in schema:
+            # a list of names, of transitions: the type and the items in one call
+            each = _compile_check(schema["items"])
+
+            def typed_items(v: Any) -> bool:
+                if not isinstance(v, list):
+                    return False
+                for x in v:  # noqa: SIM110 - a loop, not all(...): no generator per list
+                    if not each(x):
+                        return False
+                return True
+
+            checks.append(typed_items)
+            fused_items = True
         elif len(allowed) == 1 and allowed[0] in _PLAIN_TYPES:
             plain = _PLAIN_TYPES[allowed[0]]
             checks.append(lambda v: isinstance(v, plain))
@@ -121,7 +140,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "pattern" in schema and not fused_pattern:
         search = re.compile(schema["pattern"]).search
         checks.append(lambda v: not isinstance(v, str) or search(v) is not None)
-    if "minLength" in schema:
+    if "minLength" in schema and not fused_length:
         least = schema["minLength"]
         checks.append(lambda v: not isinstance(v, str) or len(v) >= least)
     # Written as jsonschema tests them (the error case negated), so NaN agrees too.
@@ -134,7 +153,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "exclusiveMinimum" in schema:
         above = schema["exclusiveMinimum"]
         checks.append(lambda v: not _is_type(v, "number") or not v <= above)
-    if "items" in schema:
+    if "items" in schema and not fused_items:
         item = _compile_check(schema["items"])
         def items(v: Any) -> bool:
             if isinstance(v, list):
@@ -209,6 +228,52 @@ def _compile_check(schema: Any) -> Check:
         return lambda v: False
     if _is_leaf(schema):
         return _fuse(_checks(schema))
+    if (
+        isinstance(schema, dict)
+        and "properties" in schema
+        and not any(k in schema for k in ("oneOf", "allOf", "unevaluatedProperties"))
+    ):
+        # An object of known properties (a phase, a transition), as evaluate_object in
+        # _compile, without making the set of its evaluated keys nobody reads here.
+        holds = _fuse(_checks(schema))
+        lookup = {k: _compile_check(s) for k, s in schema["properties"].items()}.get
+        additional = (
+            _compile_check(schema["additionalProperties"])
+            if "additionalProperties" in schema else None
+        )
+        own = {k: v for k, v in schema.items() if k not in _STRUCTURAL}
+        if own.get("type") == "object" and not _checks(
+            {k: v for k, v in own.items() if k not in ("type", "required")}
+        ):
+            # Its own checks are "an object, with these keys" (both of them): inlined, no
+            # call for them (there is one such object per phase and per transition).
+            required = tuple(own.get("required", ()))
+
+            def plain_object_holds(value: Any) -> bool:
+                if not isinstance(value, dict):
+                    return False
+                for key in required:
+                    if key not in value:
+                        return False
+                for key, item in value.items():
+                    sub = lookup(key, additional)
+                    if sub is not None and not sub(item):
+                        return False
+                return True
+
+            return plain_object_holds
+
+        def object_holds(value: Any) -> bool:
+            if not holds(value):
+                return False
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    sub = lookup(key, additional)
+                    if sub is not None and not sub(item):
+                        return False
+            return True
+
+        return object_holds
     evaluate = _compile(schema)
     return lambda v: evaluate(v) is not None
 

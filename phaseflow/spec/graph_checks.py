@@ -8,8 +8,7 @@ the model only, so a workflow is checked the same however it was written.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from phaseflow.spec.diagnostics import Diagnostic, clip, closest_hint
 from phaseflow.spec.edges import always_ready
@@ -33,15 +32,19 @@ def _phase_list(names: list[str]) -> str:
     return f" (phases: {', '.join(names)})"
 
 
-def _reach(start: Iterable[str], step: Callable[[str], Iterable[str]]) -> set[str]:
-    """Every name reachable from ``start`` by ``step`` (breadth first, no recursion)."""
+def _reach(start: Iterable[str], step: Mapping[str, Iterable[str]]) -> set[str]:
+    """Every name reachable from ``start`` through ``step`` (each name's successors; a
+    name it lacks has none), with a list of names to visit, not recursion. The order of
+    the visit does not matter (the result is a set): a stack, without a call per name, is
+    the cheapest."""
     seen = set(start)
-    queue = deque(seen)
-    while queue:
-        for nxt in step(queue.popleft()):
+    todo = list(seen)
+    pop, push, add, successors = todo.pop, todo.append, seen.add, step.get
+    while todo:
+        for nxt in successors(pop(), ()):
             if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
+                add(nxt)
+                push(nxt)
     return seen
 
 
@@ -68,9 +71,25 @@ def transition_checks(workflow: Workflow, source: SourceMap) -> list[Diagnostic]
     names: list[str] | None = None  # sorted once, when the first hint needs them
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
+        written = nodes.transitions
+        if len(written) == 1:
+            # one transition (the commonest phase): nothing before it to repeat or to
+            # shadow it, so only its target is checked
+            transition, item, to_node = written[0]
+            if transition.to not in phases:
+                names = sorted(phases) if names is None else names
+                found.append(
+                    source.diagnostic(
+                        to_node or item,
+                        "PF201",
+                        f"phase '{name}': transition to unknown phase '{clip(transition.to)}'"
+                        f"{closest_hint(transition.to, names) or _phase_list(names)}",
+                    )
+                )
+            continue
         seen: dict[tuple[str, str | None, str], int] = {}
         unconditional: int | None = None
-        for index, (transition, item, to_node) in enumerate(nodes.transitions):
+        for index, (transition, item, to_node) in enumerate(written):
             if transition.to not in phases:
                 names = sorted(phases) if names is None else names
                 found.append(
@@ -117,8 +136,8 @@ def endings(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     """PF204 (a terminal phase has transitions) and PF203 (a dead end)."""
     found: list[Diagnostic] = []
     for name, phase in workflow.phases.items():
-        nodes = source.phases[name]
         if phase.terminal and phase.transitions:
+            nodes = source.phases[name]
             found.append(
                 source.diagnostic(
                     nodes.transitions_key or nodes.key,
@@ -130,7 +149,7 @@ def endings(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         elif not phase.terminal and not phase.transitions and name not in source.broken_phases:
             found.append(
                 source.diagnostic(
-                    nodes.key,
+                    source.phases[name].key,
                     "PF203",
                     f"phase '{name}' has no transitions and is not terminal: a conversation "
                     "that gets here is stuck; add a transition or 'terminal: true'",
@@ -146,27 +165,46 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     a phase the schema rejected, every warning would be a consequence of that error, not
     news."""
     phases, initial = workflow.phases, source.initial
-    # each phase's targets, read once (the checks below walk them three times)
-    targets = {name: [t.to for t in phase.transitions] for name, phase in phases.items()}
-    sound = (
-        not source.broken_phases
-        and initial in phases
-        and all(to in phases for tos in targets.values() for to in tos)
-    )
-    if not sound or initial is None:
+    if source.broken_phases or initial is None or initial not in phases:
         return []
+    # One pass over the transitions: whether every target is a phase (looked up once per
+    # target), each phase's sources, and the terminal phases; the walks below read those.
+    incoming: dict[str, list[str]] = {}
+    terminals: list[str] = []
+    for name, phase in phases.items():
+        if phase.terminal:
+            terminals.append(name)
+        for transition in phase.transitions:
+            to = transition.to
+            sources = incoming.get(to)
+            if sources is None:
+                if to not in phases:
+                    return []
+                incoming[to] = [name]
+            else:
+                sources.append(name)
     found: list[Diagnostic] = []
-    reached = _reach([initial], targets.__getitem__)
-    for name in phases:
-        if name not in reached:
-            found.append(
-                source.diagnostic(
-                    source.phases[name].key,
-                    "PF202",
-                    f"phase '{name}' cannot be reached from the initial phase '{initial}'",
+    # forward from the initial phase, through each phase's own transitions (a stack of
+    # names, no recursion; the order does not matter)
+    reached = {initial}
+    todo = [initial]
+    pop, push, add = todo.pop, todo.append, reached.add
+    while todo:
+        for transition in phases[pop()].transitions:
+            to = transition.to
+            if to not in reached:
+                add(to)
+                push(to)
+    if len(reached) < len(phases):  # (every name reached is a phase)
+        for name in phases:
+            if name not in reached:
+                found.append(
+                    source.diagnostic(
+                        source.phases[name].key,
+                        "PF202",
+                        f"phase '{name}' cannot be reached from the initial phase '{initial}'",
+                    )
                 )
-            )
-    terminals = [n for n, p in phases.items() if p.terminal]
     if not terminals:
         found.append(
             source.diagnostic(
@@ -177,20 +215,17 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
             )
         )
         return found
-    incoming: dict[str, list[str]] = {n: [] for n in phases}
-    for name, tos in targets.items():
-        for to in tos:
-            incoming[to].append(name)
-    finishing = _reach(terminals, lambda p: incoming[p])
-    for name, phase in phases.items():
-        if name not in finishing and phase.transitions:
-            found.append(
-                source.diagnostic(
-                    source.phases[name].key,
-                    "PF205",
-                    f"phase '{name}' is a trap: no terminal phase can be reached from it",
+    finishing = _reach(terminals, incoming)
+    if len(finishing) < len(phases):
+        for name, phase in phases.items():
+            if phase.transitions and name not in finishing:
+                found.append(
+                    source.diagnostic(
+                        source.phases[name].key,
+                        "PF205",
+                        f"phase '{name}' is a trap: no terminal phase can be reached from it",
+                    )
                 )
-            )
     return found
 
 
@@ -201,6 +236,8 @@ def unknown_visits(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
         for guard, node in nodes.guards:
+            if not guard.visits:
+                continue
             for unknown in sorted(v for v in guard.visits if v not in phases):
                 names = sorted(phases) if names is None else names
                 found.append(

@@ -56,7 +56,24 @@ def check_text(
         return _check_text(text, path, registry)
     finally:
         if running:
+            _promote()
             gc.enable()
+
+
+def _promote() -> None:
+    """Move every object the collector tracks to its oldest generation, in one step.
+
+    What checking built and keeps (the workflow: a few objects per phase) was made while
+    the collector was paused, so it all sits in the youngest generation: the next young
+    collection would walk all of it once only to find it alive (~0.1 s on 60,000 phases,
+    a process that loads a workflow and then imports or allocates anything). Freezing
+    then unfreezing promotes it (and anything else still young) without a walk; the full
+    collections find it where they find every long-lived object. Done only when nothing
+    is frozen: a host that froze its objects (before forking) keeps them frozen.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> CheckResult:

@@ -284,6 +284,78 @@ class Phase:
         setter(self, "collect", _names(collect) or ())
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _compiled_position(path: str, line: int, column: int) -> Position:
+    """A :class:`Position`, as its constructor makes it, a little cheaper (the file
+    compiler makes one per phase and per transition)."""
+    position: Position = _new(Position)
+    put = _set
+    put(position, "path", path)
+    put(position, "line", line)
+    put(position, "column", column)
+    return position
+
+
+def _compiled_transition(
+    to: str, when: Guard | None, description: str | None, trigger: Trigger, position: Position
+) -> Transition:
+    """A :class:`Transition` from values the file compiler already built and checked (a
+    compiled guard, ``auto`` or ``model``): the same value the constructor makes, without
+    its checks and conversions, which are for hosts building in code. A large file has
+    tens of thousands of transitions."""
+    transition: Transition = _new(Transition)
+    put = _set  # (a local: one lookup, not one per field)
+    put(transition, "to", to)
+    put(transition, "when", when)
+    put(transition, "description", description)
+    put(transition, "trigger", trigger)
+    put(transition, "position", position)
+    return transition
+
+
+def _compiled_phase(
+    name: str,
+    goal: str,
+    instructions: Template | None,
+    needs: tuple[str, ...],
+    requires: tuple[str, ...],
+    guard: Guard | None,
+    prepare: tuple[Preparation, ...],
+    on_enter: tuple[Effect, ...],
+    on_exit: tuple[Effect, ...],
+    tools: tuple[str, ...] | None,
+    clear_on_enter: tuple[str, ...],
+    terminal: bool,
+    transitions: tuple[Transition, ...],
+    position: Position,
+    collect: tuple[str, ...],
+) -> Phase:
+    """A :class:`Phase` from values the file compiler already built (tuples, a compiled
+    guard and template, a bool), as :func:`_compiled_transition` is for a transition: the
+    constructor's conversions and checks would only copy them again."""
+    phase: Phase = _new(Phase)
+    put = _set
+    put(phase, "name", name)
+    put(phase, "goal", goal)
+    put(phase, "instructions", instructions)
+    put(phase, "needs", needs)
+    put(phase, "requires", requires)
+    put(phase, "guard", guard)
+    put(phase, "prepare", prepare)
+    put(phase, "on_enter", on_enter)
+    put(phase, "on_exit", on_exit)
+    put(phase, "tools", tools)
+    put(phase, "clear_on_enter", clear_on_enter)
+    put(phase, "terminal", terminal)
+    put(phase, "transitions", transitions)
+    put(phase, "position", position)
+    put(phase, "collect", collect)
+    return phase
+
+
 @dataclass(frozen=True, slots=True)
 class Navigation:
     """How the navigation block is rendered: how many earlier phases, and an optional

@@ -58,9 +58,14 @@ def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     if tools is None:
         return []
     found: list[Diagnostic] = []
+    # A workflow names the same tools again and again: a name found in the catalogue (and
+    # no pattern) is remembered, so the next use of it costs one lookup.
+    known: set[str] = set()
     for name, nodes in source.phases.items():
         for tool_name, node in nodes.tools:
-            if any(c in tool_name for c in "*?["):
+            if tool_name in known:
+                continue
+            if "*" in tool_name or "?" in tool_name or "[" in tool_name:
                 if not any(fnmatch.fnmatchcase(t, tool_name) for t in tools):
                     found.append(
                         source.diagnostic(
@@ -70,7 +75,9 @@ def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
                             "tool in the catalogue",
                         )
                     )
-            elif tool_name not in tools:
+            elif tool_name in tools:
+                known.add(tool_name)
+            else:
                 hint = did_you_mean(tool_name, tools) or (
                     " (the catalogue has: " + ", ".join(sorted(tools)) + ")"
                     if 0 < len(tools) <= 12
@@ -102,6 +109,8 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
     one, phaseflow cannot know what tools write)."""
     if workflow.tools is None:
         return []
+    if not any(nodes.requires for nodes in source.phases.values()):
+        return []  # nothing required: the producible keys are not needed
     producible = _producible(workflow, source)
     declared = workflow.state
     found: list[Diagnostic] = []
@@ -129,6 +138,8 @@ def undeclared_keys(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     declared = workflow.state
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
+        if not (nodes.requires or nodes.needs or nodes.produces or nodes.clear or nodes.unset):
+            continue  # (most phases)
         for label, code, items in (
             ("requires", "PF401", nodes.requires),
             ("needs", "PF401", nodes.needs),
@@ -228,9 +239,17 @@ def undeclared_reads(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         return []
     declared = workflow.state
     found: list[Diagnostic] = []
+    # A compiled guard is shared by every condition written the same way: one that reads
+    # only declared keys is remembered (by identity: each is alive until the end).
+    clean: set[int] = set()
     for name, nodes in source.phases.items():
         for guard, node in nodes.guards:
-            for key in sorted(k for k in guard.reads if k not in declared):
+            if id(guard) in clean:
+                continue
+            undeclared = sorted(k for k in guard.reads if k not in declared)
+            if not undeclared:
+                clean.add(id(guard))
+            for key in undeclared:
                 found.append(
                     source.diagnostic_in(
                         node,

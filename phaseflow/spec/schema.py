@@ -144,6 +144,8 @@ class NodeLocator:
 def entries(mapping: Mapping) -> list[tuple[Scalar, Node]]:
     """A mapping's (key, value) pairs with YAML merge keys (``<<: *base``) applied:
     keys written in the mapping win over merged ones."""
+    if mapping.merges is False:  # compose saw no merge key (most mappings)
+        return mapping.pairs
     for k, _ in mapping.pairs:  # a loop, not any(...): this runs for every mapping
         if k.value == "<<" and k.style is None:
             break

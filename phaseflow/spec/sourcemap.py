@@ -10,7 +10,7 @@ and each check reads the model and this map, so no check has to walk the YAML ag
 from __future__ import annotations
 
 from collections.abc import Mapping as MappingABC
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from phaseflow.expr import Guard
 from phaseflow.spec.diagnostics import Diagnostic
@@ -23,31 +23,40 @@ from phaseflow.spec.yamlnodes import Mapping, Node, Scalar
 Named = tuple[str, Node]
 
 
-@dataclass
 class PhaseNodes:
-    """The nodes of one built phase, filled in by the compiler as it builds it."""
+    """The nodes of one built phase, filled in by the compiler as it builds it.
+
+    A plain class whose fields default to shared empty tuples at class level: a phase uses
+    few of them (a goal and its transitions, most often), and one is made per phase of the
+    file, so making it sets one attribute instead of building fifteen lists (a large file
+    has tens of thousands of phases). The compiler assigns a field (a list) only when it
+    has something to put there; readers only iterate the fields.
+    """
 
     key: Scalar
     #: each built transition, with its mapping and the node of its ``to``
-    transitions: list[tuple[Transition, Mapping, Node | None]] = field(default_factory=list)
+    transitions: list[tuple[Transition, Mapping, Node | None]] | tuple[()] = ()
     transitions_key: Scalar | None = None
     #: indices (into ``transitions``) of transitions with a broken ``when`` or an invalid
     #: ``trigger``: already an error, so PF206/PF207 leave them out
-    unchecked_transitions: set[int] = field(default_factory=set)
-    tools: list[Named] = field(default_factory=list)
-    requires: list[Named] = field(default_factory=list)
-    needs: list[Named] = field(default_factory=list)
-    collect: list[Named] = field(default_factory=list)
-    clear: list[Named] = field(default_factory=list)
-    unset: list[Named] = field(default_factory=list)
+    unchecked_transitions: set[int] | frozenset[int] = frozenset()
+    tools: list[Named] | tuple[()] = ()
+    requires: list[Named] | tuple[()] = ()
+    needs: list[Named] | tuple[()] = ()
+    collect: list[Named] | tuple[()] = ()
+    clear: list[Named] | tuple[()] = ()
+    unset: list[Named] | tuple[()] = ()
     #: the keys ``set`` effects of this phase set (effects and preparations)
-    sets: list[str] = field(default_factory=list)
+    sets: list[str] | tuple[()] = ()
     #: each key a ``set`` effect writes, with the node of the value it writes (PF305)
-    set_values: list[tuple[str, Node]] = field(default_factory=list)
-    produces: list[Named] = field(default_factory=list)
-    calls: list[Named] = field(default_factory=list)
-    guards: list[tuple[Guard, Node]] = field(default_factory=list)
-    templates: list[tuple[Template, Node]] = field(default_factory=list)
+    set_values: list[tuple[str, Node]] | tuple[()] = ()
+    produces: list[Named] | tuple[()] = ()
+    calls: list[Named] | tuple[()] = ()
+    guards: list[tuple[Guard, Node]] | tuple[()] = ()
+    templates: list[tuple[Template, Node]] | tuple[()] = ()
+
+    def __init__(self, key: Scalar) -> None:
+        self.key = key
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,9 @@ class Mapping(Node):
     pairs: list[tuple[Scalar, Node]] = field(default_factory=list)
     #: The plain Python dict, set by :func:`compose` as it closes the node (None otherwise).
     data: dict[str, Any] | None = None
+    #: Whether ``pairs`` has a merge key (``<<``), as :func:`compose` found while pairing
+    #: them; ``None`` for a mapping made otherwise (a reader must look).
+    merges: bool | None = None
 
     def get(self, key: str) -> Node | None:
         for k, v in self.pairs:
@@ -172,8 +175,11 @@ def compose(text: str) -> Document:
     """
     problems: list[YamlProblem] = []
     anchors: dict[str, Node] = {}
-    stack: list[tuple[Node, list[Any]]] = []  # open collections and their pending items
-    top: list[Any] | None = None  # the pending items of the innermost open collection
+    # The open collections, innermost last: (its items so far, line, column, anchor). A
+    # collection's node is made when it closes, with its items and its plain data, in one
+    # call (its anchor is usable only from then on, as YAML wants).
+    stack: list[tuple[list[Any], int, int, str | None]] = []
+    items: list[Any] | None = None  # the items of the innermost open collection
     root: Node | None = None
     documents = 0
     # Nodes made, keys left out (an upper bound of the nodes the expansion check counts),
@@ -187,7 +193,8 @@ def compose(text: str) -> Document:
     mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     document_start = yaml.DocumentStartEvent
-    non_string_starts = _NON_STRING_STARTS
+    non_string_starts, word_starts = _NON_STRING_STARTS, _WORD_STARTS
+    scalar = Scalar
     try:
         # The loader's get_event() gives None after the last event: iterating on it directly
         # skips yaml.parse's generator, which made two calls per event.
@@ -197,43 +204,78 @@ def compose(text: str) -> Document:
             node: Node
             if kind is scalar_event:
                 # _scalar's commonest case inlined (a plain untagged word, e.g. a key):
-                # no call to it nor to resolve_plain for most scalars of a file
+                # no call to it nor to resolve_plain for most scalars of a file. A word
+                # starting with a letter of null/true/false is one of those only at 4 to 6
+                # characters (``$`` allows a last newline): "to", "transitions"... are not.
+                # (An untagged plain scalar is always plain-implicit: libyaml and PyYAML's
+                # parser both say so, so ``implicit`` is not read here.)
                 text_ = event.value
                 mark = event.start_mark
                 if (
                     event.tag is None
                     and not event.style
                     and text_
-                    and text_[0] not in non_string_starts
-                    and event.implicit[0]
+                    and (
+                        text_[0] not in non_string_starts
+                        or (text_[0] in word_starts and not 4 <= len(text_) <= 6)
+                    )
                     and mark is not None
                 ):
-                    node = Scalar(mark.line + 1, mark.column + 1, text_, text_, None)
+                    node = scalar(mark.line + 1, mark.column + 1, text_, text_, None)
                 else:
                     node = _scalar(event)
                 made += 1
                 if event.anchor is not None:
                     anchors[event.anchor] = node
-            elif kind is mapping_end or kind is sequence_end:
-                closed, pending = stack.pop()
-                top = stack[-1][1] if stack else None
-                anchor = pending[0]
-                # The plain data is built here too (children are closed before their
-                # parent, and an alias names a closed node): no second walk in to_python.
-                if isinstance(closed, Sequence):
-                    items = closed.items = pending[1:]
-                    closed.data = [
-                        c.value if type(c) is Scalar else c.data
-                        for c in items
-                    ]
+            elif kind is mapping_end:
+                pending, line, column, anchor = stack.pop()
+                items = stack[-1][0] if stack else None
+                # The pairs and the plain data in one pass (children close before their
+                # parent, and an alias names a closed node: no second walk in to_python).
+                # Keys that are strings, none repeated, no merge key: the commonest case;
+                # anything else is done again by _pairs from the start.
+                pairs: list[tuple[Scalar, Node]] = []
+                plain: dict[str, Any] = {}
+                pending_items = iter(pending)
+                for key, value in zip(pending_items, pending_items, strict=False):
+                    if type(key) is not scalar:
+                        break
+                    name = key.value
+                    if type(name) is not str or name in plain or (
+                        name == "<<" and key.style is None
+                    ):
+                        break
+                    plain[name] = value.value if type(value) is scalar else value.data
+                    pairs.append((key, value))
                 else:
-                    assert isinstance(closed, Mapping)
-                    closed.pairs, data = _pairs(pending[1:], problems)
-                    closed.data = data if data is not None else _data(closed)
-                    made -= len(closed.pairs)  # keys are not part of the expanded size
+                    node = Mapping(line, column, pairs, plain, False)
+                    made -= len(pairs)  # keys are not part of the expanded size
+                    if anchor is not None:
+                        anchors[anchor] = node
+                    if items is not None:
+                        items.append(node)
+                    else:
+                        root = node
+                    continue
+                pairs, merged = _pairs(pending, problems)
+                closed = Mapping(line, column, pairs, merged, merged is None)
+                if merged is None:
+                    closed.data = _data(closed)
+                made -= len(pairs)
                 if anchor is not None:
                     anchors[anchor] = closed
                 node = closed
+            elif kind is sequence_end:
+                pending, line, column, anchor = stack.pop()
+                items = stack[-1][0] if stack else None
+                node = Sequence(
+                    line,
+                    column,
+                    pending,
+                    [c.value if type(c) is scalar else c.data for c in pending],
+                )
+                if anchor is not None:
+                    anchors[anchor] = node
             elif kind is mapping_start or kind is sequence_start:
                 mark = event.start_mark
                 line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -247,12 +289,9 @@ def compose(text: str) -> Document:
                         line,
                         column,
                     )
-                opened: Node = (
-                    Sequence(line, column) if kind is sequence_start else Mapping(line, column)
-                )
                 made += 1
-                top = [event.anchor]
-                stack.append((opened, top))
+                items = []
+                stack.append((items, line, column, event.anchor))
                 continue
             elif kind is alias_event:
                 target = anchors.get(event.anchor or "")
@@ -276,8 +315,8 @@ def compose(text: str) -> Document:
                 continue
             else:
                 continue
-            if top is not None:
-                top.append(node)
+            if items is not None:
+                items.append(node)
             else:
                 root = node
     except yaml.reader.ReaderError as exc:

@@ -4,6 +4,8 @@
 protocol; see :mod:`phaseflow.stores.base` for what a commit is.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
@@ -18,9 +20,13 @@ from phaseflow.stores.base import (
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.stores.sqlite import SQLiteStore
 
+if TYPE_CHECKING:
+    from phaseflow.stores.postgres import PostgresStore as PostgresStore
+
 __all__ = [
     "Lease",
     "MemoryStore",
+    "PostgresStore",
     "QueuedMessage",
     "SQLiteStore",
     "SessionRecord",
@@ -31,3 +37,12 @@ __all__ = [
     "StoreFenced",
     "StoredEvent",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresStore`` loads psycopg only when it is asked for (the ``postgres`` extra)."""
+    if name == "PostgresStore":
+        from phaseflow.stores.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'phaseflow.stores' has no attribute {name!r}")

@@ -55,7 +55,9 @@ class Known:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # ASCII: a lone surrogate (a model can send one in JSON) is written as its escape,
+    # which every database stores and json.loads gives back exactly
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
@@ -126,7 +128,10 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
     if not isinstance(data, Mapping):
         raise StoreDataError(f"session {sid!r}: the stored snapshot is not an object")
     schema = data.get("schema")
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise StoreDataError(f"session {sid!r}: the stored snapshot has no valid schema "
+                             f"version ({schema!r}): it is corrupt or not phaseflow's")
+    if schema > SCHEMA_VERSION:
         raise StoreDataError(
             f"session {sid!r} was stored in schema version {schema!r}; this phaseflow reads "
             f"up to version {SCHEMA_VERSION}: upgrade phaseflow to open it")
@@ -138,8 +143,9 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
         execution = _value(TurnExecution.from_json(data["execution"]), sid, "run state")
         progress = _value(TurnProgress.from_json(data["progress"]), sid, "turn progress")
         machine, state, core = data["machine"], data["state"], data["core"]
-    except (KeyError, TypeError) as exc:
-        raise StoreDataError(f"session {sid!r}: the stored snapshot lacks {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreDataError(f"session {sid!r}: the stored snapshot is malformed "
+                             f"({type(exc).__name__}: {exc})") from None
     if not isinstance(machine, Mapping) or not isinstance(state, Mapping) or not isinstance(
             core, Mapping):
         raise StoreDataError(f"session {sid!r}: the stored machine, state or core is not an "

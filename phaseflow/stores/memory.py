@@ -123,7 +123,9 @@ class MemoryStore:
 
     async def release(self, lease: Lease) -> None:
         entry = self._sessions.get(lease.session_id)
-        if entry is not None and entry.lease == lease:
+        held = None if entry is None else entry.lease
+        if entry is not None and held is not None and (held.owner, held.epoch) == (
+                lease.owner, lease.epoch):
             entry.lease = None
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:

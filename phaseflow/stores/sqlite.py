@@ -158,20 +158,27 @@ class SQLiteStore:
 
     async def load(self, session_id: str) -> SessionRecord | None:
         def read(conn: sqlite3.Connection) -> SessionRecord | None:
-            row = conn.execute(
-                "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
-                " created_at, updated_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            if row is None or row[3] == 0:  # version 0: only a lease was taken
-                return None
-            messages = [m for (m,) in conn.execute(
-                "SELECT data FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
-            marks = [m for (m,) in conn.execute(
-                "SELECT data FROM marks WHERE session_id = ? ORDER BY idx", (session_id,))]
+            conn.execute("BEGIN")  # one snapshot: a commit between the reads cannot mix in
             try:
-                record, known = codec.decode(codec.Row(*row), messages, marks)
-            except ValueError as exc:  # a part of the snapshot of the wrong shape
-                raise codec.StoreDataError(f"session {session_id!r}: the stored snapshot is "
-                                           f"corrupt ({exc})") from None
+                row = conn.execute(
+                    "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
+                    " created_at, updated_at, message_count, mark_count FROM sessions"
+                    " WHERE id = ?", (session_id,)).fetchone()
+                if row is None or row[3] == 0:  # version 0: only a lease was taken
+                    return None
+                messages = [m for (m,) in conn.execute(
+                    "SELECT data FROM messages WHERE session_id = ? ORDER BY idx",
+                    (session_id,))]
+                marks = [m for (m,) in conn.execute(
+                    "SELECT data FROM marks WHERE session_id = ? ORDER BY idx", (session_id,))]
+            finally:
+                conn.execute("COMMIT")
+            if (len(messages), len(marks)) != (row[10], row[11]):
+                raise codec.StoreDataError(
+                    f"session {session_id!r}: the store holds {len(messages)} messages and "
+                    f"{len(marks)} marks of the {row[10]} and {row[11]} its row records "
+                    "(rows are missing or were added)")
+            record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
             self._known[session_id] = known
             return record
         return await self._run(read)
@@ -256,6 +263,12 @@ class SQLiteStore:
                 " snapshot, message_count, mark_count, event_count, updated_at, id, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*values, sid, record.created_at))
+        elif stored == 0:  # the lease's placeholder row: the session is created now
+            conn.execute(
+                "UPDATE sessions SET workflow = ?, workflow_hash = ?, version = ?, status = ?,"
+                " phase = ?, turn = ?, snapshot = ?, message_count = ?, mark_count = ?,"
+                " event_count = ?, updated_at = ?, created_at = ? WHERE id = ?",
+                (*values, record.created_at, sid))
         else:
             conn.execute(
                 "UPDATE sessions SET workflow = ?, workflow_hash = ?, version = ?, status = ?,"
@@ -298,7 +311,9 @@ class SQLiteStore:
         def remove(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                gone = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
+                gone = conn.execute("DELETE FROM sessions WHERE id = ? AND version > 0",
+                                    (session_id,)).rowcount
+                conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
                 for table in ("messages", "marks", "events", "inbox"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 conn.execute("COMMIT")

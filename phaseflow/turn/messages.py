@@ -17,7 +17,7 @@ extends another is O(new tail) when they share structure.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, overload
@@ -365,7 +365,7 @@ def message_from_json(data: object) -> Message | Rejected:
     return j.decode(data, decode_message)
 
 
-class History:
+class History(Sequence[Message]):
     """An immutable, structurally shared sequence of messages.
 
     A history is a chain of nodes, each holding a tuple of messages appended at once and

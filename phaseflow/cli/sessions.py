@@ -1,0 +1,522 @@
+"""``phaseflow sessions``: what a session store holds, and finishing what a dead worker left.
+
+- ``list``: one line per session (id, workflow, status, phase, turn, last update).
+- ``show ID``: a readable timeline (turns, tool calls and results, approvals, state and
+  phase changes) from the stored events and record; ``--json``: the record as one object
+  with the exact model messages (``history``), which is what a support engineer or a
+  test needs to see what the model was actually sent.
+- ``events ID``: the stored events (``--after SEQ`` resumes a stream; ``--json``: one
+  JSON object a line).
+- ``delete ID``: remove a session and its events.
+- ``recover [ID ...]``: finish the turns that a stopped worker left - what a recovery
+  job runs after a crash or a deploy. It needs the workflow, tools and model the
+  sessions run with, since a turn continues where it stopped.
+
+Exit status: 0 when everything asked was done, 1 when a session is missing, unreadable
+or could not be recovered, 2 for misuse (a store that cannot be opened, bad options). An
+error is one line naming what is wrong, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from phaseflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from phaseflow.session import Agent
+    from phaseflow.session.events import Event
+    from phaseflow.stores.base import SessionRecord, Store, StoredEvent
+    from phaseflow.turn.messages import Message
+
+PROG = "phaseflow sessions"
+
+#: how many characters of a tool result or a message one timeline line shows
+LINE_CHARS = 160
+
+#: session statuses a turn is left in when its worker stopped
+RUNNING = "running"
+
+
+class Misuse(Exception):
+    """Input the command cannot use: one line, exit status 2."""
+
+
+class Failed(Exception):
+    """What was asked could not be done (no such session, unreadable data): exit 1."""
+
+
+class Reported(Exception):
+    """What is wrong was printed already (a workflow's diagnostics): exit ``code``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+# --- arguments ---------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store", metavar="PATH|URL",
+        help="the session store: an SQLite file or a postgresql:// URL (default: "
+        "phaseflow-sessions.db in the current folder)")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    listing = sub.add_parser("list", parents=[common], help="one line per stored session")
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
+    show = sub.add_parser("show", parents=[common],
+                          help="a session's timeline (--json: its record and exact history)")
+    show.add_argument("id", metavar="ID")
+    show.add_argument("--json", action="store_true",
+                      help="print one object: id, workflow, status, phase, turn, state, "
+                      "pending_approval, history")
+    events = sub.add_parser("events", parents=[common], help="a session's stored events")
+    events.add_argument("id", metavar="ID")
+    events.add_argument("--after", type=int, default=0, metavar="SEQ",
+                        help="only the events after this sequence number")
+    events.add_argument("--json", action="store_true", help="print one JSON object a line")
+    delete = sub.add_parser("delete", parents=[common], help="remove a session and its events")
+    delete.add_argument("id", metavar="ID")
+    recover = sub.add_parser(
+        "recover", parents=[common],
+        help="finish the turns a stopped worker left (every running session, or the IDs)")
+    recover.add_argument("ids", nargs="*", metavar="ID",
+                         help="the sessions (default: every running session of the workflow)")
+    recover.add_argument("--workflow", required=True, metavar="PATH",
+                         help="the workflow file the sessions run")
+    recover.add_argument("--tools", metavar="MODULE:ATTR",
+                         help="the tools: a list of @tool functions or a mapping from tool "
+                         "name to callable (MODULE is imported with the current folder on "
+                         "the path)")
+    recover.add_argument("--hooks", metavar="MODULE:ATTR",
+                         help="the callables of the workflow's 'call' effects: a mapping")
+    recover.add_argument("--provider", default="openai", metavar="openai|scripted:FILE",
+                         help="the model that continues the turns (default: openai)")
+    recover.add_argument("--model", metavar="M", help="the model name (required for openai)")
+    recover.add_argument("--base-url", metavar="URL", help="the server of --provider openai")
+    recover.add_argument("--system", metavar="TEXT", default="",
+                         help="the host's system text, as the sessions were run with")
+    recover.add_argument("--force", action="store_true",
+                         help="take the lease at once, even one that has not expired (the "
+                         "worker is known to be gone; its late writes are refused)")
+    recover.add_argument("--lease", type=float, default=30.0, metavar="S",
+                         help="the lease this worker holds while it runs a turn, in seconds "
+                         "(default: 30)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not getattr(args, "action", None):
+        print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
+              "recover [ID ...]", file=sys.stderr)
+        return 2
+    for stream in (sys.stdout, sys.stderr):
+        # a model's text that the terminal cannot show is replaced, not a crash
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+    command = f"{PROG} {args.action}"
+    try:
+        return asyncio.run(_main(args))
+    except Misuse as problem:
+        print(f"{command}: error: {problem}", file=sys.stderr)
+        return 2
+    except Failed as problem:
+        print(f"{command}: error: {problem}", file=sys.stderr)
+        return 1
+    except Reported as reported:
+        return reported.code
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from phaseflow.cli.stores import MEMORY, close_store, open_store
+    from phaseflow.stores.base import StoreError
+    from phaseflow.stores.codec import StoreDataError
+
+    if args.action == "recover":
+        # the workflow, tools and model are checked before the store is touched
+        agent_parts = _agent_parts(args)
+    if args.store == MEMORY:
+        raise Misuse("--store memory keeps no sessions after a process ends: name the "
+                     "store the sessions were run with")
+    try:
+        store = open_store(args.store, must_exist=True)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+    try:
+        if args.action == "list":
+            return await _list(store, args)
+        if args.action == "show":
+            return await _show(store, args)
+        if args.action == "events":
+            return await _events(store, args)
+        if args.action == "delete":
+            return await _delete(store, args)
+        return await _recover(store, args, *agent_parts)
+    except StoreDataError as exc:
+        raise Failed(str(exc)) from None
+    except StoreError as exc:  # the store names itself (a path, a host and database)
+        raise Misuse(str(exc)) from None
+    finally:
+        await close_store(store)
+
+
+# --- list, show, events, delete ----------------------------------------------------------
+
+async def _list(store: Store, args: argparse.Namespace) -> int:
+    summaries = await store.sessions()
+    if args.json:
+        print(json.dumps([{
+            "id": s.session_id, "workflow": s.workflow, "status": s.status, "phase": s.phase,
+            "turn": s.turn, "version": s.version, "updated_at": s.updated_at,
+        } for s in summaries], ensure_ascii=False, indent=2))
+        return 0
+    if not summaries:
+        print("no sessions stored", file=sys.stderr)
+        return 0
+    rows = [("ID", "WORKFLOW", "STATUS", "PHASE", "TURN", "UPDATED")] + [
+        (s.session_id, s.workflow, s.status, s.phase, str(s.turn), when(s.updated_at))
+        for s in summaries]
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+              + "  " + row[-1])
+    return 0
+
+
+async def _record(store: Store, session_id: str) -> SessionRecord:
+    record = await store.load(session_id)
+    if record is None:
+        raise Failed(f"no session {session_id!r} in the store")
+    return record
+
+
+async def _show(store: Store, args: argparse.Namespace) -> int:
+    record = await _record(store, args.id)
+    if args.json:
+        print(json.dumps(record_json(record), ensure_ascii=False, indent=2))
+        return 0
+    stored = await store.events(args.id)
+    for line in timeline(record, stored):
+        print(line)
+    return 0
+
+
+async def _events(store: Store, args: argparse.Namespace) -> int:
+    if await store.version(args.id) == 0:
+        raise Failed(f"no session {args.id!r} in the store")
+    for stored in await store.events(args.id, args.after):
+        data = event_json(stored)
+        if args.json:
+            print(json.dumps(data, ensure_ascii=False))
+        else:
+            label, text = describe(data)
+            print(f"{stored.seq:>5}  {when(data.get('at'))}  turn {data.get('turn', 0)}  "
+                  f"{label:<10} {text}".rstrip())
+    return 0
+
+
+async def _delete(store: Store, args: argparse.Namespace) -> int:
+    if not await store.delete(args.id):
+        raise Failed(f"no session {args.id!r} in the store")
+    print(f"deleted session {args.id}")
+    return 0
+
+
+# --- the JSON forms ----------------------------------------------------------------------
+
+def event_json(stored: StoredEvent) -> dict[str, Any]:
+    """A stored event as printed: its JSON with the store's ``seq``."""
+    return {**stored.data, "seq": stored.seq, "session_id": stored.session_id}
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """One model message as ``show --json`` prints it (the roles of an OpenAI-style chat:
+    ``tool_calls`` with ``id``, ``name`` and the arguments as a JSON value; a result's
+    ``tool_call_id`` and ``status``)."""
+    from phaseflow.turn.messages import AssistantMessage, ToolResultMessage, content_to_json
+
+    out: dict[str, Any] = {"role": message.role.value}
+    if isinstance(message, ToolResultMessage):
+        out["tool_call_id"] = message.call_id
+        out["status"] = "error" if message.is_error else "ok"
+    out["content"] = content_to_json(message.content)
+    if isinstance(message, AssistantMessage):
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.argument_value()}
+                             for c in message.tool_calls]
+        if message.reasoning:
+            out["reasoning"] = message.reasoning
+    return out
+
+
+def pending_json(record: SessionRecord) -> dict[str, Any] | None:
+    """The call waiting for a human, as :class:`~phaseflow.session.PendingApproval`."""
+    from phaseflow.session.core import arguments_hash
+
+    pending = record.execution.pending_approval
+    if pending is None or record.status != "awaiting_approval":
+        return None
+    call = pending.call
+    return {"call_id": call.id, "name": call.name, "arguments": call.argument_value(),
+            "arguments_hash": arguments_hash(call), "reason": pending.reason}
+
+
+def record_json(record: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": record.session_id,
+        "workflow": record.workflow,
+        "status": record.status,
+        "phase": record.phase,
+        "turn": record.turn,
+        "version": record.version,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "state": dict(record.state),
+        "pending_approval": pending_json(record),
+        "history": [message_json(m) for m in history(record)],
+    }
+
+
+def history(record: SessionRecord) -> tuple[Message, ...]:
+    """The exact model messages of a stored session: what ``Session.history`` gives once
+    it is opened (within a turn, the messages of its open request and tool group too)."""
+    from phaseflow.session.core import Core
+
+    core = Core(record.session_id, record.execution, record.progress, record.continuation)
+    return core.history().to_tuple()
+
+
+# --- the timeline ------------------------------------------------------------------------
+
+def when(at: object) -> str:
+    """Wall-clock seconds as UTC ISO 8601 to the second (``-`` when unknown)."""
+    if not isinstance(at, int | float) or isinstance(at, bool) or at <= 0:
+        return "-"
+    try:
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def one_line(value: object, limit: int = LINE_CHARS, *, as_json: bool = False) -> str:
+    """A value on one line: text as it is (``as_json``: quoted), anything else as JSON,
+    cut at ``limit`` characters."""
+    text = value if isinstance(value, str) and not as_json else json.dumps(
+        value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _assignments(data: Mapping[str, Any]) -> str:
+    raw = data.get("new")
+    new: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    keys = data.get("keys")
+    names = [str(k) for k in keys] if isinstance(keys, list) else list(new)
+    parts = [f"{k} = {one_line(new.get(k), 60, as_json=True)}" for k in names]
+    source = _field(data, "source")
+    return ", ".join(parts) + (f" ({source})" if source else "")
+
+
+def _field(data: Mapping[str, Any], key: str, limit: int = LINE_CHARS) -> str:
+    """A field of a stored event as one line of text ("" when absent): a store may hold
+    events a newer phaseflow wrote, or damaged ones, and showing them must not fail."""
+    value = data.get(key)
+    return "" if value is None else one_line(value, limit)
+
+
+def describe(data: Mapping[str, Any]) -> tuple[str, str]:
+    """A stored event as (label, one line of text): what the timeline and ``events``
+    show."""
+    kind = data.get("type")
+    name = _field(data, "name", 80)
+    if kind == "turn_started":
+        return "user", _field(data, "message")
+    if kind == "tool_call":
+        return "call", f"{name} {one_line(data.get('arguments'))}"
+    if kind == "tool_result":
+        return _field(data, "status", 20) or "result", f"{name}: {_field(data, 'content')}"
+    if kind == "approval_requested":
+        reason = _field(data, "reason")
+        return "approval?", f"{name} {one_line(data.get('arguments'))}" + (
+            f": {reason}" if reason else "")
+    if kind == "approval_resolved":
+        reason = _field(data, "reason")
+        return "decision", f"{_field(data, 'decision', 20)} {name}" + (
+            f": {reason}" if reason else "")
+    if kind == "state_changed":
+        return "state", one_line(_assignments(data), 4 * LINE_CHARS)
+    if kind == "phase_changed":
+        return "phase", (f"{_field(data, 'from_phase', 80)} -> {_field(data, 'to_phase', 80)}"
+                         f" ({_field(data, 'trigger', 40)})")
+    if kind == "retrying":
+        return "retry", (f"attempt {_field(data, 'attempt', 20)} in "
+                         f"{_field(data, 'delay', 20)}s: {_field(data, 'message')}")
+    if kind == "turn_finished":
+        tokens = ""
+        if data.get("input_tokens") or data.get("output_tokens"):
+            tokens = (f", {_field(data, 'input_tokens', 20) or 0}+"
+                      f"{_field(data, 'output_tokens', 20) or 0} tokens")
+        reply = _field(data, "reply", 10 * LINE_CHARS)
+        return "reply", f"[{_field(data, 'status', 20)}{tokens}] {reply}".rstrip()
+    if kind == "error":
+        return "error", f"{_field(data, 'code', 40)}: {_field(data, 'message')}"
+    return one_line(kind, 20) if kind else "event", one_line(
+        {k: v for k, v in data.items() if k not in ("type", "seq", "session_id", "turn", "at")})
+
+
+def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
+    """The lines of ``show``: a header, the events grouped by turn, then what the session
+    waits for and its state."""
+    lines = [f"session {record.session_id}  workflow {record.workflow}",
+             f"status {record.status}, phase {record.phase}, turn {record.turn}, "
+             f"updated {when(record.updated_at)}"]
+    turn: int | None = None
+    for event in stored:
+        data = event.data
+        number = data.get("turn", 0)
+        if number != turn:
+            turn = number if isinstance(number, int) else 0
+            lines.append("")
+            heading = f"turn {turn}" if turn else "before the first turn"
+            lines.append(f"{heading}  {when(data.get('at'))}")
+        label, text = describe(data)
+        lines.append(f"  {label:<10} {text}".rstrip())
+    pending = pending_json(record)
+    lines.append("")
+    if pending is not None:
+        lines.append(f"waiting for approval: {pending['name']} "
+                     f"{one_line(pending['arguments'])} (call {pending['call_id']})")
+    if record.status == RUNNING:
+        lines.append(f"turn {record.turn} is running, or was left by a worker that stopped "
+                     f"(phaseflow sessions recover {record.session_id} finishes it)")
+    lines.append("state" if record.state else "state: empty")
+    lines.extend(f"  {key} = {one_line(value, as_json=True)}"
+                 for key, value in record.state.items())
+    return lines
+
+
+# --- recover -----------------------------------------------------------------------------
+
+def _import_attr(spec: str, option: str) -> Any:
+    from phaseflow.cli.imports import import_attr
+    from phaseflow.errors import ConfigError
+
+    try:
+        return import_attr(spec, option)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+
+
+def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+    """The workflow, tools, hooks and provider of ``recover``, each checked (Misuse)."""
+    from phaseflow.cli.common import load_or_report
+    from phaseflow.cli.providers import check_provider, make_provider
+
+    try:
+        check_provider(args.provider, args.base_url)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+    if not args.lease > 0:
+        raise Misuse(f"--lease {args.lease}: a lease is a positive number of seconds")
+    workflow = load_or_report(args.workflow, f"{PROG} recover")
+    if isinstance(workflow, int):
+        raise Reported(2)  # what is wrong with the file is printed
+    tools = _import_attr(args.tools, "--tools") if args.tools else None
+    if tools is not None and not isinstance(tools, Mapping | list | tuple):
+        raise Misuse(f"--tools {args.tools}: expected a list of tools or a mapping from "
+                     f"tool name to callable, got {type(tools).__name__}")
+    hooks = _import_attr(args.hooks, "--hooks") if args.hooks else None
+    if hooks is not None and not isinstance(hooks, Mapping):
+        raise Misuse(f"--hooks {args.hooks}: expected a mapping from name to callable, got "
+                     f"{type(hooks).__name__}")
+    try:
+        provider = make_provider(args.provider, args.model, args.base_url)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+    return workflow, tools, hooks, provider
+
+
+async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools: Any,
+                   hooks: Any, provider: Any) -> int:
+    from phaseflow.cli.providers import close_provider
+    from phaseflow.errors import PhaseflowError
+    from phaseflow.session import Agent
+
+    try:
+        try:
+            agent = Agent(workflow, provider, tools=tools, hooks=hooks, store=store,
+                          system=args.system, model=args.model, lease=args.lease)
+        except PhaseflowError as exc:
+            raise Misuse(str(exc)) from None
+        ids: list[str] = list(dict.fromkeys(args.ids))
+        if not ids:
+            summaries = await store.sessions()
+            running = [s for s in summaries if s.status == RUNNING]
+            ids = [s.session_id for s in running if s.workflow == agent.workflow.name]
+            others = len(running) - len(ids)
+            if others:
+                print(f"skipped {others} running session(s) of other workflows",
+                      file=sys.stderr)
+            if not ids:
+                print(f"nothing to recover: no session of {agent.workflow.name} is running")
+                return 0
+        failed = 0
+        for session_id in ids:
+            line, ok = await _recover_one(agent, session_id, force=args.force)
+            print(line, flush=True)
+            failed += not ok
+        return 1 if failed else 0
+    finally:
+        await close_provider(provider)
+
+
+async def _recover_one(agent: Agent, session_id: str, *, force: bool) -> tuple[str, bool]:
+    """Recover one session: the line to print and whether it went well."""
+    from phaseflow.errors import PhaseflowError
+    from phaseflow.session import SessionBusy
+    from phaseflow.stores.base import StoreConflict
+    from phaseflow.stores.codec import StoreDataError
+
+    if await agent.store.version(session_id) == 0:
+        return f"{session_id}: no such session", False
+    try:
+        session = await agent.session(session_id)
+        before = session.status
+        events = await session.recover(force=force)
+    except SessionBusy:
+        return f"{session_id}: busy (lease held by another worker)", False
+    except StoreConflict as exc:  # fenced: another worker took it over meanwhile
+        return f"{session_id}: taken over by another worker ({exc})", False
+    except StoreDataError as exc:
+        return f"{session_id}: cannot be read: {exc}", False
+    except PhaseflowError as exc:
+        return f"{session_id}: cannot be recovered: {exc}", False
+    return _outcome(session_id, before, session.status, session.phase, events)
+
+
+def _outcome(session_id: str, before: str, status: str, phase: str,
+             events: Sequence[Event]) -> tuple[str, bool]:
+    from phaseflow.session.core import INTERRUPTED_TEXT
+    from phaseflow.session.events import ErrorEvent, ToolResultEvent, TurnFinished
+
+    finished = [e for e in events if isinstance(e, TurnFinished)]
+    if not finished and status == before:
+        return f"{session_id}: nothing to recover ({status}, phase {phase})", True
+    unknown = sum(1 for e in events if isinstance(e, ToolResultEvent)
+                  and (e.status == "unknown" or e.content == INTERRUPTED_TEXT))
+    turns = ", ".join(f"turn {e.turn} {e.status}" for e in finished) or "turn continued"
+    line = f"{session_id}: recovered: {turns}; now {status} in phase {phase}"
+    if unknown:
+        line += (f"; {unknown} interrupted call(s) got 'outcome unknown' (not run again)")
+    ok = not any(e.status == "failed" for e in finished)
+    if not ok:
+        errors = [e for e in events if isinstance(e, ErrorEvent)]
+        if errors:
+            line += f"; {errors[-1].code}: {one_line(errors[-1].message)}"
+    return line, ok

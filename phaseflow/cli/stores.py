@@ -1,0 +1,135 @@
+"""Which session store a command uses: the ``--store`` value of ``phaseflow run`` and
+``phaseflow sessions``.
+
+One function, so both commands read the same value the same way: a path is an SQLite
+file; a ``postgresql://`` (or ``postgres://``) URL, or a libpq connection string
+(``host=db dbname=app``), a PostgreSQL database; ``memory`` a store that keeps nothing
+after the process ends; no value is
+``phaseflow-sessions.db`` in the current folder, so a chat run without options can be
+listed, shown and recovered afterwards without naming a store.
+
+The PostgreSQL store needs an optional dependency (psycopg): it is imported only when a
+URL asks for it, and its absence is one clear line, not an ``ImportError``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from typing import TYPE_CHECKING
+
+from phaseflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from phaseflow.stores.base import Store
+
+#: the store used when ``--store`` is not given: an SQLite file in the current folder
+DEFAULT_STORE = "phaseflow-sessions.db"
+
+#: the ``--store`` value of a store that lives only as long as the process
+MEMORY = "memory"
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+POSTGRES_HINT = "pip install 'phaseflow[postgres]'"
+
+
+#: keys of a libpq connection string (``host=db dbname=app``), which names a database too
+_LIBPQ_KEYS = frozenset({"host", "hostaddr", "port", "dbname", "user", "password",
+                         "service", "sslmode", "connect_timeout", "options",
+                         "application_name", "passfile", "target_session_attrs"})
+
+
+def is_postgres(value: str) -> bool:
+    """Whether ``value`` names a PostgreSQL database: a ``postgresql://`` or
+    ``postgres://`` URL, or a libpq connection string of ``key=value`` words."""
+    if value.lower().startswith(_POSTGRES_SCHEMES):
+        return True
+    words = value.split()
+    return bool(words) and all(w.partition("=")[1] and w.partition("=")[0] in _LIBPQ_KEYS
+                               for w in words)
+
+
+def store_name(value: str | None) -> str:
+    """What to call the store in messages: the value, without a password."""
+    if value is None:
+        return DEFAULT_STORE
+    if is_postgres(value) and not value.lower().startswith(_POSTGRES_SCHEMES):
+        return " ".join("password=***" if w.startswith("password=") else w
+                        for w in value.split())
+    if value.lower().startswith(_POSTGRES_SCHEMES):
+        scheme, _, rest = value.partition("://")
+        credentials, at, host = rest.rpartition("@")
+        if at and ":" in credentials:
+            user = credentials.split(":", 1)[0]
+            return f"{scheme}://{user}:***@{host}"
+    return value
+
+
+def is_url(value: str) -> bool:
+    """Whether ``value`` looks like ``scheme://...`` (so it is not meant as a file)."""
+    scheme, sep, _ = value.partition("://")
+    return bool(sep) and scheme.replace("+", "").isalnum()
+
+
+def open_store(value: str | None, *, must_exist: bool = False) -> Store:
+    """The store ``value`` names (``None``: :data:`DEFAULT_STORE`).
+
+    ``must_exist``: a file store that is not there is an error instead of a new, empty
+    file (commands that only read sessions must not leave a file behind). Every problem
+    is a :class:`~phaseflow.errors.ConfigError` whose message can be shown as it is.
+    """
+    chosen = DEFAULT_STORE if value is None else value
+    if not chosen:
+        raise ConfigError("--store needs a value: a file path, a postgresql:// URL or "
+                          f"{MEMORY!r}")
+    if chosen == MEMORY:
+        from phaseflow.stores.memory import MemoryStore
+
+        return MemoryStore()
+    if is_postgres(chosen):
+        return _postgres(chosen)
+    if is_url(chosen):
+        scheme = chosen.partition("://")[0]
+        raise ConfigError(f"--store {store_name(chosen)}: unknown kind of store {scheme!r} "
+                          "(a file path, a postgresql:// URL or 'memory')")
+    if os.path.isdir(chosen):
+        raise ConfigError(f"--store {chosen}: is a folder, not a session store file")
+    if must_exist and not os.path.exists(chosen):
+        where = " (the default; name one with --store)" if value is None else ""
+        raise ConfigError(f"no session store at {chosen}{where}")
+    from phaseflow.stores.sqlite import SQLiteStore
+
+    return SQLiteStore(chosen)
+
+
+def _postgres(dsn: str) -> Store:
+    """A ``PostgresStore`` when the module and psycopg are installed."""
+    missing = (f"--store {store_name(dsn)}: PostgreSQL stores need psycopg 3 and "
+               f"phaseflow's PostgreSQL store: {POSTGRES_HINT}")
+    try:
+        postgres = importlib.import_module("phaseflow.stores.postgres")
+    except ImportError:
+        raise ConfigError(missing) from None
+    from phaseflow.stores.base import StoreError
+
+    try:
+        store: Store = postgres.PostgresStore(dsn)
+    except ImportError:  # a module that imports psycopg only when it is used
+        raise ConfigError(missing) from None
+    except StoreError as exc:  # psycopg missing, or the store refuses its settings
+        raise ConfigError(f"--store {store_name(dsn)}: {exc}") from None
+    return store
+
+
+async def close_store(store: object) -> None:
+    """Give back what the store holds (a connection, a pool): ``aclose()`` or ``close()``,
+    awaited when it is a coroutine; nothing for a store that has neither."""
+    for name in ("aclose", "close"):
+        closing = getattr(store, name, None)
+        if callable(closing):
+            result = closing()
+            if inspect.isawaitable(result):
+                await result
+            return

@@ -1,0 +1,531 @@
+"""``PostgresStore``: sessions in a PostgreSQL database, on psycopg 3 (an optional extra:
+``pip install 'phaseflow[postgres]'``).
+
+The same schema and the same semantics as :class:`~phaseflow.stores.sqlite.SQLiteStore`
+(tables ``sessions``, ``messages``, ``marks``, ``events``, ``captures``, ``inbox``,
+``phaseflow_schema``; rows encoded by :mod:`phaseflow.stores.codec`), for several
+processes on several machines:
+
+- **Async natively**: an :class:`psycopg_pool.AsyncConnectionPool`, no thread. The pool
+  opens on first use (or ``await store.open()`` / ``async with PostgresStore(dsn)``) in
+  the running event loop and belongs to it; ``await store.close()`` gives it back. (The
+  SQLite store's ``close()`` is synchronous, because its connection lives on a thread;
+  this one is a coroutine, because the pool lives on the loop.)
+- **One transaction per commit**: ``SELECT ... FOR UPDATE`` locks the session's row, so
+  the compare-and-set on its version holds however many processes write; a first commit
+  inserts the row with ``ON CONFLICT DO NOTHING``, so of two writers creating the same
+  session one wins and the other gets ``StoreConflict``.
+- **The schema** is created when the store opens (``CREATE TABLE IF NOT EXISTS`` under a
+  transaction-scoped advisory lock, so processes opening together do not race), and a
+  database whose schema is from a later phaseflow is refused.
+- **A load is one statement** (the row and its history rows from one snapshot, so a
+  commit landing meanwhile cannot mix in), and it checks the history rows against the
+  counts the row keeps: a lost row is an error, not a shorter session.
+- **Queued messages** are inserted under a per-session advisory lock, so a session's
+  queue ids become visible in increasing order and a commit that consumes "up to id N"
+  never removes a message committed late with a smaller id.
+
+Tables go where the connection's ``search_path`` puts them: to keep phaseflow in its own
+schema, put ``options='-c search_path=phaseflow'`` in the DSN (the schema must exist).
+Every database error becomes :class:`~phaseflow.stores.base.StoreError` with the server's
+message (the DSN's password is never shown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from phaseflow.stores import codec
+from phaseflow.stores.base import (
+    Lease,
+    QueuedMessage,
+    SessionRecord,
+    SessionSummary,
+    StoreConflict,
+    StoredEvent,
+    StoreError,
+    StoreFenced,
+)
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # the optional extra is not installed
+    _MISSING: str | None = str(exc)
+else:
+    _MISSING = None
+
+T = TypeVar("T")
+
+#: ``pg_advisory_xact_lock`` keys: one for creating the schema, one class for queues
+_SCHEMA_LOCK = 0x7068_6673  # "phfs"
+_INBOX_LOCK = 0x7068_6671  # "phfq"
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS phaseflow_schema (version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        workflow_hash TEXT NOT NULL,
+        version BIGINT NOT NULL,
+        status TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        turn BIGINT NOT NULL,
+        lease_owner TEXT,
+        lease_expires DOUBLE PRECISION,
+        lease_epoch BIGINT NOT NULL DEFAULT 0,
+        snapshot TEXT NOT NULL,
+        message_count BIGINT NOT NULL,
+        mark_count BIGINT NOT NULL,
+        event_count BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS messages (
+        session_id TEXT NOT NULL, idx BIGINT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (session_id, idx))""",
+    """CREATE TABLE IF NOT EXISTS marks (
+        session_id TEXT NOT NULL, idx BIGINT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (session_id, idx))""",
+    """CREATE TABLE IF NOT EXISTS events (
+        session_id TEXT NOT NULL, seq BIGINT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq))""",
+    "CREATE TABLE IF NOT EXISTS captures (sha256 TEXT PRIMARY KEY, data BYTEA NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS inbox (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id TEXT NOT NULL, data TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id)",
+)
+
+_LOAD = """SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,
+    created_at, updated_at, message_count, mark_count,
+    ARRAY(SELECT idx FROM messages WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT data FROM messages WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT idx FROM marks WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT data FROM marks WHERE session_id = s.id ORDER BY idx)
+    FROM sessions AS s WHERE id = %s"""
+
+_SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
+                    " message_count, mark_count, event_count, updated_at")
+
+
+def _describe(dsn: str) -> str:
+    """Where the store is, for messages: ``user@host:port/dbname``, never the password."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgres"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"postgres://{user}{host}:{port}/{parts.get('dbname') or ''}"
+
+
+def _message(exc: BaseException) -> str:
+    """The server's or libpq's message, on one line."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+class PostgresStore:
+    """Sessions in the PostgreSQL database ``dsn`` (a libpq connection string or URL).
+
+    ``pool_size``: at most this many connections (one is kept open). ``connect_timeout``:
+    seconds to wait for the server when connecting. ``pool_timeout``: seconds an
+    operation waits for a free connection before it fails. ``check_connections``: check
+    a pooled connection before each use (one empty round trip), so one the server
+    dropped (a restart, an idle timeout) is replaced instead of failing an operation.
+    """
+
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
+                 pool_timeout: float = 30.0, check_connections: bool = True) -> None:
+        if _MISSING is not None:
+            raise StoreError("PostgresStore needs psycopg 3 and psycopg-pool: "
+                             f"pip install 'phaseflow[postgres]' ({_MISSING})")
+        if not isinstance(pool_size, int) or pool_size < 1:
+            raise StoreError("pool_size must be a positive integer")
+        self.dsn = dsn
+        self.where = _describe(dsn)
+        self._pool_size = pool_size
+        self._connect_timeout = connect_timeout
+        self._pool_timeout = pool_timeout
+        self._check = check_connections
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._opening: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._known: dict[str, codec.Known] = {}
+        #: commits made by this store object (tests and benchmarks count them)
+        self.commits = 0
+
+    # --- opening and closing -------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, create the schema if needed and check its version. Every operation
+        opens the store when it is not open yet; call this to find out early.
+
+        The pool belongs to the event loop it was opened in. Used from another loop
+        (each ``*_sync`` call of a session runs one), the store opens a new pool there
+        and closes the old one's idle connections."""
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._loop is loop:
+            return
+        if self._opening is None or self._loop is not loop:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is not None and self._loop is loop:
+                return
+            if self._pool is not None:
+                await _abandon(self._pool)
+                self._pool = None
+            await self._open_schema()
+            pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+                self.dsn, min_size=1, max_size=self._pool_size, open=False,
+                kwargs={"autocommit": True, "connect_timeout": max(1, int(self._connect_timeout))},
+                timeout=self._pool_timeout, name="phaseflow",
+                check=AsyncConnectionPool.check_connection if self._check else None)
+            try:
+                await pool.open(wait=True, timeout=self._connect_timeout)
+            except psycopg.Error as exc:
+                await pool.close()
+                raise StoreError(f"{self.where}: cannot open the session store: "
+                                 f"{_message(exc)}") from None
+            self._pool, self._loop = pool, loop
+
+    async def _open_schema(self) -> None:
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, connect_timeout=max(1, int(self._connect_timeout)))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot open the session store: "
+                             f"{_message(exc)}") from None
+        try:
+            found = await _schema_version(conn)
+            if found != codec.SCHEMA_VERSION:  # missing (or older): create it
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    async with conn.pipeline():
+                        for statement in _DDL:
+                            await conn.execute(statement)
+                    found = await _schema_version(conn)
+                    if found is None:
+                        await conn.execute("INSERT INTO phaseflow_schema (version) VALUES (%s)",
+                                           (codec.SCHEMA_VERSION,))
+            if found is not None and found > codec.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.where}: the store's schema is version {found}; this phaseflow "
+                    f"knows up to version {codec.SCHEMA_VERSION}: upgrade phaseflow")
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.where}: cannot create the session store's schema: "
+                             f"{_message(exc)}") from None
+        finally:
+            await conn.close()
+
+    async def close(self) -> None:
+        """Close the pool's connections (the store can be used again: it reopens)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if self._loop is asyncio.get_running_loop():
+            await pool.close()
+        else:
+            await _abandon(pool)
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+                   *, transaction: bool = False, pipeline: bool = False) -> T:
+        """``fn`` on a pooled connection (inside one transaction when asked); database
+        errors become :class:`StoreError`. ``pipeline``: the statements whose results
+        are not read (a commit's writes and its COMMIT) go out together instead of one
+        round trip each."""
+        await self.open()
+        pool = self._pool
+        if pool is None:
+            raise StoreError(f"{self.where}: the store was closed while in use")
+        try:
+            async with pool.connection() as conn:
+                if not transaction:
+                    return await fn(conn)
+                if not pipeline:
+                    async with conn.transaction():
+                        return await fn(conn)
+                async with conn.pipeline(), conn.transaction():
+                    return await fn(conn)
+        except (psycopg.Error, UnicodeError) as exc:
+            raise StoreError(f"{self.where}: {_message(exc)}") from None
+
+    # --- the protocol ---------------------------------------------------------------------
+
+    async def load(self, session_id: str) -> SessionRecord | None:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
+            # One statement, so one snapshot: the row and the history rows it counts
+            # (separate statements could see a commit land between them).
+            cur = await conn.execute(_LOAD, (session_id,))
+            row = await cur.fetchone()
+            if row is None or row[3] == 0:  # version 0: only a lease was taken
+                return None
+            messages = _complete("messages", session_id, row[10], row[12], row[13])
+            marks = _complete("marks", session_id, row[11], row[14], row[15])
+            record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
+            self._known[session_id] = known
+            return record
+        return await self._run(read)
+
+    async def commit(
+        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
+        expected_version: int, lease: Lease | None = None, consumed: int = 0,
+    ) -> tuple[int, ...]:
+        sid = record.session_id
+        written, known = codec.encode(record, self._known.get(sid))
+        event_rows = [codec._dumps(dict(e)) for e in events]
+
+        async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
+            seqs = await self._write(conn, record, written, event_rows, expected_version, lease)
+            if consumed:
+                await conn.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
+                                   (sid, consumed))
+            return seqs
+
+        try:
+            seqs = await self._run(write, transaction=True, pipeline=True)
+        except StoreConflict:
+            self._known.pop(sid, None)
+            raise
+        self._known[sid] = known
+        self.commits += 1
+        return seqs
+
+    @staticmethod
+    async def _write(conn: psycopg.AsyncConnection[Any], record: SessionRecord,
+                     written: codec.Written, event_rows: list[str], expected_version: int,
+                     lease: Lease | None) -> tuple[int, ...]:
+        sid = record.session_id
+        cur = await conn.execute(
+            "SELECT version, message_count, mark_count, event_count, lease_owner, lease_epoch"
+            " FROM sessions WHERE id = %s FOR UPDATE", (sid,))
+        row = await cur.fetchone()
+        if lease is not None and (row is None or row[4] != lease.owner
+                                  or row[5] != lease.epoch):
+            raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
+                              f"{lease.epoch}) was taken over; this write is refused")
+        stored = 0 if row is None else row[0]
+        if stored != expected_version:
+            raise StoreConflict(f"session {sid!r}: stored version is {stored}, this writer "
+                                f"expected {expected_version}")
+        if record.version != expected_version + 1:
+            raise StoreConflict(f"session {sid!r}: a commit must raise the version by one")
+        message_count, mark_count, event_count = (0, 0, 0) if row is None else row[1:4]
+        rewrite = written.rewrite or written.message_from != message_count or (
+            written.mark_from != mark_count)
+        message_from, mark_from = written.message_from, written.mark_from
+        if rewrite and (message_from or mark_from):
+            # Another store object wrote this session since: what this one knew is no
+            # prefix any more. Never append to a history it did not see.
+            raise StoreConflict(f"session {sid!r}: the stored history is not the one this "
+                                "writer extended")
+        seqs = tuple(range(event_count + 1, event_count + 1 + len(event_rows)))
+        values = (record.workflow, record.workflow_hash, record.version, record.status,
+                  record.phase, record.turn, written.snapshot,
+                  message_from + len(written.messages), mark_from + len(written.marks),
+                  event_count + len(event_rows), record.updated_at)
+        if row is None:
+            cur = await conn.execute(
+                f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at) VALUES"
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING RETURNING 1", (*values, sid, record.created_at))
+            if await cur.fetchone() is None:  # another writer created it meanwhile
+                raise StoreConflict(f"session {sid!r}: stored version is no longer 0, this "
+                                    "writer expected 0")
+        else:
+            # A lease placeholder (version 0) takes the record's creation time too.
+            await conn.execute(
+                "UPDATE sessions SET workflow = %s, workflow_hash = %s, version = %s,"
+                " status = %s, phase = %s, turn = %s, snapshot = %s, message_count = %s,"
+                " mark_count = %s, event_count = %s, updated_at = %s,"
+                " created_at = CASE WHEN version = 0 THEN %s ELSE created_at END"
+                " WHERE id = %s", (*values, record.created_at, sid))
+        async with conn.cursor() as c:
+            if rewrite:
+                await c.execute("DELETE FROM messages WHERE session_id = %s", (sid,))
+                await c.execute("DELETE FROM marks WHERE session_id = %s", (sid,))
+            await _insert_rows(c, "messages", "idx", sid, message_from, written.messages)
+            await _insert_rows(c, "marks", "idx", sid, mark_from, written.marks)
+            await _insert_rows(c, "events", "seq", sid, event_count + 1, event_rows)
+        return seqs
+
+    async def version(self, session_id: str) -> int:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> int:
+            cur = await conn.execute("SELECT version FROM sessions WHERE id = %s",
+                                     (session_id,))
+            row = await cur.fetchone()
+            return 0 if row is None else int(row[0])
+        return await self._run(read)
+
+    async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[StoredEvent, ...]:
+            cur = await conn.execute(
+                "SELECT seq, data FROM events WHERE session_id = %s AND seq > %s ORDER BY seq",
+                (session_id, after))
+            out = []
+            for seq, data in await cur.fetchall():
+                try:
+                    parsed = json.loads(data)
+                except ValueError:
+                    raise codec.StoreDataError(
+                        f"session {session_id!r}: event {seq} is truncated or corrupt") from None
+                out.append(StoredEvent(session_id, seq, parsed))
+            return tuple(out)
+        return await self._run(read)
+
+    async def sessions(self) -> tuple[SessionSummary, ...]:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[SessionSummary, ...]:
+            cur = await conn.execute(
+                "SELECT id, workflow, status, phase, turn, version, updated_at FROM sessions"
+                " WHERE version > 0 ORDER BY updated_at DESC")
+            return tuple(SessionSummary(*r) for r in await cur.fetchall())
+        return await self._run(read)
+
+    async def delete(self, session_id: str) -> bool:
+        async def remove(conn: psycopg.AsyncConnection[Any]) -> bool:
+            cur = await conn.execute("DELETE FROM sessions WHERE id = %s RETURNING version",
+                                     (session_id,))
+            row = await cur.fetchone()
+            for table in ("messages", "marks", "events", "inbox"):
+                await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
+            return row is not None and row[0] > 0  # a lease placeholder is no session
+        self._known.pop(session_id, None)
+        return await self._run(remove, transaction=True)
+
+    async def put_capture(self, data: bytes) -> str:
+        reference = hashlib.sha256(data).hexdigest()
+
+        async def put(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.execute("INSERT INTO captures (sha256, data) VALUES (%s, %s)"
+                               " ON CONFLICT (sha256) DO NOTHING", (reference, bytes(data)))
+        await self._run(put)
+        return reference
+
+    async def get_capture(self, reference: str) -> bytes | None:
+        async def get(conn: psycopg.AsyncConnection[Any]) -> bytes | None:
+            cur = await conn.execute("SELECT data FROM captures WHERE sha256 = %s",
+                                     (reference,))
+            row = await cur.fetchone()
+            return None if row is None else bytes(row[0])
+        return await self._run(get)
+
+    # --- leases and the queue ---------------------------------------------------------
+
+    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
+                      force: bool = False) -> Lease | None:
+        async def take(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
+            await conn.execute(
+                "INSERT INTO sessions (id, workflow, workflow_hash, version, status, phase,"
+                " turn, snapshot, message_count, mark_count, event_count, created_at,"
+                " updated_at) VALUES (%s, '', '', 0, 'new', '', 0, '{}', 0, 0, 0, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING", (session_id, now, now))
+            cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch"
+                                     " FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
+            row = await cur.fetchone()
+            if row is None:  # deleted between the two statements
+                raise StoreConflict(f"session {session_id!r} was deleted while its lease "
+                                    "was being taken")
+            holder, expires, epoch = row
+            live = holder is not None and expires is not None and expires > now
+            if live and holder != owner and not force:
+                return None
+            if not (live and holder == owner) or force:
+                epoch += 1
+            await conn.execute("UPDATE sessions SET lease_owner = %s, lease_expires = %s,"
+                               " lease_epoch = %s WHERE id = %s",
+                               (owner, now + ttl, epoch, session_id))
+            return Lease(session_id, owner, epoch, now + ttl)
+        return await self._run(take, transaction=True)
+
+    async def release(self, lease: Lease) -> None:
+        async def give_up(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
+                               " WHERE id = %s AND lease_owner = %s AND lease_epoch = %s",
+                               (lease.session_id, lease.owner, lease.epoch))
+        await self._run(give_up)
+
+    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        text = codec._dumps(dict(data))
+
+        async def put(conn: psycopg.AsyncConnection[Any]) -> int:
+            # Serialised per session until the insert commits: a session's ids become
+            # visible in order, so "consumed up to N" never covers one committed later.
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                               (_INBOX_LOCK, session_id))
+            cur = await conn.execute("INSERT INTO inbox (session_id, data) VALUES (%s, %s)"
+                                     " RETURNING id", (session_id, text))
+            row = await cur.fetchone()
+            return 0 if row is None else int(row[0])
+        return await self._run(put, transaction=True)
+
+    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[QueuedMessage, ...]:
+            cur = await conn.execute("SELECT id, data FROM inbox WHERE session_id = %s"
+                                     " ORDER BY id", (session_id,))
+            out = []
+            for qid, data in await cur.fetchall():
+                try:
+                    out.append(QueuedMessage(qid, json.loads(data)))
+                except ValueError:
+                    raise codec.StoreDataError(
+                        f"session {session_id!r}: queued message {qid} is corrupt") from None
+            return tuple(out)
+        return await self._run(read)
+
+
+async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
+    """Close the idle connections of a pool whose event loop is gone (its tasks died with
+    that loop, so ``pool.close()`` cannot run). Closing a connection is no I/O wait, so
+    it works from any loop; the pool's own queue is psycopg-pool's (best effort)."""
+    for conn in list(getattr(pool, "_pool", ())):
+        with contextlib.suppress(Exception):  # already broken: nothing more to close
+            await conn.close()
+
+
+async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int | None:
+    """The version ``phaseflow_schema`` holds (``None``: no schema here yet)."""
+    cur = await conn.execute("SELECT to_regclass('phaseflow_schema') IS NOT NULL")
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        return None
+    cur = await conn.execute("SELECT max(version) FROM phaseflow_schema")
+    row = await cur.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _complete(table: str, sid: str, count: int, indexes: list[int], rows: list[str]
+              ) -> list[str]:
+    """``rows`` when they are exactly the ``count`` rows ``0 .. count - 1`` the sessions
+    row says were written; :class:`StoreDataError` otherwise (a lost row would read as a
+    shorter, valid-looking history)."""
+    if len(rows) != count or indexes != list(range(count)):
+        raise codec.StoreDataError(
+            f"session {sid!r}: the store holds {len(rows)} {table} rows where it wrote "
+            f"{count}: the stored history is incomplete or corrupt")
+    return rows
+
+
+async def _insert_rows(cur: psycopg.AsyncCursor[Any], table: str, key: str, sid: str,
+                       start: int, rows: Sequence[str]) -> None:
+    """Append ``rows`` at positions ``start, start + 1, ...``: one statement, whatever
+    their number (an ``unnest`` of two arrays)."""
+    if not rows:
+        return
+    await cur.execute(
+        f"INSERT INTO {table} (session_id, {key}, data)"
+        " SELECT %s, %s + o - 1, d FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, o)",
+        (sid, start, list(rows)))
