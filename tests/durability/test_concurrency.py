@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .checks import check_chain, check_effects, check_state, final, read_log, user_texts
-from .driver import read, run_worker, start
+from .driver import Running, read, run_worker, start
 from .worker import WorkerSpec
 
 
@@ -162,44 +162,83 @@ def test_a_worker_whose_lease_was_taken_over_is_fenced(store_url: str, sid: str,
     _check_session(store_url, sid, log, {"message 1", "message 2"})
 
 
-def test_a_worker_whose_lease_expired_is_fenced(store_url: str, sid: str,
-                                                tmp_path: Path) -> None:
-    """Worker A's lease (0.3 s) expires while its tool hangs; worker B, without force,
-    takes the session once it has expired and finishes the turn. A's late commit is
-    refused; a message sent afterwards is answered."""
-    release = str(tmp_path / "release")
-    lease = 0.3
+def _hold_until_expired(store_url: str, sid: str, tmp_path: Path, a_lease: float,
+                        **b: object) -> tuple[Running, Running | None]:
+    """Worker A's tools hang until A's lease has expired and worker B (a recovery,
+    without force: refused while A's lease lasts) has taken the session over; B's spec
+    gets ``b``. With a ``release`` for B, B is left running (its re-run of the
+    idempotent call hangs too) and returned."""
     a = start(_spec(store_url, sid, tmp_path, "a", action="hold", text="message 1",
-                    release=release, turns=3, lease=lease))
+                    release=str(tmp_path / "release-a"), turns=3, lease=a_lease))
     log = str(tmp_path / f"{sid}.log")
-    _wait_for(lambda: any(x.kind == "start" and x.tool == "work" for x in read_log(log)),
-              "worker A's tool to start")
+    _wait_for(lambda: _safe_started(log) == 1, "worker A's tools to start")
+    spec = _spec(store_url, sid, tmp_path, "b", action="recover", force=False, turns=3, **b)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        running = start(spec)
+        _wait_for(lambda r=running: not r.process.is_alive() or _safe_started(log) == 2,
+                  "B to take the session or be refused")
+        if _safe_started(log) == 2 or running.process.is_alive():
+            if spec.release:
+                return a, running
+            out = running.wait(60)
+            assert out.result is not None and out.result["ok"], out
+            return a, None
+        out = running.wait(60)
+        assert out.result is not None and out.result["error"] == "SessionBusy", out
+    raise AssertionError("B never took the session over")
 
-    def taken_over() -> bool:
-        out = run_worker(_spec(store_url, sid, tmp_path, "b", action="recover",
-                               force=False, turns=3, lease=lease))
-        assert out.result is not None
-        if not out.result["ok"]:
-            assert out.result["error"] == "SessionBusy", out
-            return False
-        return True
 
-    _wait_for(taken_over, "the lease to expire")
+def _safe_started(log: str) -> int:
+    """How many processes started the idempotent call (A, then B's re-run of it)."""
+    return len({x.pid for x in read_log(log) if x.tool == "safe" and x.kind == "start"})
+
+
+def test_a_worker_whose_lease_expired_and_was_taken_is_fenced(
+        store_url: str, sid: str, tmp_path: Path) -> None:
+    """Worker A's lease (0.3 s) expires while its tool hangs; B takes the session (no
+    force: only once the lease has expired) and is still running the turn when A's
+    tool returns. A's late commit raises StoreFenced; nothing A writes lands."""
+    log = str(tmp_path / f"{sid}.log")
+    release_b = str(tmp_path / "release-b")
+    a, b = _hold_until_expired(store_url, sid, tmp_path, 0.3, release=release_b)
+    assert b is not None
     before = final(store_url, sid)
-    assert before.status == "idle"
-    Path(release).touch()
+    Path(tmp_path / "release-a").touch()
     out_a = a.wait(60)
     assert out_a.result is not None and out_a.result["error"] == "StoreFenced", out_a
     after = final(store_url, sid)
     assert after.seqs == before.seqs and after.history == before.history
-    # A let the session go: a message sent now is answered at once (not queued for
-    # a worker that is not there)
+    Path(release_b).touch()
+    out_b = b.wait(60)
+    assert out_b.result is not None and out_b.result["ok"], out_b
+    works = [x for x in read_log(log) if x.tool == "work" and x.kind == "start"]
+    assert len(works) == 1  # A's, never again
+    _check_session(store_url, sid, log, {"message 1"})
+
+
+def test_a_worker_whose_lease_expired_while_another_finished_the_turn_is_refused(
+        store_url: str, sid: str, tmp_path: Path) -> None:
+    """A's lease (0.3 s) expires while its tool hangs; B takes the session over,
+    finishes the turn and lets it go. A's late commit is refused (StoreConflict: A may
+    renew the free lease, but the session's version moved on); nothing A writes lands;
+    A lets the session go, so a message sent next is answered at once."""
+    lease = 0.3
+    log = str(tmp_path / f"{sid}.log")
+    a, _ = _hold_until_expired(store_url, sid, tmp_path, lease, lease=lease)
+    before = final(store_url, sid)
+    assert before.status == "idle"
+    Path(tmp_path / "release-a").touch()
+    out_a = a.wait(60)
+    assert out_a.result is not None, out_a
+    assert out_a.result["error"] in ("StoreConflict", "StoreFenced"), out_a
+    after = final(store_url, sid)
+    assert after.seqs == before.seqs and after.history == before.history
     out = run_worker(_spec(store_url, sid, tmp_path, "c", text="message 2", turns=3,
                            lease=lease))
     assert out.result is not None and out.result["ok"], out
     assert read(store_url, sid).queued == []
     _check_session(store_url, sid, log, {"message 1", "message 2"})
-
 
 
 def test_messages_queued_for_a_worker_that_was_killed_are_answered_by_recovery(
