@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .worker import open_store
+
 with contextlib.suppress(ImportError):  # the store tests' private cluster, when here
     from tests.stores.conftest import postgres_dsn  # noqa: F401
 
@@ -32,7 +34,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         from phaseflow.stores.postgres import PostgresStore  # type: ignore # noqa: F401
     except ImportError:
         pytest.skip("this phaseflow has no PostgresStore")
-    return dsn
+    url = f"pg:{dsn}"  # what the workers open as a PostgresStore
+    assert type(open_store(url)).__name__ == "PostgresStore"
+    return url
 
 
 @pytest.fixture

@@ -175,11 +175,11 @@ def _append(path: str, line: str) -> None:
 
 
 def open_store(url: str) -> Any:
-    """``postgresql://...`` (PostgresStore, when this phaseflow has it) or a SQLite path."""
-    if url.startswith(("postgresql://", "postgres://")):
-        from phaseflow.stores.postgres import PostgresStore  # type: ignore[import-not-found]
+    """``pg:DSN`` or ``postgresql://...`` (PostgresStore), else a SQLite path."""
+    if url.startswith(("pg:", "postgresql://", "postgres://")):
+        from phaseflow.stores.postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url.removeprefix("pg:"))
     return SQLiteStore(url.removeprefix("sqlite:"),
                        synchronous=os.environ.get("PHASEFLOW_TEST_SQLITE_SYNC", "FULL"))
 
