@@ -44,7 +44,7 @@ from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool
 from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.model import Workflow
-from phaseflow.stores.base import SessionRecord, Store
+from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
 from phaseflow.turn.messages import Content, Message, content_from_json, content_to_json
@@ -238,12 +238,22 @@ class Agent:
         if record.phase not in wf.phases:
             raise SessionError(f"session {record.session_id!r} is in phase {record.phase!r}, "
                                f"which workflow {wf.name!r} no longer has")
-        machine = PhaseMachine.restore(wf, record.machine)
-        state = State(dict(record.state))
-        core = core_from_json(record.session_id, record.core, record.execution,
-                              record.progress, record.continuation)
-        runner = Runner(self.config, core, machine, state, record.version, record.created_at)
-        runner.core = replace(runner.core, view=runner.view())
+        sid = record.session_id
+        try:
+            machine = PhaseMachine.restore(wf, record.machine)
+            state = State(dict(record.state))
+            core = core_from_json(sid, record.core, record.execution, record.progress,
+                                  record.continuation)
+            runner = Runner(self.config, core, machine, state, record.version,
+                            record.created_at)
+            runner.core = replace(runner.core, view=runner.view())
+        except PhaseflowError as exc:
+            # Damaged or foreign contents: an error that names the session, never a
+            # session other than the one that was stored.
+            message = str(exc)
+            if repr(sid) not in message:
+                message = f"session {sid!r}: the stored session cannot be opened: {message}"
+            raise SessionError(message) from None
         return runner
 
 
@@ -307,7 +317,14 @@ class Session:
     async def events(self, after: int = 0) -> tuple[ev.Event, ...]:
         """What was persisted, in order (``after``: only events with a larger ``seq``)."""
         stored = await self._agent.store.events(self.id, after)
-        return tuple(replace(ev.event_from_json(s.data), seq=s.seq) for s in stored)
+        out = []
+        for s in stored:
+            try:
+                out.append(replace(ev.event_from_json(s.data), seq=s.seq))
+            except PhaseflowError as exc:
+                raise SessionError(f"session {self.id!r}: stored event {s.seq} cannot be "
+                                   f"read: {exc}") from None
+        return tuple(out)
 
     def events_sync(self, after: int = 0) -> tuple[ev.Event, ...]:
         return _run(self.events(after))
@@ -356,8 +373,32 @@ class Session:
             if isinstance(first, Send) and agent.busy == "queue":
                 await store.enqueue(self.id, {"content": content_to_json(first.content),
                                               "kind": first.kind.value})
+                # The holder may have looked at the queue for the last time before this
+                # message was stored, and let the turn go since: when the turn is free
+                # now, this worker takes it, so the message is never left behind.
+                lease = await store.acquire(self.id, config.worker, config.lease,
+                                            config.clock())
+                if lease is None:
+                    return
+                first = None
+            else:
+                raise SessionBusy(f"session {self.id!r}: another worker is running its turn")
+        while True:
+            async for e in self._holding(lease, first):
+                yield e
+            # A worker that found the turn taken may have stored its message after this
+            # one's last look at the queue: answered now, when the turn is still free.
+            if self._runner.core.status not in ("idle", "failed") or not await store.queued(
+                    self.id):
                 return
-            raise SessionBusy(f"session {self.id!r}: another worker is running its turn")
+            again = await store.acquire(self.id, config.worker, config.lease, config.clock())
+            if again is None:
+                return  # its holder looks at the queue before it lets the turn go
+            lease, first = again, None
+
+    async def _holding(self, lease: Lease, first: Input | None) -> AsyncIterator[ev.Event]:
+        """Run ``first`` with the session's lease held, then let the lease go."""
+        store = self._agent.store
         self._running = True
         try:
             await self._refresh()

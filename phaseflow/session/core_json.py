@@ -71,6 +71,9 @@ def _done(data: Mapping[str, Any]) -> Done:
                 data.get("move"))
 
 
+_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+
+
 def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExecution,
                    progress: TurnProgress, continuation: Continuation) -> Core:
     """The core a record describes; :class:`CoreDataError` naming what is wrong."""
@@ -87,10 +90,14 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
                 tuple(str(c) for c in raw_group["approved"]),
                 bool(raw_group["admitted"]),
             )
+        status = data["status"]
+        if status not in _STATUSES:
+            raise CoreDataError(f"session {session_id!r}: stored status {status!r} is not "
+                                f"one of {', '.join(_STATUSES)}")
         core = Core(session_id, execution, progress, continuation)
         return replace(
             core,
-            status=cast(Status, data["status"]),
+            status=cast(Status, status),
             turn=int(data["turn"]),
             step=int(data["step"]),
             attempt=int(data["attempt"]),
