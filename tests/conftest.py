@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A private PostgreSQL cluster on loopback, once per test session (see
+    ``tests/stores/conftest.py`` for when it is skipped and when it must run)."""
+    from tests.stores.conftest import start_postgres
+
+    yield from start_postgres()
 
 
 def _run(

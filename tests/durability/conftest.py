@@ -4,7 +4,6 @@ this checkout has it, or a DSN in ``PHASEFLOW_TEST_POSTGRES``."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -12,9 +11,6 @@ from pathlib import Path
 import pytest
 
 from .worker import open_store
-
-with contextlib.suppress(ImportError):  # the store tests' private cluster, when here
-    from tests.stores.conftest import postgres_dsn  # noqa: F401
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -29,9 +29,10 @@ from tests.stores import pgserver
 T = TypeVar("T")
 
 
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """The DSN of a private PostgreSQL database, for this test session."""
+def start_postgres() -> Iterator[str]:
+    """The DSN of a private PostgreSQL database, for this test session: the body of the
+    ``postgres_dsn`` fixture (defined once, in ``tests/conftest.py``, so the store and
+    durability tests share one cluster)."""
     required = os.environ.get(pgserver.REQUIRE_ENV) == "1"
     try:
         import psycopg  # noqa: F401
