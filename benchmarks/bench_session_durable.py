@@ -40,6 +40,12 @@ schema creation and the first turn are not counted):
   the server's durable commits), read once the child's backends are gone (a backend
   reports its statistics when it exits).
 
+``--paired``: the growth again, in back-to-back pairs (each round 20 turns of a fresh
+conversation, then 20 of the long one; the ratio per pair, median of the rounds), so a
+slow spell of the shared disk hits both halves of a pair: on a shared machine the fsync
+latency moves by 2-3x over minutes, which the separate phases above cannot tell from
+growth.
+
 ``--profile``: phaseflow's durable turn (SQLite and Postgres) broken down: every store
 call timed (wall, calls per turn), and cProfile with a wall clock over the event loop's
 thread.
