@@ -233,13 +233,15 @@ class PhaseflowConversation(Conversation):
 # --- LangGraph ----------------------------------------------------------------------------
 
 
-def langgraph_factory(saver: bool, use_async: bool) -> Callable[[], Conversation]:
+def langgraph_graph(checkpointer: Any, use_async: bool) -> Any:
+    """The workload's graph compiled with ``checkpointer`` (``None``: none): a model node
+    (sync or async) and ``ToolNode``, the edge ``tools_condition``. Also used by
+    ``bench_session_durable.py`` with the durable savers."""
     from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool as lc_tool
     from langchain_core.utils.function_calling import convert_to_openai_tool
-    from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
@@ -270,8 +272,6 @@ def langgraph_factory(saver: bool, use_async: bool) -> Callable[[], Conversation
 
     tools = [lc_tool(lookup_customer), lc_tool(find_order)]
     model = ScriptedChatModel().bind_tools(tools)
-    from langchain_core.messages import SystemMessage
-
     system = SystemMessage(SYSTEM)
 
     def call_model(state: MessagesState) -> dict[str, Any]:
@@ -280,14 +280,21 @@ def langgraph_factory(saver: bool, use_async: bool) -> Callable[[], Conversation
     async def acall_model(state: MessagesState) -> dict[str, Any]:
         return {"messages": [await model.ainvoke([system, *state["messages"]])]}
 
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", acall_model if use_async else call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=checkpointer)
+
+
+def langgraph_factory(saver: bool, use_async: bool) -> Callable[[], Conversation]:
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
     def build() -> Any:
-        graph = StateGraph(MessagesState)
-        graph.add_node("agent", acall_model if use_async else call_model)
-        graph.add_node("tools", ToolNode(tools))
-        graph.add_edge(START, "agent")
-        graph.add_conditional_edges("agent", tools_condition)
-        graph.add_edge("tools", "agent")
-        return graph.compile(checkpointer=InMemorySaver() if saver else None)
+        return langgraph_graph(InMemorySaver() if saver else None, use_async)
 
     name = ("LangGraph + InMemorySaver" if saver else "LangGraph, no checkpointer") + (
         " (ainvoke)" if use_async else " (invoke)")
@@ -322,13 +329,14 @@ def langgraph_factory(saver: bool, use_async: bool) -> Callable[[], Conversation
 # --- the OpenAI Agents SDK ----------------------------------------------------------------
 
 
-def agents_factory() -> Callable[[], Conversation]:
+def agents_agent() -> tuple[Any, Any]:
+    """The workload's Agents SDK ``Agent`` (a scripted ``Model``, two ``function_tool``s)
+    and a ``RunConfig`` with tracing disabled (also used by ``bench_session_durable.py``)."""
     from agents import (
         Agent,
         Model,
         ModelResponse,
         RunConfig,
-        Runner,
         Usage,
         function_tool,
         set_tracing_disabled,
@@ -370,7 +378,13 @@ def agents_factory() -> Callable[[], Conversation]:
 
     agent = Agent(name="support", instructions=SYSTEM, model=ScriptedModel(),
                   tools=[function_tool(lookup_customer), function_tool(find_order)])
-    run_config = RunConfig(tracing_disabled=True)
+    return agent, RunConfig(tracing_disabled=True)
+
+
+def agents_factory() -> Callable[[], Conversation]:
+    from agents import Runner
+
+    agent, run_config = agents_agent()
 
     class AgentsConversation(Conversation):
         name = "Agents SDK (Runner.run)"

@@ -1,0 +1,662 @@
+"""A guided session's cost per turn with a durable store, against LangGraph and the OpenAI
+Agents SDK with theirs (run by hand: ``python benchmarks/bench_session_durable.py``).
+
+The workload is ``bench_session.py``'s (every turn one user message; the scripted model
+answers the turn's first request with two tool calls, ``lookup_customer`` and
+``find_order``, and the second with a text; fresh call ids every turn), each framework
+keeping the conversation in its durable store:
+
+* **SQLite**, WAL journal and ``synchronous=FULL`` on every framework's connections:
+  phaseflow's ``SQLiteStore`` (its defaults), LangGraph's ``SqliteSaver`` (a
+  ``sqlite3`` connection with both pragmas set before ``setup()``), the Agents SDK's
+  ``SQLiteSession`` (a subclass setting ``synchronous=FULL`` on each connection the
+  session opens, after the SDK's own WAL setup);
+* **PostgreSQL**: phaseflow's ``PostgresStore`` and LangGraph's ``PostgresSaver`` (one
+  psycopg connection, ``autocommit=True, prepare_threshold=0, row_factory=dict_row``, as
+  its documentation says) on a private cluster started here (``tests/stores/pgserver.py``,
+  ``durable=True``: the server's defaults, ``fsync``/``synchronous_commit`` on), on
+  loopback, one database per framework. (The SDK's Postgres session needs SQLAlchemy
+  and asyncpg: not measured.)
+
+LangGraph runs with ``invoke`` and its default durability (``"async"``: a step's
+checkpoint is written while the next step runs; the run waits for them before it
+returns).
+
+Measured, in one process, rounds interleaved (every framework once per round, the order
+rotated), medians of the rounds: CPU time of this process (``time.process_time``, all of
+its threads: the SQLite threads count; the Postgres server's processes do not: the
+server's CPU per turn, from ``/proc`` of the postmaster and its children, is its own
+column) and wall time per turn, (1) over a fresh 20-turn conversation, (2) over 20 turns
+of a conversation that already has 500.
+
+Durable commits per turn, each framework in a fresh process per count (``--child``),
+two runs (3 warm-up turns, then 0 or N more turns; the difference over N, so opening,
+schema creation and the first turn are not counted):
+
+* SQLite: ``strace -f -y -T -e trace=fsync,fdatasync`` on the child: the syncs per turn,
+  by file (the WAL, the database, a rollback journal) and the time spent in them;
+* Postgres: ``pg_stat_database.xact_commit`` of the framework's database (every committed
+  transaction, read-only ones included) and ``pg_stat_wal.wal_sync`` (the WAL flushes,
+  the server's durable commits), read once the child's backends are gone (a backend
+  reports its statistics when it exits).
+
+``--paired``: the growth again, in back-to-back pairs (each round 20 turns of a fresh
+conversation, then 20 of the long one; the ratio per pair, median of the rounds), so a
+slow spell of the shared disk hits both halves of a pair: on a shared machine the fsync
+latency moves by 2-3x over minutes, which the separate phases above cannot tell from
+growth.
+
+``--profile``: phaseflow's durable turn (SQLite and Postgres) broken down: every store
+call timed (wall, calls per turn), and cProfile with a wall clock over the event loop's
+thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import cProfile
+import gc
+import os
+import pstats
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_session import (  # noqa: E402
+    ANSWER,
+    SYSTEM,
+    WORKFLOW,
+    Conversation,
+    PhaseflowConversation,
+    ScriptProvider,
+    agents_agent,
+    find_order,
+    langgraph_graph,
+    lookup_customer,
+    question,
+    timed,
+)
+
+#: key -> (label, backend)
+VARIANTS: dict[str, tuple[str, str]] = {
+    "pf-sqlite": ("phaseflow + SQLiteStore", "sqlite"),
+    "lg-sqlite": ("LangGraph + SqliteSaver (invoke)", "sqlite"),
+    "sdk-sqlite": ("Agents SDK + SQLiteSession", "sqlite"),
+    "pf-pg": ("phaseflow + PostgresStore", "postgres"),
+    "lg-pg": ("LangGraph + PostgresSaver (invoke)", "postgres"),
+}
+
+
+# --- the frameworks, durable ----------------------------------------------------------
+
+
+class Backend:
+    """One framework on one durable store: ``conversation(id)`` opens (or resumes) a
+    conversation; ``close()`` releases the connections."""
+
+    async def conversation(self, cid: str) -> Conversation:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+
+class PhaseflowBackend(Backend):
+    def __init__(self, store: Any) -> None:
+        from phaseflow.api import load_workflow_text
+        from phaseflow.session import Agent
+
+        self.store = store
+        self.agent = Agent(load_workflow_text(WORKFLOW), ScriptProvider(),
+                           tools=[lookup_customer, find_order], store=store, system=SYSTEM)
+
+    async def conversation(self, cid: str) -> Conversation:
+        return PhaseflowConversation(await self.agent.session(cid))
+
+    async def close(self) -> None:
+        result = self.store.close()
+        if asyncio.iscoroutine(result):
+            await result
+
+
+class LangGraphConversation(Conversation):
+    def __init__(self, app: Any, cid: str) -> None:
+        self.app = app
+        self.config = {"configurable": {"thread_id": cid}}
+
+    async def turn(self, text: str) -> None:
+        from langchain_core.messages import HumanMessage
+
+        out = self.app.invoke({"messages": [HumanMessage(text)]}, self.config)
+        if out["messages"][-1].content != ANSWER:
+            raise SystemExit(f"LangGraph: unexpected reply {out['messages'][-1]!r}")
+
+
+class LangGraphBackend(Backend):
+    def __init__(self, saver: Any, conn: Any) -> None:
+        saver.setup()
+        self.conn = conn
+        self.app = langgraph_graph(saver, False)
+
+    async def conversation(self, cid: str) -> Conversation:
+        return LangGraphConversation(self.app, cid)
+
+    async def close(self) -> None:
+        self.conn.close()
+
+
+class AgentsConversation(Conversation):
+    def __init__(self, agent: Any, run_config: Any, session: Any) -> None:
+        self.agent, self.run_config, self.session = agent, run_config, session
+
+    async def turn(self, text: str) -> None:
+        from agents import Runner
+
+        result = await Runner.run(self.agent, text, session=self.session,
+                                  run_config=self.run_config)
+        if result.final_output != ANSWER:
+            raise SystemExit(f"Agents SDK: unexpected reply {result.final_output!r}")
+
+
+class AgentsBackend(Backend):
+    def __init__(self, path: str) -> None:
+        from agents import SQLiteSession
+
+        class FullSyncSQLiteSession(SQLiteSession):
+            """The SDK's session with ``synchronous=FULL`` on each of its connections
+            (the SDK sets WAL itself)."""
+
+            @staticmethod
+            def _configure_connection(conn: sqlite3.Connection) -> None:
+                SQLiteSession._configure_connection(conn)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+
+        self.cls = FullSyncSQLiteSession
+        self.path = path
+        self.agent, self.run_config = agents_agent()
+        self.sessions: list[Any] = []
+
+    async def conversation(self, cid: str) -> Conversation:
+        session = self.cls(cid, self.path)
+        self.sessions.append(session)
+        return AgentsConversation(self.agent, self.run_config, session)
+
+    async def close(self) -> None:
+        for s in self.sessions:
+            s.close()
+
+
+def sqlite_connection(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+async def open_backend(key: str, where: str) -> Backend:
+    """``where``: the SQLite file, or the database's DSN."""
+    if key == "pf-sqlite":
+        from phaseflow.stores.sqlite import SQLiteStore
+
+        return PhaseflowBackend(SQLiteStore(where, synchronous="FULL"))
+    if key == "pf-pg":
+        from phaseflow.stores.postgres import PostgresStore
+
+        store = PostgresStore(where)
+        await store.open()
+        return PhaseflowBackend(store)
+    if key == "lg-sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite_connection(where)
+        return LangGraphBackend(SqliteSaver(conn), conn)
+    if key == "lg-pg":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        pconn = psycopg.connect(where, autocommit=True, prepare_threshold=0,
+                                row_factory=dict_row)
+        return LangGraphBackend(PostgresSaver(pconn), pconn)
+    if key == "sdk-sqlite":
+        return AgentsBackend(where)
+    raise SystemExit(f"unknown variant {key}")
+
+
+# --- where the data goes ----------------------------------------------------------------
+
+
+@dataclass
+class Places:
+    """The SQLite directory and the Postgres cluster (``None``: no Postgres here)."""
+
+    tmp: Path
+    cluster: Any = None
+    dsns: dict[str, str] = field(default_factory=dict)
+
+    def where(self, key: str) -> str:
+        if VARIANTS[key][1] == "sqlite":
+            return str(self.tmp / f"{key}.db")
+        return self.dsns[key]
+
+    def admin_dsn(self) -> str:
+        return str(self.cluster.dsn)
+
+
+def make_places(postgres: bool) -> Places:
+    places = Places(Path(tempfile.mkdtemp(prefix="bench-durable-", dir="/tmp")))
+    if not postgres:
+        return places
+    from tests.stores import pgserver
+
+    try:
+        cluster = pgserver.start(durable=True)
+    except pgserver.Unavailable as exc:
+        print(f"skipping Postgres: {exc}")
+        return places
+    import psycopg
+
+    places.cluster = cluster
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        for key, (_, backend) in VARIANTS.items():
+            if backend == "postgres":
+                db = key.replace("-", "_")
+                conn.execute(f"CREATE DATABASE {db}")
+                places.dsns[key] = cluster.dsn.replace("dbname=phaseflow", f"dbname={db}")
+        settings: dict[str, str] = dict(conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit',"
+            " 'wal_sync_method', 'full_page_writes', 'server_version')").fetchall())
+    print(f"Postgres cluster on port {cluster.port}: {settings}")
+    return places
+
+
+def server_cpu(cluster: Any) -> float:
+    """CPU seconds of the postmaster, its live children and its reaped ones."""
+    if cluster is None:
+        return 0.0
+    pid = int((cluster.root / "data" / "postmaster.pid").read_text().split()[0])
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        ppid = int(fields[1])
+        if int(entry) == pid:
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        elif ppid == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+# --- timing -----------------------------------------------------------------------------
+
+
+async def run_timing(places: Places, keys: list[str], rounds: int, turns: int, long: int
+                     ) -> dict[str, dict[str, float]]:
+    backends = {k: await open_backend(k, places.where(k)) for k in keys}
+    counter = collections.Counter[str]()
+
+    async def fresh(k: str) -> Conversation:
+        counter[k] += 1
+        return await backends[k].conversation(f"{k}-c{counter[k]}")
+
+    async def measure(k: str, conv: Conversation, first: int) -> tuple[float, float, float]:
+        s0 = server_cpu(places.cluster) if VARIANTS[k][1] == "postgres" else 0.0
+        cpu, wall = await timed(conv, first, turns)
+        s1 = server_cpu(places.cluster) if VARIANTS[k][1] == "postgres" else 0.0
+        return cpu, wall, (s1 - s0) / turns
+
+    for k in keys:  # warm-up
+        await timed(await fresh(k), 0, 3)
+    short: dict[str, list[tuple[float, float, float]]] = {k: [] for k in keys}
+    later: dict[str, list[tuple[float, float, float]]] = {k: [] for k in keys}
+    print(f"{len(keys)} variants; {rounds} rounds of {turns} turns on a fresh conversation",
+          flush=True)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[: r % len(keys)]:
+            short[k].append(await measure(k, await fresh(k), 0))
+    print(f"building a {long}-turn conversation each ...", flush=True)
+    longs: dict[str, Conversation] = {}
+    for k in keys:
+        conv = await fresh(k)
+        t0 = time.perf_counter()
+        for i in range(long):
+            await conv.turn(question(i))
+        longs[k] = conv
+        print(f"  {VARIANTS[k][0]}: {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"{rounds} rounds of {turns} more turns ...", flush=True)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[: r % len(keys)]:
+            later[k].append(await measure(k, longs[k], long + r * turns))
+    for b in backends.values():
+        await b.close()
+    out: dict[str, dict[str, float]] = {}
+    for k in keys:
+        row: dict[str, float] = {}
+        for label, xs in (("s", short[k]), ("l", later[k])):
+            for i, what in enumerate(("cpu", "wall", "server")):
+                vals = [x[i] for x in xs]
+                row[f"{label}_{what}"] = statistics.median(vals)
+                row[f"{label}_{what}_min"] = min(vals)
+                row[f"{label}_{what}_max"] = max(vals)
+        out[k] = row
+    return out
+
+
+async def run_paired(places: Places, keys: list[str], rounds: int, turns: int, long: int
+                     ) -> None:
+    """Growth measured in pairs: each round, ``turns`` turns of a fresh conversation
+    then ``turns`` more of the long one, back to back, so a slow spell of the shared
+    disk or CPUs hits both halves of a pair; the ratio of each pair, median of the
+    rounds."""
+    print(f"\ngrowth in pairs: {rounds} rounds of ({turns} turns fresh, {turns} turns after "
+          f"{long}), back to back")
+    print("| framework | fresh: wall | CPU | after: wall | CPU | ratio wall (min-max) | "
+          "ratio CPU (min-max) |")
+    print("|---|---|---|---|---|---|---|")
+    for k in keys:
+        backend = await open_backend(k, places.where(k))
+        conv = await backend.conversation(f"{k}-paired-long")
+        for i in range(long):
+            await conv.turn(question(i))
+        pairs = []
+        for r in range(rounds):
+            fresh = await backend.conversation(f"{k}-paired-{r}")
+            a = await timed(fresh, 0, turns)
+            b = await timed(conv, long + r * turns, turns)
+            pairs.append((a, b))
+        await backend.close()
+
+        med = _pair_median(pairs)
+        rw = [b[1] / a[1] for a, b in pairs]
+        rc = [b[0] / a[0] for a, b in pairs]
+        print(f"| {VARIANTS[k][0]} | {med(lambda p: p[0][1]) * 1e3:.2f} ms | "
+              f"{med(lambda p: p[0][0]) * 1e3:.2f} ms | {med(lambda p: p[1][1]) * 1e3:.2f} ms"
+              f" | {med(lambda p: p[1][0]) * 1e3:.2f} ms | {statistics.median(rw):.2f} "
+              f"({min(rw):.2f}-{max(rw):.2f}) | {statistics.median(rc):.2f} "
+              f"({min(rc):.2f}-{max(rc):.2f}) |", flush=True)
+
+
+Pair = tuple[tuple[float, float], tuple[float, float]]
+
+
+def _pair_median(pairs: list[Pair]) -> Callable[[Callable[[Pair], float]], float]:
+    def med(f: Callable[[Pair], float]) -> float:
+        return statistics.median(f(p) for p in pairs)
+    return med
+
+
+# --- counting durable commits -----------------------------------------------------------
+
+_SYNC = re.compile(r"(fsync|fdatasync)\(\d+<([^>]*)>\)\s+=\s+0\s+<([\d.]+)>")
+
+
+def _child_cmd(key: str, where: str, cid: str, warm: int, turns: int) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--child", key, "--where", where,
+            "--cid", cid, "--warm", str(warm), "--child-turns", str(turns)]
+
+
+def _strace_child(key: str, where: str, cid: str, warm: int, turns: int
+                  ) -> tuple[collections.Counter[str], float]:
+    out = Path(tempfile.mktemp(prefix="strace-", suffix=".txt"))
+    subprocess.run(["strace", "-f", "-y", "-T", "-qq", "-e", "trace=fsync,fdatasync", "-o",
+                    str(out), *_child_cmd(key, where, cid, warm, turns)], check=True,
+                   cwd=ROOT)
+    by_file: collections.Counter[str] = collections.Counter()
+    seconds = 0.0
+    for line in out.read_text().splitlines():
+        m = _SYNC.search(line)
+        if m:
+            name = m.group(2)
+            kind = ("WAL" if name.endswith("-wal") else "journal" if name.endswith("-journal")
+                    else "db" if name.endswith(".db") else "directory")
+            by_file[f"{m.group(1)} {kind}"] += 1
+            seconds += float(m.group(3))
+    out.unlink()
+    return by_file, seconds
+
+
+def _pg_counters(admin: str, db: str) -> tuple[int, int, int]:
+    import psycopg
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for _ in range(200):  # the child's backends report their counts as they exit
+            busy = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                                (db,)).fetchone()
+            if busy is not None and busy[0] == 0:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s",
+                           (db,)).fetchone()
+        wal = conn.execute("SELECT wal_sync, wal_write FROM pg_stat_wal").fetchone()
+    assert row is not None and wal is not None
+    return int(row[0]), int(wal[0]), int(wal[1])
+
+
+def count_commits(places: Places, keys: list[str], turns: int, warm: int
+                  ) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key in keys:
+        where = places.where(key)
+        if VARIANTS[key][1] == "sqlite":
+            if shutil.which("strace") is None:
+                print("no strace: SQLite syncs not counted (apt-get install strace)")
+                continue
+            # a fresh file each: creating it (its syncs) is the same in both runs
+            base, t0 = _strace_child(key, str(places.tmp / f"count-{key}-0.db"),
+                                     f"count-{key}-0", warm, 0)
+            more, t1 = _strace_child(key, str(places.tmp / f"count-{key}-{turns}.db"),
+                                     f"count-{key}-{turns}", warm, turns)
+            row: dict[str, float] = {k: (more[k] - base[k]) / turns
+                                     for k in set(base) | set(more)}
+            row["syncs"] = sum(more.values()) / turns - sum(base.values()) / turns
+            row["sync_ms"] = (t1 - t0) / turns * 1e3
+            out[key] = row
+        else:
+            db = key.replace("-", "_")
+            admin = places.admin_dsn()
+            deltas = []
+            for n in (0, turns):
+                before = _pg_counters(admin, db)
+                subprocess.run(_child_cmd(key, where, f"count-{key}-{n}", warm, n),
+                               check=True, cwd=ROOT)
+                after = _pg_counters(admin, db)
+                deltas.append([a - b for a, b in zip(after, before, strict=True)])
+            out[key] = {name: (deltas[1][i] - deltas[0][i]) / turns
+                        for i, name in enumerate(("xact_commit", "wal_sync", "wal_write"))}
+    return out
+
+
+async def child(key: str, where: str, cid: str, warm: int, turns: int) -> None:
+    backend = await open_backend(key, where)
+    conv = await backend.conversation(cid)
+    for i in range(warm + turns):
+        await conv.turn(question(i))
+    await backend.close()
+
+
+# --- phaseflow's durable turn, broken down -------------------------------------------------
+
+
+class TimedStore:
+    """A store whose every call is timed (wall, from the event loop)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._store, name)
+        if not asyncio.iscoroutinefunction(target):
+            return target
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return await target(*args, **kwargs)
+            finally:
+                self.calls[name] += 1
+                self.seconds[name] += time.perf_counter() - t0
+        return call
+
+
+async def profile(places: Places, turns: int, long: int, top: int) -> None:
+    from phaseflow.stores.postgres import PostgresStore
+    from phaseflow.stores.sqlite import SQLiteStore
+
+    for key in ("pf-sqlite", "pf-pg"):
+        if key == "pf-pg" and places.cluster is None:
+            continue
+        raw: Any = (SQLiteStore(places.tmp / "profile.db") if key == "pf-sqlite"
+                    else PostgresStore(places.where(key)))
+        for history in (3, long):
+            store = TimedStore(raw)
+            backend = PhaseflowBackend(store)
+            conv = await backend.conversation(f"profile-{history}")
+            for i in range(history):
+                await conv.turn(question(i))
+            store.calls.clear()
+            store.seconds.clear()
+            prof = cProfile.Profile(time.perf_counter)
+            gc.collect()
+            w0 = time.perf_counter()
+            prof.enable()
+            for i in range(turns):
+                await conv.turn(question(history + i))
+            prof.disable()
+            wall = (time.perf_counter() - w0) / turns
+            print(f"\n=== {VARIANTS[key][0]} after {history} turns: {wall * 1e3:.2f} ms a turn"
+                  " (profiled); store calls per turn ===")
+            print("| store call | calls a turn | ms a turn | ms a call | share of the turn |")
+            print("|---|---|---|---|---|")
+            total = 0.0
+            for name, n in store.calls.most_common():
+                s = store.seconds[name] / turns
+                total += s
+                print(f"| `{name}` | {n / turns:g} | {s * 1e3:.2f} | "
+                      f"{store.seconds[name] / n * 1e3:.2f} | {s / wall:.0%} |")
+            print(f"| all store calls | | {total * 1e3:.2f} | | {total / wall:.0%} |")
+            stats = pstats.Stats(prof)
+            print(f"top {top} by cumulative wall time, per turn (event loop thread):")
+            rows = []
+            for (fn, line, func), (_, calls, own, cum, _c) in stats.stats.items():  # type: ignore[attr-defined]
+                if "asyncio/" in fn or "bench_session" in fn:
+                    continue
+                where = fn.split("site-packages/", 1)[-1].replace(str(ROOT) + "/", "")
+                rows.append((cum / turns, own / turns, calls / turns, f"{where}:{line}({func})"))
+            for cum, own, calls, name in sorted(rows, reverse=True)[:top]:
+                print(f"| {calls:g} | own {own * 1e3:.3f} ms | cum {cum * 1e3:.3f} ms | `{name}` |")
+        result = raw.close()
+        if asyncio.iscoroutine(result):
+            await result
+
+
+# --- the report -------------------------------------------------------------------------
+
+
+def _ms(row: dict[str, float], prefix: str) -> str:
+    return (f"{row[prefix] * 1e3:.2f} ms ({row[prefix + '_min'] * 1e3:.1f}-"
+            f"{row[prefix + '_max'] * 1e3:.1f})")
+
+
+def _commits(key: str, c: dict[str, float]) -> str:
+    if not c:
+        return "-"
+    if VARIANTS[key][1] == "postgres":
+        return f"{c['wal_sync']:.2f} WAL syncs, {c['xact_commit']:.2f} transactions"
+    files = ", ".join(f"{n} {v:.2f}" for n, v in sorted(c.items())
+                      if n not in ("syncs", "sync_ms") and v)
+    return f"{c['syncs']:.2f} syncs ({files}; {c['sync_ms']:.2f} ms in them)"
+
+
+def report(timing: dict[str, dict[str, float]], counts: dict[str, dict[str, float]],
+           turns: int, long: int, rounds: int) -> None:
+    if not timing:
+        for k, c in counts.items():
+            print(f"{VARIANTS[k][0]}: {_commits(k, c)}")
+        return
+    print(f"\nper turn, median of {rounds} interleaved rounds (min-max of the rounds in "
+          "brackets); growth: wall after / at")
+    print(f"| framework | {turns} turns: wall | CPU | server CPU | after {long}: wall | CPU "
+          "| server CPU | growth (wall) | durable commits a turn |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for k, row in timing.items():
+        c = counts.get(k, {})
+        server = VARIANTS[k][1] == "postgres"
+        print(f"| {VARIANTS[k][0]} | {_ms(row, 's_wall')} | {_ms(row, 's_cpu')} | "
+              + (f"{row['s_server'] * 1e3:.2f} ms" if server else "-")
+              + f" | {_ms(row, 'l_wall')} | {_ms(row, 'l_cpu')} | "
+              + (f"{row['l_server'] * 1e3:.2f} ms" if server else "-")
+              + f" | {row['l_wall'] / row['s_wall']:.2f} | {_commits(k, c)} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--long", type=int, default=500, help="history before the 2nd run")
+    parser.add_argument("--count-turns", type=int, default=20)
+    parser.add_argument("--only", default="", help="comma-separated variant keys: "
+                        + ", ".join(VARIANTS))
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--skip-counts", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--paired", action="store_true",
+                        help="also measure the growth in back-to-back pairs")
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--where", help=argparse.SUPPRESS)
+    parser.add_argument("--cid", help=argparse.SUPPRESS)
+    parser.add_argument("--warm", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child-turns", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        asyncio.run(child(args.child, args.where, args.cid, args.warm, args.child_turns))
+        return
+    places = make_places(not args.no_postgres)
+    keys = [k for k in (args.only.split(",") if args.only else VARIANTS)
+            if VARIANTS[k][1] == "sqlite" or places.cluster is not None]
+    try:
+        timing: dict[str, dict[str, float]] = {}
+        counts: dict[str, dict[str, float]] = {}
+        if not args.skip_counts:
+            counts = count_commits(places, keys, args.count_turns, args.warm)
+        if not args.skip_timing:
+            timing = asyncio.run(run_timing(places, keys, args.rounds, args.turns, args.long))
+        report(timing, counts, args.turns, args.long, args.rounds)
+        if args.paired:
+            asyncio.run(run_paired(places, keys, args.rounds, args.turns, args.long))
+        if args.profile:
+            asyncio.run(profile(places, args.turns, args.long, args.top))
+    finally:
+        if places.cluster is not None:
+            places.cluster.stop()
+        shutil.rmtree(places.tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
