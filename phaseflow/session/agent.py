@@ -348,6 +348,11 @@ class Session:
         busy = self._running or runner.core.status == "awaiting_approval"
         if busy and self._agent.busy == "reject":
             raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
+        while self._running and not runner.core.execution.active:
+            # The turn is over and its loop is letting go: wait for it, then this message
+            # starts a turn of its own (a queue nobody would read again is no place).
+            await asyncio.sleep(0.001)
+            runner = self._runner
         if self._running:
             # This object runs a turn now: the message joins its queue, and that turn's
             # loop sends it when the turn ends.
@@ -403,6 +408,8 @@ class Session:
         try:
             await self._refresh()
             self._runner.lease = lease
+            self._runner.released = False
+            self._runner.release_at_end = True
             if isinstance(first, Resolve):
                 problem = check_resolution(self._runner.core, first)
                 if problem is not None:
@@ -431,13 +438,18 @@ class Session:
                     first = Send(first.content, self._runner.view(), first.kind)
                 async for e in self._runner.drive(first):
                     yield e
-            async for e in self._drain_queue():
-                yield e
+            if not self._runner.released:
+                async for e in self._drain_queue():
+                    yield e
         finally:
             self._running = False
-            held = self._runner.lease or lease  # renewed while the turn ran
-            self._runner.lease = None
-            await store.release(held)
+            runner = self._runner
+            runner.release_at_end = False
+            if not runner.released:  # the turn's last commit did not let it go
+                held = runner.lease or lease  # renewed while the turn ran
+                runner.lease = None
+                await store.release(held)
+            runner.released = False
 
     def _resume_input(self) -> Resume:
         catalogue = self._agent.workflow.tools or {}
@@ -458,7 +470,9 @@ class Session:
         """The messages other workers stored while this one held the turn: sent as the
         next turn, in order, once the current one is over."""
         store = self._agent.store
-        while self._runner.core.status in ("idle", "failed"):
+        while self._runner.core.status in ("idle", "failed") and not self._runner.released:
+            # (a turn's last commit may have let the lease go: the caller takes it again
+            # before it looks at the queue once more)
             queued = await store.queued(self.id)
             if not queued:
                 return

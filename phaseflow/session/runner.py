@@ -131,6 +131,10 @@ class Runner:
         self.lease: Lease | None = None
         #: queued messages (up to this id) the next commit takes out of the store's queue
         self.consumed = 0
+        #: let the lease go with a turn's last commit (the session sets it while it holds
+        #: the turn); ``released`` says it was
+        self.release_at_end = False
+        self.released = False
 
     # --- the view --------------------------------------------------------------------
 
@@ -152,9 +156,14 @@ class Runner:
         while inputs:
             s = step(self.core, inputs.popleft(), self.config.limits)
             self.core = s.core
-            for command in s.commands:
+            for position, command in enumerate(s.commands):
                 if isinstance(command, Persist):
-                    for event in await self.commit(command.events):
+                    # A turn's last commit (only the end of the turn or a pause follows,
+                    # nothing is waiting) lets the lease go in the same transaction.
+                    last = not inputs and self.release_at_end and all(
+                        isinstance(c, TurnOver | Pause) for c in s.commands[position + 1:]
+                    ) and position + 1 < len(s.commands)
+                    for event in await self.commit(command.events, release=last):
                         yield event
                 elif isinstance(command, CallProvider):
                     async for item in self._call(command):
@@ -193,7 +202,8 @@ class Runner:
             core=core_to_json(core), created_at=self.created_at, updated_at=now,
         )
 
-    async def commit(self, events: tuple[ev.Event, ...]) -> list[ev.Event]:
+    async def commit(self, events: tuple[ev.Event, ...], *, release: bool = False
+                     ) -> list[ev.Event]:
         """One commit point: the values as they are now, and these events (stamped)."""
         async with self._commit_lock:
             now = self.config.clock()
@@ -205,11 +215,15 @@ class Runner:
                        for e in events]
             record = self.record()
             await self._renew(now)
+            release = release and self.lease is not None
             seqs = await self.config.store.commit(
                 record, [e.to_json() for e in stamped], expected_version=self.version,
-                lease=self.lease, consumed=self.consumed)
+                lease=self.lease, consumed=self.consumed, release=release)
             self.consumed = 0
             self.version = record.version
+            if release:
+                self.lease = None
+                self.released = True
             return [evolve(e, seq=seq) for e, seq in zip(stamped, seqs, strict=True)]
 
     async def _renew(self, now: float) -> None:

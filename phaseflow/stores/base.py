@@ -117,13 +117,15 @@ class Store(Protocol):
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
+        release: bool = False,
     ) -> tuple[int, ...]:
         """Store ``record`` (whose ``version`` is ``expected_version + 1``) and append
         ``events``, atomically; the events' ``seq`` numbers. :class:`StoreConflict` when
         the stored version is not ``expected_version`` (0: the session must not exist);
         :class:`StoreFenced` when ``lease`` is given and is no longer the session's.
         ``consumed``: queued messages up to this id were taken into the record, and are
-        removed in the same transaction."""
+        removed in the same transaction. ``release``: give ``lease`` up in the same
+        transaction (a turn's last commit: no separate write to let the turn go)."""
         ...
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,

@@ -51,6 +51,7 @@ class MemoryStore:
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
+        release: bool = False,
     ) -> tuple[int, ...]:
         entry = self._sessions.get(record.session_id)
         if lease is not None and (entry is None or entry.lease is None
@@ -74,6 +75,8 @@ class MemoryStore:
             entry.record = record
         if consumed:
             entry.queue = [q for q in entry.queue if q.id > consumed]
+        if release and lease is not None:
+            entry.lease = None  # checked above: it was this lease
         start = len(entry.events) + 1
         seqs = tuple(range(start, start + len(events)))
         entry.events.extend(

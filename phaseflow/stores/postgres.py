@@ -284,6 +284,7 @@ class PostgresStore:
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
+        release: bool = False,
     ) -> tuple[int, ...]:
         sid = record.session_id
         written, known = codec.encode(record, self._known.get(sid))
@@ -294,6 +295,9 @@ class PostgresStore:
             if consumed:
                 await conn.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
                                    (sid, consumed))
+            if release and lease is not None:  # checked in _write: this very lease
+                await conn.execute("UPDATE sessions SET lease_owner = NULL,"
+                                   " lease_expires = NULL WHERE id = %s", (sid,))
             return seqs
 
         try:

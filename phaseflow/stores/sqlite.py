@@ -186,6 +186,7 @@ class SQLiteStore:
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
+        release: bool = False,
     ) -> tuple[int, ...]:
         sid = record.session_id
         written, known = codec.encode(record, self._known.get(sid))
@@ -198,6 +199,9 @@ class SQLiteStore:
                 if consumed:
                     conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
                                  (sid, consumed))
+                if release and lease is not None:
+                    conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
+                                 " WHERE id = ?", (sid,))  # checked in _write: this lease
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -207,13 +207,13 @@ class KillingStore:
 
     async def commit(self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
                      expected_version: int, lease: Lease | None = None,
-                     consumed: int = 0) -> tuple[int, ...]:
+                     consumed: int = 0, release: bool = False) -> tuple[int, ...]:
         types = ["*", *dict.fromkeys(str(e.get("type")) for e in events)]
         for t in types:
             self.killer.hit(f"before:{t}")
         seqs: tuple[int, ...] = await self.inner.commit(
             record, events, expected_version=expected_version, lease=lease,
-            consumed=consumed)
+            consumed=consumed, release=release)
         if self.trace:
             _append(self.trace, ",".join(types[1:]))
         for t in types:
