@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from phaseflow.errors import PhaseflowError
 from phaseflow.expr.describe import describe_exception
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.results import ModelTrigger
@@ -67,7 +68,18 @@ from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome
-from phaseflow.turn.output import OutputReference, present_lines, result
+from phaseflow.turn.output import (
+    CaptureComplete,
+    OutputReference,
+    PresentationTruncated,
+    Selection,
+    SelectionKind,
+    SelectionUnit,
+    ToolOutput,
+    present_lines,
+    result,
+)
+from phaseflow.turn.rejections import Rejected
 
 T = TypeVar("T")
 
@@ -102,6 +114,13 @@ class RunnerConfig:
     worker: str = ""
     #: what each phase offers, worked out once per phase (see ViewCache)
     views: ViewCache = field(default_factory=ViewCache)
+
+
+def _ok_value(value: T | Rejected) -> T:
+    """A turn-core value built from values the runner made itself: a rejection is a bug."""
+    if isinstance(value, Rejected):
+        raise PhaseflowError(f"turn core refused the runner's value: {value}")
+    return value
 
 
 #: what request_cancel() puts into the stream's queue
@@ -445,25 +464,33 @@ class Runner:
         return Done(outcome, "ok", tuple(writes))
 
     async def _present(self, text: str) -> ToolOutcome:
-        """The model's view of a tool's output: cut by the turn core's rules, the whole
-        capture kept by the store under a reference."""
+        """The model's view of a tool's output, cut by the turn core's presentation rules
+        (whole lines, at most ``output_lines`` of them and ``output_chars`` characters; a
+        first line longer than that is cut by bytes), the whole capture kept by the
+        store under a reference the note names."""
         limit_lines, limit_chars = self.config.output_lines, self.config.output_chars
-        lines = text.count("\n") + 1
-        if lines <= limit_lines and len(text) <= limit_chars:
+        lines = text.splitlines(keepends=True)
+        if len(lines) <= limit_lines and len(text) <= limit_chars:
             return ToolOutcome.ok(text)
+        fit, size = 0, 0
+        for line in lines[:limit_lines]:
+            size += len(line)
+            if size > limit_chars:
+                break
+            fit += 1
         data = text.encode()
         token = await self.config.store.put_capture(data)
-        reference = OutputReference.create(token, "text/plain", len(data), token)
-        if isinstance(reference, OutputReference):
-            shown = present_lines(text[:limit_chars], limit_lines, reference=reference)
-            if not isinstance(shown, Exception) and hasattr(shown, "text"):
-                outcome = result(shown)  # type: ignore[arg-type]
-                if len(text) > limit_chars and "truncated" not in str(outcome.content):
-                    return ToolOutcome.ok(f"{outcome.content}\n[output truncated: "
-                                          f"{len(text) - limit_chars} characters not shown; "
-                                          f"full output is reference {token}]")
-                return outcome
-        return ToolOutcome.ok(text[:limit_chars] + "\n[output truncated]")
+        reference = _ok_value(OutputReference.create(token, "text/plain", len(data), token))
+        if fit:
+            return result(_ok_value(present_lines(text, fit, reference=reference)))
+        prefix = data[:limit_chars].decode(errors="ignore")
+        shown = len(prefix.encode())
+        selection = _ok_value(Selection.create(SelectionKind.CAPTURED_PREFIX,
+                                               SelectionUnit.BYTES, 0, shown, len(data)))
+        output = ToolOutput.create(prefix, CaptureComplete(),
+                                   PresentationTruncated(len(data) - shown), selection,
+                                   reference)
+        return result(_ok_value(output))
 
     async def _check_move(self, call: ToolCall) -> Done:
         """``go_to_phase``: checked as the machine's ``request`` checks it; a target only

@@ -390,3 +390,21 @@ def test_a_new_session_can_start_from_a_given_state_of_the_declared_types() -> N
         a.session_sync("t", state={"count": "three"})
     with pytest.raises(phaseflow.ConfigError, match="not JSON"):
         a.session_sync("u", state={"name": {1, 2}})
+
+
+def test_one_long_line_is_cut_by_bytes_and_many_lines_count_the_whole_output() -> None:
+    @tool(name="big")
+    def one_line() -> str:
+        return "x" * 50_000
+
+    a, provider = agent([{"calls": [{"big": {}}]}, "done"], output_chars=1_000)
+    a.tools["big"] = one_line
+    send(a.session_sync("s"), "hi")
+    shown = str(provider.requests[1].history[-1].content)
+    assert shown.startswith("x" * 1_000 + "\n[output truncated: 49000 bytes not shown;")
+
+    # 1,000 lines of 9 characters, cut by characters: the count is of the whole output
+    b, provider = agent([{"calls": [{"big": {}}]}, "done"], output_chars=95)
+    send(b.session_sync("s"), "hi")
+    shown = str(provider.requests[1].history[-1].content)
+    assert shown.startswith("line 0\n") and "[output truncated: 987 lines not shown;" in shown
