@@ -38,7 +38,7 @@ from phaseflow.session.core import (
     step,
 )
 from phaseflow.session.core_json import core_from_json
-from phaseflow.session.provider import Provider
+from phaseflow.session.provider import Provider, ProviderRequest
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool
@@ -311,8 +311,8 @@ class Session:
         return self._runner.machine
 
     @property
-    def last_request(self) -> Any:
-        return getattr(self._runner, "last_request", None)
+    def last_request(self) -> ProviderRequest | None:
+        return self._runner.last_request
 
     async def events(self, after: int = 0) -> tuple[ev.Event, ...]:
         """What was persisted, in order (``after``: only events with a larger ``seq``)."""

@@ -173,6 +173,16 @@ class Group:
     def complete(self) -> bool:
         return len(self.results) == len(self.calls)
 
+    def writes(self) -> tuple[tuple[str, str, str, Any], ...]:
+        """The state writes the results ask for, ``(call id, tool, key, value)``, in the
+        model's call order (whatever order the calls finished in)."""
+        out: list[tuple[str, str, str, Any]] = []
+        for p in self.calls:
+            done = self.result(p.call.id)
+            if done is not None:
+                out.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
+        return tuple(out)
+
 
 # --- the values ------------------------------------------------------------------------
 
@@ -500,7 +510,7 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
         if isinstance(started, Rejected):  # tools were still marked running: drop them
             execution = execution.abort()
         else:
-            finished = execution_finish(started)
+            finished: CompletionFinished = _ok(started.finish_completion())
             execution, nxt = finished.execution, finished.next
     terminal = core.view is not None and core.view.terminal and core.final_request
     session_status: Status
@@ -528,11 +538,6 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
         follow = _start_turn(core, joined_content(nxt.contents), limits)
         return Step(follow.core, (*commands, *follow.commands))
     return Step(core, tuple(commands))
-
-
-def execution_finish(execution: TurnExecution) -> CompletionFinished:
-    finished: CompletionFinished = _ok(execution.finish_completion())
-    return finished
 
 
 # --- the model replied -------------------------------------------------------------------
@@ -609,7 +614,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     core = evolve(core, continuation=continuation, group=Group(checkpoint.id, planned))
     for call in calls:
         events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
-                                       arguments=_arguments_json(call)))
+                                       arguments=call.argument_value()))
     # Calls decided without running anything get their results now: in the same commit
     # as the checkpoint, so none of them can ever be admitted later.
     for p in planned:
@@ -623,10 +628,6 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
                                                       p.writes))
             events.append(event_)
     return _continue_group(core, tuple(events), limits)
-
-
-def _arguments_json(call: ToolCall) -> Any:
-    return call.argument_value()
 
 
 def _available(view: PhaseView) -> str:
@@ -754,7 +755,7 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
             execution = _ok(core.execution.request_approval(approval))
             core = evolve(core, execution=execution, status="awaiting_approval")
             asked = ev.ApprovalRequested(
-                call_id=p.call.id, name=p.call.name, arguments=_arguments_json(p.call),
+                call_id=p.call.id, name=p.call.name, arguments=p.call.argument_value(),
                 arguments_hash=arguments_hash(p.call), reason=approval.reason, turn=core.turn)
             return Step(core, (Persist((*events, asked)), Pause()))
     if not group.admitted:
@@ -783,17 +784,10 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
     """Every call has its result: persist them, then the writes and the boundary."""
     group = core.group
     assert group is not None
-    writes: list[tuple[str, str, str, Any]] = []
-    move: str | None = None
-    for p in group.calls:
-        done = group.result(p.call.id)
-        assert done is not None
-        writes.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
-        if done.move is not None and move is None:
-            move = done.move
+    move = next((d.move for _, d in group.results if d.move is not None), None)
     events = (*core.pending, *events)
     core = evolve(core, status="running", pending=())
-    return Step(core, (Persist(events), RunBoundary(tuple(writes), move)))
+    return Step(core, (Persist(events), RunBoundary(group.writes(), move)))
 
 
 def arguments_hash(call: ToolCall) -> str:
@@ -976,19 +970,14 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         cancelled = core.progress.cancel(turn_id, event.now)
         if not isinstance(cancelled, Rejected):
             core = evolve(core, progress=_ok(cancelled.confirm_stopped(turn_id)))
-    writes: list[tuple[str, str, str, Any]] = []
-    if core.group is not None:
-        for p in core.group.calls:
-            kept = core.group.result(p.call.id)
-            if kept is not None and kept.label == "ok":
-                writes.extend((p.call.id, p.call.name, k, v) for k, v in kept.writes)
+    writes = core.group.writes() if core.group is not None else ()
     core = _close_request(core)
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens)
     commands: list[Command] = []
     if writes:
-        commands.append(RunBoundary(tuple(writes), None, advance=False))
+        commands.append(RunBoundary(writes, None, advance=False))
     commands += [Persist((*events, finished)), TurnOver("cancelled")]
     return Step(core, tuple(commands))
 

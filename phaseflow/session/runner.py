@@ -54,6 +54,7 @@ from phaseflow.session.provider import (
     ProviderFailure,
     ProviderReply,
     ProviderRequest,
+    ReasoningDelta,
     StreamEnd,
     TextDelta,
     ToolCallDelta,
@@ -146,6 +147,8 @@ class Runner:
         self._carry: list[ev.Event] = []
         #: the queue the current model stream is read from, while one is read
         self._stream: asyncio.Queue[Any] | None = None
+        #: the last request sent to the model (what a host's test inspects)
+        self.last_request: ProviderRequest | None = None
         #: the lease this worker holds on the session while it runs a turn
         self.lease: Lease | None = None
         #: queued messages (up to this id) the next commit takes out of the store's queue
@@ -349,7 +352,7 @@ class Runner:
                 elif isinstance(item, ProviderFailure):
                     await queue.put(item)
                     return
-                elif getattr(item, "kind", "") == "reasoning_delta":
+                elif isinstance(item, ReasoningDelta):
                     reasoning.append(item.text)
         except asyncio.CancelledError:
             raise

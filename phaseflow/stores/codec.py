@@ -54,7 +54,7 @@ class Known:
     marks: int
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     # ASCII: a lone surrogate (a model can send one in JSON) is written as its escape,
     # which every database stores and json.loads gives back exactly
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
@@ -80,11 +80,11 @@ def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
         "state": record.state,
         "core": record.core,
     }
-    new_messages = tuple(_dumps(message_to_json(m)) for m in messages.after(message_from))
-    new_marks = tuple(_dumps({"display_entry": m.display_entry, "revision": m.revision,
+    new_messages = tuple(dumps(message_to_json(m)) for m in messages.after(message_from))
+    new_marks = tuple(dumps({"display_entry": m.display_entry, "revision": m.revision,
                               "message_count": m.message_count}) for m in c.marks[mark_from:])
     try:
-        text = _dumps(snapshot)
+        text = dumps(snapshot)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"session {record.session_id!r}: the state is not JSON ({exc})"
                          ) from None

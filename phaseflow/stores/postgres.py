@@ -288,7 +288,7 @@ class PostgresStore:
     ) -> tuple[int, ...]:
         sid = record.session_id
         written, known = codec.encode(record, self._known.get(sid))
-        event_rows = [codec._dumps(dict(e)) for e in events]
+        event_rows = [codec.dumps(dict(e)) for e in events]
 
         async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
             seqs = await self._write(conn, record, written, event_rows, expected_version, lease)
@@ -463,7 +463,7 @@ class PostgresStore:
         await self._run(give_up)
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
-        text = codec._dumps(dict(data))
+        text = codec.dumps(dict(data))
 
         async def put(conn: psycopg.AsyncConnection[Any]) -> int:
             # Serialised per session until the insert commits: a session's ids become

@@ -190,7 +190,7 @@ class SQLiteStore:
     ) -> tuple[int, ...]:
         sid = record.session_id
         written, known = codec.encode(record, self._known.get(sid))
-        event_rows = [codec._dumps(dict(e)) for e in events]
+        event_rows = [codec.dumps(dict(e)) for e in events]
 
         def write(conn: sqlite3.Connection) -> tuple[int, ...]:
             conn.execute("BEGIN IMMEDIATE")
@@ -385,7 +385,7 @@ class SQLiteStore:
         await self._run(give_up)
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
-        text = codec._dumps(dict(data))
+        text = codec.dumps(dict(data))
 
         def put(conn: sqlite3.Connection) -> int:
             cursor = conn.execute("INSERT INTO inbox (session_id, data) VALUES (?, ?)",

@@ -294,7 +294,6 @@ def test_the_step_limit_ends_a_turn_with_a_valid_history() -> None:
 
 def test_cancel_stops_a_running_tool_and_every_call_has_a_result() -> None:
     a, provider = agent([{"calls": [{"slow": {}}, {"second": {}}]}, "hello"])
-    a.tools["slow"] = a.tools["slow"]
 
     async def run() -> list[Event]:
         session = await a.session("s")
