@@ -407,11 +407,26 @@ class PhaseMachine:
         """The target and the status of the current phase's first ``model`` edge to it whose
         ``when`` holds, when that edge is ready or preparable; else ``None``. Guard run-time
         errors go to ``errors`` when given."""
+        status = self._move(target, state, errors)
         tinfo = self._index.info(target)
+        if status is None or status.verdict == "closed" or tinfo is None:
+            return None
+        return tinfo, status
+
+    def move_status(self, target: str, state: Mapping[str, Any]) -> EdgeStatus | None:
+        """Pure: how the model's request to move to ``target`` stands now, checked as
+        :meth:`request` checks it (the first ``model`` edge to it whose ``when`` holds;
+        when none does, the first one's status, stopped by ``when``). ``None`` when the
+        current phase has no ``model`` transition to ``target`` (or is terminal)."""
+        return self._move(target, state, None)
+
+    def _move(self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord] | None
+              ) -> EdgeStatus | None:
         info = self._info()
-        if tinfo is None or info is None or info.phase.terminal:
+        if self._index.info(target) is None or info is None or info.phase.terminal:
             return None
         ctx = self._ctx()
+        first: EdgeStatus | None = None
         for edge in info.model:
             if edge.to != target:
                 continue
@@ -419,10 +434,10 @@ class PhaseMachine:
             if status.error is not None and errors is not None:
                 errors.append(guard_error(info.phase, edge.number, edge.target, status.error,
                                           self._turn))
-            if status.stopped_by == "when":
-                continue
-            return None if status.verdict == "closed" else (tinfo, status)
-        return None
+            if status.stopped_by != "when":
+                return status
+            first = first or status
+        return first
 
     # -- pure evaluation -------------------------------------------------------------------
 

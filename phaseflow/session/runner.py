@@ -503,15 +503,13 @@ class Runner:
         target = arguments.get("phase") if isinstance(arguments, dict) else None
         if not isinstance(target, str):
             return Done(ToolOutcome.error("go_to_phase needs a phase name"), "refused")
-        moves = self.machine.model_moves(self.state)
-        statuses = [s for t, s in moves if t == target]
-        open_targets = [t for t, s in moves if s.stopped_by != "when"]
-        if not statuses:
-            shown = ", ".join(dict.fromkeys(open_targets)) or "none"
+        status = self.machine.move_status(target, self.state)
+        if status is None:
+            moves = self.machine.model_moves(self.state)
+            shown = ", ".join(dict.fromkeys(t for t, s in moves if s.stopped_by != "when"))
             return Done(ToolOutcome.error(
                 f"Cannot move to {target!r} from {self.machine.current}: phases you can move "
-                f"to now: {shown}."), "error")
-        status = next((s for s in statuses if s.stopped_by != "when"), statuses[0])
+                f"to now: {shown or 'none'}."), "error")
         if status.verdict == "ready":
             return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
                         move=target)
