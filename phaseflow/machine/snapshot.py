@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
 from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.expr.describe import type_name
 from phaseflow.machine.results import (
     ERROR_KINDS,
     MODEL_REQUEST,
@@ -299,7 +300,7 @@ def _reading(value: object) -> float:
             seconds = math.inf
         if math.isfinite(seconds) and seconds == value:  # an integer a float holds exactly
             return seconds
-    shown = _show(value) if type(value) in (int, float) else f"a {_type_name(value)}"
+    shown = _show(value) if type(value) in (int, float) else f"a {type_name(value)}"
     raise ConfigError(f"restore: the clock gave {shown}, not a finite number of seconds")
 
 
@@ -484,10 +485,4 @@ def _show(value: object) -> str:
         return "an array"
     if kind is dict:
         return "an object"
-    return f"a {_type_name(value)}"
-
-
-def _type_name(value: object) -> str:
-    """The name of ``value``'s class, read past any metaclass that could compute it."""
-    name = type.__dict__["__name__"].__get__(type(value))
-    return name if type(name) is str else "value of another type"
+    return f"a {type_name(value)}"

@@ -30,7 +30,7 @@ from jinja2 import nodes
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.expr.describe import describe_exception, type_name
-from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.spec.diagnostics import clip, did_you_mean
 from phaseflow.spec.template_limits import (
     MAX_NESTING,
     MAX_OUTPUT,
@@ -100,8 +100,7 @@ _BATCH = 32
 
 
 def _one_line(message: str) -> str:
-    text = " ".join(_ADDRESS.sub("0x...", message).split())
-    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+    return clip(" ".join(_ADDRESS.sub("0x...", message).split()), _MESSAGE_LIMIT)
 
 
 def _describe(exc: BaseException) -> str:
