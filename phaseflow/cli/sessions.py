@@ -203,8 +203,10 @@ async def _show(store: Store, args: argparse.Namespace) -> int:
         print(json.dumps(record_json(record), ensure_ascii=False, indent=2))
         return 0
     stored = await store.events(args.id)
+    from phaseflow.cli.render import visible
+
     for line in timeline(record, stored):
-        print(line)
+        print(visible(line))  # ids, names and keys came from a model or a host too
     return 0
 
 
@@ -216,9 +218,11 @@ async def _events(store: Store, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(data, ensure_ascii=False))
         else:
+            from phaseflow.cli.render import visible
+
             label, text = describe(data)
-            print(f"{stored.seq:>5}  {when(data.get('at'))}  turn {data.get('turn', 0)}  "
-                  f"{label:<10} {text}".rstrip())
+            print(visible(f"{stored.seq:>5}  {when(data.get('at'))}  turn "
+                          f"{data.get('turn', 0)}  {label:<10} {text}".rstrip()))
     return 0
 
 
@@ -305,12 +309,12 @@ def when(at: object) -> str:
 
 
 def one_line(value: object, limit: int = LINE_CHARS, *, as_json: bool = False) -> str:
-    """A value on one line: text as it is (``as_json``: quoted), anything else as JSON,
+    """A value on one line, terminal controls escaped (``run``'s rule: stored text came
+    from a model or a tool): text as it is (``as_json``: quoted), anything else as JSON,
     cut at ``limit`` characters."""
-    text = value if isinstance(value, str) and not as_json else json.dumps(
-        value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    from phaseflow.cli.render import one_line as line
+
+    return line(value, limit, quote=as_json)
 
 
 def _assignments(data: Mapping[str, Any]) -> str:

@@ -140,3 +140,10 @@ def test_a_session_of_another_workflow_is_named(tmp_path: Path,
     assert code == 0
     assert capsys.readouterr().out == ("nothing to recover: no session of refund-desk is "
                                        "running\n")
+
+
+def test_stored_text_reaches_the_terminal_with_its_controls_escaped() -> None:
+    from phaseflow.cli.sessions import one_line
+
+    shown = one_line("\x1b]0;pwned\x07 and \x1b[2J")
+    assert "\x1b" not in shown and "\x07" not in shown
