@@ -21,7 +21,7 @@ def load_or_report(path: str, command: str) -> Workflow | int:
     ``-`` reads the workflow from standard input."""
     import os
 
-    from phaseflow.spec.loader import check_file, check_text
+    from phaseflow.spec.loader import check_text, read_text
 
     shown = path
     if path == STDIN:
@@ -36,7 +36,8 @@ def load_or_report(path: str, command: str) -> Workflow | int:
         print(f"phaseflow {command}: error: no such file: {path}", file=sys.stderr)
         return 2
     else:
-        tested = tested_workflow(path)
+        text = read_text(path)  # once: the test-file check and the workflow check share it
+        tested = None if isinstance(text, Diagnostic) else tested_workflow(path, text)
         if tested is not None:
             what = f"it tests {tested}" if tested else "it names no workflow ('workflow:')"
             print(
@@ -48,7 +49,8 @@ def load_or_report(path: str, command: str) -> Workflow | int:
                 print(f"  the workflow:      phaseflow {command} {tested}", file=sys.stderr)
             print(f"  run its scenarios: phaseflow test {path}", file=sys.stderr)
             return 2
-        result = check_file(path)
+        result = (CheckResult(path, (text,), None) if isinstance(text, Diagnostic)
+                  else check_text(text, path))
     if result.workflow is None:
         for diagnostic in result.diagnostics:
             print(diagnostic.format(), file=sys.stderr)
@@ -60,17 +62,16 @@ def load_or_report(path: str, command: str) -> Workflow | int:
     return result.workflow
 
 
-def tested_workflow(path: str) -> str | None:
-    """When ``path`` is a workflow test file: the workflow it tests (its ``workflow:``,
-    resolved against the test file's folder; ``""`` when it names none); else ``None``."""
+def tested_workflow(path: str, text: str) -> str | None:
+    """When ``text`` (the file ``path``) is a workflow test file: the workflow it tests
+    (its ``workflow:``, resolved against the test file's folder; ``""`` when it names
+    none); else ``None``."""
     import os
 
-    from phaseflow.spec.loader import read_text
+    from phaseflow.cli.discovery import is_test_text
     from phaseflow.spec.yamlnodes import Mapping, Scalar, YamlProblem, compose
-    from phaseflow.testing.testfile import is_test_text
 
-    text = read_text(path)
-    if isinstance(text, Diagnostic) or not is_test_text(text):
+    if not is_test_text(text):
         return None
     try:
         root = compose(text).root

@@ -22,6 +22,15 @@ SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__", "venv", "site-packag
 _WORKFLOW_KEY = re.compile(r"(?m)^(?:phaseflow|\"phaseflow\"|'phaseflow')[ \t]*:")
 
 
+_TEST_KEY = re.compile(r"(?m)^[\"']?phaseflow-test[\"']?[ \t]*:")
+
+
+def is_test_text(text: str) -> bool:
+    """Cheap test for discovery: a top-level ``phaseflow-test`` key (a workflow test
+    file), read without importing the test runner."""
+    return _TEST_KEY.search(text) is not None
+
+
 def is_workflow_text(text: str) -> bool:
     """Cheap test for folder discovery: does the top-level mapping have a ``phaseflow`` key?"""
     return _WORKFLOW_KEY.search(text) is not None

@@ -28,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _is_test_file(path: str) -> bool:
+    from phaseflow.cli.discovery import is_test_text
     from phaseflow.spec.diagnostics import Diagnostic
     from phaseflow.spec.loader import read_text
-    from phaseflow.testing.testfile import is_test_text
 
     text = read_text(path)
     return not isinstance(text, Diagnostic) and is_test_text(text)

@@ -45,7 +45,6 @@ __all__ = [
     "TestFile",
     "TestFileError",
     "TestFileProblem",
-    "is_test_text",
     "load_test_file",
     "read_test_file",
 ]
@@ -120,13 +119,6 @@ class TestFile:
     scenarios: tuple[Scenario, ...] = field(default=())
     #: stand-ins for the host's tools, used by conversation scenarios
     tools: dict[str, StandIn] = field(default_factory=dict)
-
-
-def is_test_text(text: str) -> bool:
-    """Cheap test for discovery: a top-level ``phaseflow-test`` key."""
-    import re
-
-    return re.search(r"(?m)^[\"']?phaseflow-test[\"']?[ \t]*:", text) is not None
 
 
 class _Reader(BaseReader):
