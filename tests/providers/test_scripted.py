@@ -197,6 +197,8 @@ def test_reply_n_answers_the_history_with_n_minus_1_assistant_messages(
     if isinstance(expected, str):
         assert (reply.text, reply.calls) == (expected, ())
     else:
-        assert [c[0] for c in reply.calls] == [
-            f"call_{n + 1}_{k + 1}" for k in range(len(reply.calls))]
+        assert isinstance(expected, dict)
+        written = [next(iter(c)) for c in expected["calls"]]
+        assert [(c[0], c[1]) for c in reply.calls] == [
+            (f"call_{n + 1}_{k + 1}", name) for k, name in enumerate(written)]
         assert reply.stop == "tool_use"

@@ -13,6 +13,7 @@ from ._shop import conversation, failure, line_of
 
 def _passes(result: object) -> None:
     assert getattr(result, "error", None) is None, result.error  # type: ignore[attr-defined]
+    assert result.scenarios, "no scenario ran"  # type: ignore[attr-defined]
     for scenario in result.scenarios:  # type: ignore[attr-defined]
         assert scenario.failure is None, scenario.failure
 
