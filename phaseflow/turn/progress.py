@@ -361,23 +361,22 @@ class TurnProgress:
         call_id = i.text(call_id, "call id")
         outcome = read_outcome(outcome, "outcome")
         state = self.stage
-        shown = i.describe(call_id)
         if isinstance(state, Cancelling):
             if any(c.id == call_id for c in state.calls):
-                return Rejected(R.DUPLICATE_RESULT, f"{shown} already has a result")
-            return Rejected(R.UNKNOWN_CALL, f"no tool call {shown} in turn {turn}")
+                return Rejected(R.DUPLICATE_RESULT, f"{i.describe(call_id)} already has a result")
+            return Rejected(R.UNKNOWN_CALL, f"no tool call {i.describe(call_id)} in turn {turn}")
         assert isinstance(state, ExecutingTools)
         for index, call in enumerate(state.calls):
             if call.id != call_id:
                 continue
             if state.outcomes[index] is not None:
-                return Rejected(R.DUPLICATE_RESULT, f"{shown} already has a result")
+                return Rejected(R.DUPLICATE_RESULT, f"{i.describe(call_id)} already has a result")
             outcomes = (*state.outcomes[:index], outcome, *state.outcomes[index + 1 :])
             if any(o is None for o in outcomes):
                 return ToolResultAccepted(self._to(evolve(state, outcomes=outcomes)), None)
             done = tuple(CallOutcome(c, o) for c, o in zip(state.calls, outcomes, strict=True) if o)
             return ToolResultAccepted(self._to(Generating(turn)), done)
-        return Rejected(R.UNKNOWN_CALL, f"no tool call {shown} in turn {turn}")
+        return Rejected(R.UNKNOWN_CALL, f"no tool call {i.describe(call_id)} in turn {turn}")
 
     # --- compaction ---
 
