@@ -137,6 +137,9 @@ def _run(args: argparse.Namespace) -> int:
                 if closing is not None:
                     loop.run_until_complete(closing())
                 loop.run_until_complete(close_store(store))
+                # what asyncio.run does: finish the async generators still open (an SDK's
+                # stream iterators), or they are reported as destroyed while pending
+                loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
 

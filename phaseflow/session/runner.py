@@ -334,26 +334,34 @@ class Runner:
         usage = Usage()
         stop = "end_turn"
         try:
-            async for item in self.config.provider.stream(request):
-                if isinstance(item, TextDelta):
-                    text.append(item.text)
-                    await queue.put(ev.TextDelta(text=item.text))
-                elif isinstance(item, ToolCallStart):
-                    calls[item.index] = [item.call_id, item.name, ""]
-                elif isinstance(item, ToolCallDelta):
-                    calls.setdefault(item.index, ["", "", ""])[2] += item.arguments
-                elif isinstance(item, ToolCallEnd):
-                    continue
-                elif isinstance(item, Usage):
-                    usage = item
-                elif isinstance(item, StreamEnd):
-                    stop = item.stop
-                    break
-                elif isinstance(item, ProviderFailure):
-                    await queue.put(item)
-                    return
-                elif isinstance(item, ReasoningDelta):
-                    reasoning.append(item.text)
+            # closed as soon as the reply ends: a `break` would leave the provider's
+            # stream to be finalised later by the loop, perhaps after it closed
+            stream = self.config.provider.stream(request)
+            try:
+                async for item in stream:
+                    if isinstance(item, TextDelta):
+                        text.append(item.text)
+                        await queue.put(ev.TextDelta(text=item.text))
+                    elif isinstance(item, ToolCallStart):
+                        calls[item.index] = [item.call_id, item.name, ""]
+                    elif isinstance(item, ToolCallDelta):
+                        calls.setdefault(item.index, ["", "", ""])[2] += item.arguments
+                    elif isinstance(item, ToolCallEnd):
+                        continue
+                    elif isinstance(item, Usage):
+                        usage = item
+                    elif isinstance(item, StreamEnd):
+                        stop = item.stop
+                        break
+                    elif isinstance(item, ProviderFailure):
+                        await queue.put(item)
+                        return
+                    elif isinstance(item, ReasoningDelta):
+                        reasoning.append(item.text)
+            finally:
+                closing = getattr(stream, "aclose", None)
+                if closing is not None:
+                    await closing()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a provider that raises: its message, not a traceback

@@ -44,6 +44,9 @@ def test_a_turn_through_the_openai_provider(tmp_path: Path,
     offered = sorted(t["function"]["name"] for t in first["tools"])
     assert offered == ["pay", "slow__block", "slow__wait"]
     assert fake_openai.pending == 0
+    # the notice of the end, nothing left pending at exit (the SDK's stream iterators)
+    assert proc.stderr.splitlines() == [e for e in proc.stderr.splitlines()
+                                        if e.startswith("[session ")], proc.stderr
 
 
 def test_a_server_error_fails_the_turn_with_exit_1(tmp_path: Path,
