@@ -106,7 +106,12 @@ class SQLiteStore:
             try:
                 conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
                                        check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
+                # Switching the journal takes the database's lock without waiting for it:
+                # only a file not in WAL yet is switched (another connection may be
+                # committing to one that is).
+                mode = conn.execute("PRAGMA journal_mode").fetchone()
+                if mode is None or str(mode[0]).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 self._open_schema(conn)
             except sqlite3.Error as exc:
@@ -115,6 +120,12 @@ class SQLiteStore:
         return conn
 
     def _open_schema(self, conn: sqlite3.Connection) -> None:
+        known = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND"
+                             " name = 'phaseflow_schema'").fetchone()
+        if known is not None:  # a store already: read its version, take no write lock
+            row = conn.execute("SELECT version FROM phaseflow_schema").fetchone()
+            if row is not None and row[0] == codec.SCHEMA_VERSION:
+                return
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _DDL.split(";"):
