@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -367,32 +366,29 @@ class Chat:
     def _turn(self, stream: Callable[[], AsyncIterator[Event]]) -> _Outcome:
         """Drive one stream of events to its end. The first Ctrl-C cancels the turn (the
         session closes it cleanly); a second one quits at once, even while a tool that
-        blocks holds the loop: a Python-level handler runs between the tool's bytecodes,
-        where one installed on the loop would wait for the tool to return."""
+        blocks holds the loop (see :mod:`phaseflow.cli.ctrl_c`: the presses are counted
+        off the main thread, so none is missed while a tool sleeps)."""
+        from phaseflow.cli.ctrl_c import CtrlC
+
         outcome = _Outcome()
         task = self.loop.create_task(self._consume(stream()))
         session = self._session()
 
-        def interrupted(signum: int, frame: Any) -> None:
-            if outcome.cancelled:
-                raise KeyboardInterrupt
+        def first_press() -> None:  # in the watchdog thread
             outcome.cancelled = True
             # said at once (a blocking tool may hold the loop); done when the loop can
             self.sink.urgent("cancelling the turn; Ctrl-C again quits")
             self.loop.call_soon_threadsafe(session.cancel)
 
+        presses = CtrlC(first_press)
         try:
-            previous = signal.signal(signal.SIGINT, interrupted)
-        except ValueError:  # not the main thread: Ctrl-C stays a KeyboardInterrupt
-            previous = None
-        try:
-            self.loop.run_until_complete(task)
+            with presses:
+                self.loop.run_until_complete(task)
         except KeyboardInterrupt:
             outcome.quit = True
+        if outcome.quit or presses.quit.is_set():
+            outcome.quit = True
             self.abandon()
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
         return outcome
 
     def abandon(self) -> None:

@@ -1,0 +1,123 @@
+"""Ctrl-C while a turn runs, counted where no press can be missed.
+
+A Python-level signal handler runs only when the main thread next executes bytecode. A
+tool that blocks the main thread in a system call (``time.sleep``, a socket read) is
+interrupted by the signal and CPython then runs the handler, except when the signal lands
+in the instant before the call starts sleeping (or restarts it after an earlier signal):
+then the handler waits until the call returns, and a person's Ctrl-C seems ignored. On a
+loaded machine that instant is wide enough to hit.
+
+So the presses are counted by a watchdog thread from the signal wakeup file descriptor,
+to which CPython's C-level handler writes a byte at the moment of every signal, whatever
+the main thread is doing. The first press is acted on by the watchdog (say so at once,
+cancel the turn when the loop can). From the second press on, the main thread must stop:
+the watchdog sets ``quit`` and signals the main thread again every few milliseconds until
+the handler has raised ``KeyboardInterrupt`` there, so a signal lost in that instant is
+sent again.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+#: how often the watchdog looks for the end of the turn, and re-signals a main thread that
+#: has not quit yet (seconds)
+TICK = 0.05
+
+
+class CtrlC:
+    """Count Ctrl-C presses between ``__enter__`` and ``__exit__`` (in the main thread).
+
+    ``on_first`` runs in the watchdog thread at the first press; it must be thread-safe
+    (write to a file descriptor, ``loop.call_soon_threadsafe``). ``quit`` is set at the
+    second press; the main thread then gets ``KeyboardInterrupt``. Outside the main
+    thread nothing is installed and Ctrl-C stays Python's plain ``KeyboardInterrupt``.
+    """
+
+    def __init__(self, on_first: Callable[[], None]) -> None:
+        self._on_first = on_first
+        self.quit = threading.Event()
+        self._stop = threading.Event()
+        self._sending = threading.Lock()  # held while the watchdog decides to signal
+        self._thread: threading.Thread | None = None
+        self._previous: Any = None
+        self._previous_fd = -1
+        self._pipe: tuple[int, int] | None = None
+        self.installed = False
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        read_end, write_end = os.pipe()
+        os.set_blocking(read_end, False)
+        os.set_blocking(write_end, False)
+        self._previous = signal.signal(signal.SIGINT, self._handler)
+        self._previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        self._pipe = (read_end, write_end)
+        self.installed = True
+        self._thread = threading.Thread(
+            target=self._watch, args=(threading.main_thread().ident,),
+            name="phaseflow-ctrl-c", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if not self.installed:
+            return
+        with self._sending:
+            self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        # A signal the watchdog sent before it stopped has reached this thread by now
+        # (joining made system calls); its handler may still be pending. Restoring the
+        # handler runs pending handlers first, and is tried again if one of them raises.
+        while True:
+            try:
+                signal.set_wakeup_fd(self._previous_fd, warn_on_full_buffer=False)
+                signal.signal(signal.SIGINT, self._previous)
+                break
+            except KeyboardInterrupt:
+                continue
+        assert self._pipe is not None
+        for fd in self._pipe:
+            os.close(fd)
+        self.installed = False
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.quit.is_set():
+            raise KeyboardInterrupt
+
+    def _watch(self, main: int | None) -> None:
+        assert self._pipe is not None and main is not None
+        read_end = self._pipe[0]
+        presses = 0
+        signalled = 0.0  # when the watchdog last signalled the main thread
+        while not self._stop.is_set():
+            ready, _, _ = select.select([read_end], [], [], TICK)
+            if ready:
+                try:
+                    data = os.read(read_end, 512)
+                except BlockingIOError:
+                    data = b""
+                pressed = data.count(signal.SIGINT)
+                if pressed and not self.quit.is_set():  # (after quit: its own signals)
+                    if presses == 0:
+                        self._on_first()
+                    presses += pressed
+                    if presses >= 2:
+                        self.quit.set()
+            now = time.monotonic()
+            if self.quit.is_set() and now - signalled >= TICK:
+                with self._sending:
+                    if self._stop.is_set():
+                        return
+                    signal.pthread_kill(main, signal.SIGINT)
+                signalled = now
