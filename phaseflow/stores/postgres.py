@@ -432,6 +432,12 @@ class PostgresStore:
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False) -> Lease | None:
         async def take(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
+            # Committed without waiting for the WAL flush: taking the turn is no commit
+            # point of the session. A server crash may forget a lease taken just before
+            # it, which every worker then sees alike (its holder's next commit is fenced);
+            # any synchronous commit after it, of any worker, flushes it first (the WAL is
+            # sequential), so nothing durable ever depends on a lease that was forgotten.
+            await conn.execute("SET LOCAL synchronous_commit TO OFF")
             await conn.execute(
                 "INSERT INTO sessions (id, workflow, workflow_hash, version, status, phase,"
                 " turn, snapshot, message_count, mark_count, event_count, created_at,"

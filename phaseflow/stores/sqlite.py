@@ -80,6 +80,14 @@ CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id);
 
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
 
+#: how a lease is written when the store syncs every commit: to the log without waiting
+#: for the disk. A lease coordinates workers and is no commit point of the session: a
+#: killed process loses nothing of it (the write is done when COMMIT returns), and a power
+#: loss, which stops every worker on this machine at once, may forget a lease taken after
+#: the last sync, which is the state of a turn that had not begun. The log is sequential,
+#: so the turn's first commit, synced, makes the lease durable with it.
+_LEASE_SYNC = "NORMAL"
+
 
 class SQLiteStore:
     """Sessions in the SQLite file ``path`` (created with its schema when missing)."""
@@ -360,6 +368,19 @@ class SQLiteStore:
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False) -> Lease | None:
         def take(conn: sqlite3.Connection) -> Lease | None:
+            # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
+            # session, and the log is sequential, so the turn's first commit, synced,
+            # makes this write durable with it.
+            relaxed = self._synchronous in ("FULL", "EXTRA")
+            if relaxed:
+                conn.execute(f"PRAGMA synchronous={_LEASE_SYNC}")
+            try:
+                return _take(conn)
+            finally:
+                if relaxed:
+                    conn.execute(f"PRAGMA synchronous={self._synchronous}")
+
+        def _take(conn: sqlite3.Connection) -> Lease | None:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
