@@ -113,12 +113,12 @@ from phaseflow.expr import Guard, GuardContext
 from phaseflow.expr.describe import describe_exception
 from phaseflow.machine import (
     HISTORY_LIMIT,
-    MODEL_REQUEST,
     TRACE_LIMIT,
     ErrorKind,
     ErrorRecord,
     GuardTrigger,
     HistoryRecord,
+    ModelTrigger,
     ProgrammaticTrigger,
     State,
     TransitionTrigger,
@@ -582,7 +582,7 @@ def build_machine(
         for target, edges in pw.model.items():
             for edge in edges:
                 _add(machine, wiring, request_trigger(target), name, edge,
-                     _conditions(wiring, name, edge), MODEL_REQUEST)
+                     _conditions(wiring, name, edge), ModelTrigger(edge.index))
     return cast("Machine", machine)
 
 

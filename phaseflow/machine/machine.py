@@ -31,11 +31,11 @@ from phaseflow.machine.effects import Op, run_async, run_sync
 from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, Plain, Prep, index_for
 from phaseflow.machine.navigation import Whereabouts, describe, facts
 from phaseflow.machine.results import (
-    MODEL_REQUEST,
     Blocked,
     BoundaryResult,
     ErrorRecord,
     HistoryRecord,
+    ModelTrigger,
     ProgrammaticTrigger,
     Ready,
     TransitionResult,
@@ -403,30 +403,34 @@ class PhaseMachine:
 
     def _request_target(
         self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord] | None
-    ) -> tuple[PhaseInfo, EdgeStatus] | None:
-        """The target and the status of the current phase's first ``model`` edge to it whose
-        ``when`` holds, when that edge is ready or preparable; else ``None``. Guard run-time
-        errors go to ``errors`` when given."""
-        status = self._move(target, state, errors)
+    ) -> tuple[PhaseInfo, EdgeStatus, int] | None:
+        """The target, the status of the current phase's first ``model`` edge to it whose
+        ``when`` holds and that edge's number, when it is ready or preparable; else
+        ``None``. Guard run-time errors go to ``errors`` when given."""
+        found = self._move_edge(target, state, errors)
         tinfo = self._index.info(target)
-        if status is None or status.verdict == "closed" or tinfo is None:
+        if found is None or found[1].verdict == "closed" or tinfo is None:
             return None
-        return tinfo, status
+        return tinfo, found[1], found[0]
 
     def move_status(self, target: str, state: Mapping[str, Any]) -> EdgeStatus | None:
         """Pure: how the model's request to move to ``target`` stands now, checked as
         :meth:`request` checks it (the first ``model`` edge to it whose ``when`` holds;
         when none does, the first one's status, stopped by ``when``). ``None`` when the
         current phase has no ``model`` transition to ``target`` (or is terminal)."""
-        return self._move(target, state, None)
+        found = self._move_edge(target, state, None)
+        return None if found is None else found[1]
 
-    def _move(self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord] | None
-              ) -> EdgeStatus | None:
+    def _move_edge(self, target: str, state: Mapping[str, Any],
+                   errors: list[ErrorRecord] | None) -> tuple[int, EdgeStatus] | None:
+        """The one rule for which ``model`` edge a request for ``target`` stands on: the
+        first to it whose ``when`` holds, else the first to it (stopped by ``when``);
+        its number and status."""
         info = self._info()
         if self._index.info(target) is None or info is None or info.phase.terminal:
             return None
         ctx = self._ctx()
-        first: EdgeStatus | None = None
+        first: tuple[int, EdgeStatus] | None = None
         for edge in info.model:
             if edge.to != target:
                 continue
@@ -435,8 +439,8 @@ class PhaseMachine:
                 errors.append(guard_error(info.phase, edge.number, edge.target, status.error,
                                           self._turn))
             if status.stopped_by != "when":
-                return status
-            first = first or status
+                return edge.number, status
+            first = first or (edge.number, status)
         return first
 
     # -- pure evaluation -------------------------------------------------------------------
@@ -488,8 +492,7 @@ class PhaseMachine:
         found = self._request_target(target, state, None)
         if found is None:
             return False
-        _tinfo, status = found
-        return status.verdict == "ready"
+        return found[1].verdict == "ready"
 
     # -- bookkeeping shared by both flavours ------------------------------------------------
 
@@ -841,32 +844,34 @@ class PhaseMachine:
 
     def _open_request(
         self, target: str, state: Mapping[str, Any], writer: Writer | None, turn: int
-    ) -> tuple[PhaseInfo, EdgeStatus, Writer, list[ErrorRecord]] | None:
-        """The first step of a request, shared by both flavours: the target and its edge's
-        status when it may be asked for, else ``None`` (refused; errors recorded)."""
+    ) -> tuple[PhaseInfo, EdgeStatus, int, Writer, list[ErrorRecord]] | None:
+        """The first step of a request, shared by both flavours: the target, its edge's
+        status and number when it may be asked for, else ``None`` (refused; errors
+        recorded)."""
         self._turn = turn
         errors: list[ErrorRecord] = []
         found = self._request_target(target, state, errors)
         if found is None:
             self._record(errors)
             return None
-        tinfo, status = found
-        return tinfo, status, writer_for(state, writer), errors
+        tinfo, status, number = found
+        return tinfo, status, number, writer_for(state, writer), errors
 
     def _still_requestable(
         self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord]
-    ) -> bool:
+    ) -> int | None:
         """After a request's preparations ran: may the model still move (``when``, entry
         guard and ``requires`` all hold now)? Checked again because a preparation may have
-        changed what they read, exactly as a turn boundary evaluates again. Records the
-        errors when it may not."""
+        changed what they read, exactly as a turn boundary evaluates again: the number of
+        the edge it moves on (which may be another than before), or ``None`` (errors
+        recorded)."""
         found = self._request_target(target, state, errors)
         if found is not None:
-            _tinfo, status = found
+            _tinfo, status, number = found
             if status.verdict == "ready":
-                return True
+                return number
         self._record(errors)
-        return False
+        return None
 
     def take_request_sync(
         self,
@@ -883,14 +888,17 @@ class PhaseMachine:
         opened = self._open_request(target, state, writer, turn)
         if opened is None:
             return None
-        tinfo, status, w, errors = opened
+        tinfo, status, number, w, errors = opened
         if status.missing:
             if not self._prepare_sync(tinfo, state, w, turn, [], errors):
                 self._record(errors)
                 return None
-            if not self._still_requestable(target, state, errors):
+            again = self._still_requestable(target, state, errors)
+            if again is None:
                 return None
-        return self._do_transition(tinfo, state, w, turn, MODEL_REQUEST, transcript, errors)
+            number = again
+        return self._do_transition(tinfo, state, w, turn, ModelTrigger(number), transcript,
+                                   errors)
 
     async def take_request(
         self,
@@ -910,14 +918,16 @@ class PhaseMachine:
         opened = self._open_request(target, state, writer, turn)
         if opened is None:
             return None
-        tinfo, status, w, errors = opened
+        tinfo, status, number, w, errors = opened
         if status.missing:
             if not await self._prepare_async(tinfo, state, w, turn, [], errors):
                 self._record(errors)
                 return None
-            if not self._still_requestable(target, state, errors):
+            again = self._still_requestable(target, state, errors)
+            if again is None:
                 return None
-        return await self._do_transition_async(tinfo, state, w, turn, MODEL_REQUEST,
+            number = again
+        return await self._do_transition_async(tinfo, state, w, turn, ModelTrigger(number),
                                                transcript, errors)
 
     # -- the turn boundary -----------------------------------------------------------------

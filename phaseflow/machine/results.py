@@ -48,8 +48,13 @@ class GuardTrigger:
 
 @dataclass(frozen=True, slots=True)
 class ModelTrigger:
-    """The model asked for a ``model`` transition (see ``PhaseMachine.request``)."""
+    """The model asked for a ``model`` transition (see ``PhaseMachine.request``):
+    ``index`` is the number of the one taken (0-based, in the order written; a phase may
+    have several to the same target with different ``when``). ``None`` where the taker
+    does not know it (the ``transitions`` adapter, a snapshot written before it was
+    recorded)."""
 
+    index: int | None = None
     kind: ClassVar[Literal["model"]] = "model"
 
     def __str__(self) -> str:
@@ -69,7 +74,7 @@ class ProgrammaticTrigger:
 
 TransitionTrigger = GuardTrigger | ModelTrigger | ProgrammaticTrigger
 
-#: The one model trigger (it carries no data).
+#: A model trigger whose transition is not known.
 MODEL_REQUEST = ModelTrigger()
 
 

@@ -140,7 +140,9 @@ def _trigger_json(trigger: TransitionTrigger) -> dict[str, Any]:
     if isinstance(trigger, ProgrammaticTrigger):
         return {"kind": "programmatic", "source": trigger.source}
     assert isinstance(trigger, ModelTrigger)  # the three kinds a transition is taken by
-    return {"kind": "model"}
+    if trigger.index is None:
+        return {"kind": "model"}
+    return {"kind": "model", "index": trigger.index}
 
 
 def _event_json(event: ErrorRecord) -> dict[str, Any]:
@@ -333,9 +335,12 @@ def _trigger(data: object, where: str, field: str) -> TransitionTrigger:
     if kind == "programmatic":
         trig = _object(data, where, ("kind", "source"))
         return ProgrammaticTrigger(_string(trig["source"], where, "source"))
-    if kind == "model":
-        _object(data, where, ("kind",))
-        return MODEL_REQUEST
+    if kind == "model":  # (snapshots written before the index was recorded have none)
+        if "index" not in data:
+            _object(data, where, ("kind",))
+            return MODEL_REQUEST
+        trig = _object(data, where, ("kind", "index"))
+        return ModelTrigger(_count(trig["index"], where, "index"))
     raise SnapshotError(f"{where}.kind: expected 'guard', 'model' or 'programmatic', got "
                         f"{_show(kind)}")
 

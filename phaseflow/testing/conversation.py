@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.machine import GuardTrigger, ModelTrigger
 from phaseflow.providers.scripted import ScriptedProvider
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session
@@ -215,15 +214,7 @@ class _Conversation:
         history = self.session.machine.history
         for record in history[self.seen_history:]:
             self.coverage.phase(record.to_phase)
-            trigger = record.trigger
-            if isinstance(trigger, GuardTrigger):
-                self.coverage.transition(record.from_phase, trigger.index)
-            elif isinstance(trigger, ModelTrigger):
-                phase = self.workflow.phases.get(record.from_phase)
-                for index, t in enumerate(phase.transitions if phase else ()):
-                    if t.trigger == "model" and t.to == record.to_phase:
-                        self.coverage.transition(record.from_phase, index)
-                        break
+            self.coverage.taken(record.from_phase, record.to_phase, record.trigger)
         self.seen_history = len(history)
 
     # --- running ------------------------------------------------------------------------

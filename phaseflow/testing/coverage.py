@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from phaseflow.machine import GuardTrigger, ModelTrigger, TransitionTrigger
 from phaseflow.spec.model import Trigger, Workflow
 
 
@@ -42,6 +43,22 @@ class Coverage:
 
     def transition(self, phase: str, index: int) -> None:
         self.seen_transitions.add((phase, index))
+
+    def taken(self, phase: str, target: str, trigger: TransitionTrigger) -> None:
+        """Credit the transition the machine took from ``phase`` to ``target``: the one
+        its trigger names. A model trigger that does not name one (recorded before the
+        machine kept it) credits the phase's first ``model`` transition to ``target``;
+        a programmatic move takes no transition."""
+        if isinstance(trigger, GuardTrigger):
+            self.transition(phase, trigger.index)
+        elif isinstance(trigger, ModelTrigger):
+            if trigger.index is not None:
+                self.transition(phase, trigger.index)
+                return
+            for edge in self.transitions:
+                if edge.phase == phase and edge.target == target and edge.trigger == "model":
+                    self.transition(phase, edge.number)
+                    return
 
     def merge(self, other: Coverage) -> None:
         self.seen_phases |= other.seen_phases

@@ -8,9 +8,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.machine import GuardTrigger, ModelTrigger, PhaseMachine, State, TransitionResult
+from phaseflow.machine import PhaseMachine, State, TransitionResult
 from phaseflow.spec.diagnostics import did_you_mean
-from phaseflow.spec.edges import check_edge
 from phaseflow.spec.model import Workflow
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage
@@ -100,31 +99,12 @@ class _Run:
     def fail(self, step: Step, message: str) -> _StepFailed:
         return _StepFailed(f"{self.test.path}:{step.line}: {message}")
 
-    def _moved(self, result: TransitionResult | None, model_index: int | None = None) -> None:
+    def _moved(self, result: TransitionResult | None) -> None:
         if result is None:
             return
         self.entered.append(result.to_phase)
         self.coverage.phase(result.to_phase)
-        trigger = result.trigger
-        if isinstance(trigger, GuardTrigger):
-            self.coverage.transition(result.from_phase, trigger.index)
-        elif isinstance(trigger, ModelTrigger) and model_index is not None:
-            self.coverage.transition(result.from_phase, model_index)
-
-    def _model_index(self, target: str) -> int | None:
-        """The ``model`` transition a request for ``target`` takes: the first one of the
-        current phase to it whose ``when`` holds now (as the machine decides)."""
-        phase = self.machine.current_phase
-        if phase is None:
-            return None
-        ctx = self.machine.guard_context()
-        phases = self.workflow.phases
-        for index, t in enumerate(phase.transitions):
-            if t.trigger == "model" and t.to == target and (
-                check_edge(t.when, phases.get(t.to), self.state, ctx).stopped_by != "when"
-            ):
-                return index
-        return None
+        self.coverage.taken(result.from_phase, result.to_phase, result.trigger)
 
     def boundary(self) -> None:
         self.turn += 1
@@ -150,9 +130,8 @@ class _Run:
             self.boundary()
         elif kind == "request":
             before = self.machine.current
-            index = self._model_index(step.value)
             result = self.machine.take_request_sync(step.value, self.state, turn=self.turn + 1)
-            self._moved(result, index)
+            self._moved(result)
             taken = "taken" if result is not None else "refused"
             if taken != step.expect:
                 raise self.fail(

@@ -27,8 +27,8 @@ from phaseflow.interop.transitions import (
     turn_boundary,
 )
 from phaseflow.machine import (
-    MODEL_REQUEST,
     GuardTrigger,
+    ModelTrigger,
     PhaseMachine,
     ProgrammaticTrigger,
     State,
@@ -195,7 +195,10 @@ def test_refund_desk_escalation_and_requests() -> None:
     assert model.request("greet", turn=4) is True
     assert machine.take_request_sync("greet", state, turn=4) is not None
     _same(machine, state, model)
-    assert tracker_of(model).history[-1].trigger == MODEL_REQUEST
+    assert machine.workflow is not None
+    back = next(i for i, t in enumerate(machine.workflow.phases["locate_order"].transitions)
+                if t.to == "greet" and t.trigger == "model")
+    assert tracker_of(model).history[-1].trigger == ModelTrigger(back)
     # unknown or unavailable targets are refused, without errors
     assert model.request("nowhere") is False
     assert model.request("done") is False

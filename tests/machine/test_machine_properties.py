@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from phaseflow.machine import (
-    MODEL_REQUEST,
     Blocked,
     GuardTrigger,
+    ModelTrigger,
     PhaseMachine,
     Ready,
     State,
@@ -256,7 +256,10 @@ class MachineInvariants(RuleBasedStateMachine):
         if r is not None:  # only a model transition of the phase asked in can be taken
             assert any(t.trigger == "model" and t.to == name
                        for t in self.wf.phases[before].transitions)
-            assert self.m.history[-1].trigger == MODEL_REQUEST
+            trigger = self.m.history[-1].trigger  # naming the model transition it took
+            assert isinstance(trigger, ModelTrigger) and trigger.index is not None
+            taken = self.wf.phases[before].transitions[trigger.index]
+            assert taken.trigger == "model" and taken.to == name
             assert self.m.history[-1].from_phase == before
         else:
             assert self.m.current == before

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from phaseflow.machine import MODEL_REQUEST, EffectContext, State
+from phaseflow.machine import EffectContext, ModelTrigger, State
 from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Transition
 
 from ._support import refund_desk, workflow
@@ -42,6 +42,9 @@ def test_request_any_of_several_model_transitions() -> None:
     ])
     m = wf.machine()
     assert m.request("b", {"x": 2}) and not m.request("b", {"x": 3})
+    # the trigger names the transition taken: the second, whose `when` holds
+    r = m.take_request_sync("b", State({"x": 2}), turn=1)
+    assert r is not None and r.trigger == ModelTrigger(1) and str(r.trigger) == "model request"
 
 
 def test_request_from_terminal_is_refused() -> None:
@@ -56,7 +59,9 @@ def test_take_request_transitions_with_a_model_trigger() -> None:
     m.advance_sync(s, turn=1)
     assert asyncio.run(m.take_request("done", s, turn=2)) is None
     r = asyncio.run(m.take_request("escalate", s, turn=2))
-    assert r is not None and r.trigger == MODEL_REQUEST and m.current == "escalate"
+    escalate = next(i for i, t in enumerate(refund_desk().phases["locate_order"].transitions)
+                    if t.to == "escalate" and t.trigger == "model")
+    assert r is not None and r.trigger == ModelTrigger(escalate) and m.current == "escalate"
     assert m.history[-1].trigger.kind == "model" and m.turns_in_phase == 0
 
 

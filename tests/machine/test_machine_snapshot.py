@@ -29,6 +29,7 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.machine import (
     HISTORY_LIMIT,
     TRACE_LIMIT,
+    ModelTrigger,
     PhaseMachine,
     SnapshotError,
     State,
@@ -362,10 +363,20 @@ def test_a_model_trigger_and_positioned_events_round_trip() -> None:
     assert m.take_request_sync("handoff", s, turn=3) is not None
     saved = m.snapshot()
     assert any(e["position"] is not None for e in saved["trace"])
-    assert saved["history"][-1]["trigger"] == {"kind": "model"}
+    handoff = next(i for i, t in enumerate(wf.phases["locate_order"].transitions)
+                   if t.to == "handoff" and t.trigger == "model")
+    assert saved["history"][-1]["trigger"] == {"kind": "model", "index": handoff}
     restored = PhaseMachine.restore(wf, _through_json(saved))
     assert restored.trace == m.trace
     assert [r[:3] + r[4:] for r in restored.history] == [r[:3] + r[4:] for r in m.history]
+    assert restored.history[-1].trigger == ModelTrigger(handoff)
+    # a snapshot written before the index was recorded still restores (the index unknown)
+    older = _through_json(saved)
+    older["history"][-1]["trigger"] = {"kind": "model"}
+    assert PhaseMachine.restore(wf, older).history[-1].trigger == ModelTrigger(None)
+    older["history"][-1]["trigger"] = {"kind": "model", "index": -1}
+    with pytest.raises(SnapshotError, match=r"trigger.index"):
+        PhaseMachine.restore(wf, older)
 
 
 def test_a_fresh_machine_snapshot() -> None:

@@ -72,19 +72,20 @@ scenarios:
 """
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "shop.yaml").write_text(WORKFLOW)
+def write(tmp_path: Path, text: str, workflow: str = WORKFLOW) -> Path:
+    (tmp_path / "shop.yaml").write_text(workflow)
     path = tmp_path / "shop.test.yaml"
     path.write_text(text)
     return path
 
 
 def conversation(tmp_path: Path, steps: str, *, header: str = HEADER,
-                 extra: str = "") -> TestFileResult:
-    """Run one conversation scenario (``steps``: the YAML list of its steps)."""
+                 extra: str = "", workflow: str = WORKFLOW) -> TestFileResult:
+    """Run one conversation scenario (``steps``: the YAML list of its steps) against
+    ``workflow`` (the shop's unless given)."""
     body = textwrap.indent(textwrap.dedent(steps).strip("\n"), " " * 6)
     text = f"{header}  - name: the conversation\n{extra}    conversation:\n{body}\n"
-    return run_test_file(str(write(tmp_path, text)))
+    return run_test_file(str(write(tmp_path, text, workflow)))
 
 
 def line_of(tmp_path: Path, needle: str) -> int:

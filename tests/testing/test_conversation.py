@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ._shop import conversation, failure, line_of
+from ._shop import WORKFLOW, conversation, failure, line_of
 
 
 def _passes(result: object) -> None:
@@ -60,6 +60,35 @@ def test_a_model_transition_taken_in_a_conversation_counts_for_coverage(
     assert result.coverage is not None
     assert ("ask", 1) in result.coverage.seen_transitions
     assert "human" in result.coverage.seen_phases
+
+
+def test_coverage_credits_the_model_transition_whose_when_held(tmp_path: Path) -> None:
+    # Two model transitions to the same phase: the one taken is the one credited, not the
+    # first one written.
+    two_ways = (
+        "      - to: human\n"
+        "        trigger: model\n"
+        "        when: state.name == \"Ada\"\n"
+        "        description: Ada asks for a human\n"
+        "      - to: human\n"
+        "        trigger: model\n"
+        "        when: state.name != \"Ada\"\n"
+        "        description: Someone else asks for a human\n")
+    one_way = ("      - to: human\n"
+               "        trigger: model\n"
+               "        description: The customer asks for a human\n")
+    assert one_way in WORKFLOW
+    result = conversation(tmp_path, """
+        - user: I'm Bob, a human please
+        - model: {calls: [{record: {name: Bob}}]}
+        - model: {calls: [{go_to_phase: {phase: human, reason: asked}}]}
+        - expect: {phase: human, results: [ok]}
+        - model: A colleague takes over.
+    """, workflow=WORKFLOW.replace(one_way, two_ways))
+    _passes(result)
+    assert result.coverage is not None
+    assert ("ask", 2) in result.coverage.seen_transitions
+    assert ("ask", 1) not in result.coverage.seen_transitions
 
 
 def test_refused_ignored_and_error_results(tmp_path: Path) -> None:
