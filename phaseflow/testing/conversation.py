@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.errors import PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.providers.scripted import ScriptedProvider
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session
@@ -223,13 +223,25 @@ class _Conversation:
         self.coverage.phase(self.workflow.initial)
         try:
             agent = self.agent()
-            self.session = await agent.session(SESSION_ID)
+            self.session = await self._open(agent)
             await self._steps()
         except _Failed as failed:
             return str(failed)
         finally:
             self.covered()
         return None
+
+    async def _open(self, agent: Agent) -> Session:
+        """The scenario's session: a new one, starting from the workflow's defaults with
+        the scenario's ``state`` over them (as ``Agent.session(id, state=...)``)."""
+        scenario = self.scenario
+        try:
+            return await agent.session(SESSION_ID, state=scenario.state or None)
+        except ConfigError as exc:  # a value of the wrong type: where that key is written
+            line = next((spot.line for key, spot in scenario.state_spots.items()
+                         if f"key {key!r}:" in str(exc)), scenario.line)
+            raise _Failed(f"{self.path}:{line}: scenario '{scenario.name}' state: "
+                          f"{exc}") from None
 
     async def _steps(self) -> None:
         steps = self.steps

@@ -271,11 +271,9 @@ class _Reader(BaseReader):
             if "steps" in fields:
                 self.fail(fields["steps"], f"scenario '{name}' has steps and a conversation: "
                           "a scenario is one or the other")
-            if state:
-                self.fail(fields["state"], f"scenario '{name}': a conversation starts from "
-                          "the workflow's defaults; 'state' is for machine steps")
             conversation = read_conversation(self, fields["conversation"], name)
-            return Scenario(name, node.line, {}, mocks, (), {}, tools, conversation)
+            return Scenario(name, node.line, state, mocks, (), state_spots, tools,
+                            conversation)
         if tools:
             self.fail(fields["tools"], f"scenario '{name}': tools are stand-ins for a "
                       "conversation; machine steps do not call tools")

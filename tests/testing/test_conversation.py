@@ -436,3 +436,31 @@ def test_failures_are_reported_like_machine_scenarios_by_the_cli(tmp_path: Path)
         "         reply: expected to contain 'Bye', found 'Hello.'",
         "0 passed, 1 failed",
     ]
+
+
+def test_a_conversation_may_start_from_a_state_of_its_own(tmp_path: Path) -> None:
+    # `state` seeds the new session over the workflow's defaults: here the customer is
+    # known before the first message, so the first turn's boundary moves to `pay`.
+    result = conversation(tmp_path, """
+        - expect: {phase: ask, state: {customer_id: C-7, name: Ada, receipt: null}}
+        - user: hello
+        - expect: {phase: ask, offered: [crm.lookup, go_to_phase, record]}
+        - model: Hello Ada.
+        - expect: {status: idle, phase: pay, called: [notify]}
+        - user: I'd like to pay
+        - expect: {offered: [pay]}
+        - model: How much?
+    """, extra="    state: {customer_id: C-7, name: Ada}\n")
+    _passes(result)
+    assert result.coverage is not None and ("ask", 0) in result.coverage.seen_transitions
+
+
+def test_a_seeded_state_of_the_wrong_type_fails_where_the_key_is_written(
+        tmp_path: Path) -> None:
+    text = failure(conversation(tmp_path, """
+        - user: hello
+        - model: Hi.
+    """, extra="    state:\n      name: Ada\n      customer_id: 7\n"))
+    assert text.startswith(f"{tmp_path / 'shop.test.yaml'}:"
+                           f"{line_of(tmp_path, 'customer_id: 7')}: scenario "
+                           "'the conversation' state: initial state key 'customer_id':"), text

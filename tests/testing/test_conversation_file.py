@@ -99,8 +99,6 @@ def test_a_scenario_is_steps_or_a_conversation(tmp_path: Path) -> None:
     result = run_test_file(str(write(tmp_path, text)))
     assert result.error is not None
     assert [line.split(":", 1)[1] for line in result.error.splitlines()] == [
-        "11:10: scenario 'both': a conversation starts from the workflow's defaults; "
-        "'state' is for machine steps",
         "12:10: scenario 'both' has steps and a conversation: a scenario is one or the other",
         "17:10: scenario 'tools without a conversation': tools are stand-ins for a "
         "conversation; machine steps do not call tools",
