@@ -140,11 +140,17 @@ class Agent:
         output_lines: int = 200,
         output_chars: int = 20_000,
         clock: Callable[[], float] = time.time,
+        phase_clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
         lease: float = 30.0,
         worker: str | None = None,
     ) -> None:
         wf = _load(workflow)
+        if not callable(phase_clock):
+            raise ConfigError("phase_clock must be a callable that returns seconds")
+        #: the phase machine's clock (``seconds_in_phase``): monotonic, so a wall-clock
+        #: step never moves a time-based transition; ``clock`` stamps events and leases
+        self.phase_clock = phase_clock
         if hooks:
             wf = replace(wf, registry={**wf.registry, **hooks})
         self.workflow = wf
@@ -214,7 +220,7 @@ class Agent:
 
     def _new(self, session_id: str, initial: Mapping[str, Any] | None = None) -> Session:
         wf = self.workflow
-        machine = PhaseMachine.from_workflow(wf)
+        machine = PhaseMachine.from_workflow(wf, clock=self.phase_clock)
         state = State(self._initial_state(initial))
         runner = Runner(self.config, Core(session_id), machine, state, 0, 0.0)
         return Session(self, runner)
@@ -240,7 +246,7 @@ class Agent:
                                f"which workflow {wf.name!r} no longer has")
         sid = record.session_id
         try:
-            machine = PhaseMachine.restore(wf, record.machine)
+            machine = PhaseMachine.restore(wf, record.machine, clock=self.phase_clock)
             state = State(dict(record.state))
             core = core_from_json(sid, record.core, record.execution, record.progress,
                                   record.continuation)

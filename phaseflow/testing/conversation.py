@@ -123,6 +123,7 @@ class _Conversation:
         self.turn: _Turn | None = None
         self.failures: list[str] = []
         self.session: Session | None = None
+        self.now = 0.0  # the phase clock's reading, in seconds
         #: the calls of the last tool group, in the model's order, and every result
         self.group: list[str] = []
         self.names: dict[str, str] = {}
@@ -142,7 +143,11 @@ class _Conversation:
             self.stand_ins)
         tools = {name: self._tool(name) for name in names}
         return Agent(self.workflow, self.model, tools=tools, hooks=self.hooks,
-                     store=self.store)
+                     store=self.store, phase_clock=self.phase_clock)
+
+    def phase_clock(self) -> float:
+        """The machine's time: it moves only at a ``wait`` step (0 at the start)."""
+        return self.now
 
     def _tool(self, name: str) -> Any:
         stand_in = self.stand_ins.get(name)
@@ -274,6 +279,8 @@ class _Conversation:
             elif step.kind == "crash":
                 self.session = None
                 self.session = await self.agent().session(SESSION_ID)
+            elif step.kind == "wait":
+                self.now += step.value
             self._raise_recorded()
 
     def _raise_recorded(self) -> None:

@@ -9,6 +9,7 @@ turn to belong to, or a ``cancel`` with nothing to cancel, is a mistake in the f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +28,10 @@ __all__ = [
     "read_stand_ins",
 ]
 
-CONVERSATION_STEPS = ("user", "model", "approve", "reject", "cancel", "crash", "expect")
+CONVERSATION_STEPS = ("user", "model", "approve", "reject", "cancel", "crash", "wait",
+                      "expect")
 #: the steps that end the model's replies of a turn (the user side of the conversation)
-USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash"})
+USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash", "wait"})
 CONVERSATION_EXPECT_KEYS = frozenset({
     "phase", "state", "offered", "results", "reply", "status", "approval", "called",
     "navigation",
@@ -131,6 +133,12 @@ class _Steps:
             if not isinstance(value, Scalar) or value.value is not True:
                 raise self.fail(value, f"{kind} takes true: '{kind}: true'")
             return Step(kind, line, True, column=column)
+        if kind == "wait":
+            seconds = value.value if isinstance(value, Scalar) else None
+            if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+                    or not 0 <= seconds < math.inf):
+                raise self.fail(value, "wait takes a number of seconds that is 0 or more")
+            return Step(kind, line, seconds, column=column)
         checks, spots = self.checks(value)
         return Step("expect", line, expect=checks, spots=spots, column=column)
 

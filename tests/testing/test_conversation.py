@@ -464,3 +464,58 @@ def test_a_seeded_state_of_the_wrong_type_fails_where_the_key_is_written(
     assert text.startswith(f"{tmp_path / 'shop.test.yaml'}:"
                            f"{line_of(tmp_path, 'customer_id: 7')}: scenario "
                            "'the conversation' state: initial state key 'customer_id':"), text
+
+
+def test_wait_moves_the_phase_clock_so_a_time_based_transition_fires(
+        tmp_path: Path) -> None:
+    timed = WORKFLOW.replace(
+        "        description: The customer asks for a human\n",
+        "        description: The customer asks for a human\n"
+        "      - to: human\n"
+        "        when: seconds_in_phase >= 300\n"
+        "        description: Nobody answered for five minutes\n")
+    assert timed != WORKFLOW
+    result = conversation(tmp_path, """
+        - user: hi
+        - model: Who are you?
+        - expect: {phase: ask, status: idle}
+        - wait: 299.5
+        - user: hello?
+        - model: Still here.
+        - expect: {phase: ask}
+        - wait: 1
+        - user: anyone?
+        - model: Handing you over.
+        - expect: {phase: human, status: running}
+        - model: A colleague takes over.
+        - expect: {phase: human, status: finished}
+    """, workflow=timed)
+    _passes(result)
+    assert result.coverage is not None and ("ask", 2) in result.coverage.seen_transitions
+
+
+def test_after_a_crash_time_counts_from_the_last_commit(tmp_path: Path) -> None:
+    # A restored session counts the time in phase its last commit stored, as a restarted
+    # worker does: the 200 s waited after that commit, before the crash, are not counted.
+    timed = WORKFLOW.replace(
+        "        description: The customer asks for a human\n",
+        "        description: The customer asks for a human\n"
+        "      - to: human\n"
+        "        when: seconds_in_phase >= 300\n"
+        "        description: Nobody answered for five minutes\n")
+    result = conversation(tmp_path, """
+        - user: hi
+        - model: Who are you?
+        - wait: 200
+        - crash: true
+        - wait: 299
+        - user: anyone?
+        - model: Still here.
+        - expect: {phase: ask}
+        - wait: 1
+        - user: anyone?
+        - model: Handing you over.
+        - model: A colleague takes over.
+        - expect: {phase: human, status: finished}
+    """, workflow=timed)
+    _passes(result)

@@ -83,6 +83,27 @@ def test_cancel_with_nothing_before_it_or_after_a_check(tmp_path: Path) -> None:
     ]
 
 
+def test_a_wait_takes_seconds_and_no_reply_follows_it(tmp_path: Path) -> None:
+    errors = _errors(tmp_path, """
+        - user: hi
+        - model: Hello.
+        - wait: -1
+        - wait: true
+        - wait: .inf
+        - wait: five minutes
+        - wait: 60
+        - model: too late
+    """)
+    assert errors == [
+        "14:15: wait takes a number of seconds that is 0 or more",
+        "15:15: wait takes a number of seconds that is 0 or more",
+        "16:15: wait takes a number of seconds that is 0 or more",
+        "17:15: wait takes a number of seconds that is 0 or more",
+        "19:9: a model step is a reply in a turn: it follows a user, approve or reject "
+        "step (after 'wait')",
+    ]
+
+
 def test_a_scenario_is_steps_or_a_conversation(tmp_path: Path) -> None:
     text = HEADER + textwrap.dedent("""\
       - name: both
