@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 import socket
 import time
@@ -85,6 +86,22 @@ def workflow_hash(workflow: Workflow) -> str:
         except OSError:
             pass
     return hashlib.sha256(repr(sorted(workflow.phases)).encode()).hexdigest()
+
+
+def _aged(record: SessionRecord, now: float) -> Mapping[str, Any]:
+    """The machine's snapshot with the time since it was committed added to the time in
+    phase. A worker that reopens a session (after a crash, a deploy, or another worker's
+    turn) counts the time the session spent stored, by the wall clock (the one clock two
+    processes share; the machine's own is monotonic and per process), so a restart never
+    delays a time-based transition. A clock behind the commit's adds nothing."""
+    snapshot = record.machine
+    elapsed = snapshot.get("elapsed")
+    waited = now - record.updated_at
+    if (record.updated_at <= 0 or not isinstance(elapsed, int | float)
+            or isinstance(elapsed, bool) or not math.isfinite(elapsed)
+            or not math.isfinite(waited) or waited <= 0):
+        return snapshot  # (a malformed snapshot is refused by restore, naming the field)
+    return {**snapshot, "elapsed": float(elapsed) + waited}
 
 
 def _load(workflow: Workflow | str | Path) -> Workflow:
@@ -246,7 +263,8 @@ class Agent:
                                f"which workflow {wf.name!r} no longer has")
         sid = record.session_id
         try:
-            machine = PhaseMachine.restore(wf, record.machine, clock=self.phase_clock)
+            machine = PhaseMachine.restore(wf, _aged(record, self.config.clock()),
+                                           clock=self.phase_clock)
             state = State(dict(record.state))
             core = core_from_json(sid, record.core, record.execution, record.progress,
                                   record.continuation)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,11 +144,16 @@ class _Conversation:
             self.stand_ins)
         tools = {name: self._tool(name) for name in names}
         return Agent(self.workflow, self.model, tools=tools, hooks=self.hooks,
-                     store=self.store, phase_clock=self.phase_clock)
+                     store=self.store, clock=self.wall_clock, phase_clock=self.phase_clock)
 
     def phase_clock(self) -> float:
         """The machine's time: it moves only at a ``wait`` step (0 at the start)."""
         return self.now
+
+    def wall_clock(self) -> float:
+        """The session's wall clock (events, leases, the time a stored session waited):
+        the real one, and every ``wait`` on top."""
+        return time.time() + self.now
 
     def _tool(self, name: str) -> Any:
         stand_in = self.stand_ins.get(name)

@@ -407,3 +407,27 @@ def test_one_long_line_is_cut_by_bytes_and_many_lines_count_the_whole_output() -
     send(b.session_sync("s"), "hi")
     shown = str(provider.requests[1].history[-1].content)
     assert shown.startswith("line 0\n") and "[output truncated: 987 lines not shown;" in shown
+
+
+def test_the_time_a_session_spent_stored_counts_as_time_in_phase() -> None:
+    # Two processes: each has its own monotonic phase clock (unrelated readings); the
+    # wall clock is the one they share.
+    from phaseflow.stores import MemoryStore
+
+    store = MemoryStore()
+    wall = [1_000_000.0]
+    first = Agent(phaseflow.load_workflow_text(WORKFLOW), ScriptedProvider(["Hello."]),
+                  tools=TOOLS, store=store, clock=lambda: wall[0], phase_clock=lambda: 5.0)
+    session = first.session_sync("s")
+    assert session.reply_sync("hi") == "Hello."
+    assert session.machine.current_phase_duration() == 0.0
+    wall[0] += 420.0  # the worker is down for seven minutes
+    again = Agent(phaseflow.load_workflow_text(WORKFLOW), ScriptedProvider([]),
+                  tools=TOOLS, store=store, clock=lambda: wall[0],
+                  phase_clock=lambda: 123.0)
+    assert again.session_sync("s").machine.current_phase_duration() == 420.0
+    # a worker whose wall clock is behind the commit's adds nothing
+    behind = Agent(phaseflow.load_workflow_text(WORKFLOW), ScriptedProvider([]),
+                   tools=TOOLS, store=store, clock=lambda: 999_000.0,
+                   phase_clock=lambda: 7.0)
+    assert behind.session_sync("s").machine.current_phase_duration() == 0.0

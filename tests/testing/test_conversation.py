@@ -494,9 +494,9 @@ def test_wait_moves_the_phase_clock_so_a_time_based_transition_fires(
     assert result.coverage is not None and ("ask", 2) in result.coverage.seen_transitions
 
 
-def test_after_a_crash_time_counts_from_the_last_commit(tmp_path: Path) -> None:
-    # A restored session counts the time in phase its last commit stored, as a restarted
-    # worker does: the 200 s waited after that commit, before the crash, are not counted.
+def test_time_waited_before_a_crash_still_counts_after_it(tmp_path: Path) -> None:
+    # A reopened session adds the time it spent stored (since its last commit) to the
+    # time in phase, as a worker restarted after a crash does.
     timed = WORKFLOW.replace(
         "        description: The customer asks for a human\n",
         "        description: The customer asks for a human\n"
@@ -508,7 +508,7 @@ def test_after_a_crash_time_counts_from_the_last_commit(tmp_path: Path) -> None:
         - model: Who are you?
         - wait: 200
         - crash: true
-        - wait: 299
+        - wait: 99
         - user: anyone?
         - model: Still here.
         - expect: {phase: ask}
