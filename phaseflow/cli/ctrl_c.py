@@ -36,13 +36,16 @@ class CtrlC:
     """Count Ctrl-C presses between ``__enter__`` and ``__exit__`` (in the main thread).
 
     ``on_first`` runs in the watchdog thread at the first press; it must be thread-safe
-    (write to a file descriptor, ``loop.call_soon_threadsafe``). ``quit`` is set at the
-    second press; the main thread then gets ``KeyboardInterrupt``. Outside the main
-    thread nothing is installed and Ctrl-C stays Python's plain ``KeyboardInterrupt``.
+    (write to a file descriptor, ``loop.call_soon_threadsafe``). ``quit`` is set at press
+    number ``quit_after`` (the second by default; the first at a prompt, where Ctrl-C
+    quits); the main thread then gets ``KeyboardInterrupt``. Outside the main thread
+    nothing is installed and Ctrl-C stays Python's plain ``KeyboardInterrupt``.
     """
 
-    def __init__(self, on_first: Callable[[], None]) -> None:
+    def __init__(self, on_first: Callable[[], None] | None = None, *,
+                 quit_after: int = 2) -> None:
         self._on_first = on_first
+        self._quit_after = quit_after
         self.quit = threading.Event()
         self._stop = threading.Event()
         self._sending = threading.Lock()  # held while the watchdog decides to signal
@@ -109,10 +112,10 @@ class CtrlC:
                     data = b""
                 pressed = data.count(signal.SIGINT)
                 if pressed and not self.quit.is_set():  # (after quit: its own signals)
-                    if presses == 0:
+                    if presses == 0 and self._on_first is not None:
                         self._on_first()
                     presses += pressed
-                    if presses >= 2:
+                    if presses >= self._quit_after:
                         self.quit.set()
             now = time.monotonic()
             if self.quit.is_set() and now - signalled >= TICK:

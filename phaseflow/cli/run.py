@@ -346,7 +346,16 @@ class Chat:
     # --- input ------------------------------------------------------------------------
 
     def _ask(self, prompt: str, *, question: bool = False) -> str | None:
-        """One line typed by the user (``None`` at end of input)."""
+        """One line typed by the user (``None`` at end of input). Ctrl-C is a
+        ``KeyboardInterrupt``, never missed: CPython's line reader waits in ``select``
+        and sees a signal only when it interrupts that wait, so one that lands as the
+        prompt is drawn would wait for the next key (:mod:`phaseflow.cli.ctrl_c`)."""
+        from phaseflow.cli.ctrl_c import CtrlC
+
+        with CtrlC(quit_after=1):
+            return self._read_line(prompt, question=question)
+
+    def _read_line(self, prompt: str, *, question: bool) -> str | None:
         if self.line_editing is not None:
             try:
                 return input(self.line_editing.line_prompt(prompt, question=question))
