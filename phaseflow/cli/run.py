@@ -228,6 +228,7 @@ class _Outcome:
 
     quit: bool = False  # pressed twice: leave now
     cancelled: bool = False  # pressed once: the turn was asked to stop
+    events: int = 0  # how many events the stream gave
 
 
 class Chat:
@@ -302,7 +303,7 @@ class Chat:
                       f"{session.phase} is terminal); not sent: {message!r}",
                       file=sys.stderr)
                 return 1
-            outcome = self._turn(partial(session.send, message))
+            outcome = self._send(message)
             if not outcome.quit and not outcome.cancelled:
                 outcome = self._approvals()
             if outcome.quit or outcome.cancelled:
@@ -326,7 +327,7 @@ class Chat:
                 break
             if not line.strip():
                 continue
-            outcome = self._turn(partial(session.send, line))
+            outcome = self._send(line)
             if not outcome.quit:  # (a turn may reach its approval before a Ctrl-C lands)
                 outcome = self._approvals()
             if outcome.quit:
@@ -352,8 +353,15 @@ class Chat:
         prompt is drawn would wait for the next key (:mod:`phaseflow.cli.ctrl_c`)."""
         from phaseflow.cli.ctrl_c import CtrlC
 
-        with CtrlC(quit_after=1):
-            return self._read_line(prompt, question=question)
+        presses = CtrlC(quit_after=1)
+        try:
+            with presses:
+                line = self._read_line(prompt, question=question)
+        finally:
+            presses.close()
+        if presses.quit.is_set():  # pressed as the line was read: still a Ctrl-C
+            raise KeyboardInterrupt
+        return line
 
     def _read_line(self, prompt: str, *, question: bool) -> str | None:
         if self.line_editing is not None:
@@ -380,7 +388,7 @@ class Chat:
         from phaseflow.cli.ctrl_c import CtrlC
 
         outcome = _Outcome()
-        task = self.loop.create_task(self._consume(stream()))
+        task = self.loop.create_task(self._consume(stream(), outcome))
         session = self._session()
 
         def first_press() -> None:  # in the watchdog thread
@@ -395,10 +403,37 @@ class Chat:
                 self.loop.run_until_complete(task)
         except KeyboardInterrupt:
             outcome.quit = True
+        finally:
+            presses.close()
+        if presses.presses:  # (one that landed as the turn ended counts too)
+            outcome.cancelled = True
         if outcome.quit or presses.quit.is_set():
             outcome.quit = True
             self.abandon()
         return outcome
+
+    def _send(self, message: str) -> _Outcome:
+        """Send one message; say so when another worker holds the session's turn (the
+        message then waits in the session's queue for that worker, and nothing else is
+        shown here)."""
+        outcome = self._turn(partial(self._session().send, message))
+        if outcome.events == 0 and not (outcome.quit or outcome.cancelled):
+            self._queued_notice()
+        return outcome
+
+    def _queued_notice(self) -> None:
+        import time
+
+        session = self._session()
+        held = self.loop.run_until_complete(self.agent.store.lease(session.id))
+        who = "another worker"
+        if held is not None:
+            left = held.expires - time.time()
+            who = (f"worker {held.owner} (its lease ends in {max(left, 0):.0f} s)"
+                   if left > 0 else f"worker {held.owner}")
+        self.sink.notice(f"session {session.id} is busy: {who} runs its turn; the message "
+                         f"is queued for it. If that worker is gone, 'phaseflow sessions "
+                         f"recover {session.id} --force' takes the session over")
 
     def abandon(self) -> None:
         """Quit in the middle of a turn: the loop never runs again (a tool that blocks
@@ -409,12 +444,13 @@ class Chat:
         self.loop.set_exception_handler(lambda loop, context: None)
         warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
 
-    async def _consume(self, stream: AsyncIterator[Event]) -> None:
+    async def _consume(self, stream: AsyncIterator[Event], outcome: _Outcome) -> None:
         from phaseflow.errors import PhaseflowError
         from phaseflow.session.events import TurnFinished
 
         try:
             async for event in stream:
+                outcome.events += 1
                 self.sink.show(event)
                 if isinstance(event, TurnFinished) and event.status in ("failed",
                                                                         "step_limit"):

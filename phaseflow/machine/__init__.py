@@ -25,12 +25,13 @@ from phaseflow.machine.results import (
     TransitionResult,
     TransitionTrigger,
 )
-from phaseflow.machine.snapshot import SnapshotError
+from phaseflow.machine.snapshot import SNAPSHOT_VERSION, SnapshotError
 from phaseflow.machine.state import State, StateChange, Writer
 
 __all__ = [
     "HISTORY_LIMIT",
     "MODEL_REQUEST",
+    "SNAPSHOT_VERSION",
     "TRACE_LIMIT",
     "Blocked",
     "BoundaryResult",

@@ -50,9 +50,8 @@ class GuardTrigger:
 class ModelTrigger:
     """The model asked for a ``model`` transition (see ``PhaseMachine.request``):
     ``index`` is the number of the one taken (0-based, in the order written; a phase may
-    have several to the same target with different ``when``). ``None`` where the taker
-    does not know it (the ``transitions`` adapter, a snapshot written before it was
-    recorded)."""
+    have several to the same target with different ``when``). ``None`` where it is not
+    known (a version 1 snapshot, a trigger a host builds to move the machine itself)."""
 
     index: int | None = None
     kind: ClassVar[Literal["model"]] = "model"

@@ -56,8 +56,12 @@ __all__ = [
 
 #: The ``format`` tag of every machine snapshot.
 SNAPSHOT_FORMAT = "phaseflow.machine"
-#: The ``version`` this module writes and the only one it reads.
-SNAPSHOT_VERSION = 1
+#: The ``version`` this module writes. Version 2 records which ``model`` transition a
+#: model trigger took (``{"kind": "model", "index": i}``); version 1 snapshots, whose model
+#: triggers name none, are still read (an older phaseflow refuses version 2 by its number).
+SNAPSHOT_VERSION = 2
+#: The versions this module reads.
+SNAPSHOT_VERSIONS = (1, 2)
 
 #: The largest counter a snapshot holds (turns, visits, positions): a signed 64-bit
 #: integer, what every store can keep.
@@ -183,9 +187,10 @@ def restore_snapshot(
     if type(fmt) is not str or fmt != SNAPSHOT_FORMAT:
         raise SnapshotError(f"snapshot.format: expected {SNAPSHOT_FORMAT!r}, got {_show(fmt)}")
     version = top["version"]
-    if type(version) is not int or version != SNAPSHOT_VERSION:
-        raise SnapshotError(f"snapshot.version: this phaseflow reads version "
-                            f"{SNAPSHOT_VERSION}, got {_show(version)}")
+    if type(version) is not int or version not in SNAPSHOT_VERSIONS:
+        raise SnapshotError(f"snapshot.version: this phaseflow reads versions "
+                            f"{' and '.join(map(str, SNAPSHOT_VERSIONS))}, got "
+                            f"{_show(version)}")
     name = top["workflow"]
     # null: the machine was built in code, without a workflow; any workflow whose phases
     # hold what the snapshot names can take it (every phase below is checked)
@@ -335,7 +340,7 @@ def _trigger(data: object, where: str, field: str) -> TransitionTrigger:
     if kind == "programmatic":
         trig = _object(data, where, ("kind", "source"))
         return ProgrammaticTrigger(_string(trig["source"], where, "source"))
-    if kind == "model":  # (snapshots written before the index was recorded have none)
+    if kind == "model":  # (version 1 snapshots have no index)
         if "index" not in data:
             _object(data, where, ("kind",))
             return MODEL_REQUEST

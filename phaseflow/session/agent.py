@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-import os
-import socket
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +41,7 @@ from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool
 from phaseflow.session.tools import tool as make_tool
+from phaseflow.session.workers import holder_is_gone, new_worker_id
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
@@ -194,7 +192,7 @@ class Agent:
                           parallel_tools=parallel_tools),
             approve=approve, output_lines=output_lines, output_chars=output_chars,
             clock=clock, sleep=sleep, lease=float(lease),
-            worker=worker or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+            worker=worker or new_worker_id(),
         )
         if not lease > 0:
             raise ConfigError("lease must be a positive number of seconds")
@@ -398,6 +396,13 @@ class Session:
         config = self._runner.config
         lease = await store.acquire(self.id, config.worker, config.lease, config.clock(),
                                     force=force)
+        if lease is None:
+            # A holder that is a killed process of this machine is replaced at once, not
+            # waited for until its lease expires (see phaseflow.session.workers).
+            held = await store.lease(self.id)
+            if held is not None and holder_is_gone(held.owner):
+                lease = await store.acquire(self.id, config.worker, config.lease,
+                                            config.clock(), replacing=held)
         if lease is None:
             if isinstance(first, Send) and agent.busy == "queue":
                 await store.enqueue(self.id, {"content": content_to_json(first.content),

@@ -220,9 +220,19 @@ class Runner:
             workflow_hash=self.config.workflow_hash, version=self.version + 1,
             status=core.status, phase=self.machine.current, turn=core.turn,
             execution=core.execution, progress=core.progress, continuation=core.continuation,
-            machine=self._machine_snapshot, state=self.state.to_dict(),
+            machine=self._machine_now(), state=self.state.to_dict(),
             core=core_to_json(core), created_at=self.created_at, updated_at=now,
         )
+
+    def _machine_now(self) -> dict[str, Any]:
+        """The machine's snapshot as of now. The snapshot is taken again only when the
+        machine moved (open, a boundary); between, only the time in phase changes, so a
+        commit stores the cached snapshot with the current ``elapsed`` (a reopening adds
+        the time since this commit to it: it must be this commit's)."""
+        elapsed = self.machine.current_phase_duration()
+        if elapsed == self._machine_snapshot.get("elapsed") or not 0 <= elapsed < 2**53:
+            return self._machine_snapshot
+        return {**self._machine_snapshot, "elapsed": float(elapsed)}
 
     async def commit(self, events: tuple[ev.Event, ...], *, release: bool = False
                      ) -> list[ev.Event]:

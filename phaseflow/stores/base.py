@@ -129,15 +129,23 @@ class Store(Protocol):
         ...
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False) -> Lease | None:
+                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
         """Take (or renew) the lease of ``session_id`` for ``owner`` until ``now + ttl``:
         when nobody holds it, it expired, or ``owner`` holds it already (renewed, same
-        epoch); ``force`` takes it whatever. A lease that changes hands gets a new epoch.
-        ``None`` when another owner holds an unexpired lease."""
+        epoch); ``force`` takes it whatever; ``replacing`` takes it also while it is still
+        exactly that lease (same owner and epoch: a holder known to be gone), so two
+        workers replacing the same holder cannot both win. A lease that changes hands gets
+        a new epoch. ``None`` when another owner holds an unexpired lease."""
         ...
 
     async def release(self, lease: Lease) -> None:
         """Give the lease up (nothing happens if it is no longer ``lease``)."""
+        ...
+
+    async def lease(self, session_id: str) -> Lease | None:
+        """The session's lease as stored (its holder, epoch and expiry, expired or not);
+        ``None`` when nobody holds it. A read: what a worker that could not take the
+        lease tells its user, and how it recognises a holder that is gone."""
         ...
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:

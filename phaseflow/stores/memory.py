@@ -110,7 +110,7 @@ class MemoryStore:
         return entry is not None and entry.record is not None
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False) -> Lease | None:
+                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
         entry = self._sessions.get(session_id)
         if entry is None:
             entry = self._sessions[session_id] = _Entry(None)
@@ -118,7 +118,8 @@ class MemoryStore:
         if held is not None and held.owner == owner and held.expires > now and not force:
             entry.lease = Lease(session_id, owner, held.epoch, now + ttl)
             return entry.lease
-        if held is not None and held.expires > now and not force:
+        if held is not None and held.expires > now and not force and not _same(held,
+                                                                                replacing):
             return None
         entry.epoch += 1
         entry.lease = Lease(session_id, owner, entry.epoch, now + ttl)
@@ -130,6 +131,10 @@ class MemoryStore:
         if entry is not None and held is not None and (held.owner, held.epoch) == (
                 lease.owner, lease.epoch):
             entry.lease = None
+
+    async def lease(self, session_id: str) -> Lease | None:
+        entry = self._sessions.get(session_id)
+        return None if entry is None else entry.lease
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
         entry = self._sessions.get(session_id)
@@ -150,3 +155,9 @@ class MemoryStore:
 
     async def get_capture(self, reference: str) -> bytes | None:
         return self._captures.get(reference)
+
+
+def _same(held: Lease, replacing: Lease | None) -> bool:
+    """``held`` is the lease a worker asked to replace (same holder, same epoch)."""
+    return replacing is not None and (held.owner, held.epoch) == (replacing.owner,
+                                                                  replacing.epoch)

@@ -430,7 +430,7 @@ class PostgresStore:
     # --- leases and the queue ---------------------------------------------------------
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False) -> Lease | None:
+                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
         async def take(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
             # Committed without waiting for the WAL flush: taking the turn is no commit
             # point of the session. A server crash may forget a lease taken just before
@@ -451,7 +451,9 @@ class PostgresStore:
                                     "was being taken")
             holder, expires, epoch = row
             live = holder is not None and expires is not None and expires > now
-            if live and holder != owner and not force:
+            replaced = replacing is not None and (holder, epoch) == (replacing.owner,
+                                                                     replacing.epoch)
+            if live and holder != owner and not force and not replaced:
                 return None
             if not (live and holder == owner) or force:
                 epoch += 1
@@ -467,6 +469,16 @@ class PostgresStore:
                                " WHERE id = %s AND lease_owner = %s AND lease_epoch = %s",
                                (lease.session_id, lease.owner, lease.epoch))
         await self._run(give_up)
+
+    async def lease(self, session_id: str) -> Lease | None:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
+            cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch"
+                                     " FROM sessions WHERE id = %s", (session_id,))
+            row = await cur.fetchone()
+            if row is None or row[0] is None or row[1] is None:
+                return None
+            return Lease(session_id, str(row[0]), int(row[2]), float(row[1]))
+        return await self._run(read)
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
         text = codec.dumps(dict(data))

@@ -21,6 +21,7 @@ on the disk; the connection lives on that thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import sqlite3
 import threading
@@ -366,7 +367,7 @@ class SQLiteStore:
     # --- leases and the queue ---------------------------------------------------------
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False) -> Lease | None:
+                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
         def take(conn: sqlite3.Connection) -> Lease | None:
             # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
             # session, and the log is sequential, so the turn's first commit, synced,
@@ -378,7 +379,7 @@ class SQLiteStore:
                 return _take(conn)
             finally:
                 if relaxed:
-                    conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                    self._restore_sync(conn)
 
         def _take(conn: sqlite3.Connection) -> Lease | None:
             conn.execute("BEGIN IMMEDIATE")
@@ -394,7 +395,9 @@ class SQLiteStore:
                     row = (None, None, 0)
                 holder, expires, epoch = row
                 live = holder is not None and expires is not None and expires > now
-                if live and holder != owner and not force:
+                replaced = replacing is not None and (holder, epoch) == (replacing.owner,
+                                                                         replacing.epoch)
+                if live and holder != owner and not force and not replaced:
                     conn.execute("COMMIT")
                     return None
                 if not (live and holder == owner) or force:
@@ -409,12 +412,32 @@ class SQLiteStore:
             return Lease(session_id, owner, epoch, now + ttl)
         return await self._run(take)
 
+    def _restore_sync(self, conn: sqlite3.Connection) -> None:
+        """Back to the store's ``synchronous`` after a lease; a connection that cannot
+        be (left inside a transaction by a failure) is dropped, never kept relaxed."""
+        try:
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        except sqlite3.Error:
+            self._conn = None
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+            raise
+
     async def release(self, lease: Lease) -> None:
         def give_up(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
                          " WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
                          (lease.session_id, lease.owner, lease.epoch))
         await self._run(give_up)
+
+    async def lease(self, session_id: str) -> Lease | None:
+        def read(conn: sqlite3.Connection) -> Lease | None:
+            row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
+                               " WHERE id = ?", (session_id,)).fetchone()
+            if row is None or row[0] is None or row[1] is None:
+                return None
+            return Lease(session_id, str(row[0]), int(row[2]), float(row[1]))
+        return await self._run(read)
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
         text = codec.dumps(dict(data))

@@ -284,7 +284,11 @@ class _Conversation:
                 await self._cancel(step)
             elif step.kind == "crash":
                 self.session = None
-                self.session = await self.agent().session(SESSION_ID)
+                try:
+                    self.session = await self.agent().session(SESSION_ID)
+                except PhaseflowError as error:
+                    raise self.fail(step, f"crash: the session cannot be reopened: "
+                                          f"{error}") from None
             elif step.kind == "wait":
                 self.now += step.value
             self._raise_recorded()

@@ -32,6 +32,10 @@ CONVERSATION_STEPS = ("user", "model", "approve", "reject", "cancel", "crash", "
                       "expect")
 #: the steps that end the model's replies of a turn (the user side of the conversation)
 USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash", "wait"})
+#: the longest ``wait`` step, and the most all of a conversation's waits add up to (in
+#: seconds: a year, a century), so the phase clock always holds an exact number
+WAIT_LIMIT = 365 * 24 * 3600
+WAITS_LIMIT = 100 * WAIT_LIMIT
 CONVERSATION_EXPECT_KEYS = frozenset({
     "phase", "state", "offered", "results", "reply", "status", "approval", "called",
     "navigation",
@@ -138,6 +142,8 @@ class _Steps:
             if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
                     or not 0 <= seconds < math.inf):
                 raise self.fail(value, "wait takes a number of seconds that is 0 or more")
+            if seconds > WAIT_LIMIT:
+                raise self.fail(value, f"wait takes at most {WAIT_LIMIT:,} seconds (a year)")
             return Step(kind, line, seconds, column=column)
         checks, spots = self.checks(value)
         return Step("expect", line, expect=checks, spots=spots, column=column)
@@ -295,7 +301,13 @@ class _Steps:
         ``expect`` steps between), and a ``cancel`` follows what it can cancel."""
         opener: str | None = None  # the user-side step the current replies follow
         previous: Step | None = None
+        waited = 0.0
         for step, node in zip(steps, nodes, strict=True):
+            if step.kind == "wait" and waited <= WAITS_LIMIT:  # (said once)
+                waited += step.value
+                if waited > WAITS_LIMIT:
+                    self.fail(node, f"the conversation's waits add up to more than "
+                                    f"{WAITS_LIMIT:,} seconds (a century)")
             if step.kind == "model" and opener not in ("user", "approve", "reject"):
                 after = f"after '{opener}'" if opener else "before any user step"
                 self.fail(node, f"a model step is a reply in a turn: it follows a user, "

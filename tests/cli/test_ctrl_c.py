@@ -123,3 +123,52 @@ def test_afterwards_ctrl_c_is_pythons_own_again() -> None:
         if child.proc.poll() is None:
             child.proc.kill()
             child.proc.wait()
+
+
+STORM = textwrap.dedent("""\
+    import os, signal, sys, threading, time
+    from phaseflow.cli.ctrl_c import CtrlC
+
+    def between(signum, frame):  # Ctrl-C outside the blocks: ignored
+        pass
+
+    signal.signal(signal.SIGINT, between)
+    os.write(1, b"ready\\n")
+    quits = presses = 0
+    for i in range(300):
+        block = CtrlC(quit_after=1 + i % 2)
+        try:
+            try:
+                with block:
+                    until = time.monotonic() + 0.004
+                    while time.monotonic() < until:
+                        pass
+            finally:
+                block.close()
+        except KeyboardInterrupt:
+            quits += 1
+        presses += block.presses
+    clean = (threading.active_count() == 1 and signal.getsignal(signal.SIGINT) is between
+             and signal.set_wakeup_fd(-1) == -1)
+    os.write(1, f"done {quits} {presses} {clean}\\n".encode())
+    sys.stdin.read()  # until the test has stopped pressing (Python's exit restores SIG_DFL)
+""")
+
+
+def test_presses_as_blocks_begin_and_end_never_escape_nor_leave_anything_behind() -> None:
+    # Signals land everywhere: in a block, as it is entered, as it closes (the quit's one
+    # KeyboardInterrupt among them), between blocks.
+    proc = subprocess.Popen([sys.executable, "-c", STORM], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"
+    sent = 0
+    while not select.select([proc.stdout], [], [], 0.001)[0] and sent < 20_000:
+        proc.send_signal(signal.SIGINT)
+        sent += 1
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err, err.decode()
+    words = out.decode().split()
+    assert words[0] == "done" and words[3] == "True", out
+    assert int(words[1]) > 0 and int(words[2]) > 0  # presses were seen, quits happened

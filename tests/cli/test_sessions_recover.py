@@ -53,7 +53,7 @@ HOOKS = sa.HOOKS
 """
 
 WORKER = """
-import asyncio, sys
+import asyncio, os, sys
 import host
 from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent
@@ -62,7 +62,8 @@ from phaseflow.stores import SQLiteStore
 async def main() -> None:
     store, session_id, lease, *messages = sys.argv[1:]
     agent = Agent(host.sa.WORKFLOW, ScriptedProvider(host.sa.SCRIPT), tools=host.TOOLS,
-                  hooks=host.HOOKS, store=SQLiteStore(store), lease=float(lease))
+                  hooks=host.HOOKS, store=SQLiteStore(store), lease=float(lease),
+                  worker=os.environ.get("HOST_WORKER"))
     session = await agent.session(session_id)
     for message in messages:
         async for _ in session.send(message):
@@ -100,13 +101,19 @@ def runs(folder: Path, what: str) -> list[str]:
     return [line.split()[1] for line in lines if line.split()[0] == what]
 
 
+#: the name of a worker on another machine (this one cannot tell whether it is alive)
+ELSEWHERE = "other-host:4242:worker"
+
+
 def kill_mid_turn(folder: Path, session_id: str, lease: float, *, block: str = "lookup",
-                  messages: tuple[str, ...] = (FIRST,)) -> None:
-    """Run a worker until the tool ``block`` blocks, then SIGKILL it."""
+                  messages: tuple[str, ...] = (FIRST,), worker_id: str = ELSEWHERE) -> None:
+    """Run a worker until the tool ``block`` blocks, then SIGKILL it. ``worker_id``: its
+    name in the lease ("" for the default, which says it ran on this machine)."""
     before = len(runs(folder, block))
+    extra = {"HOST_BLOCK": block, **({"HOST_WORKER": worker_id} if worker_id else {})}
     worker = subprocess.Popen(
         [sys.executable, "worker.py", "s.db", session_id, str(lease), *messages], cwd=folder,
-        env=env(folder, HOST_BLOCK=block), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env=env(folder, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while len(runs(folder, block)) == before:
         assert worker.poll() is None, worker.communicate()
@@ -171,6 +178,18 @@ def test_recover_a_turn_a_killed_worker_left(host: Path, here: Any) -> None:
     again = sessions(host, "recover", "crash-1", *RECOVER)
     assert again.returncode == 0, again.stderr
     assert again.stdout == "crash-1: nothing to recover (idle, phase locate_order)\n"
+
+
+def test_a_killed_worker_of_this_machine_is_recognised_and_its_turn_taken_at_once(
+        host: Path, here: Any) -> None:
+    # Its lease has 30 s to go, but the process it names no longer exists here.
+    kill_mid_turn(host, "crash-3", lease=30, worker_id="")
+    done = sessions(host, "recover", "crash-3", *RECOVER)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("crash-3: recovered: turn 1 completed; now idle in phase "
+                           "locate_order\n")
+    lookups = runs(host, "lookup")
+    assert len(lookups) == 2 and lookups[0] == lookups[1]  # idempotent: run again, same key
 
 
 def test_recover_every_running_session_once_its_lease_expired(host: Path, here: Any) -> None:

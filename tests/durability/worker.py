@@ -224,12 +224,15 @@ class KillingStore:
         return await self.inner.load(session_id)  # type: ignore[no-any-return]
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False) -> Lease | None:
+                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
         return await self.inner.acquire(session_id, owner, ttl, now,  # type: ignore[no-any-return]
-                                        force=force)
+                                        force=force, replacing=replacing)
 
     async def release(self, lease: Lease) -> None:
         await self.inner.release(lease)
+
+    async def lease(self, session_id: str) -> Lease | None:
+        return await self.inner.lease(session_id)  # type: ignore[no-any-return]
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
         if self.delay_enqueue:

@@ -28,6 +28,7 @@ import phaseflow
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.machine import (
     HISTORY_LIMIT,
+    SNAPSHOT_VERSION,
     TRACE_LIMIT,
     ModelTrigger,
     PhaseMachine,
@@ -335,7 +336,7 @@ def test_the_json_fields() -> None:
     clock.advance(4)
     assert m.snapshot() == {
         "format": "phaseflow.machine",
-        "version": 1,
+        "version": 2,
         "workflow": "refund-desk",
         "phase": "greet",
         "elapsed": 5.5,
@@ -370,8 +371,9 @@ def test_a_model_trigger_and_positioned_events_round_trip() -> None:
     assert restored.trace == m.trace
     assert [r[:3] + r[4:] for r in restored.history] == [r[:3] + r[4:] for r in m.history]
     assert restored.history[-1].trigger == ModelTrigger(handoff)
-    # a snapshot written before the index was recorded still restores (the index unknown)
+    # a version 1 snapshot (no index recorded) still restores, the index unknown
     older = _through_json(saved)
+    older["version"] = 1
     older["history"][-1]["trigger"] = {"kind": "model"}
     assert PhaseMachine.restore(wf, older).history[-1].trigger == ModelTrigger(None)
     older["history"][-1]["trigger"] = {"kind": "model", "index": -1}
@@ -688,8 +690,8 @@ def test_too_long_a_history_or_trace_is_refused() -> None:
 WRONG_VALUES: list[tuple[tuple[Any, ...], Any, str]] = [
     (("format",), "phaseflow.turn", "snapshot.format: expected 'phaseflow.machine', got "
      "'phaseflow.turn'"),
-    (("version",), 2, "snapshot.version: this phaseflow reads version 1, got 2"),
-    (("version",), True, "snapshot.version: this phaseflow reads version 1, got true"),
+    (("version",), 3, "snapshot.version: this phaseflow reads versions 1 and 2, got 3"),
+    (("version",), True, "snapshot.version: this phaseflow reads versions 1 and 2, got true"),
     (("turn",), True, "snapshot.turn: expected an integer, got true"),
     (("turn",), -1, "snapshot.turn: expected an integer from 0 to 2**63-1, got -1"),
     (("turn",), 10**5000, "snapshot.turn: expected an integer from 0 to 2**63-1, got an "
@@ -986,8 +988,9 @@ def _restores_or_names(wf: Workflow, data: Any, paths: list[str]) -> None:
                    for p in paths), (message, paths)
         return
     again = m.snapshot()
-    # a snapshot of a machine built in code (workflow: null) now belongs to wf
-    assert again == {**data, "workflow": wf.name}
+    # a snapshot of a machine built in code (workflow: null) now belongs to wf; one of
+    # version 1 is written again as the current version
+    assert again == {**data, "workflow": wf.name, "version": SNAPSHOT_VERSION}
     assert_plain_json(again)
     assert PhaseMachine.restore(wf, _through_json(again), clock=FakeClock(2.0)).snapshot() \
         == again
@@ -1077,7 +1080,8 @@ def test_arbitrary_json_restores_or_raises_a_snapshot_error(data: Any, top: Any)
             assert str(exc).startswith("snapshot") and len(str(exc)) < 400
         else:
             # a snapshot of a machine built in code (workflow: null) now belongs to wf
-            assert m.snapshot() == {**value, "workflow": wf.name}
+            assert m.snapshot() == {**value, "workflow": wf.name,
+                                    "version": SNAPSHOT_VERSION}
 
 
 # --- the documentation ----------------------------------------------------------------------

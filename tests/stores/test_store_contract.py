@@ -163,6 +163,7 @@ def test_leases_renew_expire_and_fence(store: Backend) -> None:
         a = await s.acquire("job", "A", ttl=10, now=100)
         assert a == Lease("job", "A", 1, 110)
         assert await s.acquire("job", "B", ttl=10, now=105) is None  # A holds it
+        assert await s.lease("job") == a and await s.lease("nobody") is None
         renewed = await s.acquire("job", "A", ttl=10, now=108)
         assert renewed == Lease("job", "A", 1, 118)  # renewed: the same epoch
         assert await s.load("job") is None  # a lease alone is no session
@@ -195,6 +196,23 @@ def test_leases_renew_expire_and_fence(store: Backend) -> None:
         loaded = await again.load("job")
         assert loaded is not None and loaded.version == 3
         assert [e.data["type"] for e in await again.events("job")] == ["note", "c"]
+    store.run(body)
+
+
+def test_a_lease_known_to_be_gone_is_replaced_once(store: Backend) -> None:
+    async def body() -> None:
+        s = await store.open()
+        dead = await s.acquire("r", "A", ttl=30, now=100)
+        assert dead is not None
+        # B knows A is gone: it takes A's lease although it has not expired
+        b = await s.acquire("r", "B", ttl=30, now=101, replacing=dead)
+        assert b == Lease("r", "B", dead.epoch + 1, 131)
+        # C read the same dead lease a moment earlier: B holds it now, not A
+        assert await s.acquire("r", "C", ttl=30, now=102, replacing=dead) is None
+        assert await s.lease("r") == b
+        # replacing a lease that is not the session's changes nothing
+        stale = Lease("r", "B", dead.epoch, 131)
+        assert await s.acquire("r", "C", ttl=30, now=103, replacing=stale) is None
     store.run(body)
 
 
@@ -308,6 +326,9 @@ def test_leases_behave_like_the_reference_model(store: Backend, ops: list[tuple[
                 else:
                     assert valid
                     version += 1
+            # what the store says about the lease is what the model holds (expired too)
+            expected = None if holder is None else Lease(sid, *holder)
+            assert await s.lease(sid) == expected
         loaded = await s.load(sid)
         assert loaded is not None and loaded.version == version
     store.run(body)

@@ -508,14 +508,41 @@ def test_time_waited_before_a_crash_still_counts_after_it(tmp_path: Path) -> Non
         - model: Who are you?
         - wait: 200
         - crash: true
-        - wait: 99
+        - wait: 90
         - user: anyone?
         - model: Still here.
         - expect: {phase: ask}
-        - wait: 1
+        - wait: 10
         - user: anyone?
         - model: Handing you over.
         - model: A colleague takes over.
         - expect: {phase: human, status: finished}
     """, workflow=timed)
+    _passes(result)
+
+
+def test_a_crash_during_an_approval_keeps_the_time_spent_before_it(tmp_path: Path) -> None:
+    # The session was committed (paused for the approval) 299 s into the phase: the
+    # reopened session starts from those 299 s, not from the phase's last boundary.
+    timed = WORKFLOW.replace(
+        "        when: state.receipt\n        description: Paid\n",
+        "        when: state.receipt\n        description: Paid\n"
+        "      - to: human\n"
+        "        when: seconds_in_phase >= 300\n"
+        "        description: Five minutes without a payment\n")
+    assert timed != WORKFLOW
+    result = conversation(tmp_path, """
+        - user: hi
+        - model: Hello Ada.
+        - expect: {phase: pay}
+        - wait: 299
+        - user: pay 3
+        - model: {calls: [{pay: {amount: 3}}]}
+        - expect: {approval: pay, phase: pay}
+        - crash: true
+        - wait: 1
+        - reject: pay
+        - model: No payment, then; a colleague takes over.
+        - expect: {phase: human, status: finished}
+    """, extra="    state: {customer_id: C-7}\n", workflow=timed)
     _passes(result)

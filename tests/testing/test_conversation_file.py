@@ -84,16 +84,10 @@ def test_cancel_with_nothing_before_it_or_after_a_check(tmp_path: Path) -> None:
 
 
 def test_a_wait_takes_seconds_and_no_reply_follows_it(tmp_path: Path) -> None:
-    errors = _errors(tmp_path, """
-        - user: hi
-        - model: Hello.
-        - wait: -1
-        - wait: true
-        - wait: .inf
-        - wait: five minutes
-        - wait: 60
-        - model: too late
-    """)
+    steps = ["- user: hi", "- model: Hello.", "- wait: -1", "- wait: true", "- wait: .inf",
+             "- wait: five minutes", "- wait: 60", "- model: too late", "- wait: 1e16",
+             *["- wait: 31536000"] * 101]
+    errors = _errors(tmp_path, "\n".join(steps))
     assert errors == [
         "14:15: wait takes a number of seconds that is 0 or more",
         "15:15: wait takes a number of seconds that is 0 or more",
@@ -101,6 +95,9 @@ def test_a_wait_takes_seconds_and_no_reply_follows_it(tmp_path: Path) -> None:
         "17:15: wait takes a number of seconds that is 0 or more",
         "19:9: a model step is a reply in a turn: it follows a user, approve or reject "
         "step (after 'wait')",
+        "20:15: wait takes at most 31,536,000 seconds (a year)",
+        "120:9: the conversation's waits add up to more than 3,153,600,000 seconds (a "
+        "century)",
     ]
 
 
