@@ -94,6 +94,24 @@ def test_take_request_checks_when_again_after_preparations() -> None:
     assert asyncio.run(m2.take_request("b", State(), turn=1)) is None and m2.current == "a"
 
 
+def test_the_trigger_names_the_edge_that_holds_after_preparations() -> None:
+    """Two model edges to the same phase: the first holds before the preparation, which
+    then makes only the second hold. The move stands on the second, and says so."""
+    wf = workflow([
+        Phase("a", transitions=[Transition("b", when="not state.k2", trigger="model"),
+                                Transition("b", when="state.k2", trigger="model")]),
+        Phase("b", requires=["k"],
+              prepare=[Preparation("p", SetEffect({"k": 1, "k2": True}), ["k"])]),
+    ])
+    for take in ("sync", "async"):
+        m = wf.machine()
+        s = State()
+        r = (m.take_request_sync("b", s, turn=1) if take == "sync"
+             else asyncio.run(m.take_request("b", s, turn=1)))
+        assert r is not None and r.trigger == ModelTrigger(1), take
+        assert m.snapshot()["history"][-1]["trigger"] == {"kind": "model", "index": 1}
+
+
 def test_take_request_refused_when_preparation_fails() -> None:
     def boom(ctx: EffectContext) -> None:
         raise RuntimeError
