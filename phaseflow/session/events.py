@@ -26,9 +26,17 @@ class _Event:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type}
-        for f in dataclasses.fields(self):
-            out[f.name] = getattr(self, f.name)
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in dataclasses.fields(self))
+        for name in names:
+            out[name] = getattr(self, name)
         return out
+
+
+#: each event class's fields, in order (``dataclasses.fields`` builds them anew on every
+#: call, and every persisted event is encoded)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
