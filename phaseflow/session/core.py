@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from phaseflow.errors import PhaseflowError
@@ -103,6 +103,11 @@ class PhaseView:
     tools: tuple[OfferedTool, ...] = ()
     #: the ``collect`` keys and their declared types (the ``record`` tool's parameters)
     collect: Mapping[str, str] = field(default_factory=dict)
+    #: no boundary from this phase can call the host (no ``call`` effect on leaving it,
+    #: on entering any phase it moves to, nor in those phases' preparations): the
+    #: boundary after a tool group is then committed with the group's results, in one
+    #: commit (it runs in microseconds, with nothing outside the process to wait for)
+    quiet: bool = False
 
     def tool(self, name: str) -> OfferedTool | None:
         for t in self.tools:
@@ -781,13 +786,18 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
 
 
 def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
-    """Every call has its result: persist them, then the writes and the boundary."""
+    """Every call has its result: persist them, then the writes and the boundary. A
+    quiet boundary (it calls nothing outside the process) runs first and is committed
+    with the results: one commit, not two."""
     group = core.group
     assert group is not None
     move = next((d.move for _, d in group.results if d.move is not None), None)
     events = (*core.pending, *events)
+    boundary = RunBoundary(group.writes(), move)
+    if core.view is not None and core.view.quiet:
+        return Step(evolve(core, status="running", pending=events), (boundary,))
     core = evolve(core, status="running", pending=())
-    return Step(core, (Persist(events), RunBoundary(group.writes(), move)))
+    return Step(core, (Persist(events), boundary))
 
 
 def arguments_hash(call: ToolCall) -> str:
@@ -824,7 +834,9 @@ def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
 
 
 def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
-    core = evolve(core, view=event.view)
+    if core.pending:  # a quiet boundary's group results: committed with it
+        event = replace(event, events=(*core.pending, *event.events))
+    core = evolve(core, view=event.view, pending=())
     if event.final:
         if event.view.terminal and not core.final_request:
             return _final_request(core, event.events)

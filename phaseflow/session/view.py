@@ -19,7 +19,7 @@ from phaseflow.session.arguments import ArgumentValidator, compile_validator
 from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
 from phaseflow.session.provider import ToolSpec
 from phaseflow.session.tools import FunctionTool
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import CallEffect, Phase, Workflow
 
 FINAL_PHASE_NOTE = "This is the final phase."
 
@@ -53,11 +53,11 @@ class ViewCache:
 
     def __init__(self) -> None:
         self.phases: dict[str, tuple[tuple[OfferedTool, ...], dict[str, str],
-                                     OfferedTool | None]] = {}
+                                     OfferedTool | None, bool]] = {}
 
 
 def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, FunctionTool]
-            ) -> tuple[tuple[OfferedTool, ...], dict[str, str], OfferedTool | None]:
+            ) -> tuple[tuple[OfferedTool, ...], dict[str, str], OfferedTool | None, bool]:
     """The current phase's host tools (the catalogue's when it declares ``parameters``,
     which the workflow's authors reviewed, else the function's schema) and ``collect``."""
     phase = machine.current_phase
@@ -88,7 +88,24 @@ def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, Funct
         for key in phase.collect:
             state_key = workflow.state.get(key)
             collect[key] = state_key.type if state_key is not None else "any"
-    return tuple(offered), collect, _record_tool(collect, workflow) if collect else None
+    record = _record_tool(collect, workflow) if collect else None
+    return tuple(offered), collect, record, phase is not None and _quiet(phase, workflow)
+
+
+def _quiet(phase: Phase, workflow: Workflow) -> bool:
+    """No boundary from ``phase`` can call the host: no ``call`` effect when leaving it,
+    nor when entering a phase one of its transitions leads to, nor in the preparations
+    of such a phase (the machine takes at most one transition per boundary)."""
+    if any(isinstance(e, CallEffect) for e in phase.on_exit):
+        return False
+    for t in phase.transitions:
+        target = workflow.phases.get(t.to)
+        if target is None:
+            return False
+        if any(isinstance(e, CallEffect) for e in target.on_enter) or any(
+                isinstance(p.effect, CallEffect) for p in target.prepare):
+            return False
+    return True
 
 
 def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workflow,
@@ -102,13 +119,13 @@ def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workfl
     known = cache.phases.get(machine.current)
     if known is None:
         known = cache.phases[machine.current] = _static(machine, workflow, tools)
-    offered, collect, record = known
+    offered, collect, record, quiet = known
     move = _go_to_phase(machine, state)
     extra: list[OfferedTool] = [] if move is None else [move]
     if record is not None:
         extra.append(record)
     return PhaseView(machine.current, False, offered + tuple(extra) if extra else offered,
-                     collect)
+                     collect, quiet)
 
 
 def _go_to_phase(machine: PhaseMachine, state: Mapping[str, Any]) -> OfferedTool | None:

@@ -9,6 +9,7 @@ group).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -204,6 +205,27 @@ def test_every_result_of_a_group_is_committed() -> None:
     commands = t.feed(ToolDone("c", ok("c", ticket="T")))
     assert isinstance(commands[-1], RunBoundary)
     assert sorted(e.call_id for e in t.of_type(ev.ToolResultEvent)) == ["a", "b", "c"]
+
+
+def test_a_quiet_boundary_is_committed_with_the_groups_results() -> None:
+    """A phase whose boundaries call nothing outside the process: the group's results
+    are not committed on their own; the boundary runs first and one commit carries both,
+    before the next request."""
+    quiet = replace(WORK, quiet=True)
+    t = started(phase_view=quiet)
+    t.feed(Replied(request_id(t), reply("", call("a", "open_ticket")), quiet))
+    commands = t.feed(ToolDone("a", ok(ticket="T")))
+    assert commands == (RunBoundary((("a", "open_ticket", "ticket", "T"),), None),)
+    changed = ev.StateChanged(keys=("ticket",), old={"ticket": None}, new={"ticket": "T"})
+    commands = t.feed(BoundaryDone(quiet, (changed,)))
+    assert isinstance(commands[0], Persist) and isinstance(commands[1], CallProvider)
+    assert [type(e) for e in commands[0].events] == [ev.ToolResultEvent, ev.StateChanged]
+    assert t.core.pending == ()
+    # not quiet: the results are committed before the boundary runs, as before
+    t = started()
+    t.feed(Replied(request_id(t), reply("", call("a", "open_ticket")), WORK))
+    commands = t.feed(ToolDone("a", ok(ticket="T")))
+    assert isinstance(commands[0], Persist) and isinstance(commands[1], RunBoundary)
 
 
 def test_writes_go_to_the_boundary_in_the_models_call_order() -> None:
