@@ -1,5 +1,6 @@
 """A guided session's cost per turn with a durable store, against LangGraph and the OpenAI
-Agents SDK with theirs (run by hand: ``python benchmarks/bench_session_durable.py``).
+Agents SDK with theirs, and against the floor: the same durable transactions alone (run
+by hand: ``python benchmarks/bench_session_durable.py [--flags]``).
 
 The workload is ``bench_session.py``'s (every turn one user message; the scripted model
 answers the turn's first request with two tool calls, ``lookup_customer`` and
@@ -9,36 +10,63 @@ keeping the conversation in its durable store:
 * **SQLite**, WAL journal and ``synchronous=FULL`` on every framework's connections:
   phaseflow's ``SQLiteStore`` (its defaults), LangGraph's ``SqliteSaver`` (a
   ``sqlite3`` connection with both pragmas set before ``setup()``), the Agents SDK's
-  ``SQLiteSession`` (a subclass setting ``synchronous=FULL`` on each connection the
+  ``SQLiteSession`` (a subclass setting ``synchronous`` on each connection the
   session opens, after the SDK's own WAL setup);
+* the same three with **``synchronous=NORMAL``** (``*-normal``: ``SQLiteStore(path,
+  synchronous="NORMAL")``, the same pragma on the peers' connections): WAL syncs at
+  checkpoints only, so a power loss may lose the last commits (never half of one);
 * **PostgreSQL**: phaseflow's ``PostgresStore`` and LangGraph's ``PostgresSaver`` (one
   psycopg connection, ``autocommit=True, prepare_threshold=0, row_factory=dict_row``, as
   its documentation says) on a private cluster started here (``tests/stores/pgserver.py``,
   ``durable=True``: the server's defaults, ``fsync``/``synchronous_commit`` on), on
   loopback, one database per framework. (The SDK's Postgres session needs SQLAlchemy
   and asyncpg: not measured.)
+* ``pf-memory``: phaseflow on its ``MemoryStore`` (no disk): the engine's own cost.
+
+**The floor** (``floor-sqlite``, ``floor-sqlite-normal``, ``floor-pg``): per turn only
+the durable transactions phaseflow's turn makes, with the same rows. First a probe runs
+phaseflow's conversation (as long as the longest one measured) on a scratch
+``SQLiteStore`` (``synchronous=OFF``) through a wrapper (``ProbeStore``) that, before
+each ``commit``, encodes the record exactly as the store is about to
+(``codec.encode(record, store._known[sid])``, ``codec.dumps`` of each event) and keeps
+the strings: the snapshot, the appended messages, marks and events, the row's other text
+columns, whether the commit gives the lease back; it also counts the store calls per
+turn. A floor turn ``i`` replays phaseflow's turn ``i``: the lease's transaction (an
+upsert of the session's row, not waiting for the disk, as phaseflow's: SQLite
+``PRAGMA synchronous=NORMAL`` around it, Postgres ``SET LOCAL synchronous_commit TO
+OFF``), then one transaction per commit (update the session row with that commit's
+snapshot, insert that commit's message, mark and event rows, into tables shaped as
+phaseflow's; the last also clears the lease). SQLite: one connection on a thread of its
+own, as ``SQLiteStore``, WAL and the variant's ``synchronous``, ``BEGIN IMMEDIATE``.
+Postgres: a psycopg ``AsyncConnectionPool`` (autocommit connections, max 4, no
+connection check), each transaction in one pipeline. No reads: phaseflow's reads (its
+compare-and-set ``SELECT``, the version and queue checks, the pool's connection checks)
+are what the floor leaves out. The report gives phaseflow / floor per round (the two ran
+seconds apart in the same round), median and range, at 20 turns and after 500, and
+phaseflow / (floor + the in-memory turn): what is left once the disk and the engine's own
+steps are counted. Target of the issue: <= 1.3.
 
 LangGraph runs with ``invoke`` and its default durability (``"async"``: a step's
 checkpoint is written while the next step runs; the run waits for them before it
 returns).
 
-Measured, in one process, rounds interleaved (every framework once per round, the order
+Measured, in one process, rounds interleaved (every variant once per round, the order
 rotated), medians of the rounds: CPU time of this process (``time.process_time``, all of
 its threads: the SQLite threads count; the Postgres server's processes do not: the
 server's CPU per turn, from ``/proc`` of the postmaster and its children, is its own
 column) and wall time per turn, (1) over a fresh 20-turn conversation, (2) over 20 turns
 of a conversation that already has 500.
 
-Durable commits per turn, each framework in a fresh process per count (``--child``),
+Durable commits per turn, each variant in a fresh process per count (``--child``),
 two runs (3 warm-up turns, then 0 or N more turns; the difference over N, so opening,
 schema creation and the first turn are not counted):
 
 * SQLite: ``strace -f -y -T -e trace=fsync,fdatasync`` on the child: the syncs per turn,
   by file (the WAL, the database, a rollback journal) and the time spent in them;
-* Postgres: ``pg_stat_database.xact_commit`` of the framework's database (every committed
+* Postgres: ``pg_stat_database.xact_commit`` of the variant's database (every committed
   transaction, read-only ones included) and ``pg_stat_wal.wal_sync`` (the WAL flushes,
-  the server's durable commits), read once the child's backends are gone (a backend
-  reports its statistics when it exits).
+  the server's durable commits; cluster-wide, so a background flush counts too), read
+  once the child's backends are gone (a backend reports its statistics when it exits).
 
 ``--paired``: the growth again, in back-to-back pairs (each round 20 turns of a fresh
 conversation, then 20 of the long one; the ratio per pair, median of the rounds), so a
@@ -49,6 +77,12 @@ growth.
 ``--profile``: phaseflow's durable turn (SQLite and Postgres) broken down: every store
 call timed (wall, calls per turn), and cProfile with a wall clock over the event loop's
 thread.
+
+Flags: ``--rounds 5``, ``--turns 20`` (per round), ``--long 500`` (the history before
+the second phase), ``--count-turns 20``, ``--only KEY,KEY`` (the ``VARIANTS`` keys),
+``--no-postgres``, ``--skip-timing``, ``--skip-counts``, ``--paired``, ``--profile``,
+``--top 12`` (profile rows). Throughput under load (1, 2, 4 worker processes on
+Postgres) is ``bench_throughput.py``.
 """
 
 from __future__ import annotations
