@@ -954,12 +954,14 @@ def report_floors(per_round: Rounds, turns: int, long: int) -> None:
     mem = per_round.get("pf-memory")
     print(f"| store | floor at {turns} | ratio at {turns} (min-max) | floor after {long} | "
           f"ratio after {long} (min-max) | CPU ratio at {turns} | after {long} | "
-          f"/ (floor + in-memory turn) at {turns} | after {long} |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"/ (floor + in-memory turn) at {turns} | after {long} | phaseflow - floor, wall "
+          f"at {turns} | after {long} |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pf, fl in pairs:
-        cells, cpu, rest = [], [], []
+        cells, cpu, rest, extra = [], [], [], []
         for phase in ("s", "l"):
             a, b = per_round[pf][phase], per_round[fl][phase]
+            extra.append(statistics.median(x[1] - y[1] for x, y in zip(a, b, strict=True)))
             ratios = [x[1] / y[1] for x, y in zip(a, b, strict=True)]
             cpu.append(statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True)))
             floor = statistics.median(y[1] for y in b)
@@ -972,7 +974,8 @@ def report_floors(per_round: Rounds, turns: int, long: int) -> None:
                                          for x, y, m in zip(a, b, mem[phase], strict=True))
                 rest.append(f"{left:.2f}")
         print(f"| {VARIANTS[pf][0]} | {cells[0]} | {cells[1]} | {cpu[0]:.2f} | {cpu[1]:.2f} | "
-              f"{rest[0]} | {rest[1]} |", flush=True)
+              f"{rest[0]} | {rest[1]} | {extra[0] * 1e3:.2f} ms | {extra[1] * 1e3:.2f} ms |",
+              flush=True)
 
 
 def main() -> None:
