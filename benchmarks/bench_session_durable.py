@@ -453,6 +453,11 @@ class FloorBackend(Backend):
     transaction in one pipeline; the lease's with ``synchronous_commit`` off)."""
 
     shapes: list[TurnShape]
+    kind: str  # "sqlite" or "postgres"
+    sync: str  # SQLite's synchronous
+    executor: Any  # SQLite: the connection's thread
+    conn: sqlite3.Connection
+    pool: Any  # Postgres: the psycopg pool
 
     @classmethod
     async def open(cls, kind: str, where: str, sync: str, shapes: list[TurnShape]
