@@ -1,5 +1,6 @@
 """A guided session's cost per turn with a durable store, against LangGraph and the OpenAI
-Agents SDK with theirs (run by hand: ``python benchmarks/bench_session_durable.py``).
+Agents SDK with theirs, and against the floor: the same durable transactions alone (run
+by hand: ``python benchmarks/bench_session_durable.py [--flags]``).
 
 The workload is ``bench_session.py``'s (every turn one user message; the scripted model
 answers the turn's first request with two tool calls, ``lookup_customer`` and
@@ -9,36 +10,63 @@ keeping the conversation in its durable store:
 * **SQLite**, WAL journal and ``synchronous=FULL`` on every framework's connections:
   phaseflow's ``SQLiteStore`` (its defaults), LangGraph's ``SqliteSaver`` (a
   ``sqlite3`` connection with both pragmas set before ``setup()``), the Agents SDK's
-  ``SQLiteSession`` (a subclass setting ``synchronous=FULL`` on each connection the
+  ``SQLiteSession`` (a subclass setting ``synchronous`` on each connection the
   session opens, after the SDK's own WAL setup);
+* the same three with **``synchronous=NORMAL``** (``*-normal``: ``SQLiteStore(path,
+  synchronous="NORMAL")``, the same pragma on the peers' connections): WAL syncs at
+  checkpoints only, so a power loss may lose the last commits (never half of one);
 * **PostgreSQL**: phaseflow's ``PostgresStore`` and LangGraph's ``PostgresSaver`` (one
   psycopg connection, ``autocommit=True, prepare_threshold=0, row_factory=dict_row``, as
   its documentation says) on a private cluster started here (``tests/stores/pgserver.py``,
   ``durable=True``: the server's defaults, ``fsync``/``synchronous_commit`` on), on
   loopback, one database per framework. (The SDK's Postgres session needs SQLAlchemy
   and asyncpg: not measured.)
+* ``pf-memory``: phaseflow on its ``MemoryStore`` (no disk): the engine's own cost.
+
+**The floor** (``floor-sqlite``, ``floor-sqlite-normal``, ``floor-pg``): per turn only
+the durable transactions phaseflow's turn makes, with the same rows. First a probe runs
+phaseflow's conversation (as long as the longest one measured) on a scratch
+``SQLiteStore`` (``synchronous=OFF``) through a wrapper (``ProbeStore``) that, before
+each ``commit``, encodes the record exactly as the store is about to
+(``codec.encode(record, store._known[sid])``, ``codec.dumps`` of each event) and keeps
+the strings: the snapshot, the appended messages, marks and events, the row's other text
+columns, whether the commit gives the lease back; it also counts the store calls per
+turn. A floor turn ``i`` replays phaseflow's turn ``i``: the lease's transaction (an
+upsert of the session's row, not waiting for the disk, as phaseflow's: SQLite
+``PRAGMA synchronous=NORMAL`` around it, Postgres ``SET LOCAL synchronous_commit TO
+OFF``), then one transaction per commit (update the session row with that commit's
+snapshot, insert that commit's message, mark and event rows, into tables shaped as
+phaseflow's; the last also clears the lease). SQLite: one connection on a thread of its
+own, as ``SQLiteStore``, WAL and the variant's ``synchronous``, ``BEGIN IMMEDIATE``.
+Postgres: a psycopg ``AsyncConnectionPool`` (autocommit connections, max 4, no
+connection check), each transaction in one pipeline. No reads: phaseflow's reads (its
+compare-and-set ``SELECT``, the version and queue checks, the pool's connection checks)
+are what the floor leaves out. The report gives phaseflow / floor per round (the two ran
+seconds apart in the same round), median and range, at 20 turns and after 500, and
+phaseflow / (floor + the in-memory turn): what is left once the disk and the engine's own
+steps are counted. Target of the issue: <= 1.3.
 
 LangGraph runs with ``invoke`` and its default durability (``"async"``: a step's
 checkpoint is written while the next step runs; the run waits for them before it
 returns).
 
-Measured, in one process, rounds interleaved (every framework once per round, the order
+Measured, in one process, rounds interleaved (every variant once per round, the order
 rotated), medians of the rounds: CPU time of this process (``time.process_time``, all of
 its threads: the SQLite threads count; the Postgres server's processes do not: the
 server's CPU per turn, from ``/proc`` of the postmaster and its children, is its own
 column) and wall time per turn, (1) over a fresh 20-turn conversation, (2) over 20 turns
 of a conversation that already has 500.
 
-Durable commits per turn, each framework in a fresh process per count (``--child``),
+Durable commits per turn, each variant in a fresh process per count (``--child``),
 two runs (3 warm-up turns, then 0 or N more turns; the difference over N, so opening,
 schema creation and the first turn are not counted):
 
 * SQLite: ``strace -f -y -T -e trace=fsync,fdatasync`` on the child: the syncs per turn,
   by file (the WAL, the database, a rollback journal) and the time spent in them;
-* Postgres: ``pg_stat_database.xact_commit`` of the framework's database (every committed
+* Postgres: ``pg_stat_database.xact_commit`` of the variant's database (every committed
   transaction, read-only ones included) and ``pg_stat_wal.wal_sync`` (the WAL flushes,
-  the server's durable commits), read once the child's backends are gone (a backend
-  reports its statistics when it exits).
+  the server's durable commits; cluster-wide, so a background flush counts too), read
+  once the child's backends are gone (a backend reports its statistics when it exits).
 
 ``--paired``: the growth again, in back-to-back pairs (each round 20 turns of a fresh
 conversation, then 20 of the long one; the ratio per pair, median of the rounds), so a
@@ -49,6 +77,12 @@ growth.
 ``--profile``: phaseflow's durable turn (SQLite and Postgres) broken down: every store
 call timed (wall, calls per turn), and cProfile with a wall clock over the event loop's
 thread.
+
+Flags: ``--rounds 5``, ``--turns 20`` (per round), ``--long 500`` (the history before
+the second phase), ``--count-turns 20``, ``--only KEY,KEY`` (the ``VARIANTS`` keys),
+``--no-postgres``, ``--skip-timing``, ``--skip-counts``, ``--paired``, ``--profile``,
+``--top 12`` (profile rows). Throughput under load (1, 2, 4 worker processes on
+Postgres) is ``bench_throughput.py``.
 """
 
 from __future__ import annotations
@@ -58,6 +92,7 @@ import asyncio
 import collections
 import cProfile
 import gc
+import json
 import os
 import pstats
 import re
@@ -92,14 +127,28 @@ from bench_session import (  # noqa: E402
     timed,
 )
 
-#: key -> (label, backend)
-VARIANTS: dict[str, tuple[str, str]] = {
-    "pf-sqlite": ("phaseflow + SQLiteStore", "sqlite"),
-    "lg-sqlite": ("LangGraph + SqliteSaver (invoke)", "sqlite"),
-    "sdk-sqlite": ("Agents SDK + SQLiteSession", "sqlite"),
-    "pf-pg": ("phaseflow + PostgresStore", "postgres"),
-    "lg-pg": ("LangGraph + PostgresSaver (invoke)", "postgres"),
+#: key -> (label, backend, SQLite ``synchronous``; "" for Postgres)
+VARIANTS: dict[str, tuple[str, str, str]] = {
+    "pf-memory": ("phaseflow + MemoryStore (no disk: the engine alone)", "memory", ""),
+    "pf-sqlite": ("phaseflow + SQLiteStore", "sqlite", "FULL"),
+    "floor-sqlite": ("floor: the same transactions, SQLite", "sqlite", "FULL"),
+    "lg-sqlite": ("LangGraph + SqliteSaver (invoke)", "sqlite", "FULL"),
+    "sdk-sqlite": ("Agents SDK + SQLiteSession", "sqlite", "FULL"),
+    "pf-sqlite-normal": ("phaseflow + SQLiteStore, NORMAL", "sqlite", "NORMAL"),
+    "floor-sqlite-normal": ("floor, SQLite NORMAL", "sqlite", "NORMAL"),
+    "lg-sqlite-normal": ("LangGraph + SqliteSaver, NORMAL", "sqlite", "NORMAL"),
+    "sdk-sqlite-normal": ("Agents SDK + SQLiteSession, NORMAL", "sqlite", "NORMAL"),
+    "pf-pg": ("phaseflow + PostgresStore", "postgres", ""),
+    "floor-pg": ("floor: the same transactions, Postgres", "postgres", ""),
+    "lg-pg": ("LangGraph + PostgresSaver (invoke)", "postgres", ""),
 }
+
+#: phaseflow's variant -> its floor (the ratio the issue asks for: <= 1.3)
+FLOORS: dict[str, str] = {"pf-sqlite": "floor-sqlite", "pf-sqlite-normal": "floor-sqlite-normal",
+                          "pf-pg": "floor-pg"}
+
+#: the ratio target of the issue: a turn within 1.3x of its commits alone
+FLOOR_TARGET = 1.3
 
 
 # --- the frameworks, durable ----------------------------------------------------------
@@ -129,7 +178,8 @@ class PhaseflowBackend(Backend):
         return PhaseflowConversation(await self.agent.session(cid))
 
     async def close(self) -> None:
-        result = self.store.close()
+        close = getattr(self.store, "close", None)  # a MemoryStore has nothing to close
+        result = close() if close is not None else None
         if asyncio.iscoroutine(result):
             await result
 
@@ -174,20 +224,20 @@ class AgentsConversation(Conversation):
 
 
 class AgentsBackend(Backend):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, synchronous: str) -> None:
         from agents import SQLiteSession
 
-        class FullSyncSQLiteSession(SQLiteSession):
-            """The SDK's session with ``synchronous=FULL`` on each of its connections
+        class SyncedSQLiteSession(SQLiteSession):
+            """The SDK's session with ``synchronous`` set on each of its connections
             (the SDK sets WAL itself)."""
 
             @staticmethod
             def _configure_connection(conn: sqlite3.Connection) -> None:
                 SQLiteSession._configure_connection(conn)
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute(f"PRAGMA synchronous={synchronous}")
 
-        self.cls = FullSyncSQLiteSession
+        self.cls = SyncedSQLiteSession
         self.path = path
         self.agent, self.run_config = agents_agent()
         self.sessions: list[Any] = []
@@ -202,29 +252,36 @@ class AgentsBackend(Backend):
             s.close()
 
 
-def sqlite_connection(path: str) -> sqlite3.Connection:
+def sqlite_connection(path: str, synchronous: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     return conn
 
 
 async def open_backend(key: str, where: str) -> Backend:
     """``where``: the SQLite file, or the database's DSN."""
-    if key == "pf-sqlite":
+    sync = VARIANTS[key][2]
+    if key == "pf-memory":
+        from phaseflow.stores import MemoryStore
+
+        return PhaseflowBackend(MemoryStore())
+    if key.startswith("floor-"):
+        return await FloorBackend.open(VARIANTS[key][1], where, sync, SHAPES)
+    if key.startswith("pf-sqlite"):
         from phaseflow.stores.sqlite import SQLiteStore
 
-        return PhaseflowBackend(SQLiteStore(where, synchronous="FULL"))
+        return PhaseflowBackend(SQLiteStore(where, synchronous=sync))
     if key == "pf-pg":
         from phaseflow.stores.postgres import PostgresStore
 
         store = PostgresStore(where)
         await store.open()
         return PhaseflowBackend(store)
-    if key == "lg-sqlite":
+    if key.startswith("lg-sqlite"):
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        conn = sqlite_connection(where)
+        conn = sqlite_connection(where, sync)
         return LangGraphBackend(SqliteSaver(conn), conn)
     if key == "lg-pg":
         import psycopg
@@ -234,9 +291,271 @@ async def open_backend(key: str, where: str) -> Backend:
         pconn = psycopg.connect(where, autocommit=True, prepare_threshold=0,
                                 row_factory=dict_row)
         return LangGraphBackend(PostgresSaver(pconn), pconn)
-    if key == "sdk-sqlite":
-        return AgentsBackend(where)
+    if key.startswith("sdk-sqlite"):
+        return AgentsBackend(where, sync)
     raise SystemExit(f"unknown variant {key}")
+
+
+# --- the floor: phaseflow's durable transactions alone --------------------------------------
+
+
+@dataclass
+class CommitShape:
+    """What one of phaseflow's commits wrote: the rows, as its codec encoded them."""
+
+    snapshot: str
+    meta: str  # the sessions row's other text columns, concatenated
+    messages: list[str]
+    marks: list[str]
+    events: list[str]
+    release: bool
+
+    def size(self) -> int:
+        return (len(self.snapshot) + len(self.meta) + sum(map(len, self.messages))
+                + sum(map(len, self.marks)) + sum(map(len, self.events)))
+
+
+@dataclass
+class TurnShape:
+    """One turn of phaseflow's: its commits and its store calls."""
+
+    commits: list[CommitShape] = field(default_factory=list)
+    calls: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+#: phaseflow's turns as written, turn i of a conversation at index i (set by ``probe``, or
+#: read by a ``--child`` from ``--shapes``); the floor replays them
+SHAPES: list[TurnShape] = []
+
+
+class ProbeStore:
+    """A store that records what each commit writes: before passing it on, it encodes the
+    record the way the store is about to (``codec.encode`` with what the store knows it
+    holds, ``codec.dumps`` for the events), so the sizes are exactly the rows written."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.turn = TurnShape()
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._store, name)
+        if not asyncio.iscoroutinefunction(target):
+            return target
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.turn.calls[name] += 1
+            return await target(*args, **kwargs)
+        return call
+
+    async def commit(self, record: Any, events: Any, **kwargs: Any) -> Any:
+        from phaseflow.stores import codec
+
+        written, _ = codec.encode(record, self._store._known.get(record.session_id))
+        self.turn.calls["commit"] += 1
+        self.turn.commits.append(CommitShape(
+            written.snapshot, record.workflow + record.workflow_hash + record.status
+            + record.phase, list(written.messages), list(written.marks),
+            [codec.dumps(dict(e)) for e in events], bool(kwargs.get("release"))))
+        return await self._store.commit(record, events, **kwargs)
+
+
+async def probe(path: Path, n: int) -> list[TurnShape]:
+    """``n`` turns of one phaseflow conversation on a scratch ``SQLiteStore``
+    (``synchronous=OFF``: only the rows matter here), each turn's writes recorded."""
+    from phaseflow.stores.sqlite import SQLiteStore
+
+    store = ProbeStore(SQLiteStore(path, synchronous="OFF"))
+    backend = PhaseflowBackend(store)
+    conv = await backend.conversation("probe")
+    shapes = []
+    for i in range(n):
+        store.turn = TurnShape()
+        await conv.turn(question(i))
+        shapes.append(store.turn)
+    await backend.close()
+    return shapes
+
+
+def save_shapes(shapes: list[TurnShape], path: Path) -> None:
+    path.write_text(json.dumps([{"calls": dict(t.calls), "commits": [vars(c) for c in t.commits]}
+                                for t in shapes]))
+
+
+def load_shapes(path: Path) -> list[TurnShape]:
+    return [TurnShape([CommitShape(**c) for c in t["commits"]], collections.Counter(t["calls"]))
+            for t in json.loads(path.read_text())]
+
+
+def describe_shapes(shapes: list[TurnShape], at: tuple[int, ...]) -> None:
+    for i in at:
+        if i >= len(shapes):
+            continue
+        t = shapes[i]
+        parts = "; ".join(
+            f"{k + 1}: {c.size():,} B (snapshot {len(c.snapshot):,}, {len(c.messages)} messages "
+            f"{sum(map(len, c.messages)):,}, {len(c.marks)} marks, {len(c.events)} events "
+            f"{sum(map(len, c.events)):,}{', release' if c.release else ''})"
+            for k, c in enumerate(t.commits))
+        calls = ", ".join(f"{k} {v}" for k, v in sorted(t.calls.items()))
+        print(f"phaseflow's turn {i}: store calls {calls}; commits {parts}")
+
+
+_FLOOR_SQLITE_DDL = """
+CREATE TABLE IF NOT EXISTS head (id TEXT PRIMARY KEY, meta TEXT, version INTEGER NOT NULL,
+    snapshot TEXT NOT NULL, lease_owner TEXT, lease_expires REAL,
+    lease_epoch INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS messages (session_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    data TEXT NOT NULL, PRIMARY KEY (session_id, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS marks (session_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    data TEXT NOT NULL, PRIMARY KEY (session_id, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (session_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    data TEXT NOT NULL, PRIMARY KEY (session_id, idx)) WITHOUT ROWID;
+"""
+
+_FLOOR_PG_DDL = (
+    "CREATE TABLE IF NOT EXISTS head (id TEXT PRIMARY KEY, meta TEXT, version BIGINT NOT NULL,"
+    " snapshot TEXT NOT NULL, lease_owner TEXT, lease_expires DOUBLE PRECISION,"
+    " lease_epoch BIGINT NOT NULL DEFAULT 0)",
+    *(f"CREATE TABLE IF NOT EXISTS {t} (session_id TEXT NOT NULL, idx BIGINT NOT NULL,"
+      " data TEXT NOT NULL, PRIMARY KEY (session_id, idx))"
+      for t in ("messages", "marks", "events")),
+)
+
+
+class FloorConversation(Conversation):
+    """A turn that is only phaseflow's durable transactions: the lease taken (not waiting
+    for the disk, as phaseflow's), then its commits, each writing the rows phaseflow's
+    commit of the same turn wrote (``SHAPES``), the last one giving the lease back."""
+
+    def __init__(self, backend: FloorBackend, cid: str) -> None:
+        self.backend, self.cid = backend, cid
+        self.n = 0
+        self.counts = [0, 0, 0]  # messages, marks, events written so far
+
+    async def turn(self, text: str) -> None:
+        shapes = self.backend.shapes
+        shape = shapes[min(self.n, len(shapes) - 1)]
+        self.n += 1
+        await self.backend.lease(self.cid)
+        for c in shape.commits:
+            rows = []
+            for k, (table, data) in enumerate((("messages", c.messages), ("marks", c.marks),
+                                               ("events", c.events))):
+                rows.append((table, self.counts[k], data))
+                self.counts[k] += len(data)
+            await self.backend.commit(self.cid, c, rows)
+
+
+class FloorBackend(Backend):
+    """The floor's store: SQLite on a thread of its own (as ``SQLiteStore``: one
+    connection, WAL, the given ``synchronous``; the lease's transaction at ``NORMAL``), or
+    Postgres through a psycopg pool (as ``PostgresStore``: autocommit connections; each
+    transaction in one pipeline; the lease's with ``synchronous_commit`` off)."""
+
+    shapes: list[TurnShape]
+    kind: str  # "sqlite" or "postgres"
+    sync: str  # SQLite's synchronous
+    executor: Any  # SQLite: the connection's thread
+    conn: sqlite3.Connection
+    pool: Any  # Postgres: the psycopg pool
+
+    @classmethod
+    async def open(cls, kind: str, where: str, sync: str, shapes: list[TurnShape]
+                   ) -> FloorBackend:
+        if not shapes:
+            raise SystemExit("the floor needs phaseflow's turns measured first (probe)")
+        self = cls()
+        self.kind, self.sync, self.shapes = kind, sync, shapes
+        if kind == "sqlite":
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="floor")
+            self.conn = await self._on_thread(lambda: self._sqlite_open(where))
+        else:
+            import psycopg
+            from psycopg_pool import AsyncConnectionPool
+
+            async with await psycopg.AsyncConnection.connect(where, autocommit=True) as conn:
+                for statement in _FLOOR_PG_DDL:
+                    await conn.execute(statement)
+            self.pool = AsyncConnectionPool(where, min_size=1, max_size=4, open=False,
+                                            kwargs={"autocommit": True})
+            await self.pool.open(wait=True)
+        return self
+
+    def _sqlite_open(self, path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.sync}")
+        conn.executescript(_FLOOR_SQLITE_DDL)
+        return conn
+
+    async def _on_thread(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+    async def conversation(self, cid: str) -> Conversation:
+        return FloorConversation(self, cid)
+
+    async def lease(self, cid: str) -> None:
+        now = time.time()
+        if self.kind == "sqlite":
+            def take() -> None:
+                conn = self.conn
+                relaxed = self.sync in ("FULL", "EXTRA")
+                if relaxed:
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT INTO head (id, version, snapshot, lease_owner,"
+                             " lease_expires, lease_epoch) VALUES (?, 0, '{}', 'w', ?, 1)"
+                             " ON CONFLICT (id) DO UPDATE SET lease_owner = 'w',"
+                             " lease_expires = excluded.lease_expires,"
+                             " lease_epoch = lease_epoch + 1", (cid, now + 30))
+                conn.execute("COMMIT")
+                if relaxed:
+                    conn.execute(f"PRAGMA synchronous={self.sync}")
+            await self._on_thread(take)
+            return
+        async with self.pool.connection() as pconn, pconn.pipeline(), pconn.transaction():
+            await pconn.execute("SET LOCAL synchronous_commit TO OFF")
+            await pconn.execute(
+                "INSERT INTO head (id, version, snapshot, lease_owner, lease_expires,"
+                " lease_epoch) VALUES (%s, 0, '{}', 'w', %s, 1) ON CONFLICT (id) DO UPDATE"
+                " SET lease_owner = 'w', lease_expires = excluded.lease_expires,"
+                " lease_epoch = head.lease_epoch + 1", (cid, now + 30))
+
+    async def commit(self, cid: str, c: CommitShape, rows: list[tuple[str, int, list[str]]]
+                     ) -> None:
+        release = "lease_owner = NULL, lease_expires = NULL, " if c.release else ""
+        if self.kind == "sqlite":
+            def write() -> None:
+                conn = self.conn
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(f"UPDATE head SET {release}meta = ?, version = version + 1,"
+                             " snapshot = ? WHERE id = ?", (c.meta, c.snapshot, cid))
+                for table, start, data in rows:
+                    if data:
+                        conn.executemany(f"INSERT INTO {table} (session_id, idx, data)"
+                                         " VALUES (?, ?, ?)",
+                                         [(cid, start + k, d) for k, d in enumerate(data)])
+                conn.execute("COMMIT")
+            await self._on_thread(write)
+            return
+        async with self.pool.connection() as pconn, pconn.pipeline(), pconn.transaction():
+            await pconn.execute(f"UPDATE head SET {release}meta = %s, version = version + 1,"
+                                " snapshot = %s WHERE id = %s", (c.meta, c.snapshot, cid))
+            for table, start, data in rows:
+                if data:
+                    await pconn.execute(
+                        f"INSERT INTO {table} (session_id, idx, data) SELECT %s, %s + o - 1, d"
+                        " FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, o)",
+                        (cid, start, data))
+
+    async def close(self) -> None:
+        if self.kind == "sqlite":
+            await self._on_thread(self.conn.close)
+            self.executor.shutdown()
+        else:
+            await self.pool.close()
 
 
 # --- where the data goes ----------------------------------------------------------------
@@ -251,7 +570,7 @@ class Places:
     dsns: dict[str, str] = field(default_factory=dict)
 
     def where(self, key: str) -> str:
-        if VARIANTS[key][1] == "sqlite":
+        if VARIANTS[key][1] in ("sqlite", "memory"):
             return str(self.tmp / f"{key}.db")
         return self.dsns[key]
 
@@ -274,7 +593,7 @@ def make_places(postgres: bool) -> Places:
 
     places.cluster = cluster
     with psycopg.connect(cluster.dsn, autocommit=True) as conn:
-        for key, (_, backend) in VARIANTS.items():
+        for key, (_, backend, _sync) in VARIANTS.items():
             if backend == "postgres":
                 db = key.replace("-", "_")
                 conn.execute(f"CREATE DATABASE {db}")
@@ -312,8 +631,13 @@ def server_cpu(cluster: Any) -> float:
 # --- timing -----------------------------------------------------------------------------
 
 
+Rounds = dict[str, dict[str, list[tuple[float, float, float]]]]
+
+
 async def run_timing(places: Places, keys: list[str], rounds: int, turns: int, long: int
-                     ) -> dict[str, dict[str, float]]:
+                     ) -> tuple[dict[str, dict[str, float]], Rounds]:
+    """The medians (and min, max) per variant, and every round's (CPU, wall, server CPU)
+    per variant and phase (``"s"``: fresh, ``"l"``: after ``long``), round by round."""
     backends = {k: await open_backend(k, places.where(k)) for k in keys}
     counter = collections.Counter[str]()
 
@@ -361,7 +685,7 @@ async def run_timing(places: Places, keys: list[str], rounds: int, turns: int, l
                 row[f"{label}_{what}_min"] = min(vals)
                 row[f"{label}_{what}_max"] = max(vals)
         out[k] = row
-    return out
+    return out, {k: {"s": short[k], "l": later[k]} for k in keys}
 
 
 async def run_paired(places: Places, keys: list[str], rounds: int, turns: int, long: int
@@ -412,9 +736,14 @@ def _pair_median(pairs: list[Pair]) -> Callable[[Callable[[Pair], float]], float
 _SYNC = re.compile(r"(fsync|fdatasync)\(\d+<([^>]*)>\)\s+=\s+0\s+<([\d.]+)>")
 
 
+#: where ``SHAPES`` is saved for the ``--child`` processes (a floor replays them)
+SHAPES_FILE: list[Path] = []
+
+
 def _child_cmd(key: str, where: str, cid: str, warm: int, turns: int) -> list[str]:
+    shapes = ["--shapes", str(SHAPES_FILE[0])] if SHAPES_FILE else []
     return [sys.executable, str(Path(__file__).resolve()), "--child", key, "--where", where,
-            "--cid", cid, "--warm", str(warm), "--child-turns", str(turns)]
+            "--cid", cid, "--warm", str(warm), "--child-turns", str(turns), *shapes]
 
 
 def _strace_child(key: str, where: str, cid: str, warm: int, turns: int
@@ -460,6 +789,8 @@ def count_commits(places: Places, keys: list[str], turns: int, warm: int
     out: dict[str, dict[str, float]] = {}
     for key in keys:
         where = places.where(key)
+        if VARIANTS[key][1] == "memory":
+            continue
         if VARIANTS[key][1] == "sqlite":
             if shutil.which("strace") is None:
                 print("no strace: SQLite syncs not counted (apt-get install strace)")
@@ -489,7 +820,10 @@ def count_commits(places: Places, keys: list[str], turns: int, warm: int
     return out
 
 
-async def child(key: str, where: str, cid: str, warm: int, turns: int) -> None:
+async def child(key: str, where: str, cid: str, warm: int, turns: int,
+                shapes: str | None) -> None:
+    if shapes:
+        SHAPES[:] = load_shapes(Path(shapes))
     backend = await open_backend(key, where)
     conv = await backend.conversation(cid)
     for i in range(warm + turns):
@@ -588,8 +922,9 @@ def _commits(key: str, c: dict[str, float]) -> str:
     if VARIANTS[key][1] == "postgres":
         return f"{c['wal_sync']:.2f} WAL syncs, {c['xact_commit']:.2f} transactions"
     files = ", ".join(f"{n} {v:.2f}" for n, v in sorted(c.items())
-                      if n not in ("syncs", "sync_ms") and v)
-    return f"{c['syncs']:.2f} syncs ({files}; {c['sync_ms']:.2f} ms in them)"
+                      if n not in ("syncs", "sync_ms") and abs(v) >= 0.005)
+    return (f"{c['syncs']:.2f} syncs ({files + '; ' if files else ''}"
+            f"{c['sync_ms']:.2f} ms in them)")
 
 
 def report(timing: dict[str, dict[str, float]], counts: dict[str, dict[str, float]],
@@ -613,6 +948,41 @@ def report(timing: dict[str, dict[str, float]], counts: dict[str, dict[str, floa
               + f" | {row['l_wall'] / row['s_wall']:.2f} | {_commits(k, c)} |")
 
 
+def report_floors(per_round: Rounds, turns: int, long: int) -> None:
+    """phaseflow's turn over its floor's, per store: the ratio of each round (the two ran
+    in the same round, seconds apart), median and range of the rounds."""
+    pairs = [(pf, fl) for pf, fl in FLOORS.items() if pf in per_round and fl in per_round]
+    if not pairs:
+        return
+    print(f"\nphaseflow's turn / its floor (the same durable transactions alone), wall, per "
+          f"round; target <= {FLOOR_TARGET}")
+    mem = per_round.get("pf-memory")
+    print(f"| store | floor at {turns} | ratio at {turns} (min-max) | floor after {long} | "
+          f"ratio after {long} (min-max) | CPU ratio at {turns} | after {long} | "
+          f"/ (floor + in-memory turn) at {turns} | after {long} | phaseflow - floor, wall "
+          f"at {turns} | after {long} |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for pf, fl in pairs:
+        cells, cpu, rest, extra = [], [], [], []
+        for phase in ("s", "l"):
+            a, b = per_round[pf][phase], per_round[fl][phase]
+            extra.append(statistics.median(x[1] - y[1] for x, y in zip(a, b, strict=True)))
+            ratios = [x[1] / y[1] for x, y in zip(a, b, strict=True)]
+            cpu.append(statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True)))
+            floor = statistics.median(y[1] for y in b)
+            cells.append(f"{floor * 1e3:.2f} ms | **{statistics.median(ratios):.2f}** "
+                         f"({min(ratios):.2f}-{max(ratios):.2f})")
+            if mem is None:
+                rest.append("-")
+            else:
+                left = statistics.median(x[1] / (y[1] + m[1])
+                                         for x, y, m in zip(a, b, mem[phase], strict=True))
+                rest.append(f"{left:.2f}")
+        print(f"| {VARIANTS[pf][0]} | {cells[0]} | {cells[1]} | {cpu[0]:.2f} | {cpu[1]:.2f} | "
+              f"{rest[0]} | {rest[1]} | {extra[0] * 1e3:.2f} ms | {extra[1] * 1e3:.2f} ms |",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--rounds", type=int, default=5)
@@ -633,21 +1003,31 @@ def main() -> None:
     parser.add_argument("--cid", help=argparse.SUPPRESS)
     parser.add_argument("--warm", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-turns", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--shapes", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(child(args.child, args.where, args.cid, args.warm, args.child_turns))
+        asyncio.run(child(args.child, args.where, args.cid, args.warm, args.child_turns,
+                          args.shapes))
         return
     places = make_places(not args.no_postgres)
     keys = [k for k in (args.only.split(",") if args.only else VARIANTS)
-            if VARIANTS[k][1] == "sqlite" or places.cluster is not None]
+            if VARIANTS[k][1] != "postgres" or places.cluster is not None]
     try:
         timing: dict[str, dict[str, float]] = {}
+        per_round: Rounds = {}
         counts: dict[str, dict[str, float]] = {}
+        n = max(args.long + args.rounds * args.turns, args.warm + args.count_turns) + 1
+        SHAPES[:] = asyncio.run(probe(places.tmp / "probe.db", n))
+        SHAPES_FILE[:] = [places.tmp / "shapes.json"]
+        save_shapes(SHAPES, SHAPES_FILE[0])
+        describe_shapes(SHAPES, (0, 1, 10, args.long))
         if not args.skip_counts:
             counts = count_commits(places, keys, args.count_turns, args.warm)
         if not args.skip_timing:
-            timing = asyncio.run(run_timing(places, keys, args.rounds, args.turns, args.long))
+            timing, per_round = asyncio.run(run_timing(places, keys, args.rounds, args.turns,
+                                                       args.long))
         report(timing, counts, args.turns, args.long, args.rounds)
+        report_floors(per_round, args.turns, args.long)
         if args.paired:
             asyncio.run(run_paired(places, keys, args.rounds, args.turns, args.long))
         if args.profile:
