@@ -59,11 +59,9 @@ tools:
   finish: {writes: [done]}
 phases:
   a:
+    # no hook: b's boundaries are quiet (committed with their group's results), a's not
     goal: Work in a.
     tools: [work, safe, pay, finish]
-    on_enter:
-      - call: entered
-        with: {phase: a}
     transitions:
       - to: end
         when: state.done
