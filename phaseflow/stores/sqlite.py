@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -115,18 +116,32 @@ class SQLiteStore:
             try:
                 conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
                                        check_same_thread=False)
-                # Switching the journal takes the database's lock without waiting for it:
-                # only a file not in WAL yet is switched (another connection may be
-                # committing to one that is).
-                mode = conn.execute("PRAGMA journal_mode").fetchone()
-                if mode is None or str(mode[0]).lower() != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
+                self._use_wal(conn)
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 self._open_schema(conn)
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: cannot open the session store: {exc}") from None
             self._conn = conn
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Put the file in WAL mode. Switching the journal takes the database's lock
+        without waiting for it (SQLite's busy timeout does not apply), so only a file not
+        in WAL yet is switched (another connection may be committing to one that is),
+        and a switch that finds the lock taken (several connections opening a new file
+        at once) is tried again until the store's timeout."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is not None and str(mode[0]).lower() == "wal":
+                return
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.005)
 
     def _open_schema(self, conn: sqlite3.Connection) -> None:
         known = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND"
@@ -384,16 +399,16 @@ class SQLiteStore:
         def _take(conn: sqlite3.Connection) -> Lease | None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
-                                   " WHERE id = ?", (session_id,)).fetchone()
+                row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch, version"
+                                   " FROM sessions WHERE id = ?", (session_id,)).fetchone()
                 if row is None:
                     conn.execute(
                         "INSERT INTO sessions (id, workflow, workflow_hash, version, status,"
                         " phase, turn, snapshot, message_count, mark_count, event_count,"
                         " created_at, updated_at) VALUES (?, '', '', 0, 'new', '', 0, '{}',"
                         " 0, 0, 0, ?, ?)", (session_id, now, now))
-                    row = (None, None, 0)
-                holder, expires, epoch = row
+                    row = (None, None, 0, 0)
+                holder, expires, epoch, version = row
                 live = holder is not None and expires is not None and expires > now
                 replaced = replacing is not None and (holder, epoch) == (replacing.owner,
                                                                          replacing.epoch)
@@ -409,7 +424,7 @@ class SQLiteStore:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            return Lease(session_id, owner, epoch, now + ttl)
+            return Lease(session_id, owner, epoch, now + ttl, int(version))
         return await self._run(take)
 
     def _restore_sync(self, conn: sqlite3.Connection) -> None:
