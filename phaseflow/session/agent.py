@@ -435,7 +435,7 @@ class Session:
         store = self._agent.store
         self._running = True
         try:
-            await self._refresh()
+            await self._refresh(lease.version)
             self._runner.lease = lease
             self._runner.released = False
             self._runner.release_at_end = True
@@ -485,11 +485,14 @@ class Session:
         idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
         return Resume(self._runner.view(), idempotent)
 
-    async def _refresh(self) -> None:
+    async def _refresh(self, stored: int = -1) -> None:
         """Another worker may have committed since this object last did: reopen from the
-        store (cheap when nothing changed: one version read)."""
+        store. ``stored``: the version the lease was taken at (read in the same
+        transaction); -1 when not known, then it is read (one cheap read)."""
         store = self._agent.store
-        if await store.version(self.id) == self._runner.version:
+        if stored < 0:
+            stored = await store.version(self.id)
+        if stored == self._runner.version:
             return
         record = await store.load(self.id)
         if record is not None:

@@ -49,6 +49,10 @@ class Lease:
     owner: str
     epoch: int
     expires: float
+    #: the session's stored version when ``acquire`` took the lease (0: never committed;
+    #: -1: not known), so the worker knows without another read whether someone else
+    #: committed since it last looked
+    version: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

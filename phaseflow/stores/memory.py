@@ -116,13 +116,13 @@ class MemoryStore:
             entry = self._sessions[session_id] = _Entry(None)
         held = entry.lease
         if held is not None and held.owner == owner and held.expires > now and not force:
-            entry.lease = Lease(session_id, owner, held.epoch, now + ttl)
+            entry.lease = Lease(session_id, owner, held.epoch, now + ttl, _version(entry))
             return entry.lease
         if held is not None and held.expires > now and not force and not _same(held,
                                                                                 replacing):
             return None
         entry.epoch += 1
-        entry.lease = Lease(session_id, owner, entry.epoch, now + ttl)
+        entry.lease = Lease(session_id, owner, entry.epoch, now + ttl, _version(entry))
         return entry.lease
 
     async def release(self, lease: Lease) -> None:
@@ -161,3 +161,7 @@ def _same(held: Lease, replacing: Lease | None) -> bool:
     """``held`` is the lease a worker asked to replace (same holder, same epoch)."""
     return replacing is not None and (held.owner, held.epoch) == (replacing.owner,
                                                                   replacing.epoch)
+
+
+def _version(entry: _Entry) -> int:
+    return 0 if entry.record is None else entry.record.version

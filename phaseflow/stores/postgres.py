@@ -443,13 +443,13 @@ class PostgresStore:
                 " turn, snapshot, message_count, mark_count, event_count, created_at,"
                 " updated_at) VALUES (%s, '', '', 0, 'new', '', 0, '{}', 0, 0, 0, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING", (session_id, now, now))
-            cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch"
+            cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch, version"
                                      " FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
             row = await cur.fetchone()
             if row is None:  # deleted between the two statements
                 raise StoreConflict(f"session {session_id!r} was deleted while its lease "
                                     "was being taken")
-            holder, expires, epoch = row
+            holder, expires, epoch, version = row
             live = holder is not None and expires is not None and expires > now
             replaced = replacing is not None and (holder, epoch) == (replacing.owner,
                                                                      replacing.epoch)
@@ -460,7 +460,7 @@ class PostgresStore:
             await conn.execute("UPDATE sessions SET lease_owner = %s, lease_expires = %s,"
                                " lease_epoch = %s WHERE id = %s",
                                (owner, now + ttl, epoch, session_id))
-            return Lease(session_id, owner, epoch, now + ttl)
+            return Lease(session_id, owner, epoch, now + ttl, int(version))
         return await self._run(take, transaction=True)
 
     async def release(self, lease: Lease) -> None:

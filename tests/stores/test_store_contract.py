@@ -199,6 +199,21 @@ def test_leases_renew_expire_and_fence(store: Backend) -> None:
     store.run(body)
 
 
+def test_a_lease_says_the_version_it_was_taken_at(store: Backend) -> None:
+    async def body() -> None:
+        s = await store.open()
+        first = await s.acquire("v", "A", ttl=10, now=1)
+        assert first is not None and first.version == 0  # never committed
+        record = await seed(s, "v")
+        await s.commit(renumber(record, 2), [], expected_version=1, lease=first)
+        await s.release(first)
+        again = await s.acquire("v", "B", ttl=10, now=2)
+        assert again is not None and again.version == 2
+        renewed = await s.acquire("v", "B", ttl=10, now=3)
+        assert renewed is not None and renewed.version == 2
+    store.run(body)
+
+
 def test_a_lease_known_to_be_gone_is_replaced_once(store: Backend) -> None:
     async def body() -> None:
         s = await store.open()
