@@ -16,7 +16,7 @@ from typing import Any
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
-from phaseflow.testing.values import Bad, BaseReader, Spot, Step, key_spots, spot_of
+from phaseflow.testing.values import Bad, BaseReader, Spot, Step, spot_of
 
 __all__ = [
     "CONVERSATION_EXPECT_KEYS",
@@ -258,15 +258,9 @@ class _Steps:
                 checks[key] = reader.string(node, "approval")
                 spots["approval"] = spot_of(node)
         elif key in ("offered", "called", "navigation"):
-            named = reader.named(node, key)
-            checks[key] = [name for name, _ in named]
-            spots.update((f"{key}:{name}", spot) for name, spot in named)
+            reader.names_check(key, node, checks, spots)
         elif key == "state":
-            value = to_python(node)
-            if not isinstance(value, dict):
-                raise self.fail(node, "expect state must be a mapping")
-            checks[key] = value
-            spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
+            reader.state_check(node, checks, spots)
         elif key == "results":
             checks[key] = self.results(node)
 

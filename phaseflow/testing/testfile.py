@@ -232,15 +232,9 @@ class _Reader(BaseReader):
                 elif key == "tools" and isinstance(node, Scalar) and node.value == "all":
                     checks[key] = "all"
                 elif key in ("tools", "needs", "missing", "called", "history", "navigation"):
-                    named = self.named(node, key)
-                    checks[key] = [name for name, _ in named]
-                    spots.update((f"{key}:{name}", spot) for name, spot in named)
+                    self.names_check(key, node, checks, spots)
                 elif key == "state":
-                    value = to_python(node)
-                    if not isinstance(value, dict):
-                        raise self.fail(node, "expect state must be a mapping")
-                    checks[key] = value
-                    spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
+                    self.state_check(node, checks, spots)
             except Bad:
                 continue
         return checks, spots

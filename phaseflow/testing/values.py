@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.schema import entries
-from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence
+from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
 
 
 class Spot(NamedTuple):
@@ -117,4 +117,21 @@ class BaseReader:
         if not isinstance(node, Sequence):
             raise self.fail(node, f"{what} must be a list of names")
         return [(self.string(item, f"an item of {what}"), spot_of(item)) for item in node.items]
+
+    def names_check(self, key: str, node: Node, checks: dict[str, Any],
+                    spots: dict[str, Spot]) -> None:
+        """An ``expect`` check that lists names (``called``, ``navigation``, ...), each
+        name's place kept as ``KEY:NAME``: the one reading of machine and conversation
+        scenarios."""
+        named = self.named(node, key)
+        checks[key] = [name for name, _ in named]
+        spots.update((f"{key}:{name}", spot) for name, spot in named)
+
+    def state_check(self, node: Node, checks: dict[str, Any], spots: dict[str, Spot]) -> None:
+        """An ``expect``'s ``state``: a mapping, each key's place kept as ``state:KEY``."""
+        value = to_python(node)
+        if not isinstance(value, dict):
+            raise self.fail(node, "expect state must be a mapping")
+        checks["state"] = value
+        spots.update((f"state:{k}", s) for k, s in key_spots(node).items())
 
