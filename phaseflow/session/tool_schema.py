@@ -46,7 +46,7 @@ from typing import Any
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr.jsonvalue import check_json
-from phaseflow.session.arguments import compile_validator
+from phaseflow.session.arguments import compile_validator, json_type
 
 __all__ = [
     "CONTEXT_MARKER",
@@ -691,29 +691,17 @@ def _is_pydantic(cls: type) -> bool:
 
 def _with_type(schema: dict[str, Any], values: list[Any]) -> dict[str, Any]:
     """``enum`` with its ``type`` when the values share one (providers like to see it)."""
-    names = {_json_name(v) for v in values}
+    names = {json_type(v) for v in values}
     if len(names) == 1:
         (name,) = names
         return {"type": name, **schema}
     return schema
 
 
-def _json_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    return "string"
-
-
 def _key(value: Any) -> tuple[str, Any]:
     """A lookup key that keeps ``True`` apart from ``1`` (and ``1`` together with ``1.0``,
     as JSON does)."""
-    name = _json_name(value)
+    name = json_type(value)
     return ("number" if name == "integer" else name, value)
 
 
