@@ -13,12 +13,11 @@ from phaseflow.session.agent import Session
 from phaseflow.session.provider import ProviderRequest
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import Workflow
-from phaseflow.testing.matching import subset
+from phaseflow.testing.matching import state_problems
 from phaseflow.turn.messages import AssistantMessage, TextPart
 
 __all__ = ["Seen", "check"]
 
-_ABSENT = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +50,7 @@ def _phase(expected: Any, seen: Seen) -> str | None:
 
 
 def _state(expected: Any, seen: Seen) -> str | None:
-    state = _plain(seen.session.state)
-    problems = []
-    for name, value in expected.items():
-        actual = state.get(name, _ABSENT)
-        if value is None:
-            if actual is not _ABSENT and actual is not None:
-                problems.append(f"state.{name}: expected absent, found {actual!r}")
-        elif actual is _ABSENT or not subset(value, actual):
-            shown = "absent" if actual is _ABSENT else repr(actual)
-            problems.append(f"state.{name}: expected {value!r}, found {shown}")
-    return "\n  ".join(problems) or None
+    return "\n  ".join(state_problems(expected, _plain(seen.session.state))) or None
 
 
 def _offered(expected: Any, seen: Seen) -> str | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+_ABSENT = object()
 
 
 def subset(expected: Any, found: Any) -> bool:
@@ -20,3 +23,19 @@ def subset(expected: Any, found: Any) -> bool:
         and not isinstance(found, bool)
         and expected == found
     )
+
+
+def state_problems(expected: Mapping[str, Any], state: Mapping[str, Any]) -> list[str]:
+    """How ``state`` differs from an ``expect``'s ``state`` (a subset; ``null`` for a key
+    that must be absent), one line a key: the one rule of machine and conversation
+    scenarios."""
+    problems = []
+    for name, value in expected.items():
+        actual = state.get(name, _ABSENT)
+        if value is None:
+            if actual is not _ABSENT and actual is not None:
+                problems.append(f"state.{name}: expected absent, found {actual!r}")
+        elif actual is _ABSENT or not subset(value, actual):
+            shown = "absent" if actual is _ABSENT else repr(actual)
+            problems.append(f"state.{name}: expected {value!r}, found {shown}")
+    return problems

@@ -14,10 +14,8 @@ from phaseflow.spec.model import Workflow
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.crosscheck import call_names, check_against
-from phaseflow.testing.matching import subset as _subset
+from phaseflow.testing.matching import state_problems
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
-
-_ABSENT = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,14 +194,7 @@ class _Run:
                     shown = "all" if tools is None else _show(sorted(tools))
                     problems.append(f"tools: expected {_show(sorted(expected))}, found {shown}")
             elif key == "state":
-                for name, value in expected.items():
-                    actual = self.state.get(name, _ABSENT)
-                    if value is None:
-                        if actual is not _ABSENT and actual is not None:
-                            problems.append(f"state.{name}: expected absent, found {actual!r}")
-                    elif actual is _ABSENT or not _subset(value, actual):
-                        shown = "absent" if actual is _ABSENT else repr(actual)
-                        problems.append(f"state.{name}: expected {value!r}, found {shown}")
+                problems.extend(state_problems(expected, self.state))
             elif key == "needs":
                 still = [k for k in (phase.needs if phase else ()) if self.state.get(k) is None]
                 if sorted(still) != sorted(expected):
