@@ -466,15 +466,18 @@ def test_a_seeded_state_of_the_wrong_type_fails_where_the_key_is_written(
                            "'the conversation' state: initial state key 'customer_id':"), text
 
 
+#: the shop with a time-based move: five minutes in ``ask`` without progress hand over
+TIMED = WORKFLOW.replace(
+    "        description: The customer asks for a human\n",
+    "        description: The customer asks for a human\n"
+    "      - to: human\n"
+    "        when: seconds_in_phase >= 300\n"
+    "        description: Nobody answered for five minutes\n")
+assert TIMED != WORKFLOW
+
+
 def test_wait_moves_the_phase_clock_so_a_time_based_transition_fires(
         tmp_path: Path) -> None:
-    timed = WORKFLOW.replace(
-        "        description: The customer asks for a human\n",
-        "        description: The customer asks for a human\n"
-        "      - to: human\n"
-        "        when: seconds_in_phase >= 300\n"
-        "        description: Nobody answered for five minutes\n")
-    assert timed != WORKFLOW
     result = conversation(tmp_path, """
         - user: hi
         - model: Who are you?
@@ -489,7 +492,7 @@ def test_wait_moves_the_phase_clock_so_a_time_based_transition_fires(
         - expect: {phase: human, status: running}
         - model: A colleague takes over.
         - expect: {phase: human, status: finished}
-    """, workflow=timed)
+    """, workflow=TIMED)
     _passes(result)
     assert result.coverage is not None and ("ask", 2) in result.coverage.seen_transitions
 
@@ -497,12 +500,6 @@ def test_wait_moves_the_phase_clock_so_a_time_based_transition_fires(
 def test_time_waited_before_a_crash_still_counts_after_it(tmp_path: Path) -> None:
     # A reopened session adds the time it spent stored (since its last commit) to the
     # time in phase, as a worker restarted after a crash does.
-    timed = WORKFLOW.replace(
-        "        description: The customer asks for a human\n",
-        "        description: The customer asks for a human\n"
-        "      - to: human\n"
-        "        when: seconds_in_phase >= 300\n"
-        "        description: Nobody answered for five minutes\n")
     result = conversation(tmp_path, """
         - user: hi
         - model: Who are you?
@@ -517,7 +514,7 @@ def test_time_waited_before_a_crash_still_counts_after_it(tmp_path: Path) -> Non
         - model: Handing you over.
         - model: A colleague takes over.
         - expect: {phase: human, status: finished}
-    """, workflow=timed)
+    """, workflow=TIMED)
     _passes(result)
 
 
