@@ -9,6 +9,11 @@ name usually in the first); arguments are passed on as they come.
 The SDK's own retries are off (``max_retries=0``): retrying is the session's decision, so
 every failure is a :class:`~phaseflow.session.provider.ProviderFailure` value saying
 whether a retry may help. Nothing raises out of :meth:`OpenAIProvider.stream`.
+
+Settings are checked when the provider is built (:mod:`phaseflow.providers.settings`): a
+key that cannot be a header or a base URL without a scheme is a ``ConfigError`` naming
+the setting, never a failure retried at every request. A failure's message names the
+server (without credentials) and never holds the key: it is redacted at this boundary.
 """
 
 from __future__ import annotations
@@ -19,13 +24,22 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
 from phaseflow.errors import ConfigError
 from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
+from phaseflow.providers.settings import (
+    check_base_url,
+    check_header,
+    check_max_tokens,
+    check_timeout,
+    redact,
+    shown_url,
+    url_secrets,
+)
 from phaseflow.providers.wire_names import WireNames
 from phaseflow.session.provider import (
     ProviderEvent,
@@ -48,6 +62,12 @@ __all__ = ["OpenAIProvider"]
 
 #: A local server (vLLM, llama.cpp, Ollama) needs no key, but the SDK insists on one.
 PLACEHOLDER_KEY = "not-needed"
+
+#: the server the SDK talks to when no base URL is given
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+#: the SDK's environment variables that become headers (besides the key), checked too
+_HEADER_VARIABLES = ("OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
 
 _STOPS: dict[str, StopKind] = {
     "stop": "end_turn",
@@ -91,10 +111,12 @@ def _server_message(error: Any) -> str:
     return str(getattr(error, "message", None) or error)
 
 
-def failure_of(error: BaseException) -> ProviderFailure:
-    """An SDK (or transport) exception as a failure value."""
+def failure_of(error: BaseException, server: str | None = None) -> ProviderFailure:
+    """An SDK (or transport) exception as a failure value; ``server``: the base URL to
+    name in a connection failure or a timeout (shown without credentials)."""
     import openai
 
+    at = f" at {shown_url(server)}" if server else ""
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         retryable = status in (408, 429) or status >= 500
@@ -105,12 +127,13 @@ def failure_of(error: BaseException) -> ProviderFailure:
             status=status,
         )
     if isinstance(error, openai.APITimeoutError):
-        return ProviderFailure("the request to the model server timed out", retryable=True)
+        return ProviderFailure(f"the request to the model server{at} timed out",
+                               retryable=True)
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__
         detail = f": {cause}" if cause is not None and str(cause) else ""
         return ProviderFailure(
-            f"the connection to the model server failed{detail}", retryable=True
+            f"the connection to the model server{at} failed{detail}", retryable=True
         )
     if isinstance(error, openai.APIError):  # an error event inside the stream
         return ProviderFailure(f"the server reported an error: {_server_message(error)}")
@@ -227,15 +250,28 @@ class _Reader:
 class OpenAIProvider:
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
-    ``model`` is the model asked for when the request names none (a request's non-empty
-    ``model`` wins). ``base_url`` and ``api_key`` default to the SDK's environment
-    variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``); with a base URL and no key, a
-    placeholder key is sent, so local servers work. ``client`` is a ready ``AsyncOpenAI``
-    (used as it is: its own retry setting applies). ``extra`` goes into every request
-    (``top_p``, ``seed``, ``reasoning_effort``, ``extra_body``...).
-    ``include_usage=False`` for servers that reject ``stream_options``;
-    ``max_tokens_field="max_tokens"`` for servers that do not know
-    ``max_completion_tokens``.
+    - ``model``: the model asked for when the request names none (a request's non-empty
+      ``model`` wins).
+    - ``base_url``, ``api_key``: default to the SDK's environment variables
+      (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``); with a base URL and no key, a
+      placeholder key is sent, so local servers work. Checked here: a key must be one
+      word of visible ASCII (a trailing line break is refused, not stripped), a base URL
+      ``http(s)://HOST...``; a :class:`ConfigError` names the setting, never the key.
+    - ``client``: a ready ``AsyncOpenAI``, used as it is (its own retry setting, key
+      and URL apply; its key is still redacted from failures).
+    - ``timeout``: seconds for one request (default 120).
+    - ``max_tokens``: the most tokens a reply may have, sent when the request sets no
+      limit of its own (``ProviderRequest.max_output_tokens`` wins); ``None`` (default):
+      the server's own limit. A reply cut there ends with stop ``max_tokens``.
+    - ``max_tokens_field``: the request field the limit goes in:
+      ``"max_completion_tokens"`` (default, the hosted API's) or ``"max_tokens"`` (for
+      servers that do not know the former).
+    - ``include_usage``: ask for token counts (``stream_options``); ``False`` for
+      servers that reject it.
+    - ``**extra``: goes into every request (``top_p``, ``seed``, ``reasoning_effort``,
+      ``extra_body``, ``extra_headers``...); what the adapter sets itself (``model``,
+      ``messages``, ``tools``, ``tool_choice``, ``stream``, ``stream_options``) cannot
+      be given.
     """
 
     def __init__(
@@ -246,6 +282,7 @@ class OpenAIProvider:
         api_key: str | None = None,
         client: AsyncOpenAI | None = None,
         timeout: float = 120.0,
+        max_tokens: int | None = None,
         include_usage: bool = True,
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
         **extra: Any,
@@ -260,7 +297,12 @@ class OpenAIProvider:
         if clash:
             raise ConfigError(f"OpenAIProvider: {clash[0]!r} is set by the adapter, not by "
                               "an extra parameter")
+        if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
+            raise ConfigError("max_tokens_field: expected 'max_completion_tokens' or "
+                              f"'max_tokens', got {max_tokens_field!r}")
         self.model = model
+        #: the limit sent when a request has none (see the class docstring)
+        self.max_tokens = check_max_tokens(max_tokens, "max_tokens")
         self.include_usage = include_usage
         self.max_tokens_field = max_tokens_field
         self.extra = dict(extra)
@@ -268,23 +310,31 @@ class OpenAIProvider:
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, AsyncOpenAI]] = {}
         self._options: dict[str, Any] = {}
         if client is None:
-            base = base_url or os.environ.get("OPENAI_BASE_URL") or None
-            key = api_key or os.environ.get("OPENAI_API_KEY") or None
-            if key is None:
-                if base is None:
-                    raise ConfigError(
-                        "OpenAIProvider needs an API key: pass api_key= or set "
-                        "OPENAI_API_KEY (a local server given by base_url= or "
-                        "OPENAI_BASE_URL needs none)"
-                    )
-                key = PLACEHOLDER_KEY
-            self._options = {
-                "api_key": key, "base_url": base, "timeout": timeout, "max_retries": 0,
-            }
+            self._options = _client_options(base_url, api_key,
+                                            check_timeout(timeout, "timeout"))
+            server = self._options["base_url"]
+        else:
+            given_key = getattr(client, "api_key", None)
+            self._options = {"api_key": given_key if isinstance(given_key, str) else None}
+            server = str(getattr(client, "base_url", "") or "") or None
+        #: the server named in failures
+        self.server = shown_url(server or DEFAULT_BASE_URL)
+        self._secrets = tuple(s for s in (self._options.get("api_key"), *url_secrets(server))
+                              if s and s != PLACEHOLDER_KEY)
 
     def __repr__(self) -> str:  # never the key
         base = self._options.get("base_url") if self._given is None else "<given client>"
-        return f"OpenAIProvider(model={self.model!r}, base_url={base!r})"
+        shown = shown_url(base) if base else base
+        return f"OpenAIProvider(model={self.model!r}, base_url={shown!r})"
+
+    def redact(self, text: str) -> str:
+        """``text`` without this provider's secrets (the key, a password or query in the
+        base URL): every failure leaving :meth:`stream` goes through it."""
+        return redact(text, self._secrets)
+
+    def _failure(self, failure: ProviderFailure) -> ProviderFailure:
+        message = self.redact(failure.message)
+        return failure if message == failure.message else replace(failure, message=message)
 
     def _client(self) -> AsyncOpenAI:
         """The SDK client of the running event loop: an HTTP connection pool belongs to
@@ -315,8 +365,10 @@ class OpenAIProvider:
         if request.tools:
             params["tools"] = request_tools(request, names)
             params["tool_choice"] = request.tool_choice
-        if request.max_output_tokens is not None:
-            params[self.max_tokens_field] = request.max_output_tokens
+        limit = (request.max_output_tokens if request.max_output_tokens is not None
+                 else self.max_tokens)
+        if limit is not None:
+            params[self.max_tokens_field] = limit
         if request.temperature is not None:
             params["temperature"] = request.temperature
         headers = dict(params.pop("extra_headers", None) or {})
@@ -326,6 +378,10 @@ class OpenAIProvider:
         return params
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        async for event in self._stream(request):
+            yield self._failure(event) if isinstance(event, ProviderFailure) else event
+
+    async def _stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         if not (request.model or self.model):
             yield ProviderFailure("OpenAIProvider: no model: give one to the provider or "
                                   "the request")
@@ -336,7 +392,7 @@ class OpenAIProvider:
             client = self._client()
             chunks = await client.chat.completions.create(**params)
         except Exception as error:  # every failure is a value (module docstring)
-            yield failure_of(error)
+            yield failure_of(error, self.server)
             return
         reader = _Reader(names, request.request_id)
         try:
@@ -345,7 +401,7 @@ class OpenAIProvider:
                     for event in reader.chunk(chunk):
                         yield event
             except Exception as error:
-                yield failure_of(error)
+                yield failure_of(error, self.server)
                 return
             for event in reader.end():
                 yield event
@@ -363,3 +419,36 @@ class OpenAIProvider:
         self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
         if held is not None and held[0] is loop:
             await held[1].close()
+
+
+def _client_options(base_url: str | None, api_key: str | None, timeout: float
+                    ) -> dict[str, Any]:
+    """The ``AsyncOpenAI`` arguments of the given settings and the SDK's environment
+    variables, each checked (a :class:`ConfigError` names the one that cannot work)."""
+    if base_url:
+        check_base_url(base_url, "base_url")
+        base: str | None = base_url
+    else:
+        base = os.environ.get("OPENAI_BASE_URL") or None
+        if base is not None:
+            check_base_url(base, "OPENAI_BASE_URL")
+    if api_key:
+        check_header(api_key, "api_key")
+        key: str | None = api_key
+    else:
+        key = os.environ.get("OPENAI_API_KEY") or None
+        if key is not None:
+            check_header(key, "OPENAI_API_KEY")
+    for variable in _HEADER_VARIABLES:
+        value = os.environ.get(variable)
+        if value:
+            check_header(value, variable)
+    if key is None:
+        if base is None:
+            raise ConfigError(
+                "OpenAIProvider needs an API key: pass api_key= or set "
+                "OPENAI_API_KEY (a local server given by base_url= or "
+                "OPENAI_BASE_URL needs none)"
+            )
+        key = PLACEHOLDER_KEY
+    return {"api_key": key, "base_url": base, "timeout": timeout, "max_retries": 0}

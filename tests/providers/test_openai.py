@@ -353,7 +353,8 @@ def test_no_server_listening_is_a_retryable_connection_failure() -> None:
     provider = OpenAIProvider("m", base_url=f"http://127.0.0.1:{port}/v1")
     failure = assemble(collect(provider, request(UserMessage("Hi"))))
     assert isinstance(failure, ProviderFailure) and failure.retryable
-    assert failure.message.startswith("the connection to the model server failed")
+    assert failure.message.startswith(
+        f"the connection to the model server at http://127.0.0.1:{port}/v1 failed")
 
 
 def test_a_timeout_is_retryable() -> None:
