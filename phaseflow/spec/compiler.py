@@ -297,15 +297,19 @@ class Compiler:
         )
 
     def parameters(self, tool: str, key: Scalar, node: Node) -> dict[str, Any] | None:
-        """A tool's ``parameters`` when it is a valid object schema; PF103 at the node a
+        """A tool's ``parameters`` when it is a valid object schema using only JSON
+        Schema's keywords; PF103 (invalid) or PF104 (unknown keyword) at the node a
         problem is about otherwise. The workflow schema already reported a non-mapping or
         a ``type`` other than ``object``; the meta-schema check (which imports jsonschema)
         runs only on what passed that."""
         schema = to_python(node)
         if not isinstance(schema, dict) or schema.get("type") != "object":
             return None
-        from phaseflow.spec.tool_parameters import parameter_problems
+        from phaseflow.spec.tool_parameters import parameter_problems, unknown_keywords
 
+        unknown = unknown_keywords(node, self.source_text)
+        for keyword_node, _, message in unknown:
+            self.report(keyword_node, "PF104", f"tool '{tool}': {message}")
         problems = parameter_problems(schema)
         for path, message in problems:
             at, _ = NodeLocator(node).find(list(path))
@@ -316,7 +320,7 @@ class Compiler:
                 f"tool '{tool}': parameters{f' at {where!r}' if where else ''} is not a valid "
                 f"JSON Schema: {message}",
             )
-        return None if problems else schema
+        return None if problems or unknown else schema
 
     def timeout(self, tool: str, node: Node | None) -> float | None:
         """A positive, finite number of seconds, or ``None``. The schema reports a

@@ -47,6 +47,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF407": ("warning", "a phase collects a key that a tool writes"),
     # Beyond the spec's table (documented in docs/validation.md):
     "PF405": ("error", "a call effect names no callable in the host's registry"),
+    "PF104": ("error", "a tool's parameters use a keyword JSON Schema does not have"),
 }
 
 

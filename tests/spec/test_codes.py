@@ -85,6 +85,9 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
       "did you mean 'string'?"]),
     ("pf103_tool_timeout.yaml", [("PF103", 5, 54)],
      ["tool 'find_order'", "timeout", "greater than 0"]),
+    ("pf104_unknown_keyword.yaml", [("PF104", 10, 77)],
+     ["tool 'lookup_customer'", "'properties.phone'", "unknown JSON Schema keyword 'E.164'",
+      "with no value", 'description: "The phone number on the account, E.164"']),
 ]
 
 
