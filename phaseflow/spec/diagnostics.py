@@ -48,6 +48,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     # Beyond the spec's table (documented in docs/validation.md):
     "PF405": ("error", "a call effect names no callable in the host's registry"),
     "PF104": ("error", "a tool's parameters use a keyword JSON Schema does not have"),
+    "PF408": ("error", "a catalogue tool has the name of a built-in tool"),
+    "PF409": ("error", "a phase's tools names a built-in tool"),
 }
 
 

@@ -1,13 +1,14 @@
-"""The reference checks (PF301, PF303, PF400-PF407): does every name a phase uses name
-something the workflow declares, can every required key be produced, and does the model
-collect only what no tool is meant to write?
+"""The reference checks (PF301, PF303, PF400-PF409): does every name a phase uses name
+something the workflow declares, can every required key be produced, does the model
+collect only what no tool is meant to write, and does no tool take a built-in's name?
 
 Each check is a function of the compiled workflow and its :class:`SourceMap` (for the
 positions) to a list of diagnostics; :func:`check_references` runs them in order, and
 :func:`check_registry` runs when the workflow is loaded with a registry of callables.
 The state-key warnings run only when the file declares ``state`` (the spec: declaring it
 switches them on), except PF406: a collected key needs a declared type, so it is an error
-with or without ``state``. The tool checks run only when there is a ``tools`` catalogue.
+with or without ``state``. The tool checks run only when there is a ``tools`` catalogue,
+except PF409: a phase's ``tools`` naming a built-in is a mistake with or without one.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from phaseflow.spec.builtin_tools import BUILTIN_TOOLS, GO_TO_PHASE, OFFERED_WHEN
 from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import Phase, Workflow
 from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
 from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
@@ -27,6 +29,8 @@ from phaseflow.spec.yamlnodes import Node, Scalar, Sequence, resolve_plain
 __all__ = [
     "REFERENCE_CHECKS",
     "TYPE_CHECKS",
+    "builtin_phase_tools",
+    "builtin_tool_names",
     "check_references",
     "check_registry",
     "collected_tool_writes",
@@ -77,7 +81,7 @@ def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
                     )
             elif tool_name in tools:
                 known.add(tool_name)
-            else:
+            elif tool_name not in BUILTIN_TOOLS:  # a built-in is PF409
                 hint = did_you_mean(tool_name, tools) or (
                     " (the catalogue has: " + ", ".join(sorted(tools)) + ")"
                     if 0 < len(tools) <= 12
@@ -89,6 +93,71 @@ def unknown_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
                     )
                 )
     return found
+
+
+def builtin_tool_names(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF408: a catalogue tool has the name of a built-in tool. The session offers its
+    own tool of that name, so the model would see two and the host's would never run;
+    reported at the tool's name in the catalogue."""
+    tools = workflow.tools
+    if not tools:
+        return []
+    found: list[Diagnostic] = []
+    for name in BUILTIN_TOOLS:
+        tool = tools.get(name)
+        if tool is None:
+            continue
+        line, column = (tool.position.line, tool.position.column) if tool.position else (1, 1)
+        found.append(
+            Diagnostic(
+                source.path,
+                line,
+                column,
+                "PF408",
+                f"tool '{name}' has the name of a built-in tool: the session offers its own "
+                f"'{name}' {OFFERED_WHEN[name]}, so the model would be offered two tools "
+                f"named '{name}' and this one would never run; rename it (a name may have "
+                f"a namespace, such as 'crm.{name}'), and the phases' 'tools' entries "
+                "that name it",
+            )
+        )
+    return found
+
+
+def builtin_phase_tools(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF409: a phase's ``tools`` names a built-in tool that the catalogue does not
+    define (one it defines is PF408). ``tools`` chooses among the host's tools; the
+    session offers a built-in whatever it lists, so the entry does nothing, and when the
+    phase gives no reason to offer the built-in (no ``model`` transition, no ``collect``)
+    the author expected a tool the model will never see."""
+    catalogue = workflow.tools
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for tool_name, node in nodes.tools:
+            if tool_name not in BUILTIN_TOOLS or (catalogue and tool_name in catalogue):
+                continue
+            phase = workflow.phases.get(name)
+            found.append(
+                source.diagnostic(
+                    node,
+                    "PF409",
+                    f"phase '{name}': '{tool_name}' is a built-in tool, which 'tools' does "
+                    f"not govern: the session offers it {OFFERED_WHEN[tool_name]}"
+                    f"{_builtin_hint(tool_name, phase)}; remove it from 'tools'",
+                )
+            )
+    return found
+
+
+def _builtin_hint(tool_name: str, phase: Phase | None) -> str:
+    """Why the model will never see ``tool_name`` in ``phase``, when it will not."""
+    if phase is None:
+        return ""
+    if tool_name == GO_TO_PHASE and not any(t.trigger == "model" for t in phase.transitions):
+        return " (this phase has none, so the model never sees it here)"
+    if tool_name != GO_TO_PHASE and not phase.collect:
+        return " (this phase collects nothing, so the model never sees it here)"
+    return ""
 
 
 def _producible(workflow: Workflow, source: SourceMap) -> set[str]:
@@ -323,6 +392,8 @@ def mistyped_sets(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
 #: The reference checks, in the order they run.
 REFERENCE_CHECKS: tuple[Callable[[Workflow, SourceMap], list[Diagnostic]], ...] = (
     unknown_tools,
+    builtin_tool_names,
+    builtin_phase_tools,
     unproducible_requires,
     undeclared_keys,
     undeclared_collect,

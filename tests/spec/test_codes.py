@@ -88,6 +88,11 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf104_unknown_keyword.yaml", [("PF104", 10, 77)],
      ["tool 'lookup_customer'", "'properties.phone'", "unknown JSON Schema keyword 'E.164'",
       "with no value", 'description: "The phone number on the account, E.164"']),
+    ("pf408_builtin_tool_name.yaml", [("PF408", 6, 3)],
+     ["tool 'record'", "name of a built-in tool", "would never run", "rename it"]),
+    ("pf409_builtin_in_phase_tools.yaml", [("PF409", 7, 30)],
+     ["phase 'start'", "'go_to_phase' is a built-in tool", "'model' transitions",
+      "this phase has none", "remove it from 'tools'"]),
 ]
 
 
