@@ -437,12 +437,23 @@ class Chat:
 
     def abandon(self) -> None:
         """Quit in the middle of a turn: the loop never runs again (a tool that blocks
-        would hold it), and what it leaves pending is not reported at exit."""
+        would hold it), and what it leaves pending is not reported at exit.
+
+        The turn's task is left suspended (in a tool's ``gather``, an ``asyncio.wait``),
+        and it is garbage in a reference cycle. Collected after the loop has closed, its
+        coroutines are closed and their ``finally`` blocks run without a loop (a lease
+        given back, a waiter cancelled): since Python 3.12 closing a coroutine closes the
+        async generators it awaits, and each failure is printed as ``Exception ignored
+        ... RuntimeError: Event loop is closed`` (or ``no running event loop``). So
+        every object alive now is frozen out of the collector (``gc.freeze``): the
+        process is leaving, and what the abandoned turn holds is never finalised."""
+        import gc
         import warnings
 
         self.abandoned = True
         self.loop.set_exception_handler(lambda loop, context: None)
         warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+        gc.freeze()
 
     async def _consume(self, stream: AsyncIterator[Event], outcome: _Outcome) -> None:
         from phaseflow.errors import PhaseflowError

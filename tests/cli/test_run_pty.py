@@ -179,6 +179,33 @@ def test_a_second_ctrl_c_quits_even_while_a_blocking_tool_runs(
     assert term.text.rstrip().endswith("[cancelling the turn; Ctrl-C again quits]")
 
 
+def test_quitting_in_the_middle_of_blocking_tools_leaves_nothing_behind(
+        tmp_path: Path, terminals: list[Terminal]) -> None:
+    # Quitting leaves the turn's task suspended (its other calls wait in a gather); on
+    # Python 3.12 and later, a suspended task collected after its loop has closed runs
+    # its coroutines' `finally` blocks without a loop, and each failure was printed as
+    # "Exception ignored ... RuntimeError: Event loop is closed" at every quit.
+    cwd = project(tmp_path, "- Hi.\n- calls: [{slow.block: {}}, {slow.block: {}}]\n"
+                            "- Done.\n")
+    term = Terminal(cwd, "desk.yaml", "--provider", "scripted:script.yaml", "--tools",
+                    "desk_tools:TOOLS", env=clean_env(NO_COLOR="1"))
+    terminals.append(term)
+    term.expect("you> ")
+    term.type("hello")  # a turn first: the session's store and lease are in use
+    term.expect("agent: Hi.")
+    term.expect("you> ")
+    term.type("block")
+    term.expect("  > slow.block {}")
+    term.interrupt()
+    term.expect("cancelling the turn")
+    term.interrupt()
+    term.proc.wait(timeout=10)
+    assert term.finish() == 130
+    for noise in ("Exception ignored", "Event loop is closed", "no running event loop",
+                  "Traceback", "Task was destroyed"):
+        assert noise not in term.text, term.text
+
+
 def test_end_of_input_at_the_prompt_ends_the_chat(tmp_path: Path,
                                                   terminals: list[Terminal]) -> None:
     cwd = project(tmp_path, "- Hello.\n")
