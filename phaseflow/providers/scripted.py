@@ -25,7 +25,7 @@ conversation and the same in every run.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,9 +179,18 @@ def _script(
 ) -> tuple[tuple[ScriptedReply, ...], tuple[ProviderFailure, ...]]:
     """The replies of a script (failures attached to the reply after them), and the
     failures written after the last reply (yielded to requests beyond the script)."""
+    replies, trailing, _ = _script_entries(entries)
+    return replies, trailing
+
+
+def _script_entries(
+    entries: Sequence[object],
+) -> tuple[tuple[ScriptedReply, ...], tuple[ProviderFailure, ...], tuple[int, ...]]:
+    """:func:`_script`, and the index in ``entries`` of each reply."""
     if isinstance(entries, str | bytes) or not isinstance(entries, Sequence):
         raise _Bad(f"a script must be a list of replies, not {_describe(entries)}", ())
     replies: list[ScriptedReply] = []
+    positions: list[int] = []
     pending: list[ProviderFailure] = []
     for index, entry in enumerate(entries):
         if isinstance(entry, ProviderFailure):
@@ -193,8 +202,9 @@ def _script(
             reply = _reply(entry, len(replies) + 1, (index,))
             replies.append(ScriptedReply(reply.text, reply.calls, reply.reasoning,
                                          tuple(pending)))
+            positions.append(index)
             pending = []
-    return tuple(replies), tuple(pending)
+    return tuple(replies), tuple(pending), tuple(positions)
 
 
 def _where(path: tuple[int | str, ...]) -> str:
@@ -244,6 +254,8 @@ class ScriptedProvider:
         self.requests: list[ProviderRequest] = []
         self._failed: set[tuple[int, int]] = set()  # (reply index, failure index) yielded
         self._furthest = 0  # the highest reply number a request asked for
+        #: where a call is written: (reply number, call index) -> "FILE:LINE" (from_file)
+        self._where: dict[tuple[int, int], str] = {}
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedProvider:
@@ -272,17 +284,38 @@ class ScriptedProvider:
         if data is None:
             data = []
         try:
-            replies, trailing = _script(data)
+            replies, trailing, positions = _script_entries(data)
         except _Bad as bad:
             at = _line(node, bad.path) if node is not None else 1
             raise ConfigError(f"{path}:{at}: {_where(bad.path)}: {bad.message}") from None
         provider = cls()
         provider._replies, provider._trailing = replies, trailing
+        if node is not None:
+            for number, (reply, entry) in enumerate(zip(replies, positions, strict=True), 1):
+                for k, call in enumerate(reply.calls):
+                    written = _line(node, (entry, "calls", k, call[1]))
+                    provider._where[(number, k)] = f"{path}:{written}"
         return provider
 
     @property
     def replies(self) -> tuple[ScriptedReply, ...]:
         return self._replies
+
+    def unknown_tools(self, tools: Iterable[str]) -> tuple[tuple[str, str], ...]:
+        """``(where, name)`` for each scripted call of a tool not in ``tools`` (the names
+        a session knows: its workflow's tools and the built-ins): ``where`` is ``reply
+        N``, after ``FILE:LINE: `` for a script read from a file. A session refuses
+        such a call when its reply comes (which a script may mean, to test a model that
+        invents a tool); a typo is better named before (``phaseflow run`` warns, with a
+        "did you mean")."""
+        known = set(tools)
+        found: list[tuple[str, str]] = []
+        for number, reply in enumerate(self._replies, 1):
+            for k, (_, name, _arguments) in enumerate(reply.calls):
+                if name not in known:
+                    at = self._where.get((number, k))
+                    found.append((f"{at}: reply {number}" if at else f"reply {number}", name))
+        return tuple(found)
 
     def assert_complete(self) -> None:
         """Raise :class:`ScriptIncomplete` if some reply was never asked for.

@@ -202,3 +202,16 @@ def test_reply_n_answers_the_history_with_n_minus_1_assistant_messages(
         assert [(c[0], c[1]) for c in reply.calls] == [
             (f"call_{n + 1}_{k + 1}", name) for k, name in enumerate(written)]
         assert reply.stop == "tool_use"
+
+
+def test_calls_of_unknown_tools_are_named_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "script.yaml"
+    path.write_text("- Hello.\n- {error: busy, retryable: true}\n- calls:\n"
+                    "    - crm.lookup_custmer: {email: a}\n    - go_to_phase: {phase: x}\n"
+                    "- calls: [{record: {}}, {zzz: {}}]\n", encoding="utf-8")
+    known = ["crm.lookup_customer", "go_to_phase", "record"]
+    assert ScriptedProvider.from_file(path).unknown_tools(known) == (
+        (f"{path}:4: reply 2", "crm.lookup_custmer"), (f"{path}:6: reply 3", "zzz"))
+    assert ScriptedProvider(SCRIPT).unknown_tools(["go_to_phase"]) == (
+        ("reply 1", "crm.lookup_customer"),)
+    assert ScriptedProvider(SCRIPT).unknown_tools(known) == ()
