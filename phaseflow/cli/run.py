@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", metavar="URL",
                         help="the server of --provider openai (default: OPENAI_BASE_URL or "
                         "the hosted API)")
+    parser.add_argument("--max-tokens", metavar="N",
+                        help="the most tokens one model reply may have (--provider openai; "
+                        "a scripted model's replies are written in advance: ignored)")
     parser.add_argument("--system", metavar="TEXT", default="",
                         help="the host's system text, before the phase's instructions")
     parser.add_argument("--session", metavar="ID",
@@ -68,6 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where sessions are kept: a SQLite file (default: "
                         "phaseflow-sessions.db in the current folder), a postgresql:// URL, "
                         "or 'memory' (nothing kept after the process ends)")
+    parser.add_argument("--lease", metavar="SECONDS",
+                        help="how long this process holds the session's turn before it "
+                        "must renew it (default 30; a turn left by a killed process on "
+                        "another machine is taken over once it expires)")
     parser.add_argument(
         "-m", "--message", action="append", metavar="TEXT",
         help="send TEXT as one turn and exit when every --message is done (repeatable: "
@@ -93,17 +100,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import os
+
     from phaseflow.cli.common import load_or_report
-    from phaseflow.errors import PhaseflowError
+    from phaseflow.cli.stores import DEFAULT_STORE, open_store
+    from phaseflow.errors import ConfigError, PhaseflowError
 
-    _provider_choice(args)
-    from phaseflow.cli.stores import open_store
-    from phaseflow.errors import ConfigError
-
+    kind, _ = _provider_choice(args)
+    max_tokens = _positive_integer(args.max_tokens, "--max-tokens")
+    lease = _seconds(args.lease, "--lease")
+    if kind == "openai" and args.base_url is not None:
+        _check(args.base_url)
     try:
         store = open_store(args.store)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
+    #: the store file this run creates when no --store is given, said once it exists
+    new_store = (os.path.abspath(DEFAULT_STORE)
+                 if args.store is None and not os.path.exists(DEFAULT_STORE) else None)
     workflow = load_or_report(args.workflow, "run")
     if isinstance(workflow, int):
         return 2  # what is wrong with it is printed
@@ -111,20 +125,26 @@ def _run(args: argparse.Namespace) -> int:
     if tools is not None:
         tools = _tool_list(tools, args.tools)
     hooks = _import_attr(args.hooks, "--hooks") if args.hooks else None
-    if hooks is not None and not isinstance(hooks, Mapping):
-        raise Misuse(f"--hooks {args.hooks}: expected a mapping from name to callable, got "
-                     f"{type(hooks).__name__}")
+    if hooks is not None:
+        hooks = _hook_mapping(hooks, args.hooks)
     provider = _provider(args)
+    if max_tokens is not None and kind == "openai":
+        from phaseflow.providers.openai import OpenAIProvider
+
+        if isinstance(provider, OpenAIProvider):
+            provider.max_tokens = max_tokens
     from phaseflow.session import Agent
 
+    options: dict[str, Any] = {} if lease is None else {"lease": lease}
     try:
         agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
-                      model=args.model, store=store)
+                      model=args.model, store=store, **options)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
     _warn_missing(agent, hooks or {})
+    _warn_script(agent, provider)
     loop = asyncio.new_event_loop()
-    chat = Chat(agent, loop, args)
+    chat = Chat(agent, loop, args, new_store=new_store)
     try:
         return chat.start()
     finally:
@@ -165,6 +185,42 @@ def _provider(args: argparse.Namespace) -> Provider:
         raise Misuse(str(exc)) from None
 
 
+def _check(base_url: str) -> None:
+    from phaseflow.errors import ConfigError
+    from phaseflow.providers.settings import check_base_url
+
+    try:
+        check_base_url(base_url, "--base-url")
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+
+
+def _positive_integer(value: str | None, option: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise Misuse(f"{option}: expected a positive integer, got {value!r}")
+    return number
+
+
+def _seconds(value: str | None, option: str) -> float | None:
+    import math
+
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise Misuse(f"{option}: expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def _import_attr(spec: str, option: str) -> Any:
     from phaseflow.cli.imports import import_attr
     from phaseflow.errors import ConfigError
@@ -175,13 +231,46 @@ def _import_attr(spec: str, option: str) -> Any:
         raise Misuse(str(exc)) from None
 
 
+def _kind(value: Any) -> str:
+    text = repr(value)
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"{type(value).__name__} {shown}"
+
+
 def _tool_list(value: Any, spec: str) -> Any:
+    """The ``--tools`` value, checked entry by entry: every one a callable (a ``@tool``
+    function or a plain one), under a name when it is a mapping."""
     if isinstance(value, Mapping):
+        for name, fn in value.items():
+            if not isinstance(name, str) or not name:
+                raise Misuse(f"--tools {spec}: a tool name must be a non-empty string, "
+                             f"not {_kind(name)}")
+            if not callable(fn):
+                raise Misuse(f"--tools {spec}: {name!r} is not a callable but "
+                             f"{_kind(fn)}")
         return value
     if isinstance(value, list | tuple):
+        for number, fn in enumerate(value, 1):
+            if not callable(fn):
+                raise Misuse(f"--tools {spec}: entry {number} is not a tool (a @tool "
+                             f"function or a callable) but {_kind(fn)}")
         return list(value)
     raise Misuse(f"--tools {spec}: expected a list of tools or a mapping from tool name to "
                  f"callable, got {type(value).__name__}")
+
+
+def _hook_mapping(value: Any, spec: str) -> Mapping[str, Any]:
+    """The ``--hooks`` value: a mapping from a name to a callable, every entry."""
+    if not isinstance(value, Mapping):
+        raise Misuse(f"--hooks {spec}: expected a mapping from name to callable, got "
+                     f"{type(value).__name__}")
+    for name, fn in value.items():
+        if not isinstance(name, str) or not name:
+            raise Misuse(f"--hooks {spec}: a hook name must be a non-empty string, not "
+                         f"{_kind(name)}")
+        if not callable(fn):
+            raise Misuse(f"--hooks {spec}: {name!r} is not a callable but {_kind(fn)}")
+    return value
 
 
 def _calls_of(workflow: Workflow) -> list[str]:
@@ -211,6 +300,24 @@ def _warn_missing(agent: Agent, hooks: Mapping[str, Any]) -> None:
               file=sys.stderr)
 
 
+def _warn_script(agent: Agent, provider: Provider) -> None:
+    """Name the scripted calls of tools the session does not know, with a "did you
+    mean": the session would refuse them only when their reply comes."""
+    from phaseflow.providers.scripted import ScriptedProvider
+
+    if not isinstance(provider, ScriptedProvider):
+        return
+    from phaseflow.session.core import GO_TO_PHASE, RECORD
+    from phaseflow.spec.diagnostics import did_you_mean
+
+    catalogue = agent.workflow.tools
+    known = {*(catalogue if catalogue is not None else agent.tools), GO_TO_PHASE, RECORD}
+    for where, name in provider.unknown_tools(known):
+        print(f"phaseflow run: warning: {where} calls {name!r}, which is not a tool of the "
+              f"workflow{did_you_mean(name, known)} (the session refuses the call)",
+              file=sys.stderr)
+
+
 # --- the conversation -----------------------------------------------------------------
 
 def _readline() -> bool:
@@ -237,7 +344,7 @@ class Chat:
     the prompt reads standard input, where Ctrl-C is a plain ``KeyboardInterrupt``."""
 
     def __init__(self, agent: Agent, loop: asyncio.AbstractEventLoop,
-                 args: argparse.Namespace) -> None:
+                 args: argparse.Namespace, *, new_store: str | None = None) -> None:
         from phaseflow.cli.render import JsonLines, Transcript, wants_colour
 
         for stream in (sys.stdout, sys.stderr):
@@ -261,20 +368,38 @@ class Chat:
         self.failed = False
         self.abandoned = False
         self.session: Session | None = None
+        #: the store file this run creates (no --store), named once it exists
+        self.new_store = new_store
+        #: the turn a stopped process left unfinished, which the first send finishes
+        self.resuming: int | None = None
 
     # --- the whole run ----------------------------------------------------------------
 
     def start(self) -> int:
+        import itertools
         import uuid
 
         from phaseflow.errors import PhaseflowError
 
+        messages: Iterator[str] = iter(())
+        if not self.interactive:
+            # the first message is read before the session is opened: no messages at
+            # all is a usage error, which leaves nothing behind (not even a store file)
+            messages = self._messages()
+            first = next(messages, None)
+            if first is None:
+                raise Misuse("no messages: standard input is not a terminal and gave no "
+                             "lines (send them with --message TEXT)")
+            messages = itertools.chain([first], messages)
         session_id = self.args.session or f"run-{uuid.uuid4().hex[:12]}"
         try:
             self.session = self.loop.run_until_complete(self.agent.session(session_id))
         except PhaseflowError as exc:
             raise Misuse(str(exc)) from None
         session = self.session
+        self._store_notice()
+        if session.status == "running":
+            self.resuming = session.turn
         if self.interactive:
             self.sink.notice(f"{self.agent.workflow.name}: session {session.id}, phase "
                              f"{session.phase}; Ctrl-C cancels a turn, Ctrl-D or Ctrl-C at "
@@ -283,7 +408,18 @@ class Chat:
             return INTERRUPTED
         if self.interactive:
             return self._chat()
-        return self._scripted(self._messages())
+        return self._scripted(messages)
+
+    def _store_notice(self) -> None:
+        """Say where the sessions are kept when this run made the default store file
+        (once: later runs find it); on standard error, so ``--json`` output stays JSON."""
+        import os
+
+        if self.new_store is not None and os.path.exists(self.new_store):
+            print(f"phaseflow run: sessions are kept in {self.new_store} (a new file; "
+                  "--store names another, 'phaseflow sessions list' shows them)",
+                  file=sys.stderr)
+            self.new_store = None
 
     def _messages(self) -> Iterator[str]:
         if self.args.message:
@@ -295,9 +431,7 @@ class Chat:
 
     def _scripted(self, messages: Iterator[str]) -> int:
         session = self._session()
-        sent = 0
         for message in messages:
-            sent += 1
             if session.status == "finished":
                 print(f"phaseflow run: error: session {session.id} has finished (phase "
                       f"{session.phase} is terminal); not sent: {message!r}",
@@ -308,9 +442,6 @@ class Chat:
                 outcome = self._approvals()
             if outcome.quit or outcome.cancelled:
                 return INTERRUPTED
-        if not sent:
-            raise Misuse("no messages: standard input is not a terminal and gave no lines "
-                         "(send them with --message TEXT)")
         self._finished_notice()
         return 1 if self.failed else 0
 
@@ -462,6 +593,7 @@ class Chat:
         try:
             async for event in stream:
                 outcome.events += 1
+                self._resuming_notice(event)
                 self.sink.show(event)
                 if isinstance(event, TurnFinished) and event.status in ("failed",
                                                                         "step_limit"):
@@ -469,6 +601,17 @@ class Chat:
         except PhaseflowError as exc:
             print(f"phaseflow run: error: {exc}", file=sys.stderr)
             self.failed = True
+
+    def _resuming_notice(self, event: Event) -> None:
+        """Before the first event of a turn a stopped process left unfinished (the
+        first send finishes it), say which turn it is: a bare result would be shown
+        out of its context otherwise."""
+        from phaseflow.session.events import TurnStarted
+
+        turn, self.resuming = self.resuming, None
+        if turn is not None and event.turn == turn and not isinstance(event, TurnStarted):
+            self.sink.notice(f"resuming turn {turn} of session {self._session().id}: the "
+                             "process that ran it stopped before it ended")
 
     # --- approvals --------------------------------------------------------------------
 

@@ -126,7 +126,10 @@ def test_a_killed_run_is_resumed_by_the_next_without_running_its_tool_again(
     second = run(cwd, "s.db", "s1", "are you there?")
     assert second.returncode == 0, second.stderr
     assert second.stdout.splitlines() == [
-        "  < pay: error The session was interrupted while this call ran; its outcome is "
+        # which turn the bare result belongs to, before it
+        "[resuming turn 1 of session s1: the process that ran it stopped before it ended]",
+        # (docs/run.md: a call whose outcome is not known is shown as `unknown`)
+        "  < pay: unknown The session was interrupted while this call ran; its outcome is "
         "unknown and it was not run again.",
         "agent: Paid, thank you.",
         "you: are you there?",

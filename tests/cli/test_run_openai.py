@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run import clean_env, project, run
+from tests.cli.test_run import STORE_NOTICE, clean_env, project, run
 from tests.providers.fake_openai_server import (
     FakeOpenAIServer,
     fake_openai,
@@ -46,7 +46,7 @@ def test_a_turn_through_the_openai_provider(tmp_path: Path,
     assert fake_openai.pending == 0
     # the notice of the end, nothing left pending at exit (the SDK's stream iterators)
     assert proc.stderr.splitlines() == [e for e in proc.stderr.splitlines()
-                                        if e.startswith("[session ")], proc.stderr
+                                        if e.startswith(("[session ", STORE_NOTICE))], proc.stderr
 
 
 def test_a_server_error_fails_the_turn_with_exit_1(tmp_path: Path,
