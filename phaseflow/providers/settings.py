@@ -54,19 +54,19 @@ def header_problem(value: str) -> str | None:
         return "is empty"
     core = value.rstrip(_LINE_BREAKS)
     if core != value and core and core.strip() == core:
-        return ("ends with a line break (as an env file or a file read whole can leave "
-                "it): remove it where the value is kept")
+        return ("ends with a line break, which an env file or a file read whole may "
+                "leave: remove it where the value is kept")
     if value.strip() != value:
         return "begins or ends with whitespace: remove it where the value is kept"
     if any(c in _LINE_BREAKS for c in value):
         return "contains a line break"
     if any(c.isspace() for c in value):
-        return "contains whitespace (it must be one word)"
+        return "contains whitespace: it must be one word"
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         return "contains a control character"
     if not value.isascii():
-        return ("contains a non-ASCII character (a character pasted from a document, "
-                "such as a curly quote or a long dash?); an HTTP header is ASCII")
+        return ("contains a non-ASCII character, such as a curly quote or a long dash "
+                "pasted from a document: an HTTP header is ASCII")
     return None
 
 
