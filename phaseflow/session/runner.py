@@ -26,6 +26,7 @@ from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.results import ModelTrigger
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.session import events as ev
+from phaseflow.session.assembly import ReplyAssembler
 from phaseflow.session.core import (
     GO_TO_PHASE,
     BoundaryDone,
@@ -54,13 +55,7 @@ from phaseflow.session.provider import (
     ProviderFailure,
     ProviderReply,
     ProviderRequest,
-    ReasoningDelta,
-    StreamEnd,
     TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
 )
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
@@ -126,6 +121,8 @@ def _ok_value(value: T | Rejected) -> T:
 
 #: what request_cancel() puts into the stream's queue
 _CANCEL = object()
+#: what the stream's queue gets when the task reading the provider has ended
+_PUMP_ENDED = object()
 
 
 class Runner:
@@ -313,9 +310,14 @@ class Runner:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._stream = queue  # request_cancel() puts _CANCEL here: no task per item
         pump = asyncio.ensure_future(self._pump(request, queue))
+        # a pump that ends without its last item (a provider that raised CancelledError
+        # of its own) must not leave the turn waiting: its end is an item too
+        pump.add_done_callback(lambda _: queue.put_nowait(_PUMP_ENDED))
         try:
             while True:
                 item = await queue.get()
+                if item is _PUMP_ENDED:
+                    item = ProviderFailure("the provider's stream was cancelled", False)
                 if item is _CANCEL:
                     pump.cancel()
                     await asyncio.gather(pump, return_exceptions=True)
@@ -337,49 +339,40 @@ class Runner:
 
     async def _pump(self, request: ProviderRequest, queue: asyncio.Queue[Any]) -> None:
         """Read the stream into ``queue``: text deltas as they come, then the whole reply
-        (or the failure). A provider that raises is a non-retryable failure."""
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, list[str]] = {}
-        usage = Usage()
-        stop = "end_turn"
+        or the failure. Every event is checked as it comes (``ReplyAssembler``); a
+        provider that raises, or yields what the protocol does not allow, is a
+        non-retryable failure. Whatever happens, the queue gets its last item, so the
+        turn reading it never waits for ever; only the host's cancellation (and an
+        interpreter exit) leaves here as an exception."""
+        assembler = ReplyAssembler()
+        last: Any = None
         try:
             # closed as soon as the reply ends: a `break` would leave the provider's
             # stream to be finalised later by the loop, perhaps after it closed
             stream = self.config.provider.stream(request)
             try:
                 async for item in stream:
-                    if isinstance(item, TextDelta):
-                        text.append(item.text)
-                        await queue.put(ev.TextDelta(text=item.text))
-                    elif isinstance(item, ToolCallStart):
-                        calls[item.index] = [item.call_id, item.name, ""]
-                    elif isinstance(item, ToolCallDelta):
-                        calls.setdefault(item.index, ["", "", ""])[2] += item.arguments
-                    elif isinstance(item, ToolCallEnd):
-                        continue
-                    elif isinstance(item, Usage):
-                        usage = item
-                    elif isinstance(item, StreamEnd):
-                        stop = item.stop
+                    outcome = assembler.add(item)
+                    if isinstance(outcome, TextDelta):
+                        await queue.put(ev.TextDelta(text=outcome.text))
+                    elif isinstance(outcome, ProviderFailure):
+                        last = outcome
                         break
-                    elif isinstance(item, ProviderFailure):
-                        await queue.put(item)
-                        return
-                    elif isinstance(item, ReasoningDelta):
-                        reasoning.append(item.text)
+                    elif outcome == "end":
+                        break
             finally:
                 closing = getattr(stream, "aclose", None)
                 if closing is not None:
                     await closing()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a provider that raises: its message, not a traceback
-            await queue.put(ProviderFailure(describe_exception(exc), retryable=False))
-            return
-        ordered = tuple((c[0], c[1], c[2] or "{}") for _, c in sorted(calls.items()))
-        await queue.put(ProviderReply("".join(text), ordered, stop,  # type: ignore[arg-type]
-                                      "".join(reasoning), usage))
+        except BaseException as exc:  # a provider that raises: its message, not a traceback
+            if last is None:
+                last = ProviderFailure(describe_exception(exc), retryable=False)
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                queue.put_nowait(last)
+                raise  # the process is stopping: the turn ends, the process decides
+        queue.put_nowait(last if last is not None else assembler.reply())
 
     def _flagged(self, reply: ProviderReply, view: PhaseView) -> frozenset[int]:
         policy = self.config.approve
@@ -441,7 +434,10 @@ class Runner:
         timeout = fn.timeout if fn.timeout is not None else (
             entry.timeout if entry is not None else None)
         try:
-            work = fn.invoke(call.argument_value(), self._context(call.id))
+            # a sync tool with a timeout runs in a thread of its own, so the deadline
+            # ends the wait even while the function runs (see FunctionTool.invoke)
+            work = fn.invoke(call.argument_value(), self._context(call.id),
+                             threaded=bool(timeout))
             value = await (asyncio.wait_for(work, timeout) if timeout else work)
         except TimeoutError:
             return ToolDone(call.id, Done(ToolOutcome.error(

@@ -14,13 +14,15 @@ The session core then needs four things of a tool, each here as one small functi
 * **render** the output as the text of the tool result: :func:`output_text`.
 
 What this module does not do, by design: timeouts (the runner wraps :meth:`invoke` in
-``asyncio.wait_for``), catching the tool's exceptions (the runner turns them into error
+``asyncio.wait_for``; a sync tool with a timeout runs in a thread of its own for that,
+see :meth:`FunctionTool.invoke`), catching the tool's exceptions (the runner turns them into error
 results), and the state type checks of writes (the runner calls
 :func:`~phaseflow.session.state_types.check_state_type` for each key).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import inspect
@@ -138,20 +140,32 @@ class FunctionTool:
             self._validator.append(compile_validator(self.parameters))
         return self._validator[0](arguments)
 
-    async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
+    async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext, *,
+                     threaded: bool = False) -> Any:
         """Call the function with ``arguments`` (validated) as keyword arguments, plus
         ``ctx`` for its context parameter, and return what it returned.
 
         Arguments annotated with a dataclass, an ``Enum``, a ``set``, a ``tuple``, a
         pydantic model (...) are converted from their JSON first. A sync function runs
         right here, in the event loop's thread (deterministic, no thread pool: a tool
-        that blocks for long should be async); an async one, or an awaitable returned,
-        is awaited. Whatever the function raises propagates: the runner makes it the
-        error result, and applies the timeout around this coroutine - which can stop an
-        async tool at its next ``await``, but not a sync one while it runs (nothing can
-        interrupt a running Python function in its thread): a sync tool's timeout shows
-        once it returns.
+        that blocks for long should be async), unless ``threaded``: then it runs in a
+        daemon thread of its own and this coroutine waits for it, so that a timeout
+        around it ends the wait at the deadline. Nothing can stop a running Python
+        function, so a timed-out sync tool's thread runs on until the function returns;
+        what it returns then is dropped (the call already has its error result, and its
+        writes are never applied), and being a daemon thread it never holds up the
+        process's exit. An async function, or an awaitable returned, is awaited.
+        Whatever the function raises propagates: the runner makes it the error result.
         """
+        if threaded and not self.is_async:
+            return await _in_thread(self._call, arguments, ctx)
+        result = self._call(arguments, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
+        """The function called with the model's arguments (converted), as it returns."""
         kwargs = dict(arguments)
         converters = self._converters
         if converters:
@@ -169,10 +183,39 @@ class FunctionTool:
             args.append(kwargs.pop(name))
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = ctx
-        result = self.fn(*args, **kwargs)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        return self.fn(*args, **kwargs)
+
+    def signature_problem(self, declared: Mapping[str, Any]) -> str | None:
+        """Why this function cannot take arguments that fit ``declared`` (a catalogue's
+        ``parameters`` schema, which the model is shown instead of the function's own),
+        or ``None``: a declared argument the function has no parameter for, or a
+        parameter without a default that the schema does not declare. (A parameter
+        without a default whose argument the schema leaves optional is allowed: many
+        schemas leave ``required`` out, and the model's call then fails as the function
+        does.) Asked
+        at start, so the mismatch is a configuration error, not a ``TypeError`` at the
+        model's first call."""
+        try:
+            signature = inspect.signature(self.fn)
+        except (TypeError, ValueError):
+            return None  # a callable that hides its signature: nothing to compare
+        kinds = inspect.Parameter
+        own = {n: p for n, p in signature.parameters.items()
+               if n != self.context_parameter and p.kind not in (kinds.VAR_POSITIONAL,
+                                                                  kinds.VAR_KEYWORD)}
+        takes_any = any(p.kind is kinds.VAR_KEYWORD for p in signature.parameters.values())
+        properties = declared.get("properties")
+        names = list(properties) if isinstance(properties, Mapping) else []
+        if not takes_any:
+            extra = [n for n in names if n not in own]
+            if extra:
+                return (f"the function has no parameter for the declared argument(s) "
+                        f"{', '.join(map(repr, extra))}")
+        for name, parameter in own.items():
+            if parameter.default is kinds.empty and name not in names:
+                return (f"its parameter {name!r} has no default and is not among the declared "
+                        f"arguments ({', '.join(names) or 'none'})")
+        return None
 
     def _named(self) -> frozenset[str]:
         properties = self.parameters.get("properties")
@@ -249,6 +292,38 @@ def tool(
         )
 
     return make if fn is None else make(fn)
+
+
+async def _in_thread(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` in a new daemon thread, awaited without blocking the loop. A
+    cancelled wait leaves the thread to finish on its own; its outcome is dropped."""
+    import contextlib
+    import contextvars
+    import threading
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return  # the wait was cancelled (a timeout): nobody reads this any more
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        try:
+            value, error = context.run(call, *args), None
+        except BaseException as exc:  # handed to the awaiting coroutine, not lost here
+            value, error = None, exc
+        # (a loop closed meanwhile raises RuntimeError: there is nobody to tell)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name="phaseflow-tool", daemon=True).start()
+    return await future
 
 
 def _explicit_schema(name: str, schema: Any) -> dict[str, Any]:
