@@ -44,6 +44,10 @@ from phaseflow.spec.model import Navigation, Phase, Transition
 
 __all__ = ["PhaseName", "Whereabouts", "describe", "facts", "format_block"]
 
+#: what the navigation block (and the system text of a last request) says in a
+#: terminal phase
+FINAL_PHASE_NOTE = "This is the final phase."
+
 
 @dataclass(frozen=True, slots=True)
 class Whereabouts:
@@ -208,7 +212,7 @@ def format_block(f: Mapping[str, Any]) -> str:
     if f["tools"] is not None:
         lines.append("Tools: " + (", ".join(f["tools"]) if f["tools"] else "none"))
     if f["terminal"]:
-        lines.append("This is the final phase.")
+        lines.append(FINAL_PHASE_NOTE)
     elif f["next"]:
         lines.append("Possible next:")
         for item in f["next"]:

@@ -8,10 +8,12 @@ the store); ``agent.session(id)`` opens one conversation, new or resumed. See
 from phaseflow.session.agent import (
     Agent,
     PendingApproval,
+    Reply,
     Session,
     SessionBusy,
     SessionError,
     SessionFinished,
+    TurnFailed,
 )
 from phaseflow.session.core import ResolutionRefused
 from phaseflow.session.events import (
@@ -43,6 +45,7 @@ __all__ = [
     "PhaseChanged",
     "Provider",
     "ProviderRequest",
+    "Reply",
     "ResolutionRefused",
     "Retrying",
     "Session",
@@ -56,6 +59,7 @@ __all__ = [
     "ToolResult",
     "ToolResultEvent",
     "ToolSpec",
+    "TurnFailed",
     "TurnFinished",
     "TurnStarted",
     "event_from_json",

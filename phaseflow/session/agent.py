@@ -34,10 +34,12 @@ from phaseflow.session.core import (
     check_resolution,
     joined_content,
     step,
+    unanswered,
 )
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.provider import Provider, ProviderRequest
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
+from phaseflow.session.settings import check_agent
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool
 from phaseflow.session.tools import tool as make_tool
@@ -60,6 +62,32 @@ class SessionBusy(PhaseflowError):
 
 class SessionFinished(PhaseflowError):
     """The session reached a terminal phase: it takes no more messages."""
+
+
+class TurnFailed(PhaseflowError):
+    """``Session.reply``: the turn failed or was cancelled; ``status`` says which and
+    ``error`` the first error event's code and message (``provider_error: ...``)."""
+
+    def __init__(self, message: str, *, status: str, error: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+class Reply(str):
+    """The text of a turn's final reply (it *is* that string), with how the turn ended:
+    ``status`` is ``completed`` or ``step_limit`` (the text is the reply so far), or
+    ``awaiting_approval`` with ``approval`` the call to decide on."""
+
+    status: str
+    approval: PendingApproval | None
+
+    def __new__(cls, text: str, *, status: str,
+                approval: PendingApproval | None = None) -> Reply:
+        reply = super().__new__(cls, text)
+        reply.status = status
+        reply.approval = approval
+        return reply
 
 
 class SessionError(PhaseflowError):
@@ -161,15 +189,25 @@ class Agent:
         worker: str | None = None,
     ) -> None:
         wf = _load(workflow)
-        if not callable(phase_clock):
-            raise ConfigError("phase_clock must be a callable that returns seconds")
+        if not callable(getattr(provider, "stream", None)):
+            raise ConfigError(f"provider must have a stream(request) method (the Provider "
+                              f"protocol), not {type(provider).__name__}")
+        host_tools = _tools(tools)
+        check_agent(
+            workflow=wf if not hooks else replace(wf, registry={**wf.registry, **hooks}),
+            tools=host_tools, hooks=hooks,
+            values={"max_steps": max_steps, "max_retries": max_retries,
+                    "output_lines": output_lines, "output_chars": output_chars,
+                    "lease": lease, "parallel_tools": parallel_tools, "system": system},
+            callables={"clock": clock, "phase_clock": phase_clock, "sleep": sleep,
+                       "approve": approve})
         #: the phase machine's clock (``seconds_in_phase``): monotonic, so a wall-clock
         #: step never moves a time-based transition; ``clock`` stamps events and leases
         self.phase_clock = phase_clock
         if hooks:
             wf = replace(wf, registry={**wf.registry, **hooks})
         self.workflow = wf
-        self.tools = _tools(tools)
+        self.tools = host_tools
         catalogue = wf.tools
         if catalogue is not None:
             unknown = sorted(set(self.tools) - set(catalogue))
@@ -179,8 +217,6 @@ class Agent:
                     f"(the catalogue has: {', '.join(catalogue) or 'none'})")
         if busy not in ("queue", "reject"):
             raise ConfigError(f"busy must be 'queue' or 'reject', not {busy!r}")
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ConfigError("max_steps must be a positive integer")
         self.busy: Busy = busy
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
@@ -194,8 +230,6 @@ class Agent:
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(),
         )
-        if not lease > 0:
-            raise ConfigError("lease must be a positive number of seconds")
 
     def missing_tools(self) -> tuple[str, ...]:
         """Catalogue tools the host did not implement (never offered to the model)."""
@@ -422,8 +456,8 @@ class Session:
                 yield e
             # A worker that found the turn taken may have stored its message after this
             # one's last look at the queue: answered now, when the turn is still free.
-            if self._runner.core.status not in ("idle", "failed") or not await store.queued(
-                    self.id):
+            if self._runner.core.status not in ("idle", "failed", "finished") or (
+                    not await store.queued(self.id)):
                 return
             again = await store.acquire(self.id, config.worker, config.lease, config.clock())
             if again is None:
@@ -502,6 +536,16 @@ class Session:
         """The messages other workers stored while this one held the turn: sent as the
         next turn, in order, once the current one is over."""
         store = self._agent.store
+        if self._runner.core.status == "finished" and not self._runner.released:
+            # Messages stored for a turn that then finished the session: taken out of
+            # the queue, recorded as unanswered (never left there unseen for good).
+            queued = await store.queued(self.id)
+            if queued:
+                self._runner.consumed = queued[-1].id
+                contents = tuple(content_from_json(q.data.get("content")) for q in queued)
+                for e in await self._runner.commit((unanswered(contents, self.turn),)):
+                    yield e
+            return
         while self._runner.core.status in ("idle", "failed") and not self._runner.released:
             # (a turn's last commit may have let the lease go: the caller takes it again
             # before it looks at the queue once more)
@@ -524,13 +568,26 @@ class Session:
     def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         return _run(self.recover(force=force))
 
-    async def reply(self, message: Content) -> str:
-        """Send, drain the events, return the final text of the turn."""
-        text = ""
+    async def reply(self, message: Content) -> Reply:
+        """Send, drain the events, and return the turn's outcome as a :class:`Reply`: the
+        final text (a ``str``) with the turn's ``status``. A turn that failed (the model
+        could not be reached, the provider broke) or was cancelled raises
+        :class:`TurnFailed` with the reason, so that a host printing the reply never
+        prints an empty one for a failure; a turn that waits for a human returns a reply
+        whose ``status`` is ``awaiting_approval`` and whose ``approval`` says what to
+        decide."""
+        text, status, error = "", "", ""
         async for e in self.send(message):
             if isinstance(e, ev.TurnFinished):
-                text = e.reply
-        return text
+                text, status = e.reply, e.status
+            elif isinstance(e, ev.ErrorEvent) and not error:
+                error = f"{e.code}: {e.message}"
+        if self.status == "awaiting_approval":
+            return Reply(text, status="awaiting_approval", approval=self.pending_approval)
+        if status in ("failed", "cancelled"):
+            raise TurnFailed(f"session {self.id!r}: turn {self.turn} {status}"
+                             + (f" ({error})" if error else ""), status=status, error=error)
+        return Reply(text, status=status or "completed")
 
     async def resolve(self, call_id: str, decision: str | ApprovalDecision, *,
                       reason: str = "", arguments_hash: str | None = None
@@ -565,7 +622,7 @@ class Session:
     def send_sync(self, message: Content, *, steering: bool = False) -> list[ev.Event]:
         return _run(_collect(self.send(message, steering=steering)))
 
-    def reply_sync(self, message: Content) -> str:
+    def reply_sync(self, message: Content) -> Reply:
         return _run(self.reply(message))
 
     def resolve_sync(self, call_id: str, decision: str | ApprovalDecision, *,

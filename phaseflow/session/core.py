@@ -29,6 +29,9 @@ from phaseflow.session import events as ev
 from phaseflow.session.arguments import validate_arguments
 from phaseflow.session.provider import ProviderFailure, ProviderReply
 from phaseflow.session.state_types import check_state_type
+from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
+from phaseflow.spec.builtin_tools import GO_TO_PHASE as GO_TO_PHASE  # the session's names
+from phaseflow.spec.builtin_tools import RECORD as RECORD
 from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, Continuation, RequestOutcome
 from phaseflow.turn.execution import (
     ApprovalDecision,
@@ -54,9 +57,9 @@ from phaseflow.turn.messages import (
 from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted, TurnProgress
 from phaseflow.turn.rejections import Rejected
 
-GO_TO_PHASE = "go_to_phase"
-RECORD = "record"
-BUILTINS = (GO_TO_PHASE, RECORD)
+#: the key the history keeps a call's arguments under when the model's text was not JSON
+UNPARSED = "__unparsed__"
+BUILTINS = BUILTIN_TOOLS
 
 Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
 #: how a call's result is labelled for the host and for conversation tests
@@ -167,6 +170,9 @@ class Group:
     results: tuple[tuple[str, Done], ...] = ()
     approved: tuple[str, ...] = ()
     admitted: bool = False
+    #: the group of a reply cut at the model's output limit: none of its calls runs,
+    #: and its boundary ends the turn
+    cut: bool = False
 
     def result(self, call_id: str) -> Done | None:
         for cid, done in self.results:
@@ -506,6 +512,15 @@ def _close_request(core: Core) -> Core:
     return evolve(core, continuation=done, group=None, request_id=None)
 
 
+def unanswered(contents: tuple[Content, ...], turn: int) -> ev.ErrorEvent:
+    """The record of messages queued for a session that finished before it could answer
+    them: nothing a user sent is dropped without a trace (``sessions show`` prints it)."""
+    dropped = "; ".join(content_text(c)[:80] for c in contents)
+    return ev.ErrorEvent(code="session_finished", turn=turn, message=(
+        f"the session finished with {len(contents)} queued message(s) unanswered: "
+        f"{dropped}"))
+
+
 def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limits) -> Step:
     """The turn is over: completion, then the queued prompts start the next turn."""
     execution = core.execution
@@ -532,10 +547,7 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
         output_tokens=core.output_tokens,
     )
     if nxt is not None and session_status == "finished":
-        dropped = "; ".join(content_text(c)[:80] for c in nxt.contents)
-        events = (*events, ev.ErrorEvent(code="session_finished", turn=core.turn, message=(
-            f"the session finished with {len(nxt.contents)} queued message(s) unanswered: "
-            f"{dropped}")))
+        events = (*events, unanswered(nxt.contents, core.turn))
     commands: list[Command] = [Persist((*events, finished_event)), TurnOver(status)]
     if nxt is not None and session_status != "finished":
         # The queued prompts were taken out of the queue by the completion: they are the
@@ -571,8 +583,26 @@ def _normalised_calls(calls: tuple[tuple[str, str, str], ...], core: Core) -> li
         except PhaseflowError:
             # Arguments that are not JSON: keep the call (it needs a result), with
             # its text as a string argument, and refuse it when it is checked.
-            out.append(ToolCall(cid, name, json.dumps({"__unparsed__": arguments})))
+            out.append(ToolCall(cid, name, json.dumps({UNPARSED: arguments})))
     return out
+
+
+def _unparsed(arguments: Any) -> str | None:
+    """The model's text of arguments that were not JSON (kept under one marker key so
+    the call can stay in the history), or ``None``."""
+    if isinstance(arguments, dict) and len(arguments) == 1:
+        text = arguments.get(UNPARSED)
+        if isinstance(text, str):
+            return text
+    return None
+
+
+def _shown_arguments(call: ToolCall) -> Any:
+    """A call's arguments as the events show them: the model's own text when it was not
+    JSON (never the marker the history keeps it under)."""
+    value = call.argument_value()
+    text = _unparsed(value)
+    return value if text is None else text
 
 
 def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
@@ -615,11 +645,18 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
     checkpoint = continuation.checkpoint
     assert checkpoint is not None
-    planned = _plan(calls, event.view, event.flagged, core.execution)
-    core = evolve(core, continuation=continuation, group=Group(checkpoint.id, planned))
+    cut = reply.stop == "max_tokens"
+    if cut:
+        # A reply cut at the output limit may hold a call cut short: none of its calls
+        # runs (each gets a result saying so), and the turn ends after the group.
+        planned = tuple(Planned(c, "refused", CUT_CALL_TEXT) for c in calls)
+    else:
+        planned = _plan(calls, event.view, event.flagged, core.execution)
+    core = evolve(core, continuation=continuation,
+                  group=Group(checkpoint.id, planned, cut=cut))
     for call in calls:
         events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
-                                       arguments=call.argument_value()))
+                                       arguments=_shown_arguments(call)))
     # Calls decided without running anything get their results now: in the same commit
     # as the checkpoint, so none of them can ever be admitted later.
     for p in planned:
@@ -633,6 +670,11 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
                                                       p.writes))
             events.append(event_)
     return _continue_group(core, tuple(events), limits)
+
+
+#: the result of each call of a reply cut at the model's output limit
+CUT_CALL_TEXT = ("Not run: your reply was cut at the output limit (max_tokens), so this call "
+                 "may be incomplete.")
 
 
 def _available(view: PhaseView) -> str:
@@ -656,9 +698,9 @@ def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
             arguments = call.argument_value()
         except ValueError:  # pragma: no cover - ToolCall holds canonical JSON
             arguments = None
-        if isinstance(arguments, dict) and "__unparsed__" in arguments and len(arguments) == 1:
+        if _unparsed(arguments) is not None:
             planned.append(Planned(call, "refused", (
-                f"Invalid arguments for {call.name}: not a JSON object.")))
+                f"Invalid arguments for {call.name}: not JSON (write one JSON object).")))
             continue
         if call.name == GO_TO_PHASE:
             # Not checked against the offered enum: a target that is not open now gets
@@ -793,7 +835,7 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
     assert group is not None
     move = next((d.move for _, d in group.results if d.move is not None), None)
     events = (*core.pending, *events)
-    boundary = RunBoundary(group.writes(), move)
+    boundary = RunBoundary(group.writes(), move, final=group.cut)
     if core.view is not None and core.view.quiet:
         return Step(evolve(core, status="running", pending=events), (boundary,))
     core = evolve(core, status="running", pending=())
@@ -837,6 +879,15 @@ def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
     if core.pending:  # a quiet boundary's group results: committed with it
         event = replace(event, events=(*core.pending, *event.events))
     core = evolve(core, view=event.view, pending=())
+    if event.final and core.group is not None:
+        # the boundary after a cut reply's group: the turn ends here, as at the step
+        # limit (the progress waits for a next generation that will not come)
+        core = _close_request(core)
+        turn_id = core.progress.turn_id
+        if turn_id is not None:
+            ended = core.progress.fail(turn_id)
+            if not isinstance(ended, Rejected):
+                core = evolve(core, progress=ended)
     if event.final:
         if event.view.terminal and not core.final_request:
             return _final_request(core, event.events)
@@ -1031,7 +1082,7 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
                     rerun.append(p)
                 else:
                     core, settled = _settle(core, p.call, Done(
-                        ToolOutcome.error(INTERRUPTED_TEXT), "error"))
+                        ToolOutcome.error(INTERRUPTED_TEXT), "unknown"))
                     events.append(settled)
             else:
                 pending.append(p)

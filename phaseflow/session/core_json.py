@@ -51,6 +51,7 @@ def core_to_json(core: Core) -> dict[str, Any]:
             "results": [[cid, _done_json(d)] for cid, d in group.results],
             "approved": list(group.approved),
             "admitted": group.admitted,
+            **({"cut": True} if group.cut else {}),
         },
     }
 
@@ -74,6 +75,27 @@ def _done(data: Mapping[str, Any]) -> Done:
 _STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
 
 
+def _check_one_call(session_id: str, group: Group, continuation: Continuation,
+                    execution: TurnExecution) -> None:
+    """A call is stored in the group (what runs), the ledger's checkpoint (what the
+    model made) and, while it waits for a human, the pending approval (what the human
+    is shown). They must be one call: a stored session whose copies differ was altered,
+    and approving what was shown would run something else. Refused as damage."""
+    checkpoint = continuation.checkpoint
+    made = {e.call.id: e.call for e in checkpoint.effects} if checkpoint is not None else {}
+    planned = {p.call.id: p.call for p in group.calls}
+    for call_id, call in planned.items():
+        if made.get(call_id, call) != call:
+            raise CoreDataError(
+                f"session {session_id!r}: stored call {call_id!r} differs between the tool "
+                f"group and the call ledger (the stored session was altered)")
+    pending = execution.pending_approval
+    if pending is not None and planned.get(pending.call.id) != pending.call:
+        raise CoreDataError(
+            f"session {session_id!r}: the pending approval of call {pending.call.id!r} does "
+            f"not match the call that would run (the stored session was altered)")
+
+
 def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExecution,
                    progress: TurnProgress, continuation: Continuation) -> Core:
     """The core a record describes; :class:`CoreDataError` naming what is wrong."""
@@ -89,12 +111,15 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
                 tuple((str(cid), _done(d)) for cid, d in raw_group["results"]),
                 tuple(str(c) for c in raw_group["approved"]),
                 bool(raw_group["admitted"]),
+                bool(raw_group.get("cut", False)),
             )
         status = data["status"]
         if status not in _STATUSES:
             raise CoreDataError(f"session {session_id!r}: stored status {status!r} is not "
                                 f"one of {', '.join(_STATUSES)}")
         core = Core(session_id, execution, progress, continuation)
+        if group is not None:
+            _check_one_call(session_id, group, continuation, execution)
         return replace(
             core,
             status=cast(Status, status),

@@ -15,13 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from phaseflow.machine.machine import PhaseMachine
+from phaseflow.machine.navigation import FINAL_PHASE_NOTE
 from phaseflow.session.arguments import ArgumentValidator, compile_validator
 from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
 from phaseflow.session.provider import ToolSpec
 from phaseflow.session.tools import FunctionTool
 from phaseflow.spec.model import CallEffect, Phase, Workflow
-
-FINAL_PHASE_NOTE = "This is the final phase."
 
 #: the JSON Schema of a value of each declared state type (``record``'s parameters)
 _TYPE_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -184,6 +183,6 @@ def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
     navigation = machine.describe_navigation(state)
     if navigation.strip():
         parts.append(navigation.strip())
-    if final:
-        parts.append(FINAL_PHASE_NOTE)
+    if final and FINAL_PHASE_NOTE not in navigation:
+        parts.append(FINAL_PHASE_NOTE)  # said once: a terminal phase's block says it
     return "\n\n".join(parts)

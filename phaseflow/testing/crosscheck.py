@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import CallEffect, Workflow
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
@@ -20,7 +21,7 @@ from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileP
 __all__ = ["call_names", "check_against"]
 
 #: the session's built-in tools, offered besides the catalogue's
-BUILTINS = ("go_to_phase", "record")
+BUILTINS = BUILTIN_TOOLS
 
 
 def call_names(workflow: Workflow) -> set[str]:
