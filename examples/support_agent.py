@@ -27,8 +27,8 @@ WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "refund-desk.yaml
 
 
 @tool(name="crm.lookup_customer")
-def lookup_customer(email: str) -> dict[str, Any]:
-    """Find a customer by the email on their account."""
+def lookup_customer(email: str = "", phone: str = "") -> dict[str, Any]:
+    """Find a customer by the email or phone number on their account."""
     return {"customer_id": "C-1042", "customer": {"name": "Ada", "verified": True}}
 
 

@@ -38,7 +38,7 @@ async def ran(what: str, ctx: ToolContext) -> None:
         await asyncio.sleep(600)  # killed here
 
 @tool(name="crm.lookup_customer")
-async def lookup_customer(email: str, ctx: ToolContext) -> dict:
+async def lookup_customer(ctx: ToolContext, email: str = "", phone: str = "") -> dict:
     await ran("lookup", ctx)
     return {{"customer_id": "C-1042", "customer": {{"name": "Ada", "verified": True}}}}
 

@@ -623,7 +623,7 @@ def test_resume_never_runs_an_admitted_call_again_unless_it_is_idempotent() -> N
     commands = resumed.feed(Resume(WORK, idempotent=frozenset({"lookup"})))
     assert [p.call.id for p in run_tools(commands).calls] == ["l"]
     assert [(e.call_id, e.status) for e in resumed.of_type(ev.ToolResultEvent)] == [
-        ("a", "error")]
+        ("a", "unknown")]
 
 
 def test_resume_with_a_request_in_flight_asks_it_again_with_the_same_history() -> None:

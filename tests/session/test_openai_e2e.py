@@ -28,8 +28,8 @@ RAN: list[str] = []
 
 
 @tool(name="crm.lookup_customer")
-def lookup_customer(email: str) -> dict[str, Any]:
-    """Find a customer by email."""
+def lookup_customer(email: str = "", phone: str = "") -> dict[str, Any]:
+    """Find a customer by email or phone."""
     RAN.append("crm.lookup_customer")
     return {"customer_id": "C-1", "customer": {"name": "Ada", "verified": True}}
 
