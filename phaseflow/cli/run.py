@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from phaseflow.session import Agent, PendingApproval, Session
     from phaseflow.session.events import Event
     from phaseflow.session.provider import Provider
-    from phaseflow.spec.model import Workflow
 
 #: the answers to an approval prompt and the decision each means
 ANSWERS = {
@@ -141,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
                       model=args.model, store=store, **options)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
-    _warn_missing(agent, hooks or {})
+    _warn_missing(agent)
     _warn_script(agent, provider)
     loop = asyncio.new_event_loop()
     chat = Chat(agent, loop, args, new_store=new_store)
@@ -273,30 +272,14 @@ def _hook_mapping(value: Any, spec: str) -> Mapping[str, Any]:
     return value
 
 
-def _calls_of(workflow: Workflow) -> list[str]:
-    """Every ``call`` the workflow's effects and preparations name, in file order."""
-    from phaseflow.spec.model import CallEffect
-
-    names: list[str] = []
-    for phase in workflow.phases.values():
-        effects = [*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare)]
-        for effect in effects:
-            if isinstance(effect, CallEffect) and effect.name not in names:
-                names.append(effect.name)
-    return names
-
-
-def _warn_missing(agent: Agent, hooks: Mapping[str, Any]) -> None:
+def _warn_missing(agent: Agent) -> None:
+    """Catalogue tools without an implementation are never offered: said, not refused
+    (a run may leave a tool out on purpose). A ``call`` effect without its callable is
+    refused by the Agent itself (exit 2)."""
     missing = agent.missing_tools()
     if missing:
         print(f"phaseflow run: warning: no implementation for {len(missing)} tool(s), so "
               f"they are never offered: {', '.join(missing)} (give them with --tools)",
-              file=sys.stderr)
-    registry = agent.workflow.registry
-    calls = [c for c in _calls_of(agent.workflow) if c not in hooks and c not in registry]
-    if calls:
-        print(f"phaseflow run: warning: no callable for {len(calls)} call effect(s), which "
-              f"fail when they run: {', '.join(calls)} (give them with --hooks)",
               file=sys.stderr)
 
 

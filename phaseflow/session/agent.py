@@ -187,6 +187,7 @@ class Agent:
         sleep: Callable[[float], Any] = asyncio.sleep,
         lease: float = 30.0,
         worker: str | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -198,7 +199,8 @@ class Agent:
             tools=host_tools, hooks=hooks,
             values={"max_steps": max_steps, "max_retries": max_retries,
                     "output_lines": output_lines, "output_chars": output_chars,
-                    "lease": lease, "parallel_tools": parallel_tools, "system": system},
+                    "lease": lease, "parallel_tools": parallel_tools, "system": system,
+                    "max_output_tokens": max_output_tokens},
             callables={"clock": clock, "phase_clock": phase_clock, "sleep": sleep,
                        "approve": approve})
         #: the phase machine's clock (``seconds_in_phase``): monotonic, so a wall-clock
@@ -228,7 +230,7 @@ class Agent:
                           parallel_tools=parallel_tools),
             approve=approve, output_lines=output_lines, output_chars=output_chars,
             clock=clock, sleep=sleep, lease=float(lease),
-            worker=worker or new_worker_id(),
+            worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
         )
 
     def missing_tools(self) -> tuple[str, ...]:

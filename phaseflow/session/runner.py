@@ -108,6 +108,8 @@ class RunnerConfig:
     lease: float = 30.0
     #: this worker's name in leases
     worker: str = ""
+    #: the most tokens a model reply may have, sent with every request (None: no limit)
+    max_output_tokens: int | None = None
     #: what each phase offers, worked out once per phase (see ViewCache)
     views: ViewCache = field(default_factory=ViewCache)
 
@@ -296,6 +298,7 @@ class Runner:
             model=self.config.model, system=system, history=command.history,
             tools=tools, request_id=command.request_id,
             tool_choice="none" if final or not tools else "auto",
+            max_output_tokens=self.config.max_output_tokens,
         )
         return request, view
 

@@ -105,6 +105,8 @@ def check_agent(*, workflow: Workflow, tools: Mapping[str, FunctionTool],
     for name in ("max_steps", "output_lines", "output_chars"):
         positive_int(name, values[name])
     non_negative_int("max_retries", values["max_retries"])
+    if values["max_output_tokens"] is not None:
+        positive_int("max_output_tokens", values["max_output_tokens"])
     positive_seconds("lease", values["lease"])
     if not isinstance(values["parallel_tools"], bool):
         raise ConfigError(f"parallel_tools must be True or False, not "

@@ -56,4 +56,20 @@ def holder_is_gone(owner: str) -> bool:
         return True
     except (PermissionError, OverflowError, OSError):
         return False
-    return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A process that has exited but was not reaped by its parent yet (a killed worker
+    whose parent has not waited for it): ``kill(pid, 0)`` still finds it, but it will
+    never run again. Read from ``/proc`` where there is one (Linux); elsewhere such a
+    process counts as alive, and its lease is taken when it expires."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the state follows
+    # the last ')'
+    _, _, rest = stat.rpartition(b")")
+    return rest[1:2] == b"Z"

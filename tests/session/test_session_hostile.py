@@ -325,6 +325,7 @@ def _agent(**options: Any) -> Agent:
     ("lease", 0, "lease must be a positive number of seconds"),
     ("parallel_tools", "yes", "parallel_tools must be True or False"),
     ("system", None, "system must be a string"),
+    ("max_output_tokens", 0, "max_output_tokens must be a positive integer"),
     ("clock", 5, "clock must be a callable"),
     ("approve", "always", "approve must be a callable"),
     ("hooks", {"audit": "not a function"}, "hook 'audit' is not a callable"),
@@ -486,3 +487,10 @@ async def collect_async(stream: AsyncIterator[Event]) -> list[Event]:
 async def _stored(session: Any) -> AsyncIterator[Event]:
     for e in await session.events():
         yield e
+
+
+def test_max_output_tokens_goes_with_every_request() -> None:
+    provider = ScriptedProvider([{"calls": [{"lookup": {"q": "x"}}]}, "ok"])
+    session = Agent(workflow(), provider, tools=TOOLS, max_output_tokens=64).session_sync("s")
+    collect(session.send("look"))
+    assert [r.max_output_tokens for r in provider.requests] == [64, 64]
