@@ -174,3 +174,35 @@ def test_a_429_is_retried_after_its_retry_after_and_a_stalled_stream_is_cancelle
             assert users == ["hi", "are you there?", "hello?"]
 
         asyncio.run(run())
+
+
+def test_a_reply_cut_at_the_output_limit_through_a_real_server_runs_none_of_its_calls() -> None:
+    """The server stops a reply holding tool calls with ``finish_reason: length`` (the
+    second call's arguments cut mid-JSON): no call runs, the turn ends, and the next
+    turn's request carries every call with its result."""
+    RAN.clear()
+    cut = tool_calls_reply(("call_a", "crm__lookup_customer", '{"email": "ada@example.com"}'),
+                           ("call_b", "crm__lookup_customer", '{"email": "ad'))
+    finish = next(i for i, c in enumerate(cut) if c.get("choices")
+                  and c["choices"][0]["finish_reason"] == "tool_calls")
+    cut[finish]["choices"][0]["finish_reason"] = "length"
+    with FakeOpenAIServer() as server:
+        server.push(cut, text_reply("Sorry, could you say that again?"))
+        provider = OpenAIProvider("test-model", base_url=server.base_url, api_key="k")
+        agent = Agent(WORKFLOW, provider, hooks=HOOKS,
+                      tools=[lookup_customer, select_order, issue_refund])
+
+        async def run() -> None:
+            session = await agent.session("conv-cut")
+            events = [e async for e in session.send("hi, I'm ada@example.com")]
+            assert RAN == []
+            assert [e.code for e in events if e.type == "error"] == ["max_tokens"]
+            assert [e.status for e in events if e.type == "tool_result"] == ["refused"] * 2
+            assert events[-1].type == "turn_finished" and events[-1].status == "completed"
+            assert len(server.requests) == 1  # not asked again in that turn
+            assert await session.reply("again") == "Sorry, could you say that again?"
+            sent = _messages(server, 1)
+            answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+            assert answered == ["call_a", "call_b"]
+
+        asyncio.run(run())
