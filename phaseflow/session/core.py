@@ -484,15 +484,21 @@ def _next_request(core: Core, limits: Limits) -> Step:
     return Step(core, (CallProvider(request_id, sent, final),))
 
 
-def _end_at_step_limit(core: Core, limits: Limits) -> Step:
+def _end_after_group(core: Core) -> Core:
+    """Close the request after a tool group with no next generation to come (the step
+    limit, a cut reply): the progress waits for one, so it is ended too, or the next
+    turn could never start."""
     core = _close_request(core)
-    # The limit is hit after a tool group, while progress waits for the next generation:
-    # end it, or the next turn could never start.
     turn_id = core.progress.turn_id
     if turn_id is not None:
         ended = core.progress.fail(turn_id)
         if not isinstance(ended, Rejected):
             core = evolve(core, progress=ended)
+    return core
+
+
+def _end_at_step_limit(core: Core, limits: Limits) -> Step:
+    core = _end_after_group(core)
     error = ev.ErrorEvent(code="step_limit", turn=core.turn, message=(
         f"the turn made {limits.max_steps} model requests (max_steps) without a final reply;"
         " it ends here"))
@@ -880,14 +886,7 @@ def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
         event = replace(event, events=(*core.pending, *event.events))
     core = evolve(core, view=event.view, pending=())
     if event.final and core.group is not None:
-        # the boundary after a cut reply's group: the turn ends here, as at the step
-        # limit (the progress waits for a next generation that will not come)
-        core = _close_request(core)
-        turn_id = core.progress.turn_id
-        if turn_id is not None:
-            ended = core.progress.fail(turn_id)
-            if not isinstance(ended, Rejected):
-                core = evolve(core, progress=ended)
+        core = _end_after_group(core)  # the boundary after a cut reply's group
     if event.final:
         if event.view.terminal and not core.final_request:
             return _final_request(core, event.events)
