@@ -30,41 +30,30 @@ DEFAULT_STORE = "phaseflow-sessions.db"
 #: the ``--store`` value of a store that lives only as long as the process
 MEMORY = "memory"
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
 POSTGRES_HINT = "pip install 'phaseflow[postgres]'"
-
-
-#: keys of a libpq connection string (``host=db dbname=app``), which names a database too
-_LIBPQ_KEYS = frozenset({"host", "hostaddr", "port", "dbname", "user", "password",
-                         "service", "sslmode", "connect_timeout", "options",
-                         "application_name", "passfile", "target_session_attrs"})
 
 
 def is_postgres(value: str) -> bool:
     """Whether ``value`` names a PostgreSQL database: a ``postgresql://`` or
-    ``postgres://`` URL, or a libpq connection string of ``key=value`` words."""
-    if value.lower().startswith(_POSTGRES_SCHEMES):
+    ``postgres://`` URL, or a libpq connection string of ``key=value`` words (values
+    quoted as libpq quotes them)."""
+    from phaseflow.stores.dsn import LIBPQ_KEYWORDS, URL_SCHEMES, keywords
+
+    if value.lower().startswith(URL_SCHEMES):
         return True
-    words = value.split()
-    return bool(words) and all(w.partition("=")[1] and w.partition("=")[0] in _LIBPQ_KEYS
-                               for w in words)
+    keys = keywords(value)
+    return keys is not None and all(key in LIBPQ_KEYWORDS for key in keys)
 
 
 def store_name(value: str | None) -> str:
-    """What to call the store in messages: the value, without a password."""
-    if value is None:
-        return DEFAULT_STORE
-    if is_postgres(value) and not value.lower().startswith(_POSTGRES_SCHEMES):
-        return " ".join("password=***" if w.startswith("password=") else w
-                        for w in value.split())
-    if value.lower().startswith(_POSTGRES_SCHEMES):
-        scheme, _, rest = value.partition("://")
-        credentials, at, host = rest.rpartition("@")
-        if at and ":" in credentials:
-            user = credentials.split(":", 1)[0]
-            return f"{scheme}://{user}:***@{host}"
-    return value
+    """What to call the store in messages: the value as written, every password in it
+    shown as ``***`` (what :class:`~phaseflow.stores.postgres.PostgresStore` calls
+    itself in its errors, too). Any value is masked, not only one read as a database: a
+    connection string libpq would refuse is taken for a file name, and still shown
+    without its password."""
+    from phaseflow.stores.dsn import masked
+
+    return DEFAULT_STORE if value is None else masked(value)
 
 
 def is_url(value: str) -> bool:
@@ -95,10 +84,11 @@ def open_store(value: str | None, *, must_exist: bool = False) -> Store:
         raise ConfigError(f"--store {store_name(chosen)}: unknown kind of store {scheme!r} "
                           "(a file path, a postgresql:// URL or 'memory')")
     if os.path.isdir(chosen):
-        raise ConfigError(f"--store {chosen}: is a folder, not a session store file")
+        raise ConfigError(f"--store {store_name(chosen)}: is a folder, not a session store "
+                          "file")
     if must_exist and not os.path.exists(chosen):
         where = " (the default; name one with --store)" if value is None else ""
-        raise ConfigError(f"no session store at {chosen}{where}")
+        raise ConfigError(f"no session store at {store_name(chosen)}{where}")
     from phaseflow.stores.sqlite import SQLiteStore
 
     return SQLiteStore(chosen)
