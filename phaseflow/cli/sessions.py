@@ -32,7 +32,7 @@ from phaseflow.errors import ConfigError
 if TYPE_CHECKING:
     from phaseflow.session import Agent
     from phaseflow.session.events import Event
-    from phaseflow.stores.base import SessionRecord, Store, StoredEvent
+    from phaseflow.stores.base import SessionRecord, SessionSummary, Store, StoredEvent
     from phaseflow.turn.messages import Message
 
 PROG = "phaseflow sessions"
@@ -171,23 +171,33 @@ async def _main(args: argparse.Namespace) -> int:
 
 async def _list(store: Store, args: argparse.Namespace) -> int:
     summaries = await store.sessions()
+    damaged = [s for s in summaries if s.problem is not None]
     if args.json:
-        print(json.dumps([{
-            "id": s.session_id, "workflow": s.workflow, "status": s.status, "phase": s.phase,
-            "turn": s.turn, "version": s.version, "updated_at": s.updated_at,
-        } for s in summaries], ensure_ascii=False, indent=2))
-        return 0
-    if not summaries:
+        print(json.dumps([_summary_json(s) for s in summaries], ensure_ascii=False, indent=2))
+    elif not summaries:
         print("no sessions stored", file=sys.stderr)
-        return 0
-    rows = [("ID", "WORKFLOW", "STATUS", "PHASE", "TURN", "UPDATED")] + [
-        (s.session_id, s.workflow, s.status, s.phase, str(s.turn), when(s.updated_at))
-        for s in summaries]
-    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
-              + "  " + row[-1])
-    return 0
+    else:
+        from phaseflow.cli.render import visible
+
+        rows = [("ID", "WORKFLOW", "STATUS", "PHASE", "TURN", "UPDATED")] + [
+            (s.session_id, s.workflow, s.status, s.phase, str(s.turn), when(s.updated_at))
+            if s.problem is None else (s.session_id, "-", "damaged", "-", "-", "-")
+            for s in summaries]
+        widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]) - 1)]
+        for row in rows:
+            print(visible("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+                          + "  " + row[-1]))
+    for summary in damaged:  # listed, and an error each: exit 1
+        print(f"{PROG} list: error: {summary.problem}", file=sys.stderr)
+    return 1 if damaged else 0
+
+
+def _summary_json(s: SessionSummary) -> dict[str, Any]:
+    if s.problem is not None:
+        return {"id": s.session_id, "workflow": None, "status": None, "phase": None,
+                "turn": None, "version": None, "updated_at": None, "problem": s.problem}
+    return {"id": s.session_id, "workflow": s.workflow, "status": s.status, "phase": s.phase,
+            "turn": s.turn, "version": s.version, "updated_at": s.updated_at, "problem": None}
 
 
 async def _record(store: Store, session_id: str) -> SessionRecord:
@@ -459,8 +469,14 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
         except PhaseflowError as exc:
             raise Misuse(str(exc)) from None
         ids: list[str] = list(dict.fromkeys(args.ids))
+        failed = 0
         if not ids:
             summaries = await store.sessions()
+            for summary in summaries:  # its status cannot be known: reported, not taken
+                if summary.problem is not None:
+                    print(f"{summary.session_id}: cannot be read: {summary.problem}",
+                          flush=True)
+                    failed += 1
             running = [s for s in summaries if s.status == RUNNING]
             ids = [s.session_id for s in running if s.workflow == agent.workflow.name]
             others = len(running) - len(ids)
@@ -469,8 +485,7 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
                       file=sys.stderr)
             if not ids:
                 print(f"nothing to recover: no session of {agent.workflow.name} is running")
-                return 0
-        failed = 0
+                return 1 if failed else 0
         for session_id in ids:
             line, ok = await _recover_one(agent, session_id, force=args.force)
             print(line, flush=True)
@@ -487,9 +502,9 @@ async def _recover_one(agent: Agent, session_id: str, *, force: bool) -> tuple[s
     from phaseflow.stores.base import StoreConflict
     from phaseflow.stores.codec import StoreDataError
 
-    if await agent.store.version(session_id) == 0:
-        return f"{session_id}: no such session", False
     try:
+        if await agent.store.version(session_id) == 0:
+            return f"{session_id}: no such session", False
         session = await agent.session(session_id)
         before = session.status
         events = await session.recover(force=force)

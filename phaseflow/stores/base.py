@@ -39,6 +39,42 @@ class StoreFenced(StoreConflict):
     """The writer's lease was taken over (its epoch is stale): its writes are refused."""
 
 
+class InvalidSessionId(StoreError):
+    """A session id no store can keep (see :func:`check_session_id`): refused before any
+    store is touched, the same way by every store."""
+
+
+#: the longest session id, in bytes of UTF-8 (a PostgreSQL index entry holds at most
+#: 2,704 bytes; an id far below it leaves room for the keys it is part of)
+MAX_SESSION_ID_BYTES = 1024
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` when every store can keep it: a non-empty string of Unicode text
+    (no lone surrogate, which has no UTF-8 form), without NUL (which PostgreSQL text
+    cannot hold), of at most :data:`MAX_SESSION_ID_BYTES` bytes in UTF-8. Otherwise
+    :class:`InvalidSessionId` naming the id and what is wrong: the one rule every store
+    applies on entry, so an id is accepted or refused alike by all of them."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidSessionId(f"a session id is a non-empty string, not {session_id!r}")
+    if session_id.isascii():
+        size = len(session_id)
+    else:
+        try:
+            size = len(session_id.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidSessionId(
+                f"session id {session_id!r} is not text a database can store: it holds a "
+                f"lone surrogate ({session_id[exc.start]!r} at index {exc.start})") from None
+    if "\x00" in session_id:
+        raise InvalidSessionId(f"session id {session_id!r} is not text a database can "
+                               "store: it holds a NUL character")
+    if size > MAX_SESSION_ID_BYTES:
+        raise InvalidSessionId(f"a session id is at most {MAX_SESSION_ID_BYTES} bytes of "
+                               f"UTF-8; this one has {size} ({session_id[:40]!r}...)")
+    return session_id
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A worker's right to run a session's turns: ``owner`` (a worker id), ``epoch``
@@ -68,8 +104,14 @@ class SessionRecord:
     """Everything needed to reopen a session exactly where it stood.
 
     ``machine`` is the phase machine's snapshot (plain JSON), ``state`` the session state
-    (plain JSON), ``core`` the session core's own small JSON (the open tool group, the
-    request count of the turn, ...). ``version`` increases by one with every commit.
+    (plain JSON), ``core`` the session core's own small JSON (its status and turn, the
+    open tool group, the request count of the turn, ...). ``version`` increases by one
+    with every commit.
+
+    ``status``, ``turn`` and ``phase`` (and ``workflow``, when the machine names one) are
+    what ``core`` and ``machine`` say, repeated so that a store can list sessions without
+    reading their snapshots: one truth, checked when a record is made
+    (:func:`record_problem`), so a record that says two things cannot exist.
     """
 
     session_id: str
@@ -84,9 +126,39 @@ class SessionRecord:
     continuation: Continuation
     machine: Mapping[str, Any]
     state: Mapping[str, Any]
-    core: Mapping[str, Any] = field(default_factory=dict)
+    core: Mapping[str, Any]
     created_at: float = 0.0
     updated_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_session_id(self.session_id)
+        problem = record_problem(self.status, self.phase, self.turn, self.workflow,
+                                 self.machine, self.core)
+        if problem is not None:
+            name, said, truth, source = problem
+            raise StoreError(f"session {self.session_id!r}: the record's {name} is {said!r} "
+                             f"where its {source} says {truth!r}")
+
+
+def record_problem(status: object, phase: object, turn: object, workflow: object,
+                   machine: object, core: object) -> tuple[str, object, object, str] | None:
+    """Which of a session's ``status``, ``phase``, ``turn`` and ``workflow`` is not what
+    its ``core`` and ``machine`` say, as ``(field, value, what they say, which of them)``;
+    ``None`` when all are. The rule that makes them one truth: a record is made only when
+    it holds, and a store reading a row back applies it to the row's columns, so a column
+    edited by hand is damage, not another session."""
+    said_core = core if isinstance(core, Mapping) else {}
+    said_machine = machine if isinstance(machine, Mapping) else {}
+    for name, value, truth, source in (
+            ("status", status, said_core.get("status"), "core"),
+            ("turn", turn, said_core.get("turn"), "core"),
+            ("phase", phase, said_machine.get("phase"), "machine")):
+        if type(value) is not type(truth) or value != truth:
+            return name, value, truth, source
+    named = said_machine.get("workflow")
+    if named is not None and (type(named) is not type(workflow) or named != workflow):
+        return "workflow", workflow, named, "machine"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +173,11 @@ class StoredEvent:
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
+    """A stored session as listed: what opening it gives (a durable store checks the
+    row's columns against the snapshot they repeat). ``problem``: ``None``, or why the
+    session cannot be read back, naming it (a damaged row); the other fields are then
+    empty (``""``, ``0``): nothing such a row says is to be trusted."""
+
     session_id: str
     workflow: str
     status: str
@@ -108,6 +185,7 @@ class SessionSummary:
     turn: int
     version: int
     updated_at: float
+    problem: str | None = None
 
 
 class Store(Protocol):
@@ -170,7 +248,8 @@ class Store(Protocol):
         ...
 
     async def sessions(self) -> tuple[SessionSummary, ...]:
-        """Every stored session, most recently updated first."""
+        """Every stored session, most recently updated first; a damaged one is listed
+        too, with its ``problem`` (so one damaged row hides no other session)."""
         ...
 
     async def delete(self, session_id: str) -> bool:

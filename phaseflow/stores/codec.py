@@ -7,16 +7,41 @@ the snapshot and only the messages and marks the session added since the last co
 so its cost does not grow with the conversation. Reading puts them back together and
 checks every part through the turn core's own ``from_json`` (which validates every
 invariant), so a corrupted row is an error naming the session, never a wrong session.
+
+Everything a durable store reads back goes through this module, so damage is found the
+same way in both databases:
+
+- JSON is read strictly (:func:`loads`): ``NaN``, ``Infinity`` and a number no float
+  holds are not JSON, and nothing phaseflow writes holds them (:func:`dumps` refuses
+  them), so finding one is damage.
+- A row's columns have the types phaseflow writes, and the ones a snapshot repeats
+  (status, phase, turn, workflow) say what the snapshot says
+  (:func:`~phaseflow.stores.base.record_problem`): the snapshot is the truth, the
+  columns are an index for listing, and a column edited by hand is an error, both when a
+  session is loaded and when sessions are listed.
+- Events come back numbered ``after + 1`` up to the count the session's row keeps, with
+  no gap (:func:`stored_events`): a deleted or added event row is an error.
+- A database is used only when it is phaseflow's, or empty (:func:`must_create`): a
+  database holding tables of its own is refused before anything is written to it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
-from phaseflow.stores.base import SessionRecord, StoreError
+from phaseflow.stores.base import (
+    Lease,
+    QueuedMessage,
+    SessionRecord,
+    SessionSummary,
+    StoredEvent,
+    StoreError,
+    record_problem,
+)
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
 from phaseflow.turn.messages import History, message_to_json
@@ -26,9 +51,105 @@ from phaseflow.turn.rejections import Rejected
 #: the version of the stored form; a store refuses data of a later version
 SCHEMA_VERSION = 1
 
+#: phaseflow's tables and their columns, the same in both databases (each store's DDL
+#: makes exactly these); a store opening a database checks them before it uses it
+TABLES: dict[str, tuple[str, ...]] = {
+    "phaseflow_schema": ("version",),
+    "sessions": ("id", "workflow", "workflow_hash", "version", "status", "phase", "turn",
+                 "lease_owner", "lease_expires", "lease_epoch", "snapshot", "message_count",
+                 "mark_count", "event_count", "created_at", "updated_at"),
+    "messages": ("session_id", "idx", "data"),
+    "marks": ("session_id", "idx", "data"),
+    "events": ("session_id", "seq", "data"),
+    "captures": ("sha256", "data"),
+    "inbox": ("id", "session_id", "data"),
+}
+
 
 class StoreDataError(StoreError):
-    """What a store holds for a session cannot be read back as a session."""
+    """What a store holds for a session cannot be read back as a session: the message
+    names the session and what is wrong."""
+
+
+def must_create(where: str, found: Mapping[str, Sequence[str]], version: int | None, *,
+                whole: bool = False) -> bool:
+    """Whether a store must create its schema in the database ``where``, which holds the
+    tables ``found`` (name: its columns) and, when it holds ``phaseflow_schema``, the
+    schema ``version`` written there. ``whole``: the database is the store (an SQLite
+    file), so a table of any name makes it another program's; a PostgreSQL schema is
+    shared, so only tables with phaseflow's names count there.
+
+    A database that is empty of them gets the schema (``True``); phaseflow's schema of
+    this version, complete, is used as it is (``False``). Anything else is refused with a
+    :class:`StoreError` naming the database, before anything was written to it: tables
+    of its own without ``phaseflow_schema`` (another program's database), a schema from
+    a later phaseflow, or phaseflow's tables with other columns (damaged)."""
+    if "phaseflow_schema" not in found:
+        theirs = sorted(t for t in found if whole or t in TABLES)
+        if not theirs:
+            return True
+        raise StoreError(
+            f"{where}: not a phaseflow session store: it holds tables of its own "
+            f"({_names(theirs)}) and no phaseflow_schema table; phaseflow left it unchanged "
+            "(name a new file or an empty database)")
+    if version is None or version < 1:
+        raise StoreError(f"{where}: the session store is damaged: its phaseflow_schema "
+                         f"table holds no schema version ({version!r})")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where}: the store's schema is version {version}; this phaseflow "
+            f"knows up to version {SCHEMA_VERSION}: upgrade phaseflow")
+    for table, columns in TABLES.items():
+        have = found.get(table)
+        if have is None:
+            raise StoreError(f"{where}: the session store is damaged: its table {table!r} "
+                             "is missing")
+        if set(have) != set(columns):
+            missing = [c for c in columns if c not in have]
+            other = [c for c in have if c not in columns]
+            said = "; ".join(part for part in (
+                f"without {_names(missing)}" if missing else "",
+                f"with {_names(other)}, which are not phaseflow's" if other else "") if part)
+            raise StoreError(f"{where}: the session store is damaged or not phaseflow's: "
+                             f"its table {table!r} has other columns than phaseflow's ({said})")
+    return False
+
+
+def _names(names: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+class NotJson(ValueError):
+    """JSON text holding a number JSON has not: NaN, an infinity, or one beyond a
+    float's range (which Python would read as an infinity)."""
+
+
+def _constant(name: str) -> Any:
+    raise NotJson(f"it holds {name}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotJson(f"it holds the number {text[:24]}, beyond the range of a float")
+    return value
+
+
+#: one decoder for every read (``json.loads`` with options makes a new one each call)
+_decode = json.JSONDecoder(parse_constant=_constant, parse_float=_finite).decode
+
+
+def loads(text: object) -> Any:
+    """A JSON text as phaseflow writes it (:func:`dumps`): ``NaN``, ``Infinity`` and
+    numbers no float can hold are refused (:class:`NotJson`), as is anything but text
+    (what a hand-edited column may hold). ``ValueError`` saying what is wrong."""
+    if not isinstance(text, str):
+        raise ValueError(f"a value of type {type(text).__name__}, not JSON text")
+    try:
+        return _decode(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +176,29 @@ class Known:
 
 
 def dumps(value: Any) -> str:
-    # ASCII: a lone surrogate (a model can send one in JSON) is written as its escape,
-    # which every database stores and json.loads gives back exactly
+    """JSON text every database stores: ASCII (a lone surrogate, which a model can send
+    in JSON, is written as its escape, which :func:`loads` gives back exactly), with no
+    NaN or infinity (``ValueError``: they are not JSON)."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def encode_events(session_id: str, events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rows of a commit's events; :class:`StoreError` naming the session for one that
+    is not JSON (nothing is written)."""
+    try:
+        return [dumps(dict(e)) for e in events]
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreError(f"session {session_id!r}: an event is not JSON ({exc})") from None
+
+
+def encode_queued(session_id: str, data: Mapping[str, Any]) -> str:
+    """The row of a queued message; :class:`StoreError` naming the session when it is
+    not JSON."""
+    try:
+        return dumps(dict(data))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreError(f"session {session_id!r}: the queued message is not JSON ({exc})"
+                         ) from None
 
 
 def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
@@ -80,14 +221,18 @@ def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
         "state": record.state,
         "core": record.core,
     }
-    new_messages = tuple(dumps(message_to_json(m)) for m in messages.after(message_from))
-    new_marks = tuple(dumps({"display_entry": m.display_entry, "revision": m.revision,
-                              "message_count": m.message_count}) for m in c.marks[mark_from:])
     try:
         text = dumps(snapshot)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"session {record.session_id!r}: the state is not JSON ({exc})"
                          ) from None
+    try:
+        new_messages = tuple(dumps(message_to_json(m)) for m in messages.after(message_from))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreError(f"session {record.session_id!r}: a message is not JSON ({exc})"
+                         ) from None
+    new_marks = tuple(dumps({"display_entry": m.display_entry, "revision": m.revision,
+                              "message_count": m.message_count}) for m in c.marks[mark_from:])
     return (Written(text, new_messages, new_marks, message_from, mark_from, rewrite),
             Known(messages, len(c.marks)))
 
@@ -114,27 +259,125 @@ def _value(decoded: Any, session_id: str, what: str) -> Any:
     return decoded
 
 
-def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[SessionRecord, Known]:
-    """The record the rows describe; :class:`StoreDataError` naming the session and the
-    part that is wrong (never a traceback, never a silently different session)."""
-    sid = row.session_id
+def _parse(sid: str, what: str, text: object) -> Any:
     try:
-        data = json.loads(row.snapshot)
-        parsed_messages = [json.loads(m) for m in messages]
-        parsed_marks = [json.loads(m) for m in marks]
-    except (ValueError, TypeError) as exc:
-        raise StoreDataError(f"session {sid!r}: stored JSON is truncated or corrupt ({exc})"
+        return loads(text)
+    except NotJson as exc:
+        raise StoreDataError(f"session {sid!r}: {what} is not phaseflow's JSON: {exc} "
+                             "(phaseflow never writes one: it was edited or is damaged)"
                              ) from None
-    if not isinstance(data, Mapping):
+    except ValueError as exc:
+        raise StoreDataError(f"session {sid!r}: {what} is truncated or corrupt, not "
+                             f"phaseflow's JSON ({exc})") from None
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _damaged(sid: str, name: str, value: object) -> StoreDataError:
+    return StoreDataError(f"session {sid!r}: the {name} column holds {value!r}, which "
+                          "phaseflow never writes: the row was edited or is damaged")
+
+
+# A column's value has the type phaseflow writes: SQLite keeps whatever an UPDATE puts,
+# PostgreSQL keeps NaN in a float column.
+
+def _text(sid: str, name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _damaged(sid, name, value)
+    return value
+
+
+def _count(sid: str, name: str, value: object) -> int:
+    if not _is_int(value) or value < 0:
+        raise _damaged(sid, name, value)
+    return int(value)
+
+
+def _time(sid: str, name: str, value: object, *, null: bool = False) -> float | None:
+    if value is None and null:
+        return None
+    if (not isinstance(value, int | float) or isinstance(value, bool)
+            or not math.isfinite(value) or (value < 0 and not null)):
+        raise _damaged(sid, name, value)
+    return float(value)
+
+
+def counts(sid: str, row: Sequence[Any]) -> tuple[int, ...]:
+    """The integer columns of a sessions row a commit reads (``version``, the counts of
+    messages, marks and events, ``lease_epoch``: a prefix of them), checked."""
+    names = ("version", "message_count", "mark_count", "event_count", "lease_epoch")
+    return tuple(_count(sid, name, value) for name, value in zip(names, row, strict=False))
+
+
+def lease(sid: str, owner: object, expires: object, epoch: object
+          ) -> tuple[str | None, float | None, int]:
+    """The lease columns of a sessions row, checked: holder, expiry, epoch."""
+    return (None if owner is None else _text(sid, "lease_owner", owner),
+            _time(sid, "lease_expires", expires, null=True), _count(sid, "lease_epoch", epoch))
+
+
+def stored_lease(sid: str, owner: object, expires: object, epoch: object) -> Lease | None:
+    """The lease a sessions row holds (``None``: nobody holds it)."""
+    holder, until, number = lease(sid, owner, expires, epoch)
+    if holder is None or until is None:
+        return None
+    return Lease(sid, holder, number, until)
+
+
+def _snapshot(sid: str, text: object) -> dict[str, Any]:
+    data = _parse(sid, "the stored snapshot", text)
+    if not isinstance(data, dict):
         raise StoreDataError(f"session {sid!r}: the stored snapshot is not an object")
     schema = data.get("schema")
-    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+    if not _is_int(schema) or schema < 1:
         raise StoreDataError(f"session {sid!r}: the stored snapshot has no valid schema "
                              f"version ({schema!r}): it is corrupt or not phaseflow's")
     if schema > SCHEMA_VERSION:
         raise StoreDataError(
             f"session {sid!r} was stored in schema version {schema!r}; this phaseflow reads "
             f"up to version {SCHEMA_VERSION}: upgrade phaseflow to open it")
+    return data
+
+
+def _one_truth(sid: str, status: object, phase: object, turn: object, workflow: object,
+               machine: object, core: object) -> None:
+    """The columns a snapshot repeats say what it says (the snapshot is the truth)."""
+    problem = record_problem(status, phase, turn, workflow, machine, core)
+    if problem is not None:
+        name, said, truth, source = problem
+        raise StoreDataError(
+            f"session {sid!r}: its {name} column says {said!r} where its stored "
+            f"{source} says {truth!r}: the row was edited or is damaged")
+
+
+def complete(table: str, sid: str, count: object, indexes: Sequence[object],
+             rows: Sequence[str]) -> Sequence[str]:
+    """``rows`` when they are exactly the ``count`` rows ``0 .. count - 1`` the sessions
+    row says were written; :class:`StoreDataError` otherwise (a lost row would read as a
+    shorter, valid-looking history)."""
+    written = _count(sid, f"{table[:-1]}_count", count)
+    if len(rows) != written or list(indexes) != list(range(written)):
+        raise StoreDataError(
+            f"session {sid!r}: the store holds {len(rows)} {table} rows where it wrote "
+            f"{written}: the stored history is incomplete or corrupt")
+    return rows
+
+
+def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[SessionRecord, Known]:
+    """The record the rows describe; :class:`StoreDataError` naming the session and the
+    part that is wrong (never a traceback, never a silently different session)."""
+    sid = row.session_id
+    for name in ("workflow", "workflow_hash", "status", "phase"):
+        _text(sid, name, getattr(row, name))
+    for name in ("version", "turn"):
+        _count(sid, name, getattr(row, name))
+    for name in ("created_at", "updated_at"):
+        _time(sid, name, getattr(row, name))
+    data = _snapshot(sid, row.snapshot)
+    parsed_messages = [_parse(sid, f"stored message {k}", m) for k, m in enumerate(messages)]
+    parsed_marks = [_parse(sid, f"stored mark {k}", m) for k, m in enumerate(marks)]
     try:
         raw = dict(data["continuation"])
         raw["messages"] = parsed_messages + list(raw.get("messages") or [])
@@ -150,6 +393,7 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
             core, Mapping):
         raise StoreDataError(f"session {sid!r}: the stored machine, state or core is not an "
                              "object")
+    _one_truth(sid, row.status, row.phase, row.turn, row.workflow, machine, core)
     record = SessionRecord(
         session_id=sid, workflow=row.workflow, workflow_hash=row.workflow_hash,
         version=row.version, status=row.status, phase=row.phase, turn=row.turn,
@@ -158,3 +402,75 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
         updated_at=row.updated_at,
     )
     return record, Known(continuation.messages, len(continuation.marks))
+
+
+def summary(row: Sequence[Any]) -> SessionSummary:
+    """A listed session from its row ``(id, workflow, status, phase, turn, version,
+    updated_at, snapshot)``: the columns, checked against the snapshot they repeat, so a
+    list shows what opening the session gives. A damaged row is a summary with its
+    ``problem`` (and nothing else it says), so it hides no other session."""
+    sid = str(row[0])
+    try:
+        return _summary(sid, *row[1:])
+    except StoreDataError as exc:
+        return SessionSummary(sid, "", "", "", 0, 0, 0.0, problem=str(exc))
+
+
+def _summary(sid: str, workflow: object, status: object, phase: object, turn: object,
+             version: object, updated_at: object, snapshot: object) -> SessionSummary:
+    listed = SessionSummary(
+        sid, _text(sid, "workflow", workflow), _text(sid, "status", status),
+        _text(sid, "phase", phase), _count(sid, "turn", turn), _count(sid, "version", version),
+        _time(sid, "updated_at", updated_at) or 0.0)
+    data = _snapshot(sid, snapshot)
+    _one_truth(sid, status, phase, turn, workflow, data.get("machine"), data.get("core"))
+    return listed
+
+
+def stored_events(sid: str, after: int, count: object,
+                  rows: Iterable[tuple[Any, Any]]) -> tuple[StoredEvent, ...]:
+    """The events of ``rows`` (``(seq, data)``, in order of ``seq``, those after
+    ``after``), checked: each is a JSON object, and they are numbered ``after + 1`` up
+    to ``count``, the number of events the session's row says were written (``None``:
+    there is no row, so none), with no gap: a lost or added row is an error naming the
+    session and the event, never a log that reads as another one."""
+    written = 0 if count is None else _count(sid, "event_count", count)
+    expected = max(after, 0) + 1
+    out = []
+    for seq, data in rows:
+        if not _is_int(seq) or seq > written:
+            raise StoreDataError(
+                f"session {sid!r}: the store holds an event {seq!r} the session never wrote "
+                f"(it wrote {written}): {_EDITED}")
+        if seq != expected:
+            raise StoreDataError(f"session {sid!r}: {_missing(expected, seq - 1)}")
+        parsed = _parse(sid, f"event {seq}", data)
+        if not isinstance(parsed, dict):
+            raise StoreDataError(f"session {sid!r}: event {seq} is not a JSON object")
+        out.append(StoredEvent(sid, seq, parsed))
+        expected += 1
+    if expected <= written:
+        raise StoreDataError(f"session {sid!r}: {_missing(expected, written)}")
+    return tuple(out)
+
+
+_EDITED = "the event log was edited or is damaged"
+
+
+def _missing(first: int, last: int) -> str:
+    which = f"event {first} is" if first == last else f"events {first} to {last} are"
+    return f"{which} missing from the stored log: {_EDITED}"
+
+
+def queued(sid: str, rows: Iterable[tuple[Any, Any]]) -> tuple[QueuedMessage, ...]:
+    """The messages of ``rows`` (``(id, data)``), each a JSON object."""
+    out = []
+    for qid, data in rows:
+        try:
+            parsed = loads(data)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict) or not _is_int(qid):
+            raise StoreDataError(f"session {sid!r}: queued message {qid!r} is corrupt")
+        out.append(QueuedMessage(qid, parsed))
+    return tuple(out)

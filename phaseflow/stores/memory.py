@@ -3,7 +3,8 @@
 It keeps the immutable values it is given (nothing is encoded), so a commit costs the
 same on the first turn and the thousandth. It follows the protocol to the letter
 (compare-and-set versions, atomic commits, ``seq`` from 1), so a session that works here
-behaves the same on a durable store.
+behaves the same on a durable store, and it refuses the session ids they refuse
+(:func:`~phaseflow.stores.base.check_session_id`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from phaseflow.stores.base import (
     StoreConflict,
     StoredEvent,
     StoreFenced,
+    check_session_id,
 )
 
 
@@ -45,6 +47,7 @@ class MemoryStore:
         self.commits = 0
 
     async def load(self, session_id: str) -> SessionRecord | None:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         return None if entry is None else entry.record
 
@@ -53,6 +56,7 @@ class MemoryStore:
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
         release: bool = False,
     ) -> tuple[int, ...]:
+        check_session_id(record.session_id)
         entry = self._sessions.get(record.session_id)
         if lease is not None and (entry is None or entry.lease is None
                                   or entry.lease.epoch != lease.epoch
@@ -87,10 +91,12 @@ class MemoryStore:
         return seqs
 
     async def version(self, session_id: str) -> int:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         return 0 if entry is None or entry.record is None else entry.record.version
 
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         if entry is None:
             return ()
@@ -106,11 +112,13 @@ class MemoryStore:
         return tuple(rows)
 
     async def delete(self, session_id: str) -> bool:
+        check_session_id(session_id)
         entry = self._sessions.pop(session_id, None)
         return entry is not None and entry.record is not None
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         if entry is None:
             entry = self._sessions[session_id] = _Entry(None)
@@ -126,6 +134,7 @@ class MemoryStore:
         return entry.lease
 
     async def release(self, lease: Lease) -> None:
+        check_session_id(lease.session_id)
         entry = self._sessions.get(lease.session_id)
         held = None if entry is None else entry.lease
         if entry is not None and held is not None and (held.owner, held.epoch) == (
@@ -133,10 +142,12 @@ class MemoryStore:
             entry.lease = None
 
     async def lease(self, session_id: str) -> Lease | None:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         return None if entry is None else entry.lease
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         if entry is None:
             entry = self._sessions[session_id] = _Entry(None)
@@ -145,6 +156,7 @@ class MemoryStore:
         return self._queue_ids
 
     async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        check_session_id(session_id)
         entry = self._sessions.get(session_id)
         return () if entry is None else tuple(entry.queue)
 

@@ -15,9 +15,11 @@ processes on several machines:
   the compare-and-set on its version holds however many processes write; a first commit
   inserts the row with ``ON CONFLICT DO NOTHING``, so of two writers creating the same
   session one wins and the other gets ``StoreConflict``.
-- **The schema** is created when the store opens (``CREATE TABLE IF NOT EXISTS`` under a
-  transaction-scoped advisory lock, so processes opening together do not race), and a
-  database whose schema is from a later phaseflow is refused.
+- **The schema** is created when the store opens, under a transaction-scoped advisory
+  lock (processes opening together do not race), in the schema the connection creates
+  tables in (``current_schema()``) when none of phaseflow's table names is taken there:
+  a ``sessions`` table of another program is refused before anything is created. A
+  schema from a later phaseflow, or phaseflow's tables with other columns, are refused.
 - **A load is one statement** (the row and its history rows from one snapshot, so a
   commit landing meanwhile cannot mix in), and it checks the history rows against the
   counts the row keeps: a lost row is an error, not a shorter session.
@@ -28,7 +30,10 @@ processes on several machines:
 Tables go where the connection's ``search_path`` puts them: to keep phaseflow in its own
 schema, put ``options='-c search_path=phaseflow'`` in the DSN (the schema must exist).
 Every database error becomes :class:`~phaseflow.stores.base.StoreError` with the server's
-message (the DSN's password is never shown).
+message, after the DSN as it was written with its password shown as ``***``
+(:func:`phaseflow.stores.dsn.masked`). What is read back is checked by the codec, as
+in the SQLite store (strict JSON, column types, the columns against the snapshot, events
+numbered without a gap).
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -50,11 +54,12 @@ from phaseflow.stores.base import (
     StoredEvent,
     StoreError,
     StoreFenced,
+    check_session_id,
 )
+from phaseflow.stores.dsn import masked
 
 try:
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # the optional extra is not installed
     _MISSING: str | None = str(exc)
@@ -110,20 +115,20 @@ _LOAD = """SELECT id, workflow, workflow_hash, version, status, phase, turn, sna
     ARRAY(SELECT data FROM marks WHERE session_id = s.id ORDER BY idx)
     FROM sessions AS s WHERE id = %s"""
 
+_EVENTS = """SELECT (SELECT event_count FROM sessions WHERE id = %(id)s),
+    ARRAY(SELECT seq FROM events WHERE session_id = %(id)s AND seq > %(after)s ORDER BY seq),
+    ARRAY(SELECT data FROM events WHERE session_id = %(id)s AND seq > %(after)s ORDER BY seq)"""
+
+#: phaseflow's tables in the schema tables are created in, with their columns
+_FOUND = """SELECT c.relname::text, ARRAY(
+        SELECT a.attname::text FROM pg_attribute AS a
+        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum)
+    FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE n.nspname = current_schema() AND c.relname = ANY(%s)
+      AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"""
+
 _SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
                     " message_count, mark_count, event_count, updated_at")
-
-
-def _describe(dsn: str) -> str:
-    """Where the store is, for messages: ``user@host:port/dbname``, never the password."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except Exception:
-        return "postgres"
-    host = parts.get("host") or "localhost"
-    port = parts.get("port") or "5432"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    return f"postgres://{user}{host}:{port}/{parts.get('dbname') or ''}"
 
 
 def _message(exc: BaseException) -> str:
@@ -150,7 +155,8 @@ class PostgresStore:
         if not isinstance(pool_size, int) or pool_size < 1:
             raise StoreError("pool_size must be a positive integer")
         self.dsn = dsn
-        self.where = _describe(dsn)
+        #: the store in messages: the DSN as written, its password shown as ``***``
+        self.where = masked(dsn)
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._pool_timeout = pool_timeout
@@ -204,21 +210,18 @@ class PostgresStore:
             raise StoreError(f"{self.where}: cannot open the session store: "
                              f"{_message(exc)}") from None
         try:
-            found = await _schema_version(conn)
-            if found != codec.SCHEMA_VERSION:  # missing (or older): create it
+            # Read first: a database holding another program's tables of phaseflow's
+            # names is refused before anything is created in it.
+            if codec.must_create(self.where, *await _found(conn)):
                 async with conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    async with conn.pipeline():
-                        for statement in _DDL:
-                            await conn.execute(statement)
-                    found = await _schema_version(conn)
-                    if found is None:
-                        await conn.execute("INSERT INTO phaseflow_schema (version) VALUES (%s)",
-                                           (codec.SCHEMA_VERSION,))
-            if found is not None and found > codec.SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.where}: the store's schema is version {found}; this phaseflow "
-                    f"knows up to version {codec.SCHEMA_VERSION}: upgrade phaseflow")
+                    if codec.must_create(self.where, *await _found(conn)):  # still
+                        async with conn.pipeline():
+                            for statement in _DDL:
+                                await conn.execute(statement)
+                            await conn.execute(
+                                "INSERT INTO phaseflow_schema (version) VALUES (%s)",
+                                (codec.SCHEMA_VERSION,))
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: cannot create the session store's schema: "
                              f"{_message(exc)}") from None
@@ -267,6 +270,8 @@ class PostgresStore:
     # --- the protocol ---------------------------------------------------------------------
 
     async def load(self, session_id: str) -> SessionRecord | None:
+        check_session_id(session_id)
+
         async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
             # One statement, so one snapshot: the row and the history rows it counts
             # (separate statements could see a commit land between them).
@@ -274,8 +279,8 @@ class PostgresStore:
             row = await cur.fetchone()
             if row is None or row[3] == 0:  # version 0: only a lease was taken
                 return None
-            messages = _complete("messages", session_id, row[10], row[12], row[13])
-            marks = _complete("marks", session_id, row[11], row[14], row[15])
+            messages = codec.complete("messages", session_id, row[10], row[12], row[13])
+            marks = codec.complete("marks", session_id, row[11], row[14], row[15])
             record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
             self._known[session_id] = known
             return record
@@ -286,9 +291,9 @@ class PostgresStore:
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
         release: bool = False,
     ) -> tuple[int, ...]:
-        sid = record.session_id
+        sid = check_session_id(record.session_id)
         written, known = codec.encode(record, self._known.get(sid))
-        event_rows = [codec.dumps(dict(e)) for e in events]
+        event_rows = codec.encode_events(sid, events)
 
         async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
             seqs = await self._write(conn, record, written, event_rows, expected_version, lease)
@@ -315,11 +320,13 @@ class PostgresStore:
                      lease: Lease | None) -> tuple[int, ...]:
         sid = record.session_id
         cur = await conn.execute(
-            "SELECT version, message_count, mark_count, event_count, lease_owner, lease_epoch"
+            "SELECT version, message_count, mark_count, event_count, lease_epoch, lease_owner"
             " FROM sessions WHERE id = %s FOR UPDATE", (sid,))
         row = await cur.fetchone()
-        if lease is not None and (row is None or row[4] != lease.owner
-                                  or row[5] != lease.epoch):
+        if row is not None:
+            row = (*codec.counts(sid, row[:5]), row[5])
+        if lease is not None and (row is None or row[5] != lease.owner
+                                  or row[4] != lease.epoch):
             raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
                               f"{lease.epoch}) was taken over; this write is refused")
         stored = 0 if row is None else row[0]
@@ -368,6 +375,8 @@ class PostgresStore:
         return seqs
 
     async def version(self, session_id: str) -> int:
+        check_session_id(session_id)
+
         async def read(conn: psycopg.AsyncConnection[Any]) -> int:
             cur = await conn.execute("SELECT version FROM sessions WHERE id = %s",
                                      (session_id,))
@@ -376,30 +385,27 @@ class PostgresStore:
         return await self._run(read)
 
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
+        check_session_id(session_id)
+
         async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[StoredEvent, ...]:
-            cur = await conn.execute(
-                "SELECT seq, data FROM events WHERE session_id = %s AND seq > %s ORDER BY seq",
-                (session_id, after))
-            out = []
-            for seq, data in await cur.fetchall():
-                try:
-                    parsed = json.loads(data)
-                except ValueError:
-                    raise codec.StoreDataError(
-                        f"session {session_id!r}: event {seq} is truncated or corrupt") from None
-                out.append(StoredEvent(session_id, seq, parsed))
-            return tuple(out)
+            # One statement, so one snapshot: the count and the rows it counts.
+            cur = await conn.execute(_EVENTS, {"id": session_id, "after": after})
+            row = await cur.fetchone()
+            count, seqs, rows = (None, [], []) if row is None else row
+            return codec.stored_events(session_id, after, count, zip(seqs, rows, strict=True))
         return await self._run(read)
 
     async def sessions(self) -> tuple[SessionSummary, ...]:
         async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[SessionSummary, ...]:
             cur = await conn.execute(
-                "SELECT id, workflow, status, phase, turn, version, updated_at FROM sessions"
-                " WHERE version > 0 ORDER BY updated_at DESC")
-            return tuple(SessionSummary(*r) for r in await cur.fetchall())
+                "SELECT id, workflow, status, phase, turn, version, updated_at, snapshot"
+                " FROM sessions WHERE version != 0 ORDER BY updated_at DESC")
+            return tuple(codec.summary(r) for r in await cur.fetchall())
         return await self._run(read)
 
     async def delete(self, session_id: str) -> bool:
+        check_session_id(session_id)
+
         async def remove(conn: psycopg.AsyncConnection[Any]) -> bool:
             cur = await conn.execute("DELETE FROM sessions WHERE id = %s RETURNING version",
                                      (session_id,))
@@ -431,6 +437,8 @@ class PostgresStore:
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:
+        check_session_id(session_id)
+
         async def take(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
             # Committed without waiting for the WAL flush: taking the turn is no commit
             # point of the session. A server crash may forget a lease taken just before
@@ -449,7 +457,8 @@ class PostgresStore:
             if row is None:  # deleted between the two statements
                 raise StoreConflict(f"session {session_id!r} was deleted while its lease "
                                     "was being taken")
-            holder, expires, epoch, version = row
+            holder, expires, epoch = codec.lease(session_id, *row[:3])
+            (version,) = codec.counts(session_id, row[3:])
             live = holder is not None and expires is not None and expires > now
             replaced = replacing is not None and (holder, epoch) == (replacing.owner,
                                                                      replacing.epoch)
@@ -464,6 +473,8 @@ class PostgresStore:
         return await self._run(take, transaction=True)
 
     async def release(self, lease: Lease) -> None:
+        check_session_id(lease.session_id)
+
         async def give_up(conn: psycopg.AsyncConnection[Any]) -> None:
             await conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
                                " WHERE id = %s AND lease_owner = %s AND lease_epoch = %s",
@@ -471,17 +482,17 @@ class PostgresStore:
         await self._run(give_up)
 
     async def lease(self, session_id: str) -> Lease | None:
+        check_session_id(session_id)
+
         async def read(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
             cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch"
                                      " FROM sessions WHERE id = %s", (session_id,))
             row = await cur.fetchone()
-            if row is None or row[0] is None or row[1] is None:
-                return None
-            return Lease(session_id, str(row[0]), int(row[2]), float(row[1]))
+            return None if row is None else codec.stored_lease(session_id, *row)
         return await self._run(read)
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
-        text = codec.dumps(dict(data))
+        text = codec.encode_queued(check_session_id(session_id), data)
 
         async def put(conn: psycopg.AsyncConnection[Any]) -> int:
             # Serialised per session until the insert commits: a session's ids become
@@ -495,17 +506,12 @@ class PostgresStore:
         return await self._run(put, transaction=True)
 
     async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        check_session_id(session_id)
+
         async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[QueuedMessage, ...]:
             cur = await conn.execute("SELECT id, data FROM inbox WHERE session_id = %s"
                                      " ORDER BY id", (session_id,))
-            out = []
-            for qid, data in await cur.fetchall():
-                try:
-                    out.append(QueuedMessage(qid, json.loads(data)))
-                except ValueError:
-                    raise codec.StoreDataError(
-                        f"session {session_id!r}: queued message {qid} is corrupt") from None
-            return tuple(out)
+            return codec.queued(session_id, await cur.fetchall())
         return await self._run(read)
 
 
@@ -518,27 +524,18 @@ async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> N
             await conn.close()
 
 
-async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int | None:
-    """The version ``phaseflow_schema`` holds (``None``: no schema here yet)."""
-    cur = await conn.execute("SELECT to_regclass('phaseflow_schema') IS NOT NULL")
-    row = await cur.fetchone()
-    if row is None or not row[0]:
-        return None
-    cur = await conn.execute("SELECT max(version) FROM phaseflow_schema")
-    row = await cur.fetchone()
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def _complete(table: str, sid: str, count: int, indexes: list[int], rows: list[str]
-              ) -> list[str]:
-    """``rows`` when they are exactly the ``count`` rows ``0 .. count - 1`` the sessions
-    row says were written; :class:`StoreDataError` otherwise (a lost row would read as a
-    shorter, valid-looking history)."""
-    if len(rows) != count or indexes != list(range(count)):
-        raise codec.StoreDataError(
-            f"session {sid!r}: the store holds {len(rows)} {table} rows where it wrote "
-            f"{count}: the stored history is incomplete or corrupt")
-    return rows
+async def _found(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, list[str]],
+                                                               int | None]:
+    """phaseflow's tables in the schema tables are created in (name: columns), and the
+    schema version ``phaseflow_schema`` holds there (``None``: none), read only."""
+    cur = await conn.execute(_FOUND, (list(codec.TABLES),))
+    found = {name: list(columns) for name, columns in await cur.fetchall()}
+    version = None
+    if "phaseflow_schema" in found:
+        cur = await conn.execute("SELECT max(version) FROM phaseflow_schema")
+        row = await cur.fetchone()
+        version = None if row is None or row[0] is None else int(row[0])
+    return found, version
 
 
 async def _insert_rows(cur: psycopg.AsyncCursor[Any], table: str, key: str, sid: str,

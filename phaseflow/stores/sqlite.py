@@ -13,6 +13,12 @@
 - **Incremental**: a commit writes the session row and appends the messages, marks and
   events it added (see :mod:`phaseflow.stores.codec`), so its cost does not grow with
   the conversation. Tool captures are stored once by their SHA-256.
+- **Only its own file**: a new or empty file gets phaseflow's schema; a file holding
+  tables of another program is refused before anything is written to it (not even the
+  journal mode is changed), and so is one whose phaseflow tables lack columns.
+- **Damage is an error**: everything read back is checked by the codec (strict JSON,
+  column types, the columns against the snapshot, events numbered without a gap), so a
+  row edited by hand is an error naming the session, never another session.
 
 The blocking calls run on one thread of the store's own, so the event loop never waits
 on the disk; the connection lives on that thread.
@@ -41,6 +47,7 @@ from phaseflow.stores.base import (
     StoredEvent,
     StoreError,
     StoreFenced,
+    check_session_id,
 )
 
 T = TypeVar("T")
@@ -116,13 +123,38 @@ class SQLiteStore:
             try:
                 conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
                                        check_same_thread=False)
-                self._use_wal(conn)
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
-                self._open_schema(conn)
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: cannot open the session store: {exc}") from None
+            try:
+                # Read first: a file that is not phaseflow's is refused unchanged.
+                create = codec.must_create(self.path, *self._found(conn), whole=True)
+                self._use_wal(conn)
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                if create:
+                    self._create_schema(conn)
+            except sqlite3.Error as exc:
+                conn.close()
+                raise StoreError(f"{self.path}: cannot open the session store: {exc}") from None
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
         return conn
+
+    @staticmethod
+    def _found(conn: sqlite3.Connection) -> tuple[dict[str, list[str]], int | None]:
+        """The file's tables and views (name: columns) and the schema version it holds
+        (``None``: none), read without writing anything."""
+        found: dict[str, list[str]] = {}
+        for table, column in conn.execute(
+                "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p"
+                " WHERE m.type IN ('table', 'view') AND m.name NOT LIKE 'sqlite%'"):
+            found.setdefault(table, []).append(column)
+        version = None
+        if "phaseflow_schema" in found:
+            row = conn.execute("SELECT max(version) FROM phaseflow_schema").fetchone()
+            version = row[0] if row is not None and type(row[0]) is int else None
+        return found, version
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Put the file in WAL mode. Switching the journal takes the database's lock
@@ -143,26 +175,18 @@ class SQLiteStore:
                     raise
             time.sleep(0.005)
 
-    def _open_schema(self, conn: sqlite3.Connection) -> None:
-        known = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND"
-                             " name = 'phaseflow_schema'").fetchone()
-        if known is not None:  # a store already: read its version, take no write lock
-            row = conn.execute("SELECT version FROM phaseflow_schema").fetchone()
-            if row is not None and row[0] == codec.SCHEMA_VERSION:
-                return
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
+        """phaseflow's tables in an empty file, under the write lock; what was read
+        before the lock is read again under it (another connection may have created
+        them meanwhile, or written tables of its own)."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _DDL.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            row = conn.execute("SELECT version FROM phaseflow_schema").fetchone()
-            if row is None:
+            if codec.must_create(self.path, *self._found(conn), whole=True):
+                for statement in _DDL.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
                 conn.execute("INSERT INTO phaseflow_schema (version) VALUES (?)",
                              (codec.SCHEMA_VERSION,))
-            elif row[0] > codec.SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: the store's schema is version {row[0]}; this phaseflow "
-                    f"knows up to version {codec.SCHEMA_VERSION}: upgrade phaseflow")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -192,6 +216,8 @@ class SQLiteStore:
     # --- the protocol ---------------------------------------------------------------------
 
     async def load(self, session_id: str) -> SessionRecord | None:
+        check_session_id(session_id)
+
         def read(conn: sqlite3.Connection) -> SessionRecord | None:
             conn.execute("BEGIN")  # one snapshot: a commit between the reads cannot mix in
             try:
@@ -201,19 +227,18 @@ class SQLiteStore:
                     " WHERE id = ?", (session_id,)).fetchone()
                 if row is None or row[3] == 0:  # version 0: only a lease was taken
                     return None
-                messages = [m for (m,) in conn.execute(
-                    "SELECT data FROM messages WHERE session_id = ? ORDER BY idx",
-                    (session_id,))]
-                marks = [m for (m,) in conn.execute(
-                    "SELECT data FROM marks WHERE session_id = ? ORDER BY idx", (session_id,))]
+                messages = conn.execute("SELECT idx, data FROM messages WHERE session_id = ?"
+                                        " ORDER BY idx", (session_id,)).fetchall()
+                marks = conn.execute("SELECT idx, data FROM marks WHERE session_id = ?"
+                                     " ORDER BY idx", (session_id,)).fetchall()
             finally:
                 conn.execute("COMMIT")
-            if (len(messages), len(marks)) != (row[10], row[11]):
-                raise codec.StoreDataError(
-                    f"session {session_id!r}: the store holds {len(messages)} messages and "
-                    f"{len(marks)} marks of the {row[10]} and {row[11]} its row records "
-                    "(rows are missing or were added)")
-            record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
+            record, known = codec.decode(
+                codec.Row(*row[:10]),
+                codec.complete("messages", session_id, row[10], [i for i, _ in messages],
+                               [m for _, m in messages]),
+                codec.complete("marks", session_id, row[11], [i for i, _ in marks],
+                               [m for _, m in marks]))
             self._known[session_id] = known
             return record
         return await self._run(read)
@@ -223,9 +248,9 @@ class SQLiteStore:
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
         release: bool = False,
     ) -> tuple[int, ...]:
-        sid = record.session_id
+        sid = check_session_id(record.session_id)
         written, known = codec.encode(record, self._known.get(sid))
-        event_rows = [codec.dumps(dict(e)) for e in events]
+        event_rows = codec.encode_events(sid, events)
 
         def write(conn: sqlite3.Connection) -> tuple[int, ...]:
             conn.execute("BEGIN IMMEDIATE")
@@ -258,10 +283,12 @@ class SQLiteStore:
                ) -> tuple[int, ...]:
         sid = record.session_id
         row = conn.execute("SELECT version, message_count, mark_count, event_count,"
-                           " lease_owner, lease_epoch FROM sessions WHERE id = ?",
+                           " lease_epoch, lease_owner FROM sessions WHERE id = ?",
                            (sid,)).fetchone()
-        if lease is not None and (row is None or row[4] != lease.owner
-                                  or row[5] != lease.epoch):
+        if row is not None:
+            row = (*codec.counts(sid, row[:5]), row[5])
+        if lease is not None and (row is None or row[5] != lease.owner
+                                  or row[4] != lease.epoch):
             raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
                               f"{lease.epoch}) was taken over; this write is refused")
         stored = 0 if row is None else row[0]
@@ -316,37 +343,40 @@ class SQLiteStore:
         return seqs
 
     async def version(self, session_id: str) -> int:
+        check_session_id(session_id)
+
         def read(conn: sqlite3.Connection) -> int:
             row = conn.execute("SELECT version FROM sessions WHERE id = ?",
                                (session_id,)).fetchone()
-            return 0 if row is None else int(row[0])
+            return 0 if row is None else codec.counts(session_id, row)[0]
         return await self._run(read)
 
     async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
-        import json
+        check_session_id(session_id)
 
         def read(conn: sqlite3.Connection) -> tuple[StoredEvent, ...]:
-            out = []
-            for seq, data in conn.execute(
-                    "SELECT seq, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
-                    (session_id, after)):
-                try:
-                    parsed = json.loads(data)
-                except ValueError:
-                    raise codec.StoreDataError(
-                        f"session {session_id!r}: event {seq} is truncated or corrupt") from None
-                out.append(StoredEvent(session_id, seq, parsed))
-            return tuple(out)
+            conn.execute("BEGIN")  # the count and the rows it counts from one snapshot
+            try:
+                row = conn.execute("SELECT event_count FROM sessions WHERE id = ?",
+                                   (session_id,)).fetchone()
+                rows = conn.execute("SELECT seq, data FROM events WHERE session_id = ? AND"
+                                    " seq > ? ORDER BY seq", (session_id, after)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return codec.stored_events(session_id, after, None if row is None else row[0],
+                                       rows)
         return await self._run(read)
 
     async def sessions(self) -> tuple[SessionSummary, ...]:
         def read(conn: sqlite3.Connection) -> tuple[SessionSummary, ...]:
-            return tuple(SessionSummary(*r) for r in conn.execute(
-                "SELECT id, workflow, status, phase, turn, version, updated_at FROM sessions"
-                " WHERE version > 0 ORDER BY updated_at DESC"))
+            return tuple(codec.summary(r) for r in conn.execute(
+                "SELECT id, workflow, status, phase, turn, version, updated_at, snapshot"
+                " FROM sessions WHERE version != 0 ORDER BY updated_at DESC"))
         return await self._run(read)
 
     async def delete(self, session_id: str) -> bool:
+        check_session_id(session_id)
+
         def remove(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -383,6 +413,8 @@ class SQLiteStore:
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:
+        check_session_id(session_id)
+
         def take(conn: sqlite3.Connection) -> Lease | None:
             # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
             # session, and the log is sequential, so the turn's first commit, synced,
@@ -408,7 +440,8 @@ class SQLiteStore:
                         " created_at, updated_at) VALUES (?, '', '', 0, 'new', '', 0, '{}',"
                         " 0, 0, 0, ?, ?)", (session_id, now, now))
                     row = (None, None, 0, 0)
-                holder, expires, epoch, version = row
+                holder, expires, epoch = codec.lease(session_id, *row[:3])
+                (version,) = codec.counts(session_id, row[3:])
                 live = holder is not None and expires is not None and expires > now
                 replaced = replacing is not None and (holder, epoch) == (replacing.owner,
                                                                          replacing.epoch)
@@ -439,6 +472,8 @@ class SQLiteStore:
             raise
 
     async def release(self, lease: Lease) -> None:
+        check_session_id(lease.session_id)
+
         def give_up(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
                          " WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
@@ -446,16 +481,16 @@ class SQLiteStore:
         await self._run(give_up)
 
     async def lease(self, session_id: str) -> Lease | None:
+        check_session_id(session_id)
+
         def read(conn: sqlite3.Connection) -> Lease | None:
             row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
                                " WHERE id = ?", (session_id,)).fetchone()
-            if row is None or row[0] is None or row[1] is None:
-                return None
-            return Lease(session_id, str(row[0]), int(row[2]), float(row[1]))
+            return None if row is None else codec.stored_lease(session_id, *row)
         return await self._run(read)
 
     async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
-        text = codec.dumps(dict(data))
+        text = codec.encode_queued(check_session_id(session_id), data)
 
         def put(conn: sqlite3.Connection) -> int:
             cursor = conn.execute("INSERT INTO inbox (session_id, data) VALUES (?, ?)",
@@ -464,16 +499,9 @@ class SQLiteStore:
         return await self._run(put)
 
     async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
-        import json
+        check_session_id(session_id)
 
         def read(conn: sqlite3.Connection) -> tuple[QueuedMessage, ...]:
-            out = []
-            for qid, data in conn.execute("SELECT id, data FROM inbox WHERE session_id = ?"
-                                          " ORDER BY id", (session_id,)):
-                try:
-                    out.append(QueuedMessage(qid, json.loads(data)))
-                except ValueError:
-                    raise codec.StoreDataError(
-                        f"session {session_id!r}: queued message {qid} is corrupt") from None
-            return tuple(out)
+            return codec.queued(session_id, conn.execute(
+                "SELECT id, data FROM inbox WHERE session_id = ? ORDER BY id", (session_id,)))
         return await self._run(read)

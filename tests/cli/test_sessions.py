@@ -249,8 +249,16 @@ def test_a_corrupted_row_names_the_session(tmp_path: Path, store_path: Path, her
     out = here("events", "idle-1", "--store", str(path))
     assert out.returncode == 1
     assert "session 'idle-1': event 2 is truncated or corrupt" in out.stderr
-    # the other sessions are still listed and shown
-    assert here("list", "--store", str(path)).returncode == 0
+    # the other sessions are still listed and shown; the damaged one is listed as such,
+    # and named in an error (exit 1)
+    out = here("list", "--store", str(path))
+    assert out.returncode == 1
+    rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[1:]}
+    assert rows["wait-1"] == ["-", "damaged", "-", "-", "-"]
+    assert rows["idle-1"][:2] == ["refund-desk", "idle"] and rows["done-1"][1] == "finished"
+    assert out.stderr.startswith("phaseflow sessions list: error: session 'wait-1': the "
+                                 "stored snapshot is truncated or corrupt")
+    assert len(out.stderr.splitlines()) == 1
     assert here("show", "done-1", "--store", str(path)).returncode == 0
 
 
@@ -279,12 +287,15 @@ _PG_PROBLEM = ("cannot open the session store: failed to resolve host 'db'" if _
 @pytest.mark.parametrize(("store", "message"), [
     ("mysql://db/x", "--store mysql://db/x: unknown kind of store 'mysql'"),
     ("postgresql://ada:secret@db/x",
-     "postgres://ada@db:5432/x: " + _PG_PROBLEM if _psycopg()
-     else "--store postgresql://ada:***@db/x: " + _PG_PROBLEM),
+     ("" if _psycopg() else "--store ") + "postgresql://ada:***@db/x: " + _PG_PROBLEM),
     ("memory", "--store memory keeps no sessions after a process ends"),
     ("host=db dbname=app password=secret",
-     "postgres://db:5432/app: " + _PG_PROBLEM if _psycopg()
-     else "--store host=db dbname=app password=***: " + _PG_PROBLEM),
+     ("" if _psycopg() else "--store ") + "host=db dbname=app password=***: " + _PG_PROBLEM),
+    ("postgresql://ada@db/x?password=secret&sslmode=disable",
+     ("" if _psycopg() else "--store ") + "postgresql://ada@db/x?password=***&sslmode=disable: "
+     + _PG_PROBLEM),
+    ("host=db dbname=app password='a secret'",
+     ("" if _psycopg() else "--store ") + "host=db dbname=app password=***: " + _PG_PROBLEM),
 ])
 def test_a_store_that_cannot_be_used_is_exit_2(capsys: pytest.CaptureFixture[str],
                                                store: str, message: str) -> None:

@@ -129,6 +129,16 @@ DAMAGES: dict[str, Callable[[str], None]] = {
                                        SID),
     "an event row not JSON": _sql(
         "UPDATE events SET data = '{\"type\"' WHERE session_id = ? AND seq = 2", SID),
+    "an event row lost from the middle": _sql(
+        "DELETE FROM events WHERE session_id = ? AND seq = 2", SID),
+    "an event row added": _sql(
+        "INSERT INTO events (session_id, seq, data) SELECT session_id, max(seq) + 1, data"
+        " FROM events WHERE session_id = ?", SID),
+    "NaN in the state": lambda db: _set_snapshot(db, json.dumps(
+        {**_snapshot(db), "state": {"n": 7777.25}}).replace("7777.25", "NaN")),
+    "the status column edited": _sql(
+        "UPDATE sessions SET status = 'finished' WHERE id = ?", SID),
+    "the turn column edited": _sql("UPDATE sessions SET turn = turn + 5 WHERE id = ?", SID),
 }
 
 

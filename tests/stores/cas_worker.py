@@ -5,10 +5,10 @@ it read, retry on conflict) and prints how many commits it tried."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import sys
 
 from phaseflow.stores import SQLiteStore, Store, StoreConflict
+from tests.stores.sessions import renumber
 
 
 async def main(kind: str, target: str, sid: str, count: int, name: str) -> int:
@@ -27,8 +27,7 @@ async def main(kind: str, target: str, sid: str, count: int, name: str) -> int:
             assert record is not None
             try:
                 await store.commit(
-                    dataclasses.replace(record, version=record.version + 1,
-                                        turn=record.turn + 1),
+                    renumber(record, record.version + 1, turn=record.turn + 1),
                     [{"type": "add", "by": name}], expected_version=record.version)
                 break
             except StoreConflict:

@@ -8,7 +8,8 @@ tests for every store.
 - ``store`` (parametrized: memory, sqlite, postgres) and ``durable`` (sqlite, postgres):
   a :class:`Backend` that opens new store objects on the same data (each Postgres test
   gets a schema of its own through the DSN's ``search_path``), runs coroutines on one
-  event loop per test (a Postgres pool belongs to its loop) and closes what it opened.
+  event loop per test (a Postgres pool belongs to its loop) and closes what it opened;
+  ``pg``: the Postgres one alone.
 """
 
 from __future__ import annotations
@@ -194,6 +195,16 @@ def _backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Itera
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """Every store, one after the other: the contract is the same."""
     yield from _backend(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def pg(postgres_dsn: str) -> Iterator[Backend]:
+    """PostgreSQL alone (what only its store does: pools, schemas, float columns)."""
+    backend = PostgresBackend(postgres_dsn)
+    try:
+        yield backend
+    finally:
+        backend.finish()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

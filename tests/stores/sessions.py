@@ -5,7 +5,11 @@ commits (so a store can be fed a real session's commits one by one)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import phaseflow
@@ -87,7 +91,23 @@ async def chat_commits(turns: int, session_id: str = "chat") -> Recorder:
     return recorder
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str | bytes, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``phaseflow ARGS`` in a process of its own, as a user runs it (``bytes``: an
+    argument as the shell passes it, not necessarily UTF-8)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
 def renumber(record: SessionRecord, version: int, **changes: Any) -> SessionRecord:
+    """``record`` at ``version`` with ``changes``; a new ``turn`` is its core's turn too
+    (a record's turn is what its core says: one truth)."""
+    if "turn" in changes:
+        changes["core"] = {**record.core, "turn": changes["turn"]}
     return dataclasses.replace(record, version=version, **changes)
 
 

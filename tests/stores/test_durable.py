@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.stores import SessionRecord, Store, StoreError
+from phaseflow.stores import SessionRecord, Store, StoreError, codec
 from phaseflow.stores.codec import StoreDataError
 from tests.stores.conftest import Backend
 from tests.stores.sessions import chat_commits, renumber, seed
@@ -52,6 +52,8 @@ async def _columns(durable: Backend) -> dict[str, list[str]]:
 
 
 def test_both_stores_have_the_same_schema(durable: Backend) -> None:
+    assert {table: list(columns) for table, columns in codec.TABLES.items()} == SCHEMA
+
     async def body() -> None:
         await (await durable.open()).sessions()
         assert await _columns(durable) == SCHEMA
