@@ -7,6 +7,7 @@ protocol; see :mod:`phaseflow.stores.base` for what a commit is.
 from typing import TYPE_CHECKING, Any
 
 from phaseflow.stores.base import (
+    InvalidSessionId,
     Lease,
     QueuedMessage,
     SessionRecord,
@@ -17,6 +18,7 @@ from phaseflow.stores.base import (
     StoreError,
     StoreFenced,
 )
+from phaseflow.stores.codec import StoreDataError
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.stores.sqlite import SQLiteStore
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from phaseflow.stores.postgres import PostgresStore as PostgresStore
 
 __all__ = [
+    "InvalidSessionId",
     "Lease",
     "MemoryStore",
     "PostgresStore",
@@ -33,6 +36,7 @@ __all__ = [
     "SessionSummary",
     "Store",
     "StoreConflict",
+    "StoreDataError",
     "StoreError",
     "StoreFenced",
     "StoredEvent",
