@@ -25,8 +25,13 @@ CHOICES = "openai|scripted:FILE"
 
 def check_provider(spec: str, base_url: str | None = None) -> tuple[str, str]:
     """``("openai", "")`` or ``("scripted", FILE)``: the choice read before anything is
-    loaded (bad options are reported first). :class:`ConfigError` otherwise."""
+    loaded (bad options are reported first, a ``--base-url`` that cannot work
+    included). :class:`ConfigError` otherwise."""
     if spec == "openai":
+        if base_url is not None:
+            from phaseflow.providers.settings import check_base_url
+
+            check_base_url(base_url, "--base-url")
         return "openai", ""
     kind, sep, path = spec.partition(":")
     if kind == "scripted" and sep and path:
@@ -36,10 +41,12 @@ def check_provider(spec: str, base_url: str | None = None) -> tuple[str, str]:
     raise ConfigError(f"--provider {spec}: expected 'openai' or 'scripted:FILE'")
 
 
-def make_provider(spec: str, model: str | None = None, base_url: str | None = None
-                  ) -> Provider:
+def make_provider(spec: str, model: str | None = None, base_url: str | None = None, *,
+                  max_tokens: int | None = None) -> Provider:
     """The provider ``spec`` names; every problem (no model, no key, a bad script file,
-    the openai package missing) is a :class:`ConfigError` to show as it is."""
+    the openai package missing, a ``--base-url`` that cannot work) is a
+    :class:`ConfigError` to show as it is. ``max_tokens`` (``--max-tokens``) caps an
+    OpenAI provider's replies; a script's replies are written in advance: ignored."""
     kind, script = check_provider(spec, base_url)
     if kind == "scripted":
         from phaseflow.providers.scripted import ScriptedProvider
@@ -61,7 +68,7 @@ def make_provider(spec: str, model: str | None = None, base_url: str | None = No
     from phaseflow.providers.openai import OpenAIProvider
 
     try:
-        return OpenAIProvider(model, base_url=base_url)
+        return OpenAIProvider(model, base_url=base_url, max_tokens=max_tokens)
     except PhaseflowError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -101,16 +101,15 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
+    from phaseflow.cli.agent_options import hooks_option, positive_integer, seconds, tools_option
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.stores import DEFAULT_STORE, open_store
     from phaseflow.errors import ConfigError, PhaseflowError
 
-    kind, _ = _provider_choice(args)
-    max_tokens = _positive_integer(args.max_tokens, "--max-tokens")
-    lease = _seconds(args.lease, "--lease")
-    if kind == "openai" and args.base_url is not None:
-        _check(args.base_url)
+    _provider_choice(args)
     try:
+        max_tokens = positive_integer(args.max_tokens, "--max-tokens")
+        lease = seconds(args.lease, "--lease")
         store = open_store(args.store)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
@@ -120,18 +119,12 @@ def _run(args: argparse.Namespace) -> int:
     workflow = load_or_report(args.workflow, "run")
     if isinstance(workflow, int):
         return 2  # what is wrong with it is printed
-    tools = _import_attr(args.tools, "--tools") if args.tools else None
-    if tools is not None:
-        tools = _tool_list(tools, args.tools)
-    hooks = _import_attr(args.hooks, "--hooks") if args.hooks else None
-    if hooks is not None:
-        hooks = _hook_mapping(hooks, args.hooks)
-    provider = _provider(args)
-    if max_tokens is not None and kind == "openai":
-        from phaseflow.providers.openai import OpenAIProvider
-
-        if isinstance(provider, OpenAIProvider):
-            provider.max_tokens = max_tokens
+    try:
+        tools = tools_option(args.tools)
+        hooks = hooks_option(args.hooks)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+    provider = _provider(args, max_tokens)
     from phaseflow.session import Agent
 
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
@@ -174,102 +167,14 @@ def _provider_choice(args: argparse.Namespace) -> tuple[str, str]:
         raise Misuse(str(exc)) from None
 
 
-def _provider(args: argparse.Namespace) -> Provider:
+def _provider(args: argparse.Namespace, max_tokens: int | None) -> Provider:
     from phaseflow.cli.providers import make_provider
     from phaseflow.errors import ConfigError
 
     try:
-        return make_provider(args.provider, args.model, args.base_url)
+        return make_provider(args.provider, args.model, args.base_url, max_tokens=max_tokens)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
-
-
-def _check(base_url: str) -> None:
-    from phaseflow.errors import ConfigError
-    from phaseflow.providers.settings import check_base_url
-
-    try:
-        check_base_url(base_url, "--base-url")
-    except ConfigError as exc:
-        raise Misuse(str(exc)) from None
-
-
-def _positive_integer(value: str | None, option: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise Misuse(f"{option}: expected a positive integer, got {value!r}")
-    return number
-
-
-def _seconds(value: str | None, option: str) -> float | None:
-    import math
-
-    if value is None:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise Misuse(f"{option}: expected a positive number of seconds, got {value!r}")
-    return seconds
-
-
-def _import_attr(spec: str, option: str) -> Any:
-    from phaseflow.cli.imports import import_attr
-    from phaseflow.errors import ConfigError
-
-    try:
-        return import_attr(spec, option)
-    except ConfigError as exc:
-        raise Misuse(str(exc)) from None
-
-
-def _kind(value: Any) -> str:
-    text = repr(value)
-    shown = text if len(text) <= 40 else text[:37] + "..."
-    return f"{type(value).__name__} {shown}"
-
-
-def _tool_list(value: Any, spec: str) -> Any:
-    """The ``--tools`` value, checked entry by entry: every one a callable (a ``@tool``
-    function or a plain one), under a name when it is a mapping."""
-    if isinstance(value, Mapping):
-        for name, fn in value.items():
-            if not isinstance(name, str) or not name:
-                raise Misuse(f"--tools {spec}: a tool name must be a non-empty string, "
-                             f"not {_kind(name)}")
-            if not callable(fn):
-                raise Misuse(f"--tools {spec}: {name!r} is not a callable but "
-                             f"{_kind(fn)}")
-        return value
-    if isinstance(value, list | tuple):
-        for number, fn in enumerate(value, 1):
-            if not callable(fn):
-                raise Misuse(f"--tools {spec}: entry {number} is not a tool (a @tool "
-                             f"function or a callable) but {_kind(fn)}")
-        return list(value)
-    raise Misuse(f"--tools {spec}: expected a list of tools or a mapping from tool name to "
-                 f"callable, got {type(value).__name__}")
-
-
-def _hook_mapping(value: Any, spec: str) -> Mapping[str, Any]:
-    """The ``--hooks`` value: a mapping from a name to a callable, every entry."""
-    if not isinstance(value, Mapping):
-        raise Misuse(f"--hooks {spec}: expected a mapping from name to callable, got "
-                     f"{type(value).__name__}")
-    for name, fn in value.items():
-        if not isinstance(name, str) or not name:
-            raise Misuse(f"--hooks {spec}: a hook name must be a non-empty string, not "
-                         f"{_kind(name)}")
-        if not callable(fn):
-            raise Misuse(f"--hooks {spec}: {name!r} is not a callable but {_kind(fn)}")
-    return value
 
 
 def _warn_missing(agent: Agent) -> None:

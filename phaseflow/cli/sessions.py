@@ -106,9 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     recover.add_argument("--force", action="store_true",
                          help="take the lease at once, even one that has not expired (the "
                          "worker is known to be gone; its late writes are refused)")
-    recover.add_argument("--lease", type=float, default=30.0, metavar="S",
+    recover.add_argument("--lease", default="30", metavar="S",
                          help="the lease this worker holds while it runs a turn, in seconds "
                          "(default: 30)")
+    recover.add_argument("--max-tokens", metavar="N",
+                         help="the most tokens one model reply may have (--provider openai)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -417,40 +419,26 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
 
 # --- recover -----------------------------------------------------------------------------
 
-def _import_attr(spec: str, option: str) -> Any:
-    from phaseflow.cli.imports import import_attr
-    from phaseflow.errors import ConfigError
-
-    try:
-        return import_attr(spec, option)
-    except ConfigError as exc:
-        raise Misuse(str(exc)) from None
-
-
 def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """The workflow, tools, hooks and provider of ``recover``, each checked (Misuse)."""
+    from phaseflow.cli.agent_options import hooks_option, positive_integer, seconds, tools_option
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.providers import check_provider, make_provider
 
     try:
         check_provider(args.provider, args.base_url)
+        max_tokens = positive_integer(args.max_tokens, "--max-tokens")
+        args.lease = seconds(args.lease, "--lease")
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
-    if not args.lease > 0:
-        raise Misuse(f"--lease {args.lease}: a lease is a positive number of seconds")
     workflow = load_or_report(args.workflow, f"{PROG} recover")
     if isinstance(workflow, int):
         raise Reported(2)  # what is wrong with the file is printed
-    tools = _import_attr(args.tools, "--tools") if args.tools else None
-    if tools is not None and not isinstance(tools, Mapping | list | tuple):
-        raise Misuse(f"--tools {args.tools}: expected a list of tools or a mapping from "
-                     f"tool name to callable, got {type(tools).__name__}")
-    hooks = _import_attr(args.hooks, "--hooks") if args.hooks else None
-    if hooks is not None and not isinstance(hooks, Mapping):
-        raise Misuse(f"--hooks {args.hooks}: expected a mapping from name to callable, got "
-                     f"{type(hooks).__name__}")
     try:
-        provider = make_provider(args.provider, args.model, args.base_url)
+        tools = tools_option(args.tools)
+        hooks = hooks_option(args.hooks)
+        provider = make_provider(args.provider, args.model, args.base_url,
+                                 max_tokens=max_tokens)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     return workflow, tools, hooks, provider

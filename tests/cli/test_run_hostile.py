@@ -339,3 +339,26 @@ def test_no_messages_leaves_no_store_file_behind(tmp_path: Path) -> None:
                "desk_tools:TOOLS", stdin="")
     assert one_error_line(proc).startswith("no messages")
     assert not (cwd / "phaseflow-sessions.db").exists()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--lease", "inf"], "--lease: expected a positive number of seconds, got 'inf'"),
+    (["--lease", "0"], "--lease: expected a positive number of seconds"),
+    (["--max-tokens", "-3"], "--max-tokens: expected a positive integer"),
+    (["--base-url", "localhost:8000"], "--base-url"),
+    (["--hooks", "examples.demo.refund_desk:TOOLS"], "--hooks examples.demo.refund_desk:TOOLS"),
+])
+def test_recover_checks_its_agent_options_as_run_does(tmp_path: Path, options: list[str],
+                                                      message: str) -> None:
+    """``sessions recover`` builds its agent from the same options as ``run``, read by
+    the same rules: each bad value is exit 2 with one line naming the option."""
+    store = tmp_path / "s.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "phaseflow.cli.main", "sessions", "recover", "--store",
+         str(store), "--workflow", "workflows/refund-desk.yaml", "--provider", "openai",
+         "--model", "m", *options],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=60,
+        env=clean_env(OPENAI_API_KEY="sk-test"))
+    assert done.returncode == 2, done
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -237,7 +237,7 @@ def test_recover_names_what_it_cannot_do(host: Path, here: Any) -> None:
     (("--tools", "nowhere:TOOLS"), "--tools nowhere:TOOLS: cannot import nowhere"),
     (("--tools", "host"), "--tools takes MODULE:ATTR, got 'host'"),
     (("--hooks", "host:TOOLS"), "--hooks host:TOOLS: expected a mapping"),
-    (("--lease", "0"), "--lease 0.0: a lease is a positive number of seconds"),
+    (("--lease", "0"), "--lease: expected a positive number of seconds, got '0'"),
 ])
 def test_bad_options_are_exit_2(host: Path, args: tuple[str, ...], message: str,
                                 monkeypatch: pytest.MonkeyPatch,

@@ -1,0 +1,90 @@
+"""The options that build an agent, read and checked once for ``phaseflow run`` and
+``phaseflow sessions recover``: ``--tools``, ``--hooks``, ``--lease``, ``--max-tokens``.
+
+Each reader returns the checked value or raises :class:`ConfigError` naming the option
+and what is wrong with it (the command prints that one line and exits 2), before any
+model is called or any file is written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from phaseflow.cli.imports import import_attr
+from phaseflow.errors import ConfigError
+
+
+def _kind(value: Any) -> str:
+    text = repr(value)
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"{type(value).__name__} {shown}"
+
+
+def tools_option(spec: str | None) -> Any:
+    """``--tools MODULE:ATTR``: a list of tools or a mapping from tool name to callable,
+    every entry a callable (``None`` when the option is not given)."""
+    if spec is None:
+        return None
+    value = import_attr(spec, "--tools")
+    if isinstance(value, Mapping):
+        for name, fn in value.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"--tools {spec}: a tool name must be a non-empty string, "
+                                  f"not {_kind(name)}")
+            if not callable(fn):
+                raise ConfigError(f"--tools {spec}: {name!r} is not a callable but "
+                                  f"{_kind(fn)}")
+        return value
+    if isinstance(value, list | tuple):
+        for number, fn in enumerate(value, 1):
+            if not callable(fn):
+                raise ConfigError(f"--tools {spec}: entry {number} is not a tool (a @tool "
+                                  f"function or a callable) but {_kind(fn)}")
+        return list(value)
+    raise ConfigError(f"--tools {spec}: expected a list of tools or a mapping from tool name "
+                      f"to callable, got {type(value).__name__}")
+
+
+def hooks_option(spec: str | None) -> Mapping[str, Any] | None:
+    """``--hooks MODULE:ATTR``: a mapping from a name to a callable, every entry."""
+    if spec is None:
+        return None
+    value = import_attr(spec, "--hooks")
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"--hooks {spec}: expected a mapping from name to callable, got "
+                          f"{type(value).__name__}")
+    for name, fn in value.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"--hooks {spec}: a hook name must be a non-empty string, not "
+                              f"{_kind(name)}")
+        if not callable(fn):
+            raise ConfigError(f"--hooks {spec}: {name!r} is not a callable but {_kind(fn)}")
+    return value
+
+
+def positive_integer(value: str | None, option: str) -> int | None:
+    """A positive integer option (``--max-tokens``), ``None`` when not given."""
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"{option}: expected a positive integer, got {value!r}")
+    return number
+
+
+def seconds(value: str | None, option: str) -> float | None:
+    """A positive, finite number of seconds (``--lease``), ``None`` when not given."""
+    if value is None:
+        return None
+    try:
+        number = float(value.strip())
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise ConfigError(f"{option}: expected a positive number of seconds, got {value!r}")
+    return number
