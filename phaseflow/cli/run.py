@@ -280,8 +280,13 @@ class Chat:
                              "lines (send them with --message TEXT)")
             messages = itertools.chain([first], messages)
         session_id = self.args.session or f"run-{uuid.uuid4().hex[:12]}"
+        from phaseflow.stores.codec import StoreDataError
+
         try:
             self.session = self.loop.run_until_complete(self.agent.session(session_id))
+        except StoreDataError as exc:  # damage, as the sessions commands report it: 1
+            print(f"phaseflow run: error: {exc}", file=sys.stderr)
+            return 1
         except PhaseflowError as exc:
             raise Misuse(str(exc)) from None
         session = self.session

@@ -493,7 +493,7 @@ def test_run_on_a_damaged_session_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "script.yaml").write_text("- Hello.\n")
     out = cli("run", "chat.yaml", "--session", SID, "--store", str(path), "--provider",
               "scripted:script.yaml", "-m", "hi", cwd=tmp_path)
-    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.returncode == 1, (out.stdout, out.stderr)
     assert out.stderr == (
         f"phaseflow run: error: session {SID!r}: its status column says 'finished' where its "
         "stored core says 'idle': the row was edited or is damaged\n")
