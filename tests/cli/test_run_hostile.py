@@ -7,6 +7,7 @@ store file's bytes, what ``phaseflow sessions`` prints)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -362,3 +363,34 @@ def test_recover_checks_its_agent_options_as_run_does(tmp_path: Path, options: l
     assert done.returncode == 2, done
     assert message in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_run_refuses_at_start_what_would_fail_later(tmp_path: Path) -> None:
+    """Checks a host expects at start: a ``call`` effect with no hook, and a tool whose
+    function cannot take its catalogue entry's ``parameters``: exit 2, one line, before
+    any model is asked (here: no script would even be read)."""
+    repo = Path(__file__).resolve().parents[2]
+    base = [sys.executable, "-m", "phaseflow.cli.main", "run", "workflows/refund-desk.yaml",
+            "--provider", "scripted:examples/demo/refund-desk.script.yaml", "--store",
+            "memory", "-m", "hi"]
+    no_hooks = subprocess.run([*base, "--tools", "examples.demo.refund_desk:TOOLS"],
+                              capture_output=True, text=True, cwd=repo, timeout=60,
+                              env=clean_env())
+    assert no_hooks.returncode == 2, no_hooks
+    assert "no callable for the workflow's call effect(s) 'request_manager_approval'" in (
+        no_hooks.stderr)
+    (tmp_path / "narrow_tools.py").write_text(
+        "from phaseflow.session import tool\n\n"
+        "@tool(name='crm.lookup_customer')\n"
+        "def lookup(email: str) -> dict:\n"
+        "    return {}\n\nTOOLS = [lookup]\n", encoding="utf-8")
+    narrow = subprocess.run(
+        [*base, "--tools", "narrow_tools:TOOLS", "--hooks", "examples.demo.refund_desk:HOOKS"],
+        capture_output=True, text=True, cwd=repo, timeout=60,
+        env=clean_env(PYTHONPATH=f"{tmp_path}{os.pathsep}{repo}"))
+    assert narrow.returncode == 2, narrow
+    assert ("tool 'crm.lookup_customer' does not fit the parameters its catalogue entry "
+            "declares: the function has no parameter for the declared argument(s) 'phone'"
+            ) in narrow.stderr
+    for out in (no_hooks, narrow):
+        assert "Traceback" not in out.stderr and out.stdout == ""
