@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import copyreg
-import difflib
 import threading
 import tokenize
 import warnings
@@ -30,6 +29,7 @@ from typing import Any, Literal
 
 from phaseflow.expr._runtime import HELPERS, WORK_LIMIT
 from phaseflow.expr.absence import absence_tested_in, may_test_absence
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.expr.types import Guard, GuardCompileError
 
 __all__ = [
@@ -405,9 +405,6 @@ def _call(helper: str, *args: ast.expr) -> ast.expr:
     return ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=list(args), keywords=[])
 
 
-def _did_you_mean(name: str, candidates: frozenset[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(candidates), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 class _Rewriter:
@@ -481,7 +478,7 @@ class _Rewriter:
             return _context(name), kind
         if name in ALLOWED_FUNCTIONS:
             raise self.error(f"'{name}' is a function; call it: {name}(...)", node)
-        raise self.error(f"unknown name '{name}'{_did_you_mean(name, GUARD_NAMES)}", node)
+        raise self.error(f"unknown name '{name}'{did_you_mean(name, GUARD_NAMES)}", node)
 
     def rewrite_List(self, node: ast.List) -> tuple[ast.expr, _Kind]:
         elements = [self.rewrite(element)[0] for element in node.elts]
@@ -661,7 +658,7 @@ class _Rewriter:
             raise self.error(message, node)
         name = func.id
         if name not in ALLOWED_FUNCTIONS:
-            hint = _did_you_mean(name, ALLOWED_FUNCTIONS)
+            hint = did_you_mean(name, ALLOWED_FUNCTIONS)
             raise self.error(
                 f"function '{name}' is not allowed{hint or '; allowed: ' + _function_list()}",
                 node,

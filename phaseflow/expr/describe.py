@@ -19,6 +19,8 @@ cancellation that a library swallowed would never arrive.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = ["MESSAGE_LIMIT", "describe_exception", "type_name"]
@@ -76,3 +78,17 @@ def describe_exception(exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
         return _bounded(name, limit)
     return _bounded(f"{name}: {text}", limit)
 
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
+    return closest_hint(word, sorted(set(candidates)))
+
+
+def closest_hint(word: str, pool: Sequence[str]) -> str:
+    """:func:`did_you_mean` over ``pool``, already sorted and without repeats: a check
+    giving one hint per bad name sorts its candidates once, not once per hint (thousands
+    of bad targets would otherwise sort every phase name thousands of times)."""
+    if not pool or len(word) > 200:
+        return ""
+    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -6,10 +6,12 @@ Modelled on ruff's: a stable code users can search and suppress by, an exact pos
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+# "did you mean" is written once, below spec (the guard compiler needs it too)
+from phaseflow.expr.describe import closest_hint as closest_hint
+from phaseflow.expr.describe import did_you_mean as did_you_mean
 
 Severity = Literal["error", "warning"]
 
@@ -88,17 +90,3 @@ def clip(text: str, limit: int = 80) -> str:
     """``text`` cut to ``limit`` characters (with "...") so one message stays one line's worth."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
-
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
-    return closest_hint(word, sorted(set(candidates)))
-
-
-def closest_hint(word: str, pool: Sequence[str]) -> str:
-    """:func:`did_you_mean` over ``pool``, already sorted and without repeats: a check
-    giving one hint per bad name sorts its candidates once, not once per hint (thousands
-    of bad targets would otherwise sort every phase name thousands of times)."""
-    if not pool or len(word) > 200:
-        return ""
-    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""

@@ -16,12 +16,11 @@ vocabulary (PF104), at its key, with "did you mean".
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 from phaseflow.spec import yamlnodes
-from phaseflow.spec.diagnostics import clip, closest_hint
+from phaseflow.spec.diagnostics import clip, closest_hint, did_you_mean
 from phaseflow.spec.scalar_positions import SourceText
 from phaseflow.spec.schema import entries
 
@@ -143,8 +142,7 @@ def parameter_problems(schema: Mapping[str, Any]) -> list[Problem]:
         path = tuple(error.absolute_path)
         instance = error.instance
         if path and path[-1] == "type" and isinstance(instance, str):
-            close = difflib.get_close_matches(instance, JSON_SCHEMA_TYPES, n=1, cutoff=0.6)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
+            hint = did_you_mean(instance, JSON_SCHEMA_TYPES)
             return [(path, f"'{clip(instance)}' is not a JSON Schema type "
                            f"({', '.join(JSON_SCHEMA_TYPES)}){hint}")]
         if instance is None and error.validator == "type":
