@@ -6,8 +6,6 @@ Modelled on ruff's: a stable code users can search and suppress by, an exact pos
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -82,23 +80,3 @@ class Diagnostic:
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.column, self.code, self.message)
-
-
-def clip(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters (with "...") so one message stays one line's worth."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
-    return closest_hint(word, sorted(set(candidates)))
-
-
-def closest_hint(word: str, pool: Sequence[str]) -> str:
-    """:func:`did_you_mean` over ``pool``, already sorted and without repeats: a check
-    giving one hint per bad name sorts its candidates once, not once per hint (thousands
-    of bad targets would otherwise sort every phase name thousands of times)."""
-    if not pool or len(word) > 200:
-        return ""
-    close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""

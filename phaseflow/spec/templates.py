@@ -29,8 +29,7 @@ import jinja2
 from jinja2 import nodes
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.expr.describe import describe_exception, type_name
-from phaseflow.spec.diagnostics import clip, did_you_mean
+from phaseflow.expr.describe import clip, describe_exception, did_you_mean, type_name
 from phaseflow.spec.template_limits import (
     MAX_NESTING,
     MAX_OUTPUT,

@@ -20,8 +20,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from phaseflow.expr.describe import clip, closest_hint
 from phaseflow.spec import yamlnodes
-from phaseflow.spec.diagnostics import clip, closest_hint
 from phaseflow.spec.scalar_positions import SourceText
 from phaseflow.spec.schema import entries
 
