@@ -24,8 +24,8 @@ from phaseflow.spec.model import Phase, Workflow
 from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
 from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
-from phaseflow.spec.templates import Template
 from phaseflow.spec.yamlnodes import Node, Scalar, Sequence, resolve_plain
+from phaseflow.template import Template
 
 __all__ = [
     "REFERENCE_CHECKS",
