@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from phaseflow.spec.templates import TemplateCompileError, compile_template
+from phaseflow.template import TemplateCompileError, compile_template
 
 CONTEXT: dict[str, Any] = {
     "state": {"customer_id": "c-42", "amount": 120, "name": "Alice Smith", "n": 1,
@@ -202,7 +202,7 @@ def load(source: str) -> Any:
 
 def unchecked(source: str) -> Any:
     """The template compiled without the load-time checks (the sandbox alone)."""
-    from phaseflow.spec.templates import Template, environment
+    from phaseflow.template import Template, environment
 
     template = Template(source=source, reads=frozenset(), _ast=environment().parse(source))
     template.compile()

@@ -15,12 +15,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "phaseflow"
 
 #: Each layer and the layers it may import (itself always included). The functional core
-#: first (errors, expr, spec, machine, turn), then what is built on it.
+#: first (errors, expr, template, spec, machine, turn), then what is built on it.
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "expr": {"errors"},
-    "spec": {"errors", "expr"},
-    "machine": {"errors", "expr", "spec"},
+    "template": {"errors", "expr"},
+    "spec": {"errors", "expr", "template"},
+    "machine": {"errors", "expr", "template", "spec"},
     "turn": {"errors"},
     "graph": {"errors", "spec"},
     "interop": {"errors", "expr", "spec", "machine"},

@@ -113,8 +113,8 @@ def _enter(phase: Any, state: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from phaseflow.cli.common import load_or_report
+    from phaseflow.expr.describe import did_you_mean
     from phaseflow.machine import PhaseMachine
-    from phaseflow.spec.diagnostics import did_you_mean
 
     if args.workflow == STDIN and args.state == STDIN:
         print(

@@ -195,8 +195,8 @@ def _warn_script(agent: Agent, provider: Provider) -> None:
 
     if not isinstance(provider, ScriptedProvider):
         return
+    from phaseflow.expr.describe import did_you_mean
     from phaseflow.session.core import GO_TO_PHASE, RECORD
-    from phaseflow.spec.diagnostics import did_you_mean
 
     catalogue = agent.workflow.tools
     known = {*(catalogue if catalogue is not None else agent.tools), GO_TO_PHASE, RECORD}

@@ -1,4 +1,5 @@
-"""Describe an exception or a value's type without running anything that can fail.
+"""Describe an exception or a value's type without running anything that can fail; and
+the two helpers every message uses, :func:`clip` and :func:`did_you_mean`.
 
 An error record must never itself fail to build. An exception raised by a host callable
 (or by a host mapping a guard reads) is the host's object: its ``__str__`` may raise,
@@ -15,6 +16,10 @@ What is caught where it is used is every :class:`Exception`, whatever it does; a
 ``GreenletExit``) is a request to stop, not a failure, and is let through: Python reserves
 that branch of the hierarchy for interpreter exit and cancellation, and a framework's
 cancellation that a library swallowed would never arrive.
+
+:func:`clip` and :func:`did_you_mean` (with :func:`closest_hint`) are here for the same
+reason: the validator, the templates, the machine and the CLI all word their messages
+with them, and this is the lowest layer they share.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["MESSAGE_LIMIT", "describe_exception", "type_name"]
+__all__ = [
+    "MESSAGE_LIMIT", "clip", "closest_hint", "describe_exception", "did_you_mean", "type_name"]
 
 #: Longest text :func:`describe_exception` returns (type name included).
 MESSAGE_LIMIT = 500
@@ -77,6 +83,11 @@ def describe_exception(exc: BaseException, limit: int = MESSAGE_LIMIT) -> str:
     if not text:
         return _bounded(name, limit)
     return _bounded(f"{name}: {text}", limit)
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters (with "...") so one message stays one line's worth."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:

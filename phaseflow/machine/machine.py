@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr import GuardContext
-from phaseflow.expr.describe import describe_exception
+from phaseflow.expr.describe import describe_exception, did_you_mean
 from phaseflow.machine.effects import Op, run_async, run_sync
 from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, Plain, Prep, index_for
 from phaseflow.machine.navigation import Whereabouts, describe, facts
@@ -44,7 +44,6 @@ from phaseflow.machine.results import (
 )
 from phaseflow.machine.snapshot import restore_snapshot, take_snapshot
 from phaseflow.machine.state import State, Writer, writer_for
-from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.edges import READY, EdgeStatus, check_edge, missing_keys
 from phaseflow.spec.model import Phase, Position, Workflow
 

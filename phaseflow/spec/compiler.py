@@ -43,7 +43,8 @@ from phaseflow.spec.reference_checks import TYPE_CHECKS, check_references, check
 from phaseflow.spec.scalar_positions import SourceText, offset_in
 from phaseflow.spec.schema import NodeLocator, entries, type_name
 from phaseflow.spec.sourcemap import PhaseNodes, SourceMap
-from phaseflow.spec.templates import (
+from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
+from phaseflow.template import (
     INSTRUCTION_NAMES,
     NAVIGATION_NAMES,
     Template,
@@ -51,7 +52,6 @@ from phaseflow.spec.templates import (
     TemplateOrigin,
     compile_template,
 )
-from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
 
 #: The keys the compiler reads at each level. A test proves these equal the JSON Schema's.
 TOP_KEYS = frozenset(

@@ -9,10 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# "did you mean" is written once, below spec (the guard compiler needs it too)
-from phaseflow.expr.describe import closest_hint as closest_hint
-from phaseflow.expr.describe import did_you_mean as did_you_mean
-
 Severity = Literal["error", "warning"]
 
 #: Every code with its severity and a one-line summary (the spec's table).
@@ -84,9 +80,3 @@ class Diagnostic:
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.column, self.code, self.message)
-
-
-def clip(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters (with "...") so one message stays one line's worth."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from phaseflow.spec.diagnostics import Diagnostic, clip, closest_hint
+from phaseflow.expr.describe import clip, closest_hint
+from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.edges import always_ready
 from phaseflow.spec.model import Workflow
 from phaseflow.spec.sourcemap import SourceMap

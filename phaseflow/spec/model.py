@@ -20,7 +20,7 @@ from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.spec.frozenjson import freeze, thaw
-from phaseflow.spec.templates import (
+from phaseflow.template import (
     NAVIGATION_NAMES,
     Template,
     TemplateCompileError,

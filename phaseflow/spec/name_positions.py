@@ -18,9 +18,9 @@ import tokenize
 import unicodedata
 from functools import lru_cache
 
-from phaseflow.spec.templates import TemplateCompileError, environment
+from phaseflow.template import TemplateCompileError, environment
 
-#: The messages of :mod:`phaseflow.spec.templates` that are about one name.
+#: The messages of :mod:`phaseflow.template.compiler` that are about one name.
 _NAMED_ERROR = re.compile(r"unknown (?:name|filter|test) '([^']+)'")
 
 

@@ -17,14 +17,15 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS, GO_TO_PHASE, OFFERED_WHEN
-from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
+from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.model import Phase, Workflow
 from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
 from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
-from phaseflow.spec.templates import Template
 from phaseflow.spec.yamlnodes import Node, Scalar, Sequence, resolve_plain
+from phaseflow.template import Template
 
 __all__ = [
     "REFERENCE_CHECKS",

@@ -13,7 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from phaseflow.spec.diagnostics import Diagnostic, clip, did_you_mean
+from phaseflow.expr.describe import clip, did_you_mean
+from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.schema.json"

@@ -16,8 +16,8 @@ from phaseflow.expr import Guard
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.model import Transition
 from phaseflow.spec.scalar_positions import SourceText
-from phaseflow.spec.templates import Template
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar
+from phaseflow.template import Template
 
 #: A name written in a list, with the node it was written at.
 Named = tuple[str, Node]

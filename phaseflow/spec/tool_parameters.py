@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from phaseflow.expr.describe import clip, closest_hint, did_you_mean
 from phaseflow.spec import yamlnodes
-from phaseflow.spec.diagnostics import clip, closest_hint, did_you_mean
 from phaseflow.spec.scalar_positions import SourceText
 from phaseflow.spec.schema import entries
 

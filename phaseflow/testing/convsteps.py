@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
 from phaseflow.testing.values import Bad, BaseReader, Spot, Step, spot_of

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
-from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import CallEffect, Workflow
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
 

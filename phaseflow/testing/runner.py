@@ -8,8 +8,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.machine import PhaseMachine, State, TransitionResult
-from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import Workflow
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage

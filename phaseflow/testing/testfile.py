@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import (
     Mapping,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from phaseflow.spec.diagnostics import did_you_mean
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
 

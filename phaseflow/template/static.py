@@ -5,7 +5,7 @@ Reading an attribute or key that starts with ``_`` and breaking a limit with con
 ranges that run more than the iteration limit) can never succeed at render time, so they
 are diagnostics when the workflow loads (PF304), at the template's line. Everything that
 depends on the session's values is checked again while rendering
-(:mod:`phaseflow.spec.template_sandbox`); this module only moves the certain failures
+(:mod:`phaseflow.template.sandbox`); this module only moves the certain failures
 forward.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from jinja2 import nodes
 
-from phaseflow.spec.template_limits import (
+from phaseflow.template.limits import (
     MAX_INT_BITS,
     MAX_ITERATIONS,
     MAX_LOOP_NESTING,
@@ -27,7 +27,7 @@ from phaseflow.spec.template_limits import (
     check_percent_widths,
     require_width,
 )
-from phaseflow.spec.template_sandbox import (
+from phaseflow.template.sandbox import (
     WIDTH_ARGUMENTS,
     WIDTH_METHODS,
     argument,

@@ -2,7 +2,7 @@
 
 Jinja's own sandbox keeps a template away from Python internals but not from the host's
 CPU and memory, so this module adds three things (limits in
-:mod:`phaseflow.spec.template_limits`):
+:mod:`phaseflow.template.limits`):
 
 - **no constant folding**: Jinja evaluates constant expressions while it generates code,
   so ``{{ 10**100000000 }}`` hung the loader. The optimizer is off and the code generator
@@ -12,7 +12,7 @@ CPU and memory, so this module adds three things (limits in
   macro also for its body), operator that can grow a value (``*``, ``**``, ``+``, ``%``,
   ``~``), comparison and ``in`` (for what they walk, at every level of nested data),
   slice, hashed key, filter and concatenation is checked and charged against one
-  :class:`~phaseflow.spec.template_limits.Budget`, kept on the render's context, so the
+  :class:`~phaseflow.template.limits.Budget`, kept on the render's context, so the
   budget bounds a render's time as well as its memory.
 - **only what an author needs**: the globals are a counting ``range`` and nothing else
   (no ``lipsum``, ``cycler``, ``joiner``, ``namespace``, ``dict``); filters that print
@@ -38,7 +38,7 @@ from jinja2.lexer import Token, TokenStream
 from jinja2.runtime import Context, LoopContext, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
 
-from phaseflow.spec.template_limits import (
+from phaseflow.template.limits import (
     CALL_WORK,
     ITEM_WORK,
     MAX_ITERATIONS,

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from phaseflow.errors import PhaseflowError, WorkflowError
 from phaseflow.spec.loader import check_text, load_workflow_text
-from phaseflow.spec.template_limits import MAX_SOURCE, MAX_TOKENS, deep_work, plain_data
-from phaseflow.spec.templates import (
+from phaseflow.template import (
     FALLBACK_TEXT,
     RenderOutcome,
     Template,
@@ -26,8 +25,9 @@ from phaseflow.spec.templates import (
     compile_template,
     environment,
 )
+from phaseflow.template.limits import MAX_SOURCE, MAX_TOKENS, deep_work, plain_data
 
-from ._template_support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
+from ._support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
 
 CONTEXT: dict[str, Any] = {
     "state": {"n": 1, "s": "hi", "things": ["x", "y"], "none": None,

@@ -1,9 +1,9 @@
 """Jinja2 templates for instructions and the navigation block.
 
 Templates are compiled once, at load, in a bounded immutable sandbox
-(:mod:`phaseflow.spec.template_sandbox`): a template can read the session but never change
+(:mod:`phaseflow.template.sandbox`): a template can read the session but never change
 it, cannot reach Python internals, and cannot spend more than the limits of
-:mod:`phaseflow.spec.template_limits` however it is written.
+:mod:`phaseflow.template.limits` however it is written.
 
 Absent state is normal in a conversation, so, like a guard, a template reads an absent key
 (or a part of an absent value) as null and prints null as nothing. Typos are caught at
@@ -29,21 +29,20 @@ import jinja2
 from jinja2 import nodes
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.expr.describe import describe_exception, type_name
-from phaseflow.spec.diagnostics import clip, did_you_mean
-from phaseflow.spec.template_limits import (
+from phaseflow.expr.describe import clip, describe_exception, did_you_mean, type_name
+from phaseflow.template.limits import (
     MAX_NESTING,
     MAX_OUTPUT,
     MAX_SOURCE,
     StateView,
     TemplateLimitError,
 )
-from phaseflow.spec.template_sandbox import (
+from phaseflow.template.sandbox import (
     BoundedSandbox,
     TooManyTokensError,
     bounded_environment,
 )
-from phaseflow.spec.template_static import refused, too_deep
+from phaseflow.template.static import refused, too_deep
 
 #: What a template renders to when rendering fails: nothing. The model then gets no
 #: instructions text rather than a half-rendered one or an error with internals in it; the
@@ -190,7 +189,7 @@ class Template:
     def render_checked(self, context: Mapping[str, Any]) -> RenderOutcome:
         """Render against ``context`` within the limits; failures are returned, not raised.
 
-        The output is at most :data:`~phaseflow.spec.template_limits.MAX_OUTPUT` characters;
+        The output is at most :data:`~phaseflow.template.limits.MAX_OUTPUT` characters;
         a longer one, any limit reached, or any run-time error (arithmetic on null, a
         refused attribute, printing a function) gives ``RenderOutcome(FALLBACK_TEXT,
         error, line)``.
@@ -244,7 +243,7 @@ def compile_template(source: str, names: frozenset[str] = INSTRUCTION_NAMES) -> 
     Raises :class:`TemplateCompileError` with code PF302 on bad syntax, on a name outside
     ``names``, on an unknown filter or test, and on ``include``/``extend``/``import`` (a
     workflow's templates stand alone: there is nothing to include); with code PF304 on a
-    construct the sandbox is certain to refuse (see :mod:`phaseflow.spec.template_static`).
+    construct the sandbox is certain to refuse (see :mod:`phaseflow.template.static`).
     """
     if len(source) > MAX_SOURCE:
         raise TemplateCompileError(

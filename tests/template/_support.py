@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from phaseflow.spec.templates import RenderOutcome, compile_template
+from phaseflow.template import RenderOutcome, compile_template
 
-SPEC_EXAMPLE = (Path(__file__).parent / "data" / "refund_desk.yaml").read_text()
+SPEC_EXAMPLE = (Path(__file__).parents[1] / "spec" / "data" / "refund_desk.yaml").read_text()
 ORIGINAL_INSTRUCTIONS = "instructions: Ask for the email address on the account. Be brief."
 #: a Python repr's memory address, which must never reach the model
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")

@@ -17,9 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phaseflow.spec.loader import check_text
-from phaseflow.spec.template_limits import MAX_ITERATIONS, MAX_OUTPUT
-from phaseflow.spec.template_sandbox import REMOVED_FILTERS
-from phaseflow.spec.templates import (
+from phaseflow.template import (
     FALLBACK_TEXT,
     INSTRUCTION_NAMES,
     RenderOutcome,
@@ -28,8 +26,10 @@ from phaseflow.spec.templates import (
     compile_template,
     environment,
 )
+from phaseflow.template.limits import MAX_ITERATIONS, MAX_OUTPUT
+from phaseflow.template.sandbox import REMOVED_FILTERS
 
-from ._template_support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
+from ._support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
 
 CONTEXT: dict[str, Any] = {
     "state": {"n": 1, "s": "hi", "things": ["x", "y"], "none": None,
