@@ -26,8 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "interop": {"errors", "expr", "spec", "machine"},
     "testing": {"errors", "expr", "spec", "machine", "turn", "stores", "session", "providers"},
     "stores": {"errors", "turn"},
-    "session": {"errors", "expr", "spec", "machine", "turn", "stores"},
-    "providers": {"errors", "turn", "session"},
+    "providers": {"errors", "turn"},
+    "session": {"errors", "expr", "spec", "machine", "turn", "stores", "providers"},
     "api": {"errors", "spec", "machine"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from phaseflow.cli.render import Sink, Transcript
+    from phaseflow.providers.protocol import Provider
     from phaseflow.session import Agent, PendingApproval, Session
     from phaseflow.session.events import Event
-    from phaseflow.session.provider import Provider
 
 #: the answers to an approval prompt and the decision each means
 ANSWERS = {

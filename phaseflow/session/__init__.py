@@ -5,6 +5,7 @@ the store); ``agent.session(id)`` opens one conversation, new or resumed. See
 ``docs/sessions.md``.
 """
 
+from phaseflow.providers.protocol import Provider, ProviderRequest, ToolSpec
 from phaseflow.session.agent import (
     Agent,
     PendingApproval,
@@ -31,7 +32,6 @@ from phaseflow.session.events import (
     TurnStarted,
     event_from_json,
 )
-from phaseflow.session.provider import Provider, ProviderRequest, ToolSpec
 from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
 
 __all__ = [

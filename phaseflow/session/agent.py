@@ -21,6 +21,7 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
     Cancel,
@@ -37,7 +38,6 @@ from phaseflow.session.core import (
     unanswered,
 )
 from phaseflow.session.core_json import core_from_json
-from phaseflow.session.provider import Provider, ProviderRequest
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
 from phaseflow.session.state_types import check_state_type

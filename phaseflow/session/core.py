@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from phaseflow.errors import PhaseflowError
+from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.session import events as ev
 from phaseflow.session.arguments import validate_arguments
-from phaseflow.session.provider import ProviderFailure, ProviderReply
 from phaseflow.session.state_types import check_state_type
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.builtin_tools import GO_TO_PHASE as GO_TO_PHASE  # the session's names

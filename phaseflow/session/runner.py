@@ -25,8 +25,15 @@ from phaseflow.expr.describe import describe_exception
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.results import ModelTrigger
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.providers.assembly import ReplyAssembler
+from phaseflow.providers.protocol import (
+    Provider,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+    TextDelta,
+)
 from phaseflow.session import events as ev
-from phaseflow.session.assembly import ReplyAssembler
 from phaseflow.session.core import (
     GO_TO_PHASE,
     BoundaryDone,
@@ -50,13 +57,6 @@ from phaseflow.session.core import (
     step,
 )
 from phaseflow.session.core_json import core_to_json
-from phaseflow.session.provider import (
-    Provider,
-    ProviderFailure,
-    ProviderReply,
-    ProviderRequest,
-    TextDelta,
-)
 from phaseflow.session.state_types import check_state_type
 from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs

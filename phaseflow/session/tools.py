@@ -38,8 +38,8 @@ from phaseflow.expr.describe import describe_exception, type_name
 from phaseflow.expr.jsonvalue import check_json
 from phaseflow.machine.effects import is_async_callable
 from phaseflow.machine.state import readonly
+from phaseflow.providers.protocol import ToolSpec
 from phaseflow.session.arguments import ArgumentValidator, compile_validator
-from phaseflow.session.provider import ToolSpec
 from phaseflow.session.tool_schema import (
     Converter,
     analyse,

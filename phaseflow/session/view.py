@@ -16,9 +16,9 @@ from typing import Any
 
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.navigation import FINAL_PHASE_NOTE
+from phaseflow.providers.protocol import ToolSpec
 from phaseflow.session.arguments import ArgumentValidator, compile_validator
 from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
-from phaseflow.session.provider import ToolSpec
 from phaseflow.session.tools import FunctionTool
 from phaseflow.spec.model import CallEffect, Phase, Workflow
 

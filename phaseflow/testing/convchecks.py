@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
-from phaseflow.session.provider import ProviderRequest
 from phaseflow.spec.diagnostics import did_you_mean
 from phaseflow.spec.model import Workflow
 from phaseflow.testing.matching import state_problems

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.providers.protocol import ProviderEvent, ProviderFailure, ProviderRequest
 from phaseflow.providers.scripted import ScriptedProvider
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session
-from phaseflow.session.provider import ProviderEvent, ProviderFailure, ProviderRequest
 from phaseflow.session.tools import ToolContext
 from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.model import Workflow

@@ -38,8 +38,8 @@ from typing import Any
 
 import phaseflow
 from phaseflow.providers import ScriptedProvider
+from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.session import Agent, ToolContext, tool
-from phaseflow.session.provider import ProviderRequest
 from phaseflow.stores import SQLiteStore
 from phaseflow.stores.base import Lease, QueuedMessage, SessionRecord, SessionSummary, StoredEvent
 

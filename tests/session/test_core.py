@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from phaseflow.providers.protocol import ProviderFailure
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
     BoundaryDone,
@@ -39,7 +40,6 @@ from phaseflow.session.core import (
     TurnOver,
     arguments_hash,
 )
-from phaseflow.session.provider import ProviderFailure
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
 from phaseflow.turn.messages import (

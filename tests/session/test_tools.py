@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.machine import State
-from phaseflow.session.provider import ToolSpec
+from phaseflow.providers.protocol import ToolSpec
 from phaseflow.session.tools import (
     FunctionTool,
     ToolContext,
