@@ -2,10 +2,10 @@
 
 ``Agent`` holds what every conversation shares (the workflow, the provider, the tools,
 the store); ``agent.session(id)`` opens one conversation, new or resumed. See
-``docs/sessions.md``.
+``docs/sessions.md``. Tools (``@tool``, ``ToolContext``, ``ToolResult``) are
+:mod:`phaseflow.tools`; the ``Provider`` protocol is :mod:`phaseflow.providers`.
 """
 
-from phaseflow.providers.protocol import Provider, ProviderRequest, ToolSpec
 from phaseflow.session.agent import (
     Agent,
     PendingApproval,
@@ -32,7 +32,6 @@ from phaseflow.session.events import (
     TurnStarted,
     event_from_json,
 )
-from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
 
 __all__ = [
     "Agent",
@@ -40,11 +39,8 @@ __all__ = [
     "ApprovalResolvedEvent",
     "ErrorEvent",
     "Event",
-    "FunctionTool",
     "PendingApproval",
     "PhaseChanged",
-    "Provider",
-    "ProviderRequest",
     "Reply",
     "ResolutionRefused",
     "Retrying",
@@ -55,13 +51,9 @@ __all__ = [
     "StateChanged",
     "TextDelta",
     "ToolCallEvent",
-    "ToolContext",
-    "ToolResult",
     "ToolResultEvent",
-    "ToolSpec",
     "TurnFailed",
     "TurnFinished",
     "TurnStarted",
     "event_from_json",
-    "tool",
 ]

@@ -27,11 +27,11 @@ from typing import Any, Literal
 from phaseflow.errors import PhaseflowError
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.session import events as ev
-from phaseflow.session.arguments import validate_arguments
-from phaseflow.session.state_types import check_state_type
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.builtin_tools import GO_TO_PHASE as GO_TO_PHASE  # the session's names
 from phaseflow.spec.builtin_tools import RECORD as RECORD
+from phaseflow.tools.arguments import validate_arguments
+from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, Continuation, RequestOutcome
 from phaseflow.turn.execution import (
     ApprovalDecision,

@@ -57,11 +57,11 @@ from phaseflow.session.core import (
     step,
 )
 from phaseflow.session.core_json import core_to_json
-from phaseflow.session.state_types import check_state_type
-from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
+from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
+from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome
 from phaseflow.turn.output import (

@@ -210,7 +210,7 @@ def test_lease_is_a_positive_number_of_seconds(tmp_path: Path, value: str) -> No
 GATED = '''\
 import time
 from pathlib import Path
-from phaseflow.session import tool
+from phaseflow.tools import tool
 
 @tool(name="slow.wait")
 def wait() -> str:

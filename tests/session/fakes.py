@@ -39,9 +39,9 @@ from phaseflow.session.core import (
     Step,
     step,
 )
-from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.spec.loader import load_workflow_text
 from phaseflow.spec.model import Workflow
+from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.turn.messages import AssistantMessage, History, Message, ToolResultMessage
 
 # --- the pure core's inputs ------------------------------------------------------------

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from phaseflow.session import Agent, TextDelta, tool
+from phaseflow.session import Agent, TextDelta
+from phaseflow.tools import tool
 from tests.providers.fake_openai_server import (
     FakeOpenAIServer,
     text_reply,

@@ -31,9 +31,10 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.session import Agent, SessionError, TurnFailed, tool
+from phaseflow.session import Agent, SessionError, TurnFailed
 from phaseflow.session.events import Event
 from phaseflow.stores import SQLiteStore
+from phaseflow.tools import tool
 
 WORKFLOW = """\
 phaseflow: 1
