@@ -25,11 +25,11 @@ from phaseflow.session.events import (
     PhaseChanged,
     Retrying,
     StateChanged,
-    TextDelta,
+    TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnFinished,
-    TurnStarted,
+    TurnStartedEvent,
     event_from_json,
 )
 
@@ -49,11 +49,11 @@ __all__ = [
     "SessionError",
     "SessionFinished",
     "StateChanged",
-    "TextDelta",
+    "TextDeltaEvent",
     "ToolCallEvent",
     "ToolResultEvent",
     "TurnFailed",
     "TurnFinished",
-    "TurnStarted",
+    "TurnStartedEvent",
     "event_from_json",
 ]

@@ -466,7 +466,8 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0,
     )
-    events: tuple[ev.Event, ...] = (ev.TurnStarted(message=content_text(content), turn=turn),)
+    events: tuple[ev.Event, ...] = (
+        ev.TurnStartedEvent(message=content_text(content), turn=turn),)
     nxt = _next_request(core, limits)
     return Step(nxt.core, (Persist(events), *nxt.commands))
 

@@ -188,7 +188,7 @@ class Runner:
                         yield event
                 elif isinstance(command, CallProvider):
                     async for item in self._call(command):
-                        if isinstance(item, ev.TextDelta):
+                        if isinstance(item, ev.TextDeltaEvent):
                             yield item
                         else:
                             inputs.append(item)
@@ -302,7 +302,7 @@ class Runner:
         )
         return request, view
 
-    async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDelta | Input]:
+    async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDeltaEvent | Input]:
         """One model request: text deltas as they stream, then the reply (or the failure,
         or a Cancel when the host cancelled: the stream is closed at once)."""
         request, view = self.build_request(command)
@@ -326,7 +326,7 @@ class Runner:
                     await asyncio.gather(pump, return_exceptions=True)
                     yield Cancel(self.config.clock())
                     return
-                if isinstance(item, ev.TextDelta):
+                if isinstance(item, ev.TextDeltaEvent):
                     yield evolve(item, session_id=self.core.session_id, turn=self.core.turn,
                                  at=self.config.clock())
                     continue
@@ -357,7 +357,7 @@ class Runner:
                 async for item in stream:
                     outcome = assembler.add(item)
                     if isinstance(outcome, TextDelta):
-                        await queue.put(ev.TextDelta(text=outcome.text))
+                        await queue.put(ev.TextDeltaEvent(text=outcome.text))
                     elif isinstance(outcome, ProviderFailure):
                         last = outcome
                         break
