@@ -181,7 +181,7 @@ class ScriptProvider:
         self.ids = itertools.count(1)
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
-        from phaseflow.session.provider import (
+        from phaseflow.providers.protocol import (
             StreamEnd,
             TextDelta,
             ToolCallDelta,

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from phaseflow.providers import ScriptedProvider
-from phaseflow.session import Agent, Session, tool
+from phaseflow.session import Agent, Session
+from phaseflow.tools import tool
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "refund-desk.yaml"
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from phaseflow.machine import PhaseMachine as PhaseMachine
     from phaseflow.machine import State as State
     from phaseflow.session.agent import Agent as Agent
-    from phaseflow.session.tools import tool as tool
     from phaseflow.spec.model import Workflow as Workflow
+    from phaseflow.tools import tool as tool
 
 _LAZY = {
     "PhaseflowError": "phaseflow.errors",
@@ -39,7 +39,7 @@ _LAZY = {
     "PhaseMachine": "phaseflow.machine",
     "State": "phaseflow.machine",
     "Agent": "phaseflow.session.agent",
-    "tool": "phaseflow.session.tools",
+    "tool": "phaseflow.tools",
 }
 
 __all__ = ["__version__", *_LAZY]

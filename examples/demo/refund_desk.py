@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from phaseflow.machine import EffectContext
-from phaseflow.session import ToolContext, tool
+from phaseflow.tools import ToolContext, tool
 
 #: the CRM: customers by email, with the answer to their security question
 CUSTOMERS: dict[str, dict[str, Any]] = {

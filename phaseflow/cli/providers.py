@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from phaseflow.errors import ConfigError, PhaseflowError
 
 if TYPE_CHECKING:
-    from phaseflow.session.provider import Provider
+    from phaseflow.providers.protocol import Provider
 
 #: the ``--provider`` values, for help texts
 CHOICES = "openai|scripted:FILE"

@@ -133,7 +133,7 @@ class Transcript:
 
     def show(self, event: ev.Event) -> None:
         event = _visible_fields(event)
-        if isinstance(event, ev.TextDelta):
+        if isinstance(event, ev.TextDeltaEvent):
             if not self._open:
                 self.out.write(self.paint("agent:", "bold", "blue") + " ")
                 self._open = True
@@ -141,7 +141,7 @@ class Transcript:
             self._streamed = True
             self.out.flush()
             return
-        if isinstance(event, ev.TurnStarted):
+        if isinstance(event, ev.TurnStartedEvent):
             self._streamed = False
             if self.echo_user:
                 self._line(self.paint("you:", "bold", "green") + " " + event.message)
@@ -186,7 +186,7 @@ def _visible_fields(event: ev.Event) -> ev.Event:
     """The event with every text field :func:`visible` (names and reasons come from the
     model too: a made-up tool name is shown as it was called), and on one line, but for
     the texts that are shown as they are: the user's message and the reply."""
-    keep_lines = isinstance(event, ev.TextDelta | ev.TurnStarted | ev.TurnFinished)
+    keep_lines = isinstance(event, ev.TextDeltaEvent | ev.TurnStartedEvent | ev.TurnFinished)
     changed: dict[str, str] = {}
     for f in dataclasses.fields(event):
         value = getattr(event, f.name)

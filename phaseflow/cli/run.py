@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from phaseflow.cli.render import Sink, Transcript
+    from phaseflow.providers.protocol import Provider
     from phaseflow.session import Agent, PendingApproval, Session
     from phaseflow.session.events import Event
-    from phaseflow.session.provider import Provider
 
 #: the answers to an approval prompt and the decision each means
 ANSWERS = {
@@ -499,10 +499,10 @@ class Chat:
         """Before the first event of a turn a stopped process left unfinished (the
         first send finishes it), say which turn it is: a bare result would be shown
         out of its context otherwise."""
-        from phaseflow.session.events import TurnStarted
+        from phaseflow.session.events import TurnStartedEvent
 
         turn, self.resuming = self.resuming, None
-        if turn is not None and event.turn == turn and not isinstance(event, TurnStarted):
+        if turn is not None and event.turn == turn and not isinstance(event, TurnStartedEvent):
             self.sink.notice(f"resuming turn {turn} of session {self._session().id}: the "
                              "process that ran it stopped before it ended")
 

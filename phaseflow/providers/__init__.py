@@ -1,4 +1,8 @@
-"""Model adapters behind the session's ``Provider`` protocol.
+"""The ``Provider`` protocol, its stream events, and the model adapters behind it.
+
+The protocol (``Provider``, ``ProviderRequest``, ``ToolSpec``, the stream events,
+``ProviderFailure``, ``ProviderReply``) is :mod:`phaseflow.providers.protocol`; a stream
+is checked and assembled into a reply in :mod:`phaseflow.providers.assembly`.
 
 ``ScriptedProvider`` answers from replies written in advance (tests, demos,
 ``phaseflow test``); ``OpenAIProvider`` talks to any OpenAI-compatible server through the
@@ -12,12 +16,31 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from phaseflow.providers.openai import OpenAIProvider as OpenAIProvider
+    from phaseflow.providers.protocol import Provider as Provider
+    from phaseflow.providers.protocol import ProviderEvent as ProviderEvent
+    from phaseflow.providers.protocol import ProviderFailure as ProviderFailure
+    from phaseflow.providers.protocol import ProviderReply as ProviderReply
+    from phaseflow.providers.protocol import ProviderRequest as ProviderRequest
+    from phaseflow.providers.protocol import ReasoningDelta as ReasoningDelta
+    from phaseflow.providers.protocol import StreamEnd as StreamEnd
+    from phaseflow.providers.protocol import TextDelta as TextDelta
+    from phaseflow.providers.protocol import ToolCallDelta as ToolCallDelta
+    from phaseflow.providers.protocol import ToolCallEnd as ToolCallEnd
+    from phaseflow.providers.protocol import ToolCallStart as ToolCallStart
+    from phaseflow.providers.protocol import ToolSpec as ToolSpec
+    from phaseflow.providers.protocol import Usage as Usage
     from phaseflow.providers.scripted import ScriptedProvider as ScriptedProvider
     from phaseflow.providers.scripted import ScriptedReply as ScriptedReply
     from phaseflow.providers.scripted import ScriptIncomplete as ScriptIncomplete
     from phaseflow.providers.wire_names import WireNames as WireNames
 
 _LAZY = {
+    **dict.fromkeys(
+        ("Provider", "ProviderEvent", "ProviderFailure", "ProviderReply", "ProviderRequest",
+         "ReasoningDelta", "StreamEnd", "TextDelta", "ToolCallDelta", "ToolCallEnd",
+         "ToolCallStart", "ToolSpec", "Usage"),
+        "phaseflow.providers.protocol",
+    ),
     "OpenAIProvider": "phaseflow.providers.openai",
     "ScriptedProvider": "phaseflow.providers.scripted",
     "ScriptedReply": "phaseflow.providers.scripted",

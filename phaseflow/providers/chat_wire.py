@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.providers.wire_names import WireNames
-from phaseflow.session.provider import ProviderRequest
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,

@@ -7,7 +7,7 @@ events, with workflow names. Tool calls arrive in fragments keyed by index (the 
 name usually in the first); arguments are passed on as they come.
 
 The SDK's own retries are off (``max_retries=0``): retrying is the session's decision, so
-every failure is a :class:`~phaseflow.session.provider.ProviderFailure` value saying
+every failure is a :class:`~phaseflow.providers.protocol.ProviderFailure` value saying
 whether a retry may help. Nothing raises out of :meth:`OpenAIProvider.stream`.
 
 Settings are checked when the provider is built (:mod:`phaseflow.providers.settings`): a
@@ -31,17 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from phaseflow.errors import ConfigError
 from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
-from phaseflow.providers.settings import (
-    check_base_url,
-    check_header,
-    check_max_tokens,
-    check_timeout,
-    redact,
-    shown_url,
-    url_secrets,
-)
-from phaseflow.providers.wire_names import WireNames
-from phaseflow.session.provider import (
+from phaseflow.providers.protocol import (
     ProviderEvent,
     ProviderFailure,
     ProviderRequest,
@@ -54,6 +44,16 @@ from phaseflow.session.provider import (
     ToolCallStart,
     Usage,
 )
+from phaseflow.providers.settings import (
+    check_base_url,
+    check_header,
+    check_max_tokens,
+    check_timeout,
+    redact,
+    shown_url,
+    url_secrets,
+)
+from phaseflow.providers.wire_names import WireNames
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

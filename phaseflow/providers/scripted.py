@@ -11,9 +11,9 @@ A script is a list of replies, each one of:
 - a mapping ``{text: TEXT, calls: [{TOOL: ARGS}, ...], reasoning: TEXT}`` (every key
   optional; ``ARGS`` a mapping or null), the form of a conversation test's ``model:``
   steps;
-- a ready :class:`~phaseflow.session.provider.ProviderReply` (its call ids are kept);
+- a ready :class:`~phaseflow.providers.protocol.ProviderReply` (its call ids are kept);
 - a scripted failure ``{error: MESSAGE, retryable: BOOL, retry_after: SECONDS,
-  status: INT}`` (or a :class:`~phaseflow.session.provider.ProviderFailure`), to test how
+  status: INT}`` (or a :class:`~phaseflow.providers.protocol.ProviderFailure`), to test how
   a session retries. A failure is not a reply: it is yielded once, by this provider
   object, to the first request that asks for the reply written after it; the retried
   request then gets that reply. (A new provider object yields it again.)
@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from phaseflow.errors import ConfigError, PhaseflowError
-from phaseflow.session.provider import (
+from phaseflow.providers.protocol import (
     ProviderEvent,
     ProviderFailure,
     ProviderReply,
@@ -240,7 +240,7 @@ def _request_size(request: ProviderRequest) -> int:
 
 
 class ScriptedProvider:
-    """A :class:`~phaseflow.session.provider.Provider` that answers from a script.
+    """A :class:`~phaseflow.providers.protocol.Provider` that answers from a script.
 
     ``requests`` holds every request received, in order (retries included), so a test
     can check which tools were offered and what the system text said.

@@ -2,7 +2,8 @@
 
 ``Agent`` holds what every conversation shares (the workflow, the provider, the tools,
 the store); ``agent.session(id)`` opens one conversation, new or resumed. See
-``docs/sessions.md``.
+``docs/sessions.md``. Tools (``@tool``, ``ToolContext``, ``ToolResult``) are
+:mod:`phaseflow.tools`; the ``Provider`` protocol is :mod:`phaseflow.providers`.
 """
 
 from phaseflow.session.agent import (
@@ -24,15 +25,13 @@ from phaseflow.session.events import (
     PhaseChanged,
     Retrying,
     StateChanged,
-    TextDelta,
+    TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnFinished,
-    TurnStarted,
+    TurnStartedEvent,
     event_from_json,
 )
-from phaseflow.session.provider import Provider, ProviderRequest, ToolSpec
-from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
 
 __all__ = [
     "Agent",
@@ -40,11 +39,8 @@ __all__ = [
     "ApprovalResolvedEvent",
     "ErrorEvent",
     "Event",
-    "FunctionTool",
     "PendingApproval",
     "PhaseChanged",
-    "Provider",
-    "ProviderRequest",
     "Reply",
     "ResolutionRefused",
     "Retrying",
@@ -53,15 +49,11 @@ __all__ = [
     "SessionError",
     "SessionFinished",
     "StateChanged",
-    "TextDelta",
+    "TextDeltaEvent",
     "ToolCallEvent",
-    "ToolContext",
-    "ToolResult",
     "ToolResultEvent",
-    "ToolSpec",
     "TurnFailed",
     "TurnFinished",
-    "TurnStarted",
+    "TurnStartedEvent",
     "event_from_json",
-    "tool",
 ]

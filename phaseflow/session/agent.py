@@ -21,6 +21,7 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
     Cancel,
@@ -37,16 +38,15 @@ from phaseflow.session.core import (
     unanswered,
 )
 from phaseflow.session.core_json import core_from_json
-from phaseflow.session.provider import Provider, ProviderRequest
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
-from phaseflow.session.state_types import check_state_type
-from phaseflow.session.tools import FunctionTool
-from phaseflow.session.tools import tool as make_tool
 from phaseflow.session.workers import holder_is_gone, new_worker_id
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
+from phaseflow.tools.function import FunctionTool
+from phaseflow.tools.function import tool as make_tool
+from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
 from phaseflow.turn.messages import Content, Message, content_from_json, content_to_json
 

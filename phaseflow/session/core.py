@@ -25,13 +25,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from phaseflow.errors import PhaseflowError
+from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.session import events as ev
-from phaseflow.session.arguments import validate_arguments
-from phaseflow.session.provider import ProviderFailure, ProviderReply
-from phaseflow.session.state_types import check_state_type
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.builtin_tools import GO_TO_PHASE as GO_TO_PHASE  # the session's names
 from phaseflow.spec.builtin_tools import RECORD as RECORD
+from phaseflow.tools.arguments import validate_arguments
+from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, Continuation, RequestOutcome
 from phaseflow.turn.execution import (
     ApprovalDecision,
@@ -466,7 +466,8 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0,
     )
-    events: tuple[ev.Event, ...] = (ev.TurnStarted(message=content_text(content), turn=turn),)
+    events: tuple[ev.Event, ...] = (
+        ev.TurnStartedEvent(message=content_text(content), turn=turn),)
     nxt = _next_request(core, limits)
     return Step(nxt.core, (Persist(events), *nxt.commands))
 

@@ -40,7 +40,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TurnStarted(_Event):
+class TurnStartedEvent(_Event):
     """A turn began with the user's message (the queued prompts joined, in order)."""
 
     type: ClassVar[str] = "turn_started"
@@ -48,7 +48,7 @@ class TurnStarted(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TextDelta(_Event):
+class TextDeltaEvent(_Event):
     """Streamed reply text (not persisted: the final text is, in ``turn_finished``)."""
 
     type: ClassVar[str] = "text_delta"
@@ -155,16 +155,16 @@ class ErrorEvent(_Event):
 
 
 Event = (
-    TurnStarted | TextDelta | ToolCallEvent | ToolResultEvent | ApprovalRequested
+    TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
     | ErrorEvent
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
     cls.type: cls
-    for cls in (TurnStarted, TextDelta, ToolCallEvent, ToolResultEvent, ApprovalRequested,
-                ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying, TurnFinished,
-                ErrorEvent)
+    for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
+                ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
+                TurnFinished, ErrorEvent)
 }
 
 

@@ -25,8 +25,15 @@ from phaseflow.expr.describe import describe_exception
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.results import ModelTrigger
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.providers.assembly import ReplyAssembler
+from phaseflow.providers.protocol import (
+    Provider,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+    TextDelta,
+)
 from phaseflow.session import events as ev
-from phaseflow.session.assembly import ReplyAssembler
 from phaseflow.session.core import (
     GO_TO_PHASE,
     BoundaryDone,
@@ -50,18 +57,11 @@ from phaseflow.session.core import (
     step,
 )
 from phaseflow.session.core_json import core_to_json
-from phaseflow.session.provider import (
-    Provider,
-    ProviderFailure,
-    ProviderReply,
-    ProviderRequest,
-    TextDelta,
-)
-from phaseflow.session.state_types import check_state_type
-from phaseflow.session.tools import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
+from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
+from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome
 from phaseflow.turn.output import (
@@ -188,7 +188,7 @@ class Runner:
                         yield event
                 elif isinstance(command, CallProvider):
                     async for item in self._call(command):
-                        if isinstance(item, ev.TextDelta):
+                        if isinstance(item, ev.TextDeltaEvent):
                             yield item
                         else:
                             inputs.append(item)
@@ -302,7 +302,7 @@ class Runner:
         )
         return request, view
 
-    async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDelta | Input]:
+    async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDeltaEvent | Input]:
         """One model request: text deltas as they stream, then the reply (or the failure,
         or a Cancel when the host cancelled: the stream is closed at once)."""
         request, view = self.build_request(command)
@@ -326,7 +326,7 @@ class Runner:
                     await asyncio.gather(pump, return_exceptions=True)
                     yield Cancel(self.config.clock())
                     return
-                if isinstance(item, ev.TextDelta):
+                if isinstance(item, ev.TextDeltaEvent):
                     yield evolve(item, session_id=self.core.session_id, turn=self.core.turn,
                                  at=self.config.clock())
                     continue
@@ -357,7 +357,7 @@ class Runner:
                 async for item in stream:
                     outcome = assembler.add(item)
                     if isinstance(outcome, TextDelta):
-                        await queue.put(ev.TextDelta(text=outcome.text))
+                        await queue.put(ev.TextDeltaEvent(text=outcome.text))
                     elif isinstance(outcome, ProviderFailure):
                         last = outcome
                         break

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from phaseflow.errors import ConfigError
-from phaseflow.session.tools import FunctionTool
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.model import CallEffect, Workflow
+from phaseflow.tools.function import FunctionTool
 
 
 def positive_int(name: str, value: object) -> None:

@@ -16,11 +16,11 @@ from typing import Any
 
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.navigation import FINAL_PHASE_NOTE
-from phaseflow.session.arguments import ArgumentValidator, compile_validator
+from phaseflow.providers.protocol import ToolSpec
 from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
-from phaseflow.session.provider import ToolSpec
-from phaseflow.session.tools import FunctionTool
 from phaseflow.spec.model import CallEffect, Phase, Workflow
+from phaseflow.tools.arguments import ArgumentValidator, compile_validator
+from phaseflow.tools.function import FunctionTool
 
 #: the JSON Schema of a value of each declared state type (``record``'s parameters)
 _TYPE_SCHEMAS: dict[str, dict[str, Any]] = {

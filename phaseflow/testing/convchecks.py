@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from phaseflow.expr.describe import did_you_mean
+from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
-from phaseflow.session.provider import ProviderRequest
 from phaseflow.spec.model import Workflow
 from phaseflow.testing.matching import state_problems
 from phaseflow.turn.messages import AssistantMessage, TextPart

@@ -27,18 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.providers.protocol import ProviderEvent, ProviderFailure, ProviderRequest
 from phaseflow.providers.scripted import ScriptedProvider
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session
-from phaseflow.session.provider import ProviderEvent, ProviderFailure, ProviderRequest
-from phaseflow.session.tools import ToolContext
-from phaseflow.session.tools import tool as make_tool
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.convchecks import Seen, check
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile
+from phaseflow.tools.function import ToolContext
+from phaseflow.tools.function import tool as make_tool
 from phaseflow.turn.messages import AssistantMessage
 
 __all__ = ["TURN_TIMEOUT", "run_conversation"]

@@ -48,7 +48,7 @@ TOOLS = '''\
 import asyncio
 import time
 
-from phaseflow.session import tool
+from phaseflow.tools import tool
 
 
 @tool

@@ -33,7 +33,7 @@ phases:
 TOOLS = '''\
 import os, time
 from pathlib import Path
-from phaseflow.session import tool
+from phaseflow.tools import tool
 
 @tool
 def pay(amount: float) -> dict:

@@ -210,7 +210,7 @@ def test_lease_is_a_positive_number_of_seconds(tmp_path: Path, value: str) -> No
 GATED = '''\
 import time
 from pathlib import Path
-from phaseflow.session import tool
+from phaseflow.tools import tool
 
 @tool(name="slow.wait")
 def wait() -> str:
@@ -380,7 +380,7 @@ def test_run_refuses_at_start_what_would_fail_later(tmp_path: Path) -> None:
     assert "no callable for the workflow's call effect(s) 'request_manager_approval'" in (
         no_hooks.stderr)
     (tmp_path / "narrow_tools.py").write_text(
-        "from phaseflow.session import tool\n\n"
+        "from phaseflow.tools import tool\n\n"
         "@tool(name='crm.lookup_customer')\n"
         "def lookup(email: str) -> dict:\n"
         "    return {}\n\nTOOLS = [lookup]\n", encoding="utf-8")

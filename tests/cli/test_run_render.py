@@ -25,8 +25,8 @@ json_values = st.recursive(
     max_leaves=12)
 
 events = st.one_of(
-    st.builds(ev.TurnStarted, message=texts),
-    st.builds(ev.TextDelta, text=texts),
+    st.builds(ev.TurnStartedEvent, message=texts),
+    st.builds(ev.TextDeltaEvent, text=texts),
     st.builds(ev.ToolCallEvent, call_id=names, name=names, arguments=json_values),
     st.builds(ev.ToolResultEvent, call_id=names, name=names,
               status=st.sampled_from(["ok", "error", "refused", "rejected", "cancelled",
@@ -66,9 +66,9 @@ def test_nothing_a_model_or_tool_sends_reaches_the_terminal_as_a_control(
     assert CONTROL.search(ANSI.sub("", transcript(seq, colour=True))) is None
 
 
-@given(st.lists(events.filter(lambda e: not isinstance(e, ev.TextDelta)), max_size=12))
+@given(st.lists(events.filter(lambda e: not isinstance(e, ev.TextDeltaEvent)), max_size=12))
 def test_every_event_but_a_text_delta_is_one_line(seq: list[Any]) -> None:
-    no_newlines = [e for e in seq if not isinstance(e, ev.TurnStarted | ev.TurnFinished)]
+    no_newlines = [e for e in seq if not isinstance(e, ev.TurnStartedEvent | ev.TurnFinished)]
     out = transcript(no_newlines, colour=False)
     assert out.count("\n") == len(no_newlines)
 
@@ -76,7 +76,7 @@ def test_every_event_but_a_text_delta_is_one_line(seq: list[Any]) -> None:
 @given(texts, st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=6))
 def test_a_streamed_reply_is_printed_once_as_it_came(message: str, pieces: list[str]) -> None:
     reply = "".join(pieces)
-    seq = [ev.TurnStarted(message=message), *(ev.TextDelta(text=p) for p in pieces),
+    seq = [ev.TurnStartedEvent(message=message), *(ev.TextDeltaEvent(text=p) for p in pieces),
            ev.TurnFinished(reply=reply)]
     assert transcript(seq, colour=False) == (
         f"you: {visible(message)}\nagent: {visible(reply)}\n")
@@ -84,7 +84,7 @@ def test_a_streamed_reply_is_printed_once_as_it_came(message: str, pieces: list[
 
 @given(texts)
 def test_a_reply_that_was_not_streamed_is_printed_when_the_turn_ends(reply: str) -> None:
-    out = transcript([ev.TurnStarted(message="hi"), ev.TurnFinished(reply=reply)],
+    out = transcript([ev.TurnStartedEvent(message="hi"), ev.TurnFinished(reply=reply)],
                      colour=False)
     assert out == "you: hi\n" + (f"agent: {visible(reply)}\n" if reply else "")
 

@@ -29,7 +29,7 @@ HOST = f"""
 import asyncio, os, sys
 sys.path.insert(0, {str(ROOT / "examples")!r})
 import support_agent as sa
-from phaseflow.session import ToolContext, tool
+from phaseflow.tools import ToolContext, tool
 
 async def ran(what: str, ctx: ToolContext) -> None:
     with open(os.environ["HOST_LOG"], "a") as log:

@@ -38,10 +38,11 @@ from typing import Any
 
 import phaseflow
 from phaseflow.providers import ScriptedProvider
-from phaseflow.session import Agent, ToolContext, tool
-from phaseflow.session.provider import ProviderRequest
+from phaseflow.providers.protocol import ProviderRequest
+from phaseflow.session import Agent
 from phaseflow.stores import SQLiteStore
 from phaseflow.stores.base import Lease, QueuedMessage, SessionRecord, SessionSummary, StoredEvent
+from phaseflow.tools import ToolContext, tool
 
 WORKFLOW = """\
 phaseflow: 1

@@ -6,20 +6,18 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from phaseflow.session.provider import (
+from phaseflow.providers.assembly import ReplyAssembler
+from phaseflow.providers.protocol import (
     Provider,
     ProviderEvent,
     ProviderFailure,
     ProviderReply,
     ProviderRequest,
-    ReasoningDelta,
     StreamEnd,
-    TextDelta,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
     ToolSpec,
-    Usage,
 )
 from phaseflow.turn.messages import Message
 
@@ -48,38 +46,32 @@ def collect(provider: Provider, req: ProviderRequest) -> list[ProviderEvent]:
 
 
 def assemble(events: Sequence[ProviderEvent]) -> ProviderReply | ProviderFailure:
-    """The reply a stream describes, checking the protocol as a session relies on it:
-    a failure ends the stream; every call starts once, ends once, and gets fragments only
-    in between; the stream ends with exactly one ``StreamEnd``, last."""
-    text, reasoning = [], []
-    calls: dict[int, list[str]] = {}
+    """The reply a stream describes, assembled as the session assembles it
+    (:class:`ReplyAssembler`, which checks every event), after checking the protocol's
+    order more strictly than the session needs: a failure ends the stream; every call
+    starts once, in order, ends once, and gets fragments only in between; the stream ends
+    with exactly one ``StreamEnd``, last."""
+    assembler = ReplyAssembler()
+    started: set[int] = set()
     ended: set[int] = set()
-    usage = Usage()
     for n, event in enumerate(events):
-        if isinstance(event, ProviderFailure):
-            assert n == len(events) - 1, "a failure ends the stream"
-            return event
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, ReasoningDelta):
-            reasoning.append(event.text)
-        elif isinstance(event, ToolCallStart):
-            assert event.index not in calls, "a call starts once"
-            assert event.index == len(calls), "calls are numbered in order"
-            calls[event.index] = [event.call_id, event.name, ""]
-        elif isinstance(event, ToolCallDelta):
-            assert event.index in calls and event.index not in ended
-            calls[event.index][2] += event.arguments
-        elif isinstance(event, ToolCallEnd):
-            assert event.index in calls and event.index not in ended
-            ended.add(event.index)
-        elif isinstance(event, Usage):
-            usage = event
+        last = n == len(events) - 1
+        if isinstance(event, ToolCallStart):
+            assert event.index not in started, "a call starts once"
+            assert event.index == len(started), "calls are numbered in order"
+            started.add(event.index)
+        elif isinstance(event, ToolCallDelta | ToolCallEnd):
+            assert event.index in started and event.index not in ended
+            if isinstance(event, ToolCallEnd):
+                ended.add(event.index)
         elif isinstance(event, StreamEnd):
-            assert n == len(events) - 1, "StreamEnd is last"
-            assert ended == set(calls), "every call ended"
-            return ProviderReply(
-                "".join(text), tuple((c[0], c[1], c[2]) for _, c in sorted(calls.items())),
-                event.stop, "".join(reasoning), usage,
-            )
+            assert ended == started, "every call ended"
+        outcome = assembler.add(event)
+        if isinstance(outcome, ProviderFailure):
+            assert outcome is event, outcome.message  # not the assembler's: a malformed event
+            assert last, "a failure ends the stream"
+            return outcome
+        if outcome == "end":
+            assert last, "StreamEnd is last"
+            return assembler.reply()
     raise AssertionError("the stream ended without StreamEnd or a failure")

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
+from phaseflow.providers.protocol import ToolSpec
 from phaseflow.providers.wire_names import WIRE_NAME
-from phaseflow.session.provider import ToolSpec
 from phaseflow.turn.messages import (
     AssistantMessage,
     Message,

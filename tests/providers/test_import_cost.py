@@ -32,7 +32,7 @@ def test_the_openai_provider_imports_the_sdk_only_when_used() -> None:
     used = _modules_after(
         "import asyncio\n"
         "from phaseflow.providers import OpenAIProvider\n"
-        "from phaseflow.session.provider import ProviderRequest\n"
+        "from phaseflow.providers.protocol import ProviderRequest\n"
         "p = OpenAIProvider('m', base_url='http://127.0.0.1:9/v1')\n"
         "async def go():\n"
         "    return [e async for e in p.stream(ProviderRequest('', '', (), (), 'r'))]\n"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from phaseflow.errors import ConfigError
 from phaseflow.providers import OpenAIProvider, ScriptedProvider
 from phaseflow.providers.openai import failure_of
-from phaseflow.session.provider import (
+from phaseflow.providers.protocol import (
     Provider,
     ProviderFailure,
     ProviderReply,

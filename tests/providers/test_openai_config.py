@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from phaseflow.errors import ConfigError
 from phaseflow.providers import OpenAIProvider
+from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.providers.settings import header_problem, redact, shown_url, url_problem
-from phaseflow.session.provider import ProviderFailure, ProviderReply
 from phaseflow.turn.messages import UserMessage
 from tests.providers.fake_openai_server import Fail, FakeOpenAIServer, text_reply
 from tests.providers.helpers import assemble, collect, request

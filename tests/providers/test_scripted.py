@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.providers import ScriptedProvider, ScriptIncomplete
-from phaseflow.session.provider import (
+from phaseflow.providers.protocol import (
     ProviderFailure,
     ProviderReply,
     TextDelta,

@@ -17,6 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from phaseflow.providers.protocol import (
+    ProviderEvent,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
     Command,
@@ -29,19 +39,9 @@ from phaseflow.session.core import (
     Step,
     step,
 )
-from phaseflow.session.provider import (
-    ProviderEvent,
-    ProviderFailure,
-    ProviderReply,
-    ProviderRequest,
-    StreamEnd,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallStart,
-)
-from phaseflow.session.tools import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.spec.loader import load_workflow_text
 from phaseflow.spec.model import Workflow
+from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.turn.messages import AssistantMessage, History, Message, ToolResultMessage
 
 # --- the pure core's inputs ------------------------------------------------------------

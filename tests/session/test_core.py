@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from phaseflow.providers.protocol import ProviderFailure
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
     BoundaryDone,
@@ -39,7 +40,6 @@ from phaseflow.session.core import (
     TurnOver,
     arguments_hash,
 )
-from phaseflow.session.provider import ProviderFailure
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
 from phaseflow.turn.messages import (
@@ -101,7 +101,7 @@ def test_a_message_commits_the_turn_then_asks_the_model_with_it() -> None:
     t = Trace(Core("s"))
     commands = t.feed(Send("hello", WORK))
     assert isinstance(commands[0], Persist)
-    assert [type(e) for e in commands[0].events] == [ev.TurnStarted]
+    assert [type(e) for e in commands[0].events] == [ev.TurnStartedEvent]
     assert commands[0].events[0].message == "hello"
     assert isinstance(commands[1], CallProvider)
     assert commands[1].history.to_tuple() == (UserMessage("hello"),)

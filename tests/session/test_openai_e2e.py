@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from phaseflow.session import Agent, TextDelta, tool
+from phaseflow.session import Agent, TextDeltaEvent
+from phaseflow.tools import tool
 from tests.providers.fake_openai_server import (
     FakeOpenAIServer,
     text_reply,
@@ -87,7 +88,7 @@ def test_a_refund_conversation_through_the_openai_sdk() -> None:
         async def run() -> None:
             session = await agent.session("conv-42")
             deltas = [e async for e in session.send("Hi, I'm ada@example.com")
-                      if isinstance(e, TextDelta)]
+                      if isinstance(e, TextDeltaEvent)]
             assert len(deltas) >= 2, "the reply is streamed in pieces"
             assert session.phase == "locate_order"
             # the phase change inside the turn is seen by the turn's next request

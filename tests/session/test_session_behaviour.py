@@ -9,8 +9,9 @@ import pytest
 
 import phaseflow
 from phaseflow.providers import ScriptedProvider
-from phaseflow.session import Agent, ResolutionRefused, SessionBusy, SessionFinished, tool
+from phaseflow.session import Agent, ResolutionRefused, SessionBusy, SessionFinished
 from phaseflow.session.events import Event
+from phaseflow.tools import tool
 
 WORKFLOW = """\
 phaseflow: 1

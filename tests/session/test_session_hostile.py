@@ -21,9 +21,7 @@ import pytest
 import phaseflow
 from phaseflow.errors import ConfigError
 from phaseflow.providers import ScriptedProvider
-from phaseflow.session import Agent, SessionError, TurnFailed, tool
-from phaseflow.session.events import Event
-from phaseflow.session.provider import (
+from phaseflow.providers.protocol import (
     ProviderFailure,
     ProviderRequest,
     ReasoningDelta,
@@ -33,7 +31,10 @@ from phaseflow.session.provider import (
     ToolCallStart,
     Usage,
 )
+from phaseflow.session import Agent, SessionError, TurnFailed
+from phaseflow.session.events import Event
 from phaseflow.stores import SQLiteStore
+from phaseflow.tools import tool
 
 WORKFLOW = """\
 phaseflow: 1

@@ -41,10 +41,10 @@ from hypothesis.stateful import (
     rule,
 )
 
+from phaseflow.providers.protocol import ProviderFailure, ProviderReply, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
 from phaseflow.session.core import Core, ResolutionRefused
-from phaseflow.session.provider import ProviderFailure, ProviderReply, ProviderRequest
 from phaseflow.spec.loader import load_workflow
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore

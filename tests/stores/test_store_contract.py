@@ -495,7 +495,8 @@ def test_a_message_for_a_session_another_worker_runs_is_queued_and_run_by_it(
     lease); A runs it as its next turn; the stored session has both turns, once."""
     import phaseflow
     from phaseflow.providers import ScriptedProvider
-    from phaseflow.session import Agent, tool
+    from phaseflow.session import Agent
+    from phaseflow.tools import tool
 
     async def body() -> None:
         started, release = asyncio.Event(), asyncio.Event()

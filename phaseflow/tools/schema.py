@@ -46,7 +46,7 @@ from typing import Any
 
 from phaseflow.errors import ConfigError
 from phaseflow.expr.jsonvalue import check_json
-from phaseflow.session.arguments import compile_validator, json_type
+from phaseflow.tools.arguments import compile_validator, json_type
 
 __all__ = [
     "CONTEXT_MARKER",

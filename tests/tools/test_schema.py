@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from phaseflow.errors import ConfigError
-from phaseflow.session.arguments import validate_arguments
-from phaseflow.session.tool_schema import parse_docstring, schema_for
-from phaseflow.session.tools import ToolContext, tool
+from phaseflow.tools.arguments import validate_arguments
+from phaseflow.tools.function import ToolContext, tool
+from phaseflow.tools.schema import parse_docstring, schema_for
 
 try:  # optional: pydantic (and annotated_types, which it brings) may be absent
     import annotated_types

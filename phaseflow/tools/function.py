@@ -1,23 +1,23 @@
-"""Tools: the host's Python callables, as the session offers, checks and calls them.
+"""``@tool`` and :class:`FunctionTool`: a host's callable as the session calls it.
 
 ``@tool`` turns a function (sync or async) into a :class:`FunctionTool`: a name (the
 catalogue's, which may contain ``.`` and ``-``), a description and a JSON Schema read from
-the signature and docstring (:mod:`phaseflow.session.tool_schema`), or given explicitly.
+the signature and docstring (:mod:`phaseflow.tools.schema`), or given explicitly.
 The session core then needs four things of a tool, each here as one small function:
 
 * **check** the model's arguments: :meth:`FunctionTool.validate`
-  (:mod:`phaseflow.session.arguments`);
+  (:mod:`phaseflow.tools.arguments`);
 * **call** it: :meth:`FunctionTool.invoke`, with a :class:`ToolContext` when the function
   declares a parameter annotated ``ToolContext``;
 * **split** what it returned into the model's output and the state writes:
   :func:`split_return` (see there for which keys the model sees);
 * **render** the output as the text of the tool result: :func:`output_text`.
 
-What this module does not do, by design: timeouts (the runner wraps :meth:`invoke` in
-``asyncio.wait_for``; a sync tool with a timeout runs in a thread of its own for that,
-see :meth:`FunctionTool.invoke`), catching the tool's exceptions (the runner turns them into error
-results), and the state type checks of writes (the runner calls
-:func:`~phaseflow.session.state_types.check_state_type` for each key).
+What this module does not do, by design: timeouts (the session's runner wraps
+:meth:`invoke` in ``asyncio.wait_for``; a sync tool with a timeout runs in a thread of
+its own for that, see :meth:`FunctionTool.invoke`), catching the tool's exceptions (the
+runner turns them into error results), and the state type checks of writes (the runner
+calls :func:`~phaseflow.tools.state_types.check_state_type` for each key).
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ from phaseflow.expr.describe import describe_exception, type_name
 from phaseflow.expr.jsonvalue import check_json
 from phaseflow.machine.effects import is_async_callable
 from phaseflow.machine.state import readonly
-from phaseflow.session.arguments import ArgumentValidator, compile_validator
-from phaseflow.session.provider import ToolSpec
-from phaseflow.session.tool_schema import (
+from phaseflow.providers.protocol import ToolSpec
+from phaseflow.spec.frozenjson import thaw
+from phaseflow.spec.tool_parameters import parameter_problems
+from phaseflow.tools.arguments import ArgumentValidator, compile_validator
+from phaseflow.tools.schema import (
     Converter,
     analyse,
     caller_namespace,
     tool_name_problem,
 )
-from phaseflow.spec.frozenjson import thaw
-from phaseflow.spec.tool_parameters import parameter_problems
 
 __all__ = [
     "FunctionTool",
@@ -79,7 +79,7 @@ class ToolContext:
     call run again after a crash, so a tool with side effects can make them once.
     """
 
-    #: Recognised by :mod:`phaseflow.session.tool_schema`, which does not import this module.
+    #: Recognised by :mod:`phaseflow.tools.schema`, which does not import this module.
     __phaseflow_tool_context__: ClassVar[bool] = True
 
     session_id: str
@@ -366,8 +366,8 @@ def split_return(value: Any, writes: Sequence[str]) -> tuple[Any, dict[str, Any]
     * Anything else: the value itself, and no writes.
 
     Written values are returned as they are; the caller checks each one with
-    :func:`~phaseflow.session.state_types.check_state_type` (or takes the normalised
-    value from :func:`~phaseflow.session.state_types.state_value`). Reading a host
+    :func:`~phaseflow.tools.state_types.check_state_type` (or takes the normalised
+    value from :func:`~phaseflow.tools.state_types.state_value`). Reading a host
     mapping may run its code; what that raises propagates, like the tool's own errors.
     """
     if isinstance(value, ToolResult):

@@ -1,10 +1,14 @@
 """What a session asks a model, and what a model answers: the ``Provider`` protocol.
 
 A provider turns one :class:`ProviderRequest` into a stream of :class:`ProviderEvent`
-values. The session never sees a vendor's wire format: adapters (``phaseflow.providers``)
-translate, so the session core can be driven by a scripted provider in tests exactly as
-by a real one. Failures are values too (:class:`ProviderFailure`), so that retrying is a
-decision of the session, not of each adapter.
+values. The session never sees a vendor's wire format: adapters (the rest of
+``phaseflow.providers``) translate, so the session core can be driven by a scripted
+provider in tests exactly as by a real one. Failures are values too
+(:class:`ProviderFailure`), so that retrying is a decision of the session, not of each
+adapter. A stream becomes one :class:`ProviderReply` in
+:mod:`phaseflow.providers.assembly`, and nowhere else.
+
+This module is below the session: the session imports it, never the other way round.
 """
 
 from __future__ import annotations

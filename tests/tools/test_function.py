@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.machine import State
-from phaseflow.session.provider import ToolSpec
-from phaseflow.session.tools import (
+from phaseflow.providers.protocol import ToolSpec
+from phaseflow.spec.model import Tool
+from phaseflow.tools.function import (
     FunctionTool,
     ToolContext,
     ToolOutputError,
@@ -30,7 +31,6 @@ from phaseflow.session.tools import (
     split_return,
     tool,
 )
-from phaseflow.spec.model import Tool
 
 CTX = ToolContext("conv-42", "call-1", "greet", {"customer": {"tags": ["vip"]}})
 

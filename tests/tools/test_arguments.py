@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from phaseflow.errors import ConfigError
-from phaseflow.session import arguments
-from phaseflow.session.arguments import compile_validator, json_type, validate_arguments
+from phaseflow.tools import arguments
+from phaseflow.tools.arguments import compile_validator, json_type, validate_arguments
 
 CUSTOMER = {
     "type": "object",

@@ -7,7 +7,7 @@ integer, got string``), not a validator's dump.
 
 Two validators, one answer:
 
-* **Our own** for the subset of JSON Schema that :func:`~phaseflow.session.tool_schema.
+* **Our own** for the subset of JSON Schema that :func:`~phaseflow.tools.schema.
   schema_for` generates and most hand-written (and pydantic) tool schemas use: ``type``,
   ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties``, ``items``,
   ``prefixItems``, ``uniqueItems``, ``anyOf``, ``oneOf``, ``$ref`` to the root's

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from phaseflow.errors import ConfigError
-from phaseflow.session.state_types import check_state_type, state_value
 from phaseflow.spec.reference_checks import TYPE_CHECKS
+from phaseflow.tools.state_types import check_state_type, state_value
 
 STATE_TYPES = ("string", "number", "integer", "boolean", "array", "object", "any")
 

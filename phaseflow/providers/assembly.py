@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.session.provider import (
+from phaseflow.providers.protocol import (
     ProviderFailure,
     ProviderReply,
     ReasoningDelta,

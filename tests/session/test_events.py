@@ -1,0 +1,28 @@
+"""The session's events keep their names on the wire and in the store, whatever their
+classes are called: an event stored before a rename still reads back."""
+
+from __future__ import annotations
+
+from phaseflow.session.events import (
+    EVENT_TYPES,
+    TextDeltaEvent,
+    TurnStartedEvent,
+    event_from_json,
+)
+
+
+def test_stored_turn_started_and_text_delta_events_read_back() -> None:
+    stored = {"type": "turn_started", "message": "hi", "session_id": "s", "turn": 1,
+              "at": 2.0, "seq": 3}
+    event = event_from_json(stored)
+    assert event == TurnStartedEvent(message="hi", session_id="s", turn=1, at=2.0, seq=3)
+    assert event.to_json() == stored
+    assert event_from_json({"type": "text_delta", "text": "a"}) == TextDeltaEvent(text="a")
+    assert TextDeltaEvent(text="a").to_json()["type"] == "text_delta"
+
+
+def test_the_event_types_on_the_wire_are_unchanged() -> None:
+    assert set(EVENT_TYPES) == {
+        "turn_started", "text_delta", "tool_call", "tool_result", "approval_requested",
+        "approval_resolved", "state_changed", "phase_changed", "retrying", "turn_finished",
+        "error"}
