@@ -20,9 +20,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from phaseflow.providers import ScriptedProvider
-from phaseflow.session import Agent, Session
-from phaseflow.tools import tool
+from phaseflow import Agent, ScriptedProvider, Session, tool
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflows" / "refund-desk.yaml"
 

@@ -1,6 +1,10 @@
 """phaseflow: declarative phase workflows for guided LLM agents.
 
-Import what you need; heavy modules load lazily so the CLI starts fast.
+Everything a host's program needs comes through this one door, loaded lazily (importing
+``phaseflow`` imports none of it, and the ``openai`` SDK or psycopg only when their
+adapter is asked for): ``load_workflow``, ``Workflow``, ``PhaseMachine``; ``Agent``,
+``Session``, ``tool``, ``ToolContext``, ``ToolResult``; ``ScriptedProvider``,
+``OpenAIProvider``; ``MemoryStore``, ``SQLiteStore``, ``PostgresStore``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,16 @@ if TYPE_CHECKING:
     from phaseflow.errors import WorkflowError as WorkflowError
     from phaseflow.machine import PhaseMachine as PhaseMachine
     from phaseflow.machine import State as State
+    from phaseflow.providers.openai import OpenAIProvider as OpenAIProvider
+    from phaseflow.providers.scripted import ScriptedProvider as ScriptedProvider
     from phaseflow.session.agent import Agent as Agent
+    from phaseflow.session.agent import Session as Session
     from phaseflow.spec.model import Workflow as Workflow
+    from phaseflow.stores.memory import MemoryStore as MemoryStore
+    from phaseflow.stores.postgres import PostgresStore as PostgresStore
+    from phaseflow.stores.sqlite import SQLiteStore as SQLiteStore
+    from phaseflow.tools import ToolContext as ToolContext
+    from phaseflow.tools import ToolResult as ToolResult
     from phaseflow.tools import tool as tool
 
 _LAZY = {
@@ -38,8 +50,17 @@ _LAZY = {
     "Preparation": "phaseflow.spec.model",
     "PhaseMachine": "phaseflow.machine",
     "State": "phaseflow.machine",
+    # the one door of a host's program: the agent and its parts, each from its home
     "Agent": "phaseflow.session.agent",
+    "Session": "phaseflow.session.agent",
     "tool": "phaseflow.tools",
+    "ToolContext": "phaseflow.tools",
+    "ToolResult": "phaseflow.tools",
+    "OpenAIProvider": "phaseflow.providers.openai",
+    "ScriptedProvider": "phaseflow.providers.scripted",
+    "MemoryStore": "phaseflow.stores.memory",
+    "SQLiteStore": "phaseflow.stores.sqlite",
+    "PostgresStore": "phaseflow.stores.postgres",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -96,8 +96,9 @@ def test_the_readme_agent_example_runs_with_a_scripted_model() -> None:
     assert block is not None
     code = block.group(1)
     assert 'OpenAIProvider(model="gpt-4.1-mini")' in code
-    code = code.replace("from phaseflow.providers import OpenAIProvider",
-                        "from phaseflow.providers import ScriptedProvider")
+    assert "from phaseflow import Agent, OpenAIProvider, tool" in code
+    code = code.replace("from phaseflow import Agent, OpenAIProvider, tool",
+                        "from phaseflow import Agent, ScriptedProvider, tool")
     code = code.replace('OpenAIProvider(model="gpt-4.1-mini")', (
         'ScriptedProvider([{"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]},'
         ' "Thanks, Ada. Which order?"])'))
