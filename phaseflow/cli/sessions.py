@@ -203,9 +203,20 @@ def _summary_json(s: SessionSummary) -> dict[str, Any]:
 
 
 async def _record(store: Store, session_id: str) -> SessionRecord:
+    """The stored session, read as the API opens it: a session whose stored calls
+    disagree (say, a pending approval altered to show another amount than the one that
+    would run) is damaged here too, never shown as the truth."""
+    from phaseflow.errors import PhaseflowError
+    from phaseflow.session.core_json import core_from_json
+
     record = await store.load(session_id)
     if record is None:
         raise Failed(f"no session {session_id!r} in the store")
+    try:
+        core_from_json(session_id, record.core, record.execution, record.progress,
+                       record.continuation)
+    except PhaseflowError as exc:
+        raise Failed(str(exc)) from None
     return record
 
 

@@ -117,6 +117,8 @@ class ReplyAssembler:
     calls: dict[int, list[str]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     stop: StopKind = "end_turn"
+    #: a StreamEnd closed the reply
+    ended: bool = False
 
     def add(self, item: Any) -> TextDelta | ProviderFailure | str | None:
         problem = event_problem(item)
@@ -126,13 +128,20 @@ class ReplyAssembler:
             self.text.append(item.text)
             return item
         if isinstance(item, ToolCallStart):
+            if item.index in self.calls:
+                return invalid(f"a second ToolCallStart for index {item.index}")
             self.calls[item.index] = [item.call_id, item.name, ""]
         elif isinstance(item, ToolCallDelta):
-            self.calls.setdefault(item.index, ["", "", ""])[2] += item.arguments
+            call = self.calls.get(item.index)
+            if call is None:
+                return invalid(f"a ToolCallDelta for index {item.index} before its "
+                               f"ToolCallStart")
+            call[2] += item.arguments
         elif isinstance(item, Usage):
             self.usage = item
         elif isinstance(item, StreamEnd):
             self.stop = item.stop
+            self.ended = True
             return "end"
         elif isinstance(item, ProviderFailure):
             return item
@@ -140,7 +149,14 @@ class ReplyAssembler:
             self.reasoning.append(item.text)
         return None
 
-    def reply(self) -> ProviderReply:
+    def reply(self) -> ProviderReply | ProviderFailure:
+        """The whole reply, or the failure of a stream that stopped without its
+        ``StreamEnd`` (a reply cut off mid-stream is not a reply: its calls never run)."""
+        if not self.ended:
+            return invalid("the stream stopped without a StreamEnd")
+        return self._assembled()
+
+    def _assembled(self) -> ProviderReply:
         ordered = tuple((c[0], c[1], c[2] or "{}") for _, c in sorted(self.calls.items()))
         return ProviderReply("".join(self.text), ordered, self.stop, "".join(self.reasoning),
                              self.usage)

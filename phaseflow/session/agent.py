@@ -39,7 +39,7 @@ from phaseflow.session.core import (
 )
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
-from phaseflow.session.settings import check_agent
+from phaseflow.session.settings import check_agent, hooks_callable
 from phaseflow.session.workers import holder_is_gone, new_worker_id
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
@@ -194,6 +194,9 @@ class Agent:
             raise ConfigError(f"provider must have a stream(request) method (the Provider "
                               f"protocol), not {type(provider).__name__}")
         host_tools = _tools(tools)
+        hooks_callable(hooks)  # before the hooks are merged into the workflow's registry
+        if worker is not None and (not isinstance(worker, str) or not worker):
+            raise ConfigError(f"worker must be a non-empty string, not {worker!r}")
         check_agent(
             workflow=wf if not hooks else replace(wf, registry={**wf.registry, **hooks}),
             tools=host_tools, hooks=hooks,
@@ -571,25 +574,34 @@ class Session:
         return _run(self.recover(force=force))
 
     async def reply(self, message: Content) -> Reply:
-        """Send, drain the events, and return the turn's outcome as a :class:`Reply`: the
-        final text (a ``str``) with the turn's ``status``. A turn that failed (the model
-        could not be reached, the provider broke) or was cancelled raises
-        :class:`TurnFailed` with the reason, so that a host printing the reply never
-        prints an empty one for a failure; a turn that waits for a human returns a reply
-        whose ``status`` is ``awaiting_approval`` and whose ``approval`` says what to
-        decide."""
-        text, status, error = "", "", ""
+        """Send, drain the events, and return the outcome of *this message's* turn as a
+        :class:`Reply`: the final text (a ``str``) with the turn's ``status``. A turn
+        that failed (the model could not be reached, the provider broke) or was
+        cancelled raises :class:`TurnFailed` with the reason, so that a host printing the
+        reply never prints an empty one for a failure; a turn that waits for a human
+        returns a reply whose ``status`` is ``awaiting_approval`` and whose ``approval``
+        says what to decide; a message that was only queued (a turn is running, here or
+        in another worker) returns an empty reply whose ``status`` is ``queued``. Turns
+        that queued messages start after this one are drained, not reported."""
+        text, status, turn, errors = "", "", 0, []
         async for e in self.send(message):
+            if status:
+                continue  # a later turn (queued messages): drained, not this reply's
             if isinstance(e, ev.TurnFinished):
-                text, status = e.reply, e.status
-            elif isinstance(e, ev.ErrorEvent) and not error:
-                error = f"{e.code}: {e.message}"
-        if self.status == "awaiting_approval":
-            return Reply(text, status="awaiting_approval", approval=self.pending_approval)
+                text, status, turn = e.reply, e.status, e.turn
+            elif isinstance(e, ev.ErrorEvent):
+                errors.append(e)
+            elif isinstance(e, ev.ApprovalRequested):
+                status = "awaiting_approval"
+        if status == "awaiting_approval":
+            return Reply(text, status=status, approval=self.pending_approval)
         if status in ("failed", "cancelled"):
-            raise TurnFailed(f"session {self.id!r}: turn {self.turn} {status}"
+            cause = next((e for e in errors if e.code == "provider_error"),
+                         errors[-1] if errors else None)
+            error = f"{cause.code}: {cause.message}" if cause is not None else ""
+            raise TurnFailed(f"session {self.id!r}: turn {turn} {status}"
                              + (f" ({error})" if error else ""), status=status, error=error)
-        return Reply(text, status=status or "completed")
+        return Reply(text, status=status or "queued")
 
     async def resolve(self, call_id: str, decision: str | ApprovalDecision, *,
                       reason: str = "", arguments_hash: str | None = None

@@ -379,8 +379,8 @@ class Runner:
 
     def _flagged(self, reply: ProviderReply, view: PhaseView) -> frozenset[int]:
         policy = self.config.approve
-        if policy is None:
-            return frozenset()
+        if policy is None or reply.stop == "max_tokens":
+            return frozenset()  # (a cut reply's calls never run: nothing to ask about)
         flagged: set[int] = set()
         for position, (call_id, name, arguments) in enumerate(reply.calls):
             try:
@@ -436,16 +436,24 @@ class Runner:
                 f"Tool {call.name!r} has no implementation."), "error"), 0.0)
         timeout = fn.timeout if fn.timeout is not None else (
             entry.timeout if entry is not None else None)
+        threaded = bool(timeout) and not fn.is_async
         try:
             # a sync tool with a timeout runs in a thread of its own, so the deadline
             # ends the wait even while the function runs (see FunctionTool.invoke)
-            work = fn.invoke(call.argument_value(), self._context(call.id),
-                             threaded=bool(timeout))
-            value = await (asyncio.wait_for(work, timeout) if timeout else work)
-        except TimeoutError:
-            return ToolDone(call.id, Done(ToolOutcome.error(
-                f"{call.name} timed out after {timeout:g} s"), "error"),
-                time.perf_counter() - started)
+            work = asyncio.ensure_future(fn.invoke(call.argument_value(),
+                                                   self._context(call.id), threaded=threaded))
+            try:
+                # the deadline is ours only when it passed: a TimeoutError the tool
+                # raised itself (a socket's) is the tool's own failure, below
+                done_, _ = await asyncio.wait({work}, timeout=timeout or None)
+            except asyncio.CancelledError:
+                work.cancel()
+                raise
+            if not done_:
+                work.cancel()
+                return ToolDone(call.id, self._timed_out(call, timeout or 0.0, threaded),
+                                time.perf_counter() - started)
+            value = work.result()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -455,6 +463,19 @@ class Runner:
         writes_allowed = entry.writes if entry is not None else ()
         done = await self._outcome(call, value, writes_allowed)
         return ToolDone(call.id, done, time.perf_counter() - started)
+
+    @staticmethod
+    def _timed_out(call: ToolCall, timeout: float, threaded: bool) -> Done:
+        """A call past its deadline. An async tool was cancelled at its ``await``: an
+        error. A sync tool's thread runs on (nothing can stop it), so what it does is
+        not known: ``unknown``, and the model is told not to take it as a failure."""
+        if not threaded:
+            return Done(ToolOutcome.error(f"{call.name} timed out after {timeout:g} s"),
+                        "error")
+        return Done(ToolOutcome.error(
+            f"{call.name} timed out after {timeout:g} s; it may still complete, so its "
+            f"outcome is unknown: do not assume it failed, and do not call it again to "
+            f"retry"), "unknown")
 
     async def _outcome(self, call: ToolCall, value: Any, allowed: tuple[str, ...]) -> Done:
         try:

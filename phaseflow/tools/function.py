@@ -158,8 +158,9 @@ class FunctionTool:
         Whatever the function raises propagates: the runner makes it the error result.
         """
         if threaded and not self.is_async:
-            return await _in_thread(self._call, arguments, ctx)
-        result = self._call(arguments, ctx)
+            result = await _in_thread(self._call, arguments, ctx)
+        else:
+            result = self._call(arguments, ctx)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -156,6 +156,13 @@ MALFORMED: dict[str, tuple[list[Any], BaseException | None]] = {
     "a BaseException": ([TextDelta("hi")], Boom("out of band")),
     "its own CancelledError": ([TextDelta("hi")], asyncio.CancelledError()),
     "an exception": ([TextDelta("hi")], RuntimeError("socket gone")),
+    "no StreamEnd": ([ToolCallStart(0, "c1", "lookup"), ToolCallDelta(0, '{"q": "x"}')],
+                     None),
+    "a delta before its start": ([ToolCallDelta(0, '{"q": "x"}'), StreamEnd("tool_use")],
+                                 None),
+    "two starts of one index": ([ToolCallStart(0, "c1", "lookup"),
+                                 ToolCallStart(0, "c2", "lookup"), StreamEnd("tool_use")],
+                                None),
 }
 
 
@@ -212,17 +219,57 @@ def test_reply_says_when_the_turn_waits_for_a_human() -> None:
 def test_a_sync_tool_s_timeout_is_enforced_and_its_writes_are_dropped() -> None:
     RAN.clear()
     NAPPED.clear()
-    provider = ScriptedProvider([{"calls": [{"napper": {"seconds": 1.5}}]}, "ok"])
+    provider = ScriptedProvider([{"calls": [{"napper": {"seconds": 1.5}}]}, "ok",
+                                 "still here"])
     session = Agent(workflow(), provider, tools=TOOLS).session_sync("s")
-    events = collect(session.send("nap"))
+
+    async def scenario() -> tuple[list[Event], list[Event]]:
+        events = [e async for e in session.send("nap")]
+        # the turn did not wait for the function: it is still asleep in its thread
+        assert not NAPPED.is_set()
+        # the loop is alive while the thread finishes: its late result is dropped
+        await asyncio.get_running_loop().run_in_executor(None, NAPPED.wait, 10)
+        await asyncio.sleep(0.05)
+        assert "note" not in session.state
+        return events, [e async for e in session.send("and now?")]
+
+    events, after = asyncio.run(asyncio.wait_for(scenario(), 20))
     result = next(e for e in events if e.type == "tool_result")
-    assert result.status == "error" and "timed out after 0.2 s" in result.content
-    # the turn did not wait for the function: it is still asleep in its thread
-    assert not NAPPED.is_set()
-    assert "note" not in session.state
-    assert NAPPED.wait(10)  # it finishes on its own; what it returns is dropped
+    # a sync tool's thread runs on: its outcome is not known, and the model is told so
+    assert result.status == "unknown" and "timed out after 0.2 s" in result.content
+    assert "do not assume it failed" in result.content
+    assert NAPPED.is_set() and RAN == ["napper"]
     assert "note" not in session.state
     assert [e.reply for e in events if e.type == "turn_finished"] == ["ok"]
+    assert [e.reply for e in after if e.type == "turn_finished"] == ["still here"]
+
+
+@tool
+def flaky(q: str) -> str:
+    """A tool whose own socket times out."""
+    raise TimeoutError("socket timed out")
+
+
+@tool(timeout=5)
+def later(q: str) -> Any:
+    """A sync tool with a timeout that returns an awaitable."""
+    async def value() -> str:
+        return f"later {q}"
+    return value()
+
+
+def test_a_tool_s_own_timeout_error_is_its_failure_not_the_deadline() -> None:
+    wf = phaseflow.load_workflow_text(
+        "phaseflow: 1\nname: t\ninitial: a\nphases:\n  a:\n    goal: g\n"
+        "    tools: [flaky, later]\n")
+    provider = ScriptedProvider([{"calls": [{"flaky": {"q": "x"}}, {"later": {"q": "y"}}]},
+                                 "done"])
+    session = Agent(wf, provider, tools=[flaky, later]).session_sync("s")
+    events = collect(session.send("go"))
+    results = {e.name: (e.status, e.content) for e in events if e.type == "tool_result"}
+    assert results["flaky"] == ("error", "flaky failed: TimeoutError: socket timed out")
+    assert results["later"] == ("ok", "later y")  # awaited, in a thread or not
+    assert session.status == "idle"
 
 
 def test_a_sync_tool_within_its_timeout_writes_as_usual() -> None:
@@ -330,6 +377,8 @@ def _agent(**options: Any) -> Agent:
     ("clock", 5, "clock must be a callable"),
     ("approve", "always", "approve must be a callable"),
     ("hooks", {"audit": "not a function"}, "hook 'audit' is not a callable"),
+    ("hooks", ["audit"], "hooks must be a mapping from name to callable"),
+    ("worker", 5, "worker must be a non-empty string"),
 ])
 def test_bad_configuration_is_refused_when_it_is_given(option: str, value: Any,
                                                        message: str) -> None:
@@ -495,3 +544,44 @@ def test_max_output_tokens_goes_with_every_request() -> None:
     session = Agent(workflow(), provider, tools=TOOLS, max_output_tokens=64).session_sync("s")
     collect(session.send("look"))
     assert [r.max_output_tokens for r in provider.requests] == [64, 64]
+
+
+def test_reply_is_this_message_s_turn_and_a_queued_message_says_so() -> None:
+    """Two replies at once on one session: the second message is queued behind the
+    first turn (status ``queued``, no text), and the first caller gets its own turn's
+    answer, not the one its turn's end sent for the queued message."""
+    held = Held(["answer one", "answer two"])
+    session = Agent(workflow(), held, tools=TOOLS).session_sync("s")
+
+    async def scenario() -> tuple[Any, Any]:
+        first = asyncio.ensure_future(session.reply("one"))
+        await held.asked.wait()
+        second = await session.reply("two")
+        held.go.set()
+        return await first, second
+
+    first, second = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert (first, first.status) == ("answer one", "completed")
+    assert (second, second.status) == ("", "queued")
+    assert [str(m.content) for m in session.history if m.role == "user"] == ["one", "two"]
+
+
+def test_sessions_show_reports_an_altered_approval_as_damage(tmp_path: Path) -> None:
+    """What an approver reads on the command line is what the API would run, or nothing:
+    the altered approval is one line, exit 1, never the forged amount."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.db"
+    provider = ScriptedProvider([{"calls": [{"pay": {"amount": 5000}}]}, "paid"])
+    session = Agent(workflow(), provider, tools=TOOLS, store=SQLiteStore(path)).session_sync("s")
+    assert session.reply_sync("pay 5000").status == "awaiting_approval"
+    assert _rewrite_approval_arguments(path, 5) == 1
+    for extra in ([], ["--json"]):
+        out = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "sessions", "show",
+                              "s", "--store", str(path), *extra],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, out
+        assert out.stdout == ""
+        assert "pending approval of call" in out.stderr and "altered" in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
