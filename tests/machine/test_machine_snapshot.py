@@ -44,8 +44,7 @@ from phaseflow.spec.model import (
     UnsetEffect,
     Workflow,
 )
-
-from ._support import FakeClock, chain, refund_desk
+from tests.support.machines import FakeClock, chain, refund_desk
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 
