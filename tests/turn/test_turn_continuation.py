@@ -26,8 +26,7 @@ from phaseflow.turn import (
     UserMessage,
     history_problem,
 )
-
-from .helpers import (
+from tests.support.turn_strategies import (
     PROPERTY,
     STATEFUL,
     arguments,
@@ -39,45 +38,7 @@ from .helpers import (
     rejected,
     well_formed_history,
 )
-
-T1 = TurnId(1)
-LS = ToolCall.of("c1", "bash", {"command": "ls"})
-CAT = ToolCall.of("c2", "read_file", {"path": "/etc/hosts"})
-
-
-def started(content: str = "hi") -> Continuation:
-    base = ok(Continuation().replace_system(SystemMessage("be brief")))
-    return ok(base.begin_request("r1", T1, content))
-
-
-def with_group(calls: tuple[ToolCall, ...] = (LS, CAT)) -> Continuation:
-    c = started()
-    assert c.request is not None
-    return ok(
-        c.checkpoint_tool_group("r1", c.request.messages.append(AssistantMessage("", calls)), calls)
-    )
-
-
-def cp_id(c: Continuation) -> str:
-    assert c.checkpoint is not None
-    return c.checkpoint.id
-
-
-def finished(c: Continuation) -> Continuation:
-    """Admit and complete every call of the checkpoint."""
-    for e in c.checkpoint.effects:  # type: ignore[union-attr]
-        c = ok(c.admit_tool_effect("r1", cp_id(c), e.call.id, e.call.name, e.call.argument_value()))
-        c = ok(c.complete_call("r1", cp_id(c), e.call, ToolOutcome.ok(e.call.id)))
-    return c
-
-
-def reply(c: Continuation, text: str = "done") -> RequestOutcome:
-    assert c.request is not None
-    base = c.checkpoint.resolved_messages() if c.checkpoint else c.request.messages
-    return RequestOutcome(
-        c.request.id, c.request.turn_id, c.request.revision, base.append(AssistantMessage(text))
-    )
-
+from tests.support.turn_values import CAT, LS, T1, cp_id, finished, reply, started, with_group
 
 # --- requests ----------------------------------------------------------------------
 
