@@ -17,7 +17,7 @@ keeping the conversation in its durable store:
   checkpoints only, so a power loss may lose the last commits (never half of one);
 * **PostgreSQL**: phaseflow's ``PostgresStore`` and LangGraph's ``PostgresSaver`` (one
   psycopg connection, ``autocommit=True, prepare_threshold=0, row_factory=dict_row``, as
-  its documentation says) on a private cluster started here (``tests/stores/pgserver.py``,
+  its documentation says) on a private cluster started here (``tests/support/pgserver.py``,
   ``durable=True``: the server's defaults, ``fsync``/``synchronous_commit`` on), on
   loopback, one database per framework. (The SDK's Postgres session needs SQLAlchemy
   and asyncpg: not measured.)
@@ -582,7 +582,7 @@ def make_places(postgres: bool) -> Places:
     places = Places(Path(tempfile.mkdtemp(prefix="bench-durable-", dir="/tmp")))
     if not postgres:
         return places
-    from tests.stores import pgserver
+    from tests.support import pgserver
 
     try:
         cluster = pgserver.start(durable=True)

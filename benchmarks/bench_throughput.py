@@ -5,7 +5,7 @@ and 4 worker processes, and the latency of a turn meanwhile (run by hand:
 The workload is ``bench_session_durable.py``'s turn (one user message; the scripted
 model answers with two tool calls, then a text; fresh call ids), on phaseflow's
 ``PostgresStore`` (its defaults: a pool of 4, connection checks on) against one private
-cluster started here (``tests/stores/pgserver.py``, ``durable=True``: the server's
+cluster started here (``tests/support/pgserver.py``, ``durable=True``: the server's
 defaults, ``fsync`` and ``synchronous_commit`` on; set ``PHASEFLOW_PG_BIN`` to the
 binaries' directory), one database.
 
@@ -163,7 +163,7 @@ def main() -> None:
 
     import psycopg
 
-    from tests.stores import pgserver
+    from tests.support import pgserver
 
     cluster = pgserver.start(durable=True)
     try:

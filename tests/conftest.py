@@ -16,7 +16,7 @@ RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
 def postgres_dsn() -> Iterator[str]:
     """A private PostgreSQL cluster on loopback, once per test session (see
     ``tests/stores/conftest.py`` for when it is skipped and when it must run)."""
-    from tests.stores.conftest import start_postgres
+    from tests.support.store_backends import start_postgres
 
     yield from start_postgres()
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.cli.test_run import clean_env
+from tests.support.run_cli import clean_env
 
 select = pytest.importorskip("select")
 

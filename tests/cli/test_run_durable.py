@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_run import clean_env
+from tests.support.run_cli import clean_env
 
 WORKFLOW = """\
 phaseflow: 1

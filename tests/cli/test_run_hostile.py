@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run import STORE_NOTICE, clean_env, project, run
 from tests.providers.fake_openai_server import (
     Fail,
     FakeOpenAIServer,
     fake_openai,
     text_reply,
 )
+from tests.support.run_cli import STORE_NOTICE, clean_env, project, run
 
 __all__ = ["fake_openai"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run import clean_env, project
+from tests.support.run_cli import clean_env, project
 
 pty = pytest.importorskip("pty")
 select = pytest.importorskip("select")

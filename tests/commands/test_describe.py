@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .helpers import WORKFLOWS, run_cli
+from tests.support.commands import WORKFLOWS, run_cli
 
 SPEC_EXAMPLE = """\
 phaseflow: 1

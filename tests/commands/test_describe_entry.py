@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from phaseflow.cli.describe import _enter
 from phaseflow.machine import PhaseMachine, State
 from phaseflow.spec.loader import load_workflow_text
-
-from .helpers import run_cli
+from tests.support.commands import run_cli
 
 WORKFLOW = """\
 phaseflow: 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import WORKFLOWS, run_cli
+from tests.support.commands import WORKFLOWS, run_cli
 
 BUNDLED = sorted(p for p in WORKFLOWS.glob("*.yaml") if not p.name.endswith(".test.yaml"))
 IN_CI = os.environ.get("CI") == "true"

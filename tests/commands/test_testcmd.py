@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .helpers import ROOT, run_cli
+from tests.support.commands import ROOT, run_cli
 
 WORKFLOW = """\
 phaseflow: 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .helpers import run_cli
+from tests.support.commands import run_cli
 
 WORKFLOW = """\
 phaseflow: 1

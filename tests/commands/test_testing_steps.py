@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from phaseflow.testing import run_test_file
-
-from .helpers import run_cli
+from tests.support.commands import run_cli
 
 WORKFLOW = """\
 phaseflow: 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .worker import open_store
+from tests.support.durability.worker import open_store
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

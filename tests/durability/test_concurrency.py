@@ -13,9 +13,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .checks import check_chain, check_effects, check_state, final, read_log, user_texts
-from .driver import Running, read, run_worker, start
-from .worker import WorkerSpec
+from tests.support.durability.checks import (
+    check_chain,
+    check_effects,
+    check_state,
+    final,
+    read_log,
+    user_texts,
+)
+from tests.support.durability.driver import Running, read, run_worker, start
+from tests.support.durability.worker import WorkerSpec
 
 
 def _spec(store_url: str, sid: str, tmp_path: Path, name: str, **kw: object) -> WorkerSpec:

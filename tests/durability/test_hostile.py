@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phaseflow.errors import PhaseflowError
-
-from .worker import Killer, WorkerSpec, build_agent
+from tests.support.durability.worker import Killer, WorkerSpec, build_agent
 
 SID = "hostile-1"
 

@@ -20,9 +20,17 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from .checks import check_all, read_log
-from .driver import POINTS, EveryPoint, KillStats, RandomKills, drive_conversation, read, run_worker
-from .worker import WorkerSpec
+from tests.support.durability.checks import check_all, read_log
+from tests.support.durability.driver import (
+    POINTS,
+    EveryPoint,
+    KillStats,
+    RandomKills,
+    drive_conversation,
+    read,
+    run_worker,
+)
+from tests.support.durability.worker import WorkerSpec
 
 TURNS = 5
 
@@ -97,7 +105,7 @@ def test_checkpoint_and_admission_are_one_commit(store_url: str, sid: str,
 
     out = run_worker(replace(base, action="recover"))
     assert not out.killed and out.result is not None and out.result["status"] == "idle"
-    from .checks import check_chain, final
+    from tests.support.durability.checks import check_chain, final
 
     statuses = check_chain(final(base.store, sid))
     # work is not idempotent: admitted, maybe run: "outcome unknown, not run again";
@@ -139,7 +147,7 @@ def test_killed_mid_tool_then_recovered_by_the_next_send(store_url: str, sid: st
     assert out.killed
     out = run_worker(replace(base, text="message 2"))
     assert not out.killed and out.result is not None and out.result["ok"], out
-    from .checks import check_chain, check_messages, check_state, final
+    from tests.support.durability.checks import check_chain, check_messages, check_state, final
 
     f = final(base.store, sid)
     statuses = check_chain(f)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from phaseflow.expr import compile_guard
 from phaseflow.expr.absence import absence_tested
-from tests.expr._guard_strategies import guard_sources
+from tests.support.guard_strategies import guard_sources
 
 KEYS = ("z", "y")
 ATOMS = [

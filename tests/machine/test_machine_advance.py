@@ -9,8 +9,7 @@ import pytest
 
 from phaseflow.machine import BoundaryResult, EffectContext, GuardTrigger, State
 from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Transition
-
-from ._support import FakeClock, calls_of, refund_desk, workflow
+from tests.support.machines import FakeClock, calls_of, refund_desk, workflow
 
 MODE = ["async"]
 

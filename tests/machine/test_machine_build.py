@@ -7,8 +7,7 @@ import pytest
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.machine import PhaseMachine
 from phaseflow.spec.model import Phase, Transition
-
-from ._support import FakeClock, chain, refund_desk
+from tests.support.machines import FakeClock, chain, refund_desk
 
 
 def test_in_code_machine_runs_after_add_phase() -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from phaseflow.machine import MODEL_REQUEST, TRACE_LIMIT, EffectContext, ErrorRecord, State
 from phaseflow.spec.model import CallEffect, Phase, SetEffect, Transition
-
-from ._support import FakeClock, workflow
+from tests.support.machines import FakeClock, workflow
 
 
 def _wf(on_enter: list[Any], registry: Mapping[str, Any]) -> Any:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from phaseflow.expr import GuardContext
 from phaseflow.machine import Blocked, PhaseMachine, Ready, State
 from phaseflow.spec.model import Phase, Preparation, SetEffect, Transition
-
-from ._support import FakeClock, refund_desk, workflow
+from tests.support.machines import FakeClock, refund_desk, workflow
 
 
 def _machine(*phases: Phase, clock: FakeClock | None = None) -> PhaseMachine:

@@ -17,8 +17,7 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.describe import MESSAGE_LIMIT, describe_exception
 from phaseflow.machine import EffectContext, PhaseMachine, ReentrantCallError, State
 from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Transition
-
-from ._support import workflow
+from tests.support.machines import workflow
 
 # --- exceptions that cannot be printed ---------------------------------------------------
 

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 from phaseflow.machine import State
 from phaseflow.spec.model import Navigation, Phase, Preparation, SetEffect, Transition
-
-from ._support import FakeClock, refund_desk, workflow
-
-SPEC_BLOCK = """\
-[Navigation]
-Current phase: locate_order — Identify the order to refund.
-Previous: greet (turn 2)
-Still needed: order_id, amount
-Tools: find_order
-Possible next:
-  → refund: Small refund, no approval from a manager (waiting for: amount)
-  → escalate (when: state.amount > 500)
-  → escalate: The customer asks for a human (you may ask for this)"""
+from tests.support.machines import SPEC_BLOCK, FakeClock, refund_desk, workflow
 
 
 def test_the_spec_example_exactly() -> None:

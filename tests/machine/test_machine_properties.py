@@ -41,8 +41,7 @@ from phaseflow.spec.model import (
     UnsetEffect,
     Workflow,
 )
-
-from ._support import FakeClock
+from tests.support.machines import FakeClock
 
 KEYS = ["a", "b", "c"]
 WHENS = [None, "state.a", "not state.b", "state.c > 1", "turns_in_phase >= 2",

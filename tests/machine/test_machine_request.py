@@ -7,8 +7,7 @@ from typing import Any
 
 from phaseflow.machine import EffectContext, ModelTrigger, State
 from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Transition
-
-from ._support import refund_desk, workflow
+from tests.support.machines import refund_desk, workflow
 
 
 def test_request_allowed_for_a_model_transition() -> None:

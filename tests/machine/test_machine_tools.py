@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from phaseflow.machine import PhaseMachine
 from phaseflow.spec.model import Phase, Tool
-
-from ._support import workflow
+from tests.support.machines import workflow
 
 CATALOGUE = {n: Tool(n) for n in ("crm.lookup", "crm.update", "web-search", "mail.send")}
 

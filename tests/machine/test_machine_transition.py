@@ -18,8 +18,7 @@ from phaseflow.machine import (
     TransitionResult,
 )
 from phaseflow.spec.model import CallEffect, Phase, SetEffect, Transition, UnsetEffect
-
-from ._support import FakeClock, LogWriter, chain, workflow
+from tests.support.machines import FakeClock, LogWriter, chain, workflow
 
 
 def test_effect_order_exit_clear_enter() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import phaseflow as loader
 from phaseflow.machine import EffectContext, State
+from tests.support.machines import SPEC_BLOCK
 
 REFUND_DESK = """\
 phaseflow: 1
@@ -122,8 +123,6 @@ def test_the_spec_scenario_end_to_end() -> None:
 
 
 def test_the_spec_navigation_example_from_yaml() -> None:
-    from .test_machine_navigation import SPEC_BLOCK
-
     wf = loader.load_workflow_text(REFUND_DESK)
     m = wf.machine()
     s = State({"customer_id": "C-1"})

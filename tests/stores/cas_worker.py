@@ -8,7 +8,7 @@ import asyncio
 import sys
 
 from phaseflow.stores import SQLiteStore, Store, StoreConflict
-from tests.stores.sessions import renumber
+from tests.support.store_sessions import renumber
 
 
 async def main(kind: str, target: str, sid: str, count: int, name: str) -> int:

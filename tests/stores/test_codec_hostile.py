@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from phaseflow.stores import codec
 from phaseflow.stores.codec import StoreDataError
-from tests.stores.sessions import chat_commits, renumber
+from tests.support.store_sessions import chat_commits, renumber
 
 _LOG = asyncio.run(chat_commits(2, "victim")).log
 _RECORD = renumber(_LOG[-1][0], 1)

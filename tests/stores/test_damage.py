@@ -31,8 +31,8 @@ from phaseflow.session import Agent
 from phaseflow.stores import SQLiteStore, StoreError
 from phaseflow.stores.base import MAX_SESSION_ID_BYTES, InvalidSessionId, check_session_id
 from phaseflow.stores.codec import StoreDataError
-from tests.stores.conftest import Backend
-from tests.stores.sessions import CHAT, cli, seed
+from tests.support.store_backends import Backend
+from tests.support.store_sessions import CHAT, cli, seed
 
 SID = "s"
 

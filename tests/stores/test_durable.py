@@ -17,8 +17,8 @@ import pytest
 from phaseflow.errors import PhaseflowError
 from phaseflow.stores import SessionRecord, Store, StoreError, codec
 from phaseflow.stores.codec import StoreDataError
-from tests.stores.conftest import Backend
-from tests.stores.sessions import chat_commits, renumber, seed
+from tests.support.store_backends import Backend
+from tests.support.store_sessions import chat_commits, renumber, seed
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the turn of the record ``seed`` commits (a one-turn chat)

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from phaseflow.stores import StoreError
-from tests.stores.conftest import Backend
-from tests.stores.sessions import seed
+from tests.support.store_backends import Backend
+from tests.support.store_sessions import seed
 
 
 def _closed_port() -> int:
@@ -88,7 +88,7 @@ def test_the_synchronous_twins_work_on_postgres(pg: Backend) -> None:
     from phaseflow.providers import ScriptedProvider
     from phaseflow.session import Agent
     from phaseflow.stores.postgres import PostgresStore
-    from tests.stores.sessions import CHAT
+    from tests.support.store_sessions import CHAT
 
     store = PostgresStore(make_conninfo(pg.dsn, application_name="phaseflow-sync"))
     agent = Agent(phaseflow.load_workflow_text(CHAT), ScriptedProvider(["One.", "Two."]),

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phaseflow.stores import Lease, StoreConflict, StoreFenced
-from tests.stores.conftest import Backend
-from tests.stores.sessions import (
+from tests.support.store_backends import Backend
+from tests.support.store_sessions import (
     chat_commits,
     drain,
     renumber,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ._shop import WORKFLOW, conversation, failure, line_of
+from tests.support.shop import WORKFLOW, conversation, failure, line_of
 
 
 def _passes(result: object) -> None:
@@ -420,7 +420,7 @@ def test_a_scenario_stand_in_replaces_the_files(tmp_path: Path) -> None:
 
 
 def test_failures_are_reported_like_machine_scenarios_by_the_cli(tmp_path: Path) -> None:
-    from tests.commands.helpers import run_cli
+    from tests.support.commands import run_cli
 
     conversation(tmp_path, """
         - user: hi

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phaseflow.testing import run_test_file
-
-from ._shop import HEADER, conversation, failure, write
+from tests.support.shop import HEADER, conversation, failure, write
 
 
 def _errors(tmp_path: Path, steps: str, *, extra: str = "", header: str = HEADER

@@ -35,8 +35,14 @@ from phaseflow.turn import (
     TurnExecution,
     trust_key,
 )
-
-from .helpers import STATEFUL, arguments, assert_json_identity, names, ok, rejected
+from tests.support.turn_strategies import (
+    STATEFUL,
+    arguments,
+    assert_json_identity,
+    names,
+    ok,
+    rejected,
+)
 
 BASH_LS = ToolCall.of("c1", "bash", {"command": "ls"})
 

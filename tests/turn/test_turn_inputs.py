@@ -56,8 +56,7 @@ from phaseflow.turn import (
     trust_key,
 )
 from phaseflow.turn.inputs import describe
-
-from .helpers import assert_json_identity, ok, rejected
+from tests.support.turn_strategies import assert_json_identity, ok, rejected
 
 HUGE = 10**5000  # beyond Python's 4,300-digit limit for printing an int
 LS = ToolCall.of("c1", "bash", {"command": "ls"})

@@ -27,8 +27,8 @@ from phaseflow.turn import (
     message_to_json,
     trust_key,
 )
-
-from .helpers import PROPERTY
+from tests.support.turn_strategies import PROPERTY
+from tests.support.turn_values import executing, finished, with_group
 
 #: Every public decoder with the encoder of what it returns: a message is a plain value
 #: with no ``to_json`` of its own, so its encoder is the function ``message_to_json``.
@@ -138,8 +138,6 @@ def test_arbitrary_json_never_raises(data: object) -> None:
 def test_every_codec_pair_round_trips_a_real_value() -> None:
     """Each decoder above is paired with the encoder of its own values: a mismatched pair
     fails here, not only on the rare random document that decoder accepts."""
-    from .test_turn_continuation import finished, with_group
-
     values: dict[Callable[[object], Any], object] = {
         Continuation.from_json: finished(with_group()),
         TurnExecution.from_json: TurnExecution().begin_turn(),
@@ -173,9 +171,6 @@ def _mutations(data: object) -> list[object]:
 
 
 def test_mutated_real_documents_never_raise() -> None:
-    from .test_turn_continuation import finished, with_group
-    from .test_turn_progress import executing
-
     docs = [
         (Continuation.from_json, with_group().to_json()),
         (Continuation.from_json, finished(with_group()).to_json()),

@@ -24,8 +24,7 @@ from phaseflow.turn import (
     present_lines,
     result,
 )
-
-from .helpers import STATEFUL, assert_json_identity, ok, rejected
+from tests.support.turn_strategies import STATEFUL, assert_json_identity, ok, rejected
 
 SHA = hashlib.sha256(b"x").hexdigest()
 REF = OutputReference("out-7f3a.1", "text/plain", 1234, SHA)

@@ -22,22 +22,8 @@ from phaseflow.turn import (
     TurnId,
     TurnProgress,
 )
-
-from .helpers import STATEFUL, assert_json_identity, ok, outcomes, rejected
-
-A = ToolCall.of("a", "bash", {"command": "ls"})
-B = ToolCall.of("b", "read_file", {"path": "/x"})
-
-
-def generating() -> tuple[TurnProgress, TurnId]:
-    started = ok(TurnProgress().start_turn())
-    return started.progress, started.turn_id
-
-
-def executing() -> tuple[TurnProgress, TurnId]:
-    m, t = generating()
-    m = ok(ok(m.tool_call(t, A)).tool_call(t, B))
-    return ok(m.stream_ended(t, StopReason.TOOL_USE)).progress, t
+from tests.support.turn_strategies import STATEFUL, assert_json_identity, ok, outcomes, rejected
+from tests.support.turn_values import A, B, executing, generating
 
 
 def test_turn_ids_are_fresh_and_increasing() -> None:

@@ -38,8 +38,7 @@ from phaseflow.turn import (
     present_lines,
     result,
 )
-
-from .helpers import STATEFUL, assert_json_identity, ok
+from tests.support.turn_strategies import STATEFUL, assert_json_identity, ok
 
 REF = OutputReference("out-1", "text/plain", 10, "0" * 64)
 

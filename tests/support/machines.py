@@ -1,5 +1,5 @@
 """Shared builders for the machine tests: a fake clock, the spec's refund desk built in
-code, and a writer that logs every call."""
+code (and its navigation block, the spec's example), and a writer that logs every call."""
 
 from __future__ import annotations
 
@@ -114,6 +114,20 @@ def refund_desk(registry: Mapping[str, Callable[..., Any]] | None = None, **nav:
     )
     _CALLS[id(wf)] = calls
     return wf
+
+
+#: the refund desk's navigation block in ``locate_order``, entered from ``greet`` at turn 2
+#: (the spec's example, exactly)
+SPEC_BLOCK = """\
+[Navigation]
+Current phase: locate_order — Identify the order to refund.
+Previous: greet (turn 2)
+Still needed: order_id, amount
+Tools: find_order
+Possible next:
+  → refund: Small refund, no approval from a manager (waiting for: amount)
+  → escalate (when: state.amount > 500)
+  → escalate: The customer asks for a human (you may ask for this)"""
 
 
 _CALLS: dict[int, list[str]] = {}

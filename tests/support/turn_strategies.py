@@ -1,4 +1,5 @@
-"""Shared strategies and hypothesis settings for the turn-core tests.
+"""Shared strategies, hypothesis settings and checks (``ok``, ``rejected``, the JSON
+identity) for the turn-core tests.
 
 Settings live here (not in a global conftest) so the turn suite owns its budget: the
 stateful machines run a few hundred random programs each, keeping ``tests/turn`` well

@@ -20,7 +20,7 @@ the worker kills itself at the ``n``-th time it reaches ``point`` in this proces
 
 Every tool and hook appends one line per start and per end to the effects log
 (``start|end TOOL IDEMPOTENCY_KEY PID``), with ``O_APPEND`` writes so lines from several
-processes never mix. Run by hand: ``python tests/durability/worker.py --help``.
+processes never mix. Run by hand: ``python tests/support/durability/worker.py --help``.
 """
 
 from __future__ import annotations

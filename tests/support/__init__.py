@@ -1,0 +1,6 @@
+"""The shared helpers of the test suite: workflows, fakes, builders, processes and
+servers that several test modules use, imported by them from here.
+
+A test module never imports another test module (``tests/test_*.py``,
+``tests/**/test_*.py``): what two of them share lives in a module of this package.
+Nothing here is collected as a test (no ``test_*`` module, no ``test_*`` function)."""
