@@ -172,7 +172,10 @@ class Runner:
 
     async def drive(self, first: Input) -> AsyncIterator[ev.Event]:
         """Perform what ``first`` leads to until the turn pauses or ends."""
-        self._cancel.clear()
+        # a new event per drive: an asyncio event is bound to the loop that first waits
+        # on it, and a host may drive one session from several loops in turn (each
+        # ``reply_sync`` is an ``asyncio.run`` of its own)
+        self._cancel = asyncio.Event()
         inputs: deque[Input] = deque([first])
         while inputs:
             s = step(self.core, inputs.popleft(), self.config.limits)

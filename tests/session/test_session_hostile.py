@@ -585,3 +585,14 @@ def test_sessions_show_reports_an_altered_approval_as_damage(tmp_path: Path) -> 
         assert out.stdout == ""
         assert "pending approval of call" in out.stderr and "altered" in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_one_session_driven_from_a_new_event_loop_each_turn(tmp_path: Path) -> None:
+    """Each ``reply_sync`` is an ``asyncio.run`` of its own: nothing of one turn's loop
+    (the cancellation event) may be waited on by the next (it was taken for a cancel)."""
+    provider = ScriptedProvider([{"calls": [{"lookup": {"q": "a"}}]}, "one",
+                                 {"calls": [{"lookup": {"q": "b"}}]}, "two"])
+    session = Agent(workflow(), provider, tools=TOOLS,
+                    store=SQLiteStore(tmp_path / "s.db")).session_sync("s")
+    assert session.reply_sync("first") == "one"
+    assert session.reply_sync("second") == "two"
