@@ -82,13 +82,10 @@ class PhaseInfo:
     auto: tuple[AutoEdge, ...]
     model: tuple[ModelEdge, ...]
     exit_ops: tuple[Op, ...]
-    exit_async: bool
     exit_plain: Plain | None
     enter_ops: tuple[Op, ...]
-    enter_async: bool
     enter_plain: Plain | None
     prepare: tuple[Prep, ...]
-    prepare_async: bool
     tools: tuple[str, ...] | None
     tool_set: frozenset[str] | None
     tool_patterns: tuple[str, ...]
@@ -133,7 +130,6 @@ class MachineIndex:
 
     __slots__ = (
         "__weakref__",
-        "boundary_async",
         "catalogue",
         "description",
         "entries",
@@ -162,8 +158,6 @@ class MachineIndex:
         #: the entries filled so far, by phase name (read it with ``.get`` on a hot path and
         #: fall back to :meth:`info`, which fills it)
         self.entries: dict[str, PhaseInfo] = {}
-        #: phase name -> may a turn boundary from it run an async callable?
-        self.boundary_async: dict[str, bool] = {}
 
     def info(self, name: str) -> PhaseInfo | None:
         """The precomputed entry of phase ``name``, or ``None`` if there is no such phase."""
@@ -179,7 +173,6 @@ class MachineIndex:
     def forget(self) -> None:
         """Drop every entry (a phase was replaced: entries refer to their targets)."""
         self.entries.clear()
-        self.boundary_async.clear()
 
     def _compile(self, phase: Phase) -> PhaseInfo:
         registry = self.registry
@@ -193,13 +186,12 @@ class MachineIndex:
                 target = phases.get(t.to)
                 auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), target,
                                      decided_by_when(target)))
-        exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
-        enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
+        exit_ops = compile_effects(phase.on_exit, "on_exit", registry)
+        enter_ops = compile_effects(phase.on_enter, "on_enter", registry)
         prepare = tuple(
             Prep(p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
             for p in phase.prepare
         )
-        prepare_async = any(p.op.is_async for p in prepare)
         tools = expand_tools(phase.tools, self.catalogue)
         patterns: tuple[str, ...] = ()
         if tools is not None and self.catalogue is None:
@@ -209,13 +201,10 @@ class MachineIndex:
             auto=tuple(auto),
             model=tuple(model),
             exit_ops=exit_ops,
-            exit_async=exit_async,
             exit_plain=_plain(exit_ops),
             enter_ops=enter_ops,
-            enter_async=enter_async,
             enter_plain=_plain(enter_ops),
             prepare=prepare,
-            prepare_async=prepare_async,
             tools=tools,
             tool_set=frozenset(tools) if tools is not None else None,
             tool_patterns=patterns,
