@@ -62,8 +62,16 @@ class PlainWrite(NamedTuple):
     position: Position | None
 
 
-#: An effect list made only of scalar ``set``s, flattened.
-Plain = tuple[PlainWrite, ...]
+class Plain(NamedTuple):
+    """An effect list made only of scalar ``set``s, flattened: its ``writes`` in order;
+    for a :class:`~phaseflow.machine.state.State` writer, the same as the final ``values``
+    of its keys and the entries of its change ``log`` (what ``State.set`` appends), so
+    that the machine writes the list with two calls and no Python frame."""
+
+    writes: tuple[PlainWrite, ...]
+    #: a dict (``dict.update`` is fastest from one), shared: never changed
+    values: dict[str, Any]
+    log: tuple[tuple[str, Any, bool], ...]
 
 
 class Prep(NamedTuple):
@@ -121,7 +129,8 @@ def _plain(ops: tuple[Op, ...]) -> Plain | None:
             if item.needs_copy:
                 return None
             writes.append(PlainWrite(item.key, item.value, op.label, op.position))
-    return tuple(writes)
+    return Plain(tuple(writes), {w.key: w.value for w in writes},
+                 tuple((w.key, w.value, False) for w in writes))
 
 
 class MachineIndex:

@@ -15,7 +15,11 @@ and every fast path:
 
 - a boundary that stays, and a move refused before it starts, make no generator;
 - an effect list made only of scalar ``set``s (most of them) is written inline, never
-  through :func:`~phaseflow.machine.effects.effect_steps`;
+  through :func:`~phaseflow.machine.effects.effect_steps`, and into a
+  :class:`~phaseflow.machine.state.State` with one ``dict.update`` and one
+  ``list.extend`` (what ``State.set`` does for each key);
+- a transition makes one generator and the move's answer is yielded, not returned (no
+  ``StopIteration`` to make and catch);
 - guards read the :class:`~phaseflow.machine.state.State`'s dict directly, and an edge
   that only its ``when`` decides is checked inline (``MachineCore._scan``).
 
@@ -71,16 +75,11 @@ __all__ = [
 def write_plain(
     plain: Plain, writer: Writer, phase: str, turn: int, errors: list[ErrorRecord] | None
 ) -> list[ErrorRecord] | None:
-    """Run an effect list made only of scalar ``set``s (no call, no copy, no dispatch);
-    returns ``errors`` with its failures added."""
-    if type(writer) is State:  # the machine's own writer: what State.set does, inline
-        data = writer._data
-        log = writer._changes
-        for key, value, _label, _position in plain:
-            data[key] = value
-            log.append((key, value, False))
-        return errors
-    for key, value, label, position in plain:
+    """Run an effect list made only of scalar ``set``s (no call, no copy, no dispatch)
+    through a writer that is not a ``State``; returns ``errors`` with its failures added.
+    (A ``State`` is written with ``plain.values`` and ``plain.log`` where the transition
+    runs the list.)"""
+    for key, value, label, position in plain.writes:
         try:
             writer.set(key, value)
         except Exception as exc:
@@ -170,12 +169,16 @@ def transition_steps(
     try:
         info = m._cur or m._info()
         if info is not None and info.exit_ops:
-            if info.exit_plain is not None:
-                errors = write_plain(info.exit_plain, writer, m._current, turn, errors)
-            else:
+            plain = info.exit_plain
+            if plain is None:
                 errors = joined(errors, (yield from effect_steps(
                     info.exit_ops, state, writer, m._current, turn, m._index.name,
                     transcript)))
+            elif type(writer) is State:  # what State.set does for each key, in two calls
+                writer._data.update(plain.values)
+                writer._changes.extend(plain.log)
+            else:
+                errors = write_plain(plain, writer, m._current, turn, errors)
         now = m._clock()
         target = tinfo.phase
         record = new_tuple(HistoryRecord, (
@@ -187,12 +190,16 @@ def transition_steps(
         if target.clear_on_enter:
             errors = clear_keys(target, writer, turn, errors)
         if tinfo.enter_ops:
-            if tinfo.enter_plain is not None:
-                errors = write_plain(tinfo.enter_plain, writer, target.name, turn, errors)
-            else:
+            plain = tinfo.enter_plain
+            if plain is None:
                 errors = joined(errors, (yield from effect_steps(
                     tinfo.enter_ops, state, writer, target.name, turn, m._index.name,
                     transcript)))
+            elif type(writer) is State:
+                writer._data.update(plain.values)
+                writer._changes.extend(plain.log)
+            else:
+                errors = write_plain(plain, writer, target.name, turn, errors)
     finally:
         m._busy = False
         if record is not None:  # entered, even when a BaseException propagates: count it
