@@ -124,7 +124,8 @@ from phaseflow.machine import (
     TransitionTrigger,
     Writer,
 )
-from phaseflow.machine.effects import Op, compile_effect, run_sync
+from phaseflow.machine.drivers import run_sync
+from phaseflow.machine.effects import Op, compile_effect, effect_steps
 from phaseflow.machine.results import guard_error
 from phaseflow.machine.state import writer_for
 from phaseflow.spec.edges import always_ready, check_edge, missing_keys
@@ -301,8 +302,8 @@ def _run(
     for effect, op, label in steps:
         failed: list[ErrorRecord] | None = None
         if op is not None:
-            failed = run_sync((op,), tracker.state, tracker.writer, phase, tracker.turn,
-                              workflow, kind=kind)
+            failed = run_sync(effect_steps((op,), tracker.state, tracker.writer, phase,
+                                           tracker.turn, workflow, kind=kind))
         else:
             try:
                 if isinstance(effect, SetEffect):

@@ -1,10 +1,11 @@
 """Effects (``set``, ``unset``, ``call``) compiled once and run through a writer.
 
 Effects are compiled per workflow into flat tuples so that running one at a turn boundary
-does no lookups beyond what it must: the registry is resolved at compile time, literal
-values that need copying are known in advance, and whether a host callable is async is
-known before the effect runs. That lets the machine run a phase's effects synchronously
-(no coroutine, no event loop) unless one of them really is async.
+does no lookups beyond what it must: the registry is resolved at compile time and literal
+values that need copying are known in advance. An effect list is run by
+:func:`effect_steps`, written once for both flavours of the machine: it yields each host
+callable to call to its driver (:mod:`phaseflow.machine.drivers`), which calls it, or
+calls and awaits it, and sends back what it returned.
 
 Failures never propagate: each becomes an
 :class:`~phaseflow.machine.results.ErrorRecord` and the remaining effects still run. That
@@ -24,12 +25,13 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
 from phaseflow.expr.describe import describe_exception, type_name
 from phaseflow.expr.jsonvalue import JsonCheck, check_json
+from phaseflow.machine.drivers import Call, Calls, Suspended
 from phaseflow.machine.results import ErrorKind, ErrorRecord
 from phaseflow.machine.state import Writer, readonly
 from phaseflow.spec.model import CallEffect, Effect, Position, SetEffect, UnsetEffect
@@ -41,9 +43,8 @@ __all__ = [
     "SetItem",
     "compile_effect",
     "compile_effects",
+    "effect_steps",
     "is_async_callable",
-    "run_async",
-    "run_sync",
 ]
 
 
@@ -89,7 +90,6 @@ class CallSpec(NamedTuple):
 
     name: str
     fn: Callable[..., Any] | None
-    is_async: bool
     args: dict[str, Any]
     args_need_copy: bool
 
@@ -103,15 +103,10 @@ class Op(NamedTuple):
     label: str
     position: Position | None
 
-    @property
-    def is_async(self) -> bool:
-        """Does this op call an ``async def`` callable?"""
-        return self.kind == CALL and bool(self.payload.is_async)
-
 
 def is_async_callable(fn: object) -> bool:
     """True for ``async def`` functions (also behind ``functools.partial`` or as a
-    ``__call__``); those make the machine take its async path."""
+    ``__call__``)."""
     if inspect.iscoroutinefunction(fn):
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - we want the bound __call__ itself
@@ -129,34 +124,16 @@ def compile_effect(effect: Effect, label: str, registry: Mapping[str, Callable[.
     if isinstance(effect, CallEffect):
         fn = registry.get(effect.name)
         mutable = any(not isinstance(v, _SCALARS) for v in effect.args.values())
-        payload = CallSpec(effect.name, fn, fn is not None and is_async_callable(fn),
-                           dict(effect.args), mutable)
+        payload = CallSpec(effect.name, fn, dict(effect.args), mutable)
         return Op(CALL, payload, label, effect.position)
     raise TypeError(f"not an effect: {effect!r}")  # pragma: no cover - the model forbids it
 
 
 def compile_effects(
     effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]]
-) -> tuple[tuple[Op, ...], bool]:
-    """Compile a list of effects; also returns whether any of them calls an async callable."""
-    ops = tuple(compile_effect(e, f"{where}[{i}]", registry) for i, e in enumerate(effects))
-    return ops, any(op.is_async for op in ops)
-
-
-class _Suspended(Exception):
-    """An awaitable suspended while being driven synchronously."""
-
-
-def _drive(awaitable: Awaitable[Any]) -> Any:
-    """Run an awaitable that does not really suspend (e.g. an ``async def`` that awaits
-    nothing) without an event loop; raise :class:`_Suspended` if it does suspend."""
-    it: Generator[Any, None, Any] = awaitable.__await__()
-    try:
-        it.send(None)
-    except StopIteration as stop:
-        return stop.value
-    it.close()
-    raise _Suspended
+) -> tuple[Op, ...]:
+    """Compile a list of effects."""
+    return tuple(compile_effect(e, f"{where}[{i}]", registry) for i, e in enumerate(effects))
 
 
 def _error(kind: ErrorKind, phase: str, turn: int, message: str, op: Op) -> ErrorRecord:
@@ -173,17 +150,6 @@ def _failure(op: Op, exc: BaseException) -> str:
     if call.fn is None:
         return f"no callable registered for call {call.name!r}"
     return f"call {call.name!r} raised {describe_exception(exc)}"
-
-
-def _begin_call(
-    op: Op, state: Mapping[str, Any], phase: str, turn: int, workflow: str, transcript: Any
-) -> Any:
-    """Start a call effect: returns the callable's result (maybe an awaitable)."""
-    call: CallSpec = op.payload
-    if call.fn is None:
-        raise LookupError(call.name)
-    context = EffectContext(readonly(state), phase, turn, workflow, transcript)
-    return call.fn(context, **(copy.deepcopy(call.args) if call.args_need_copy else call.args))
 
 
 def _key_text(key: str) -> str:
@@ -231,7 +197,7 @@ def _apply_plain(op: Op, writer: Writer) -> None:
             writer.unset(key)
 
 
-def run_sync(
+def effect_steps(
     ops: tuple[Op, ...],
     state: Mapping[str, Any],
     writer: Writer,
@@ -241,57 +207,28 @@ def run_sync(
     transcript: Any = None,
     *,
     kind: ErrorKind = "effect_error",
-) -> list[ErrorRecord] | None:
-    """Run ``ops`` in order without an event loop; return the failures (``None`` if none).
-
-    An awaitable returned by a callable is driven to completion if it never suspends;
-    one that suspends is closed and reported (the caller should have taken the async path).
-    """
+) -> Calls[list[ErrorRecord] | None]:
+    """Run ``ops`` in order; returns the failures (``None`` if none). Each ``call`` is
+    yielded to the driver (:mod:`phaseflow.machine.drivers`), which runs the callable and
+    sends back its result or throws in its exception."""
     events: list[ErrorRecord] | None = None
     for op in ops:
         try:
             if op.kind == CALL:
-                result = _begin_call(op, state, phase, turn, workflow, transcript)
-                if inspect.isawaitable(result):
-                    result = _drive(result)
-                refused = _merge(result, writer, op.payload.name)
+                call: CallSpec = op.payload
+                if call.fn is None:
+                    raise LookupError(call.name)
+                context = EffectContext(readonly(state), phase, turn, workflow, transcript)
+                args = copy.deepcopy(call.args) if call.args_need_copy else call.args
+                result = yield Call(call.fn, context, args)
+                refused = _merge(result, writer, call.name)
                 if refused is not None:
                     events = (events or []) + [_error(kind, phase, turn, m, op) for m in refused]
             else:
                 _apply_plain(op, writer)
-        except _Suspended:
+        except Suspended:
             message = f"call {op.payload.name!r} is async and suspended outside an event loop"
             events = (events or []) + [_error(kind, phase, turn, message, op)]
-        except Exception as exc:
-            message = _failure(op, exc)
-            events = (events or []) + [_error(kind, phase, turn, message, op)]
-    return events
-
-
-async def run_async(
-    ops: tuple[Op, ...],
-    state: Mapping[str, Any],
-    writer: Writer,
-    phase: str,
-    turn: int,
-    workflow: str,
-    transcript: Any = None,
-    *,
-    kind: ErrorKind = "effect_error",
-) -> list[ErrorRecord] | None:
-    """:func:`run_sync` for when an effect is async: awaitables are awaited."""
-    events: list[ErrorRecord] | None = None
-    for op in ops:
-        try:
-            if op.kind == CALL:
-                result = _begin_call(op, state, phase, turn, workflow, transcript)
-                if inspect.isawaitable(result):
-                    result = await result
-                refused = _merge(result, writer, op.payload.name)
-                if refused is not None:
-                    events = (events or []) + [_error(kind, phase, turn, m, op) for m in refused]
-            else:
-                _apply_plain(op, writer)
         except Exception as exc:
             message = _failure(op, exc)
             events = (events or []) + [_error(kind, phase, turn, message, op)]

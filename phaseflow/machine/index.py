@@ -62,8 +62,16 @@ class PlainWrite(NamedTuple):
     position: Position | None
 
 
-#: An effect list made only of scalar ``set``s, flattened.
-Plain = tuple[PlainWrite, ...]
+class Plain(NamedTuple):
+    """An effect list made only of scalar ``set``s, flattened: its ``writes`` in order;
+    for a :class:`~phaseflow.machine.state.State` writer, the same as the final ``values``
+    of its keys and the entries of its change ``log`` (what ``State.set`` appends), so
+    that the machine writes the list with two calls and no Python frame."""
+
+    writes: tuple[PlainWrite, ...]
+    #: a dict (``dict.update`` is fastest from one), shared: never changed
+    values: dict[str, Any]
+    log: tuple[tuple[str, Any, bool], ...]
 
 
 class Prep(NamedTuple):
@@ -82,13 +90,10 @@ class PhaseInfo:
     auto: tuple[AutoEdge, ...]
     model: tuple[ModelEdge, ...]
     exit_ops: tuple[Op, ...]
-    exit_async: bool
     exit_plain: Plain | None
     enter_ops: tuple[Op, ...]
-    enter_async: bool
     enter_plain: Plain | None
     prepare: tuple[Prep, ...]
-    prepare_async: bool
     tools: tuple[str, ...] | None
     tool_set: frozenset[str] | None
     tool_patterns: tuple[str, ...]
@@ -124,7 +129,8 @@ def _plain(ops: tuple[Op, ...]) -> Plain | None:
             if item.needs_copy:
                 return None
             writes.append(PlainWrite(item.key, item.value, op.label, op.position))
-    return tuple(writes)
+    return Plain(tuple(writes), {w.key: w.value for w in writes},
+                 tuple((w.key, w.value, False) for w in writes))
 
 
 class MachineIndex:
@@ -133,7 +139,6 @@ class MachineIndex:
 
     __slots__ = (
         "__weakref__",
-        "boundary_async",
         "catalogue",
         "description",
         "entries",
@@ -162,8 +167,6 @@ class MachineIndex:
         #: the entries filled so far, by phase name (read it with ``.get`` on a hot path and
         #: fall back to :meth:`info`, which fills it)
         self.entries: dict[str, PhaseInfo] = {}
-        #: phase name -> may a turn boundary from it run an async callable?
-        self.boundary_async: dict[str, bool] = {}
 
     def info(self, name: str) -> PhaseInfo | None:
         """The precomputed entry of phase ``name``, or ``None`` if there is no such phase."""
@@ -179,7 +182,6 @@ class MachineIndex:
     def forget(self) -> None:
         """Drop every entry (a phase was replaced: entries refer to their targets)."""
         self.entries.clear()
-        self.boundary_async.clear()
 
     def _compile(self, phase: Phase) -> PhaseInfo:
         registry = self.registry
@@ -193,13 +195,12 @@ class MachineIndex:
                 target = phases.get(t.to)
                 auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), target,
                                      decided_by_when(target)))
-        exit_ops, exit_async = compile_effects(phase.on_exit, "on_exit", registry)
-        enter_ops, enter_async = compile_effects(phase.on_enter, "on_enter", registry)
+        exit_ops = compile_effects(phase.on_exit, "on_exit", registry)
+        enter_ops = compile_effects(phase.on_enter, "on_enter", registry)
         prepare = tuple(
             Prep(p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
             for p in phase.prepare
         )
-        prepare_async = any(p.op.is_async for p in prepare)
         tools = expand_tools(phase.tools, self.catalogue)
         patterns: tuple[str, ...] = ()
         if tools is not None and self.catalogue is None:
@@ -209,13 +210,10 @@ class MachineIndex:
             auto=tuple(auto),
             model=tuple(model),
             exit_ops=exit_ops,
-            exit_async=exit_async,
             exit_plain=_plain(exit_ops),
             enter_ops=enter_ops,
-            enter_async=enter_async,
             enter_plain=_plain(enter_ops),
             prepare=prepare,
-            prepare_async=prepare_async,
             tools=tools,
             tool_set=frozenset(tools) if tools is not None else None,
             tool_patterns=patterns,

@@ -1,208 +1,78 @@
 """The phase machine: where one conversation is in a workflow, and how it moves.
 
 A machine holds only per-conversation data (current phase, entry time, turn counters,
-visit counts, history, trace); the phases and everything derived from them live in a
-shared :class:`~phaseflow.machine.index.MachineIndex`. That is what makes
-``workflow.machine()`` O(1) for any workflow size.
+visit counts, history, trace: :class:`~phaseflow.machine.core.MachineCore`); the phases
+and everything derived from them live in a shared
+:class:`~phaseflow.machine.index.MachineIndex`. That is what makes ``workflow.machine()``
+O(1) for any workflow size.
 
 Every move comes in two flavours with identical semantics: ``advance``/``transition``/...
 are coroutines for hosts with async hooks, and ``advance_sync``/``transition_sync``/... run
-without an event loop. The coroutines themselves run synchronously (no await, no task)
-unless an effect they are about to run calls an ``async def`` callable. Each coroutine is
-the sync flavour's sequence of steps, the same non-awaiting helpers, with ``await`` only
-where an effect list or a preparation may call an ``async def`` callable; which transition
-may be taken is decided by :func:`phaseflow.spec.edges.check_edge`, the edge rule written
-once.
+without an event loop. Each move is written once, in :mod:`phaseflow.machine.plan`, as a
+plan whose steps yield the host callables to run; a ``*_sync`` method hands the plan to
+the driver that calls them, its coroutine twin to the one that awaits them
+(:mod:`phaseflow.machine.drivers`). The coroutines run synchronously (no task) unless a
+callable returns an awaitable that suspends. Which transition may be taken is decided by
+:func:`phaseflow.spec.edges.check_edge`, the edge rule written once.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from functools import partial
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import Any
 
-from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.errors import ConfigError
 from phaseflow.expr import GuardContext
-from phaseflow.expr.describe import describe_exception, did_you_mean
-from phaseflow.machine.effects import Op, run_async, run_sync
-from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, Plain, Prep, index_for
+from phaseflow.expr.describe import did_you_mean
+from phaseflow.machine.core import (
+    HISTORY_LIMIT,
+    TRACE_LIMIT,
+    Clock,
+    MachineCore,
+    ReentrantCallError,
+    refuse,
+)
+from phaseflow.machine.drivers import run_async, run_sync
+from phaseflow.machine.index import MachineIndex
 from phaseflow.machine.navigation import Whereabouts, describe, facts
+from phaseflow.machine.plan import (
+    plan_boundary,
+    plan_preparations,
+    plan_request,
+    plan_transition,
+)
 from phaseflow.machine.results import (
     Blocked,
     BoundaryResult,
     ErrorRecord,
     HistoryRecord,
-    ModelTrigger,
     ProgrammaticTrigger,
     Ready,
     TransitionResult,
     TransitionTrigger,
-    guard_error,
 )
 from phaseflow.machine.snapshot import restore_snapshot, take_snapshot
-from phaseflow.machine.state import State, Writer, writer_for
-from phaseflow.spec.edges import READY, EdgeStatus, check_edge, missing_keys
-from phaseflow.spec.model import Phase, Position, Workflow
+from phaseflow.machine.state import Writer
+from phaseflow.spec.edges import EdgeStatus, check_edge
+from phaseflow.spec.model import Phase, Workflow
 
 __all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine", "ReentrantCallError"]
 
-#: A source of time in seconds; only differences matter (default ``time.monotonic``).
-Clock = Callable[[], float]
 
-#: How many history records a machine keeps (the oldest is dropped).
-HISTORY_LIMIT = 100
-#: How many error records the machine's trace keeps.
-TRACE_LIMIT = 100
-
-
-class ReentrantCallError(PhaseflowError):
-    """A move was asked of a machine that is in the middle of one.
-
-    A host callable (or a writer) that calls back into the machine running it - ``goto``,
-    ``advance``, ``transition``, ``take_request``, ``prepare_target`` or
-    ``begin_boundary``, sync or async - would start a second move inside the first: the
-    outer boundary's result would name one phase while the machine is in another, and the
-    history would be out of order. The inner call raises this instead, to the callable that
-    made it; uncaught, it becomes that effect's ``effect_error`` and the outer move
-    completes normally. Two tasks driving one machine at once get it too. Reading the
-    machine (``current``, ``evaluate``, ``request``, ``describe_navigation``...) is allowed.
-    """
-
-
-def _joined(
-    errors: list[ErrorRecord] | None, more: list[ErrorRecord] | None
-) -> list[ErrorRecord] | None:
-    """``errors`` with ``more`` added (either may be ``None``: most moves have none)."""
-    if not more:
-        return errors
-    return more if errors is None else errors + more
-
-
-class _LiveContext(GuardContext):
-    """The machine's guard context, read live from the machine.
-
-    A boundary evaluates guards many times per second across conversations; a fresh
-    frozen ``GuardContext`` per evaluation would be most of a boundary's cost. This view
-    is made once per machine and answers each name from the machine's current values, so
-    evaluating a guard allocates nothing. It never escapes: ``guard_context()`` returns a
-    snapshot.
-    """
-
-    __slots__ = ("_m",)
-    _m: PhaseMachine
-
-    def __init__(self, machine: PhaseMachine) -> None:
-        object.__setattr__(self, "_m", machine)
-
-    @property
-    def phase(self) -> str:
-        return self._m._current
-
-    @property
-    def turn(self) -> int:
-        return self._m._turn
-
-    @property
-    def turns_in_phase(self) -> int:
-        return self._m._turns_in_phase
-
-    @property
-    def seconds_in_phase(self) -> float:
-        m = self._m
-        return m._clock() - m._entered_at
-
-    @property
-    def visits(self) -> Mapping[str, int]:
-        return self._m._visits
-
-
-def _refuse(machine: PhaseMachine, method: str) -> NoReturn:
-    """Raise the :class:`ReentrantCallError` for ``method`` of a busy ``machine``."""
-    raise ReentrantCallError(
-        f"{method}() was called while this machine is in the middle of a move (at phase "
-        f"{machine.current!r}): a callable or writer called back into the machine that runs "
-        "it, or two tasks use one machine at once. To change the state, return a mapping "
-        "from the callable; to move the machine, call it after the move returns."
-    )
-
-
-#: ``tuple.__new__``: makes a named tuple from a tuple without the Python-level ``__new__``
-#: frame (the hot path makes two per transition).
-_new_tuple: Any = tuple.__new__
-
-
-class PhaseMachine:
+class PhaseMachine(MachineCore):
     """One conversation's position in a set of phases.
 
     Build it with ``workflow.machine()`` (or :meth:`from_workflow`), or in code with
     ``PhaseMachine(initial)`` and :meth:`add_phase`. The initial phase counts as visited
     once from the start (``visits.<initial>`` is 1), because the conversation is in it.
+    The constructor's keywords: ``clock``, ``workflow`` (it supplies the phases, shared
+    and copied only if you add a phase, the call registry, the tool catalogue and the
+    navigation settings) and ``registry`` (the callables for ``call`` effects of a machine
+    built in code).
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_busy",
-        "_clock",
-        "_cur",
-        "_current",
-        "_entered_at",
-        "_history",
-        "_index",
-        "_initial",
-        "_live",
-        "_owns_index",
-        "_trace",
-        "_turn",
-        "_turns_in_phase",
-        "_visits",
-        "_workflow",
-    )
-
-    def __init__(
-        self,
-        initial: str,
-        *,
-        clock: Clock | None = None,
-        workflow: Workflow | None = None,
-        registry: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> None:
-        """``workflow`` supplies the phases (shared, copied only if you add a phase), the
-        call registry, the tool catalogue and the navigation settings; ``registry``
-        supplies the callables for ``call`` effects of a machine built in code."""
-        self._initial = initial
-        self._workflow = workflow
-        if workflow is not None and registry is None:
-            self._index = index_for(workflow)
-            self._owns_index = False
-        elif workflow is not None:
-            self._index = MachineIndex(
-                workflow.phases,
-                registry=registry,
-                catalogue=workflow.tools,
-                navigation=workflow.navigation,
-                name=workflow.name,
-                description=workflow.description,
-            )
-            self._owns_index = True
-        else:
-            self._index = MachineIndex({}, registry=dict(registry or {}))
-            self._owns_index = True
-        self._clock: Clock = clock if clock is not None else time.monotonic
-        self._current = initial
-        self._entered_at = self._clock()
-        self._history: deque[HistoryRecord] | None = None
-        self._trace: deque[ErrorRecord] | None = None
-        self._visits: dict[str, int] = {initial: 1}
-        self._turn = 0
-        self._turns_in_phase = 0
-        self._cur: PhaseInfo | None = None  # the current phase's entry, once looked up
-        self._live: _LiveContext | None = None
-        #: True while a move runs host code (effects, preparations, the writer): the one
-        #: attribute every move checks first (see :class:`ReentrantCallError`)
-        self._busy = False
+    __slots__ = ()
 
     @classmethod
     def from_workflow(cls, workflow: Workflow, clock: Clock | None = None) -> PhaseMachine:
@@ -349,68 +219,6 @@ class PhaseMachine:
             MappingProxyType(dict(self._visits)),
         )
 
-    def _info(self) -> PhaseInfo | None:
-        """The current phase's entry (cached until the next move)."""
-        info = self._cur
-        if info is None:
-            info = self._cur = self._index.info(self._current)
-        return info
-
-    def _ctx(self) -> _LiveContext:
-        live = self._live
-        if live is None:
-            live = self._live = _LiveContext(self)
-        return live
-
-    # -- the edge rule (phaseflow.spec.edges.check_edge) --------------------------------------
-
-    def _scan(
-        self,
-        info: PhaseInfo,
-        state: Mapping[str, Any],
-        ctx: GuardContext,
-        errors: list[ErrorRecord] | None,
-    ) -> tuple[AutoEdge, EdgeStatus] | None:
-        """The first ``auto`` edge of ``info``'s phase that is ready or preparable, in the
-        order written, with its :func:`~phaseflow.spec.edges.check_edge` status. ``errors``,
-        when given, collects the guard run-time errors met on the way (pure callers pass
-        ``None``).
-
-        The hot path: an edge that only its ``when`` decides (``edge.by_when``, most edges)
-        is checked here without the call; ``tests/machine/test_machine_edges.py`` holds
-        this loop to ``check_edge`` on random phases, guards and states.
-        """
-        for edge in info.auto:
-            if edge.by_when:
-                when = edge.when
-                if when is None:
-                    return edge, READY
-                r = when.evaluate(state, ctx)
-                if r.value:
-                    return edge, READY
-                if r.error is not None and errors is not None:
-                    errors.append(guard_error(info.phase, edge.number, edge.target,
-                                              ("when", r.error), self._turn))
-                continue
-            status = check_edge(edge.when, edge.target, state, ctx)
-            if status.verdict != "closed":
-                return edge, status
-            if status.error is not None and errors is not None:
-                errors.append(guard_error(info.phase, edge.number, edge.target, status.error,
-                                          self._turn))
-        return None
-
-    def _request_target(
-        self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord] | None
-    ) -> tuple[PhaseInfo, EdgeStatus, int] | None:
-        """The target, the status of the current phase's first ``model`` edge to it whose
-        ``when`` holds and that edge's number, when it is ready or preparable; else
-        ``None``. Guard run-time errors go to ``errors`` when given."""
-        found = self._move_edge(target, state, errors)
-        tinfo = self._index.info(target)
-        if found is None or found[1].verdict == "closed" or tinfo is None:
-            return None
-        return tinfo, found[1], found[0]
 
     def move_status(self, target: str, state: Mapping[str, Any]) -> EdgeStatus | None:
         """Pure: how the model's request to move to ``target`` stands now, checked as
@@ -419,28 +227,6 @@ class PhaseMachine:
         current phase has no ``model`` transition to ``target`` (or is terminal)."""
         found = self._move_edge(target, state, None)
         return None if found is None else found[1]
-
-    def _move_edge(self, target: str, state: Mapping[str, Any],
-                   errors: list[ErrorRecord] | None) -> tuple[int, EdgeStatus] | None:
-        """The one rule for which ``model`` edge a request for ``target`` stands on: the
-        first to it whose ``when`` holds, else the first to it (stopped by ``when``);
-        its number and status."""
-        info = self._info()
-        if self._index.info(target) is None or info is None or info.phase.terminal:
-            return None
-        ctx = self._ctx()
-        first: tuple[int, EdgeStatus] | None = None
-        for edge in info.model:
-            if edge.to != target:
-                continue
-            status = check_edge(edge.when, edge.target, state, ctx)
-            if status.error is not None and errors is not None:
-                errors.append(guard_error(info.phase, edge.number, edge.target, status.error,
-                                          self._turn))
-            if status.stopped_by != "when":
-                return edge.number, status
-            first = first or (edge.number, status)
-        return first
 
     # -- pure evaluation -------------------------------------------------------------------
 
@@ -493,191 +279,8 @@ class PhaseMachine:
             return False
         return found[1].verdict == "ready"
 
-    # -- bookkeeping shared by both flavours ------------------------------------------------
 
-    def _record(self, errors: list[ErrorRecord] | None) -> tuple[ErrorRecord, ...]:
-        if not errors:
-            return ()
-        trace = self._trace
-        if trace is None:
-            trace = self._trace = deque(maxlen=TRACE_LIMIT)
-        trace.extend(errors)
-        return tuple(errors)
-
-    def _effects(
-        self,
-        ops: tuple[Op, ...],
-        plain: Plain | None,
-        state: Mapping[str, Any],
-        writer: Writer,
-        phase: str,
-        turn: int,
-        transcript: Any,
-        errors: list[ErrorRecord] | None,
-    ) -> list[ErrorRecord] | None:
-        """Run an effect list that calls no ``async def`` callable; returns ``errors`` with
-        its failures added. The one fast path: a list of scalar ``set``s is written inline
-        (no call, no copy, no dispatch)."""
-        if plain is None:
-            failed = run_sync(ops, state, writer, phase, turn, self._index.name, transcript)
-            return _joined(errors, failed)
-        for key, value, label, position in plain:
-            try:
-                writer.set(key, value)
-            except Exception as exc:
-                errors = _joined(errors, [ErrorRecord(
-                    "effect_error", phase, turn, describe_exception(exc), label, position)])
-        return errors
-
-    def _switch(self, tinfo: PhaseInfo, turn: int, trigger: TransitionTrigger) -> HistoryRecord:
-        """The middle of a transition, after the ``on_exit`` effects: make ``tinfo``'s phase
-        current and restart its timer and turn counter. Returns the history record, which
-        :meth:`_entered` appends (with the visit) once the target's ``clear_on_enter`` keys
-        are removed (:meth:`_clear`) and its ``on_enter`` effects ran: the spec's order."""
-        now = self._clock()
-        target = tinfo.phase.name
-        record: HistoryRecord = _new_tuple(HistoryRecord, (
-            self._current, target, turn, now, trigger, now - self._entered_at
-        ))
-        self._current = target
-        self._cur = tinfo
-        self._entered_at = now
-        self._turns_in_phase = 0
-        return record
-
-    @staticmethod
-    def _clear(
-        target: Phase, writer: Writer, turn: int, errors: list[ErrorRecord] | None
-    ) -> list[ErrorRecord] | None:
-        """Remove the target's ``clear_on_enter`` keys; returns ``errors`` with the failures
-        added."""
-        for key in target.clear_on_enter:
-            try:
-                writer.unset(key)
-            except Exception as exc:
-                errors = _joined(errors, [ErrorRecord(
-                    "effect_error", target.name, turn, describe_exception(exc),
-                    "clear_on_enter")])
-        return errors
-
-    def _entered(
-        self,
-        tinfo: PhaseInfo,
-        record: HistoryRecord,
-        state: Mapping[str, Any],
-        errors: list[ErrorRecord] | None,
-    ) -> TransitionResult:
-        """The end of a transition: count the visit, append the history record, and make
-        the result (its instructions are rendered on first access)."""
-        visits = self._visits
-        target = record.to_phase
-        visits[target] = visits.get(target, 0) + 1
-        history = self._history
-        if history is None:
-            history = self._history = deque(maxlen=HISTORY_LIMIT)
-        history.append(record)
-        phase = tinfo.phase
-        turn = record.turn
-        render = partial(self._render, phase, state, turn) if phase.instructions else None
-        return TransitionResult(record, self._record(errors) if errors else (), render)
-
-    def _render(self, phase: Phase, state: Mapping[str, Any], turn: int) -> str | None:
-        template = phase.instructions
-        if template is None:
-            return None
-        index = self._index
-        outcome = template.render_checked({
-            "state": state,
-            "phase": {"name": phase.name, "goal": phase.goal},
-            "workflow": {"name": index.name, "description": index.description},
-            "turn": turn,
-        })
-        if outcome.error is not None:
-            where = template.line_position(outcome.line)
-            position = Position(*where) if where is not None else phase.position
-            self._record([ErrorRecord("template_error", phase.name, turn, outcome.error,
-                                      "instructions", position)])
-        return outcome.text
-
-    # -- transitions -----------------------------------------------------------------------
-
-    def _do_transition(
-        self,
-        tinfo: PhaseInfo,
-        state: Mapping[str, Any],
-        writer: Writer,
-        turn: int,
-        trigger: TransitionTrigger,
-        transcript: Any,
-        errors: list[ErrorRecord] | None,
-    ) -> TransitionResult:
-        """A transition, the spec's order: the current phase's ``on_exit``; switch
-        (:meth:`_switch`); ``clear_on_enter``; the target's ``on_enter``; count and record
-        (:meth:`_entered`).
-
-        The machine is busy meanwhile (a callable calling back into it is refused). A
-        ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, cancellation)
-        propagates; raised after the switch, the visit and history record are kept first,
-        so the history always ends at the current phase."""
-        self._busy = True
-        record: HistoryRecord | None = None
-        try:
-            info = self._cur or self._info()
-            if info is not None and info.exit_ops:
-                errors = self._effects(info.exit_ops, info.exit_plain, state, writer,
-                                       self._current, turn, transcript, errors)
-            record = self._switch(tinfo, turn, trigger)
-            if tinfo.phase.clear_on_enter:
-                errors = self._clear(tinfo.phase, writer, turn, errors)
-            if tinfo.enter_ops:
-                errors = self._effects(tinfo.enter_ops, tinfo.enter_plain, state, writer,
-                                       record.to_phase, turn, transcript, errors)
-            result = self._entered(tinfo, record, state, errors)
-            record = None
-            return result
-        finally:
-            self._busy = False
-            if record is not None:  # propagating after the switch: keep the bookkeeping
-                self._entered(tinfo, record, state, errors)
-
-    async def _do_transition_async(
-        self,
-        tinfo: PhaseInfo,
-        state: Mapping[str, Any],
-        writer: Writer,
-        turn: int,
-        trigger: TransitionTrigger,
-        transcript: Any,
-        errors: list[ErrorRecord] | None,
-    ) -> TransitionResult:
-        """:meth:`_do_transition` awaiting the effect lists that call ``async def``
-        callables (the others run as in the sync flavour); busy and bookkeeping alike."""
-        self._busy = True
-        record: HistoryRecord | None = None
-        try:
-            info = self._cur or self._info()
-            if info is not None and info.exit_ops:
-                errors = (_joined(errors, await run_async(
-                    info.exit_ops, state, writer, info.phase.name, turn, self._index.name,
-                    transcript)) if info.exit_async else self._effects(
-                    info.exit_ops, info.exit_plain, state, writer, info.phase.name, turn,
-                    transcript, errors))
-            record = self._switch(tinfo, turn, trigger)
-            if tinfo.phase.clear_on_enter:
-                errors = self._clear(tinfo.phase, writer, turn, errors)
-            if tinfo.enter_ops:
-                errors = (_joined(errors, await run_async(
-                    tinfo.enter_ops, state, writer, record.to_phase, turn, self._index.name,
-                    transcript)) if tinfo.enter_async else self._effects(
-                    tinfo.enter_ops, tinfo.enter_plain, state, writer, record.to_phase, turn,
-                    transcript, errors))
-            result = self._entered(tinfo, record, state, errors)
-            record = None
-            return result
-        finally:
-            self._busy = False
-            if record is not None:  # propagating after the switch: keep the bookkeeping
-                self._entered(tinfo, record, state, errors)
+    # -- moves (each a plan of phaseflow.machine.plan, run by a driver) -----------------------
 
     def transition_sync(
         self,
@@ -691,14 +294,8 @@ class PhaseMachine:
     ) -> TransitionResult | None:
         """Perform a transition to ``target`` without an event loop (see
         :meth:`transition`)."""
-        if self._busy:
-            _refuse(self, "transition_sync")
-        tinfo = self._index.info(target)
-        if tinfo is None:
-            return None
-        self._turn = turn
-        return self._do_transition(tinfo, state, writer_for(state, writer), turn, trigger,
-                                   transcript, None)
+        return run_sync(plan_transition(self, target, state, writer, turn, trigger,
+                                        transcript, "transition_sync"))
 
     async def transition(
         self,
@@ -715,14 +312,8 @@ class PhaseMachine:
         ``clear_on_enter`` keys; run its ``on_enter``; count the visit; append the history
         record. ``None`` if ``target`` is not a phase. Failing effects become error
         records."""
-        if self._busy:
-            _refuse(self, "transition")
-        tinfo = self._index.info(target)
-        if tinfo is None:
-            return None
-        self._turn = turn
-        return await self._do_transition_async(tinfo, state, writer_for(state, writer), turn,
-                                               trigger, transcript, None)
+        return await run_async(plan_transition(self, target, state, writer, turn, trigger,
+                                               transcript, "transition"))
 
     def goto_sync(
         self,
@@ -735,10 +326,8 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """A programmatic move (no guard consulted), labelled ``source``."""
-        if self._busy:
-            _refuse(self, "goto_sync")
-        return self.transition_sync(target, state, writer, turn=turn,
-                                    trigger=ProgrammaticTrigger(source), transcript=transcript)
+        return run_sync(plan_transition(self, target, state, writer, turn,
+                                        ProgrammaticTrigger(source), transcript, "goto_sync"))
 
     async def goto(
         self,
@@ -751,75 +340,14 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """A programmatic move (no guard consulted), labelled ``source``."""
-        if self._busy:
-            _refuse(self, "goto")
-        return await self.transition(target, state, writer, turn=turn,
-                                     trigger=ProgrammaticTrigger(source), transcript=transcript)
-
-    # -- preparations ----------------------------------------------------------------------
-
-    @staticmethod
-    def _pending(
-        tinfo: PhaseInfo, state: Mapping[str, Any], ran: list[str]
-    ) -> Iterator[Prep]:
-        """The target's preparations that still have something to produce, in order, each
-        checked just before it runs (an earlier one may have produced its keys); the name
-        of each one yielded is appended to ``ran``."""
-        for prep in tinfo.prepare:
-            if prep.produces and not missing_keys(prep.produces, state):
-                continue
-            ran.append(prep.name)
-            yield prep
-
-    def _prepare_sync(
-        self, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
-        ran: list[str], errors: list[ErrorRecord],
-    ) -> bool:
-        """Run the preparations that still have something to produce; stop at the first
-        that fails (False). Then: are the target's ``requires`` all present? The machine
-        is busy meanwhile."""
-        self._busy = True
-        try:
-            for prep in self._pending(tinfo, state, ran):
-                failed = run_sync((prep.op,), state, writer, tinfo.phase.name, turn,
-                                  self._index.name, kind="preparation_failed")
-                if failed:
-                    errors.extend(failed)
-                    return False
-        finally:
-            self._busy = False
-        return not missing_keys(tinfo.phase.requires, state)
-
-    async def _prepare_async(
-        self, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
-        ran: list[str], errors: list[ErrorRecord],
-    ) -> bool:
-        """:meth:`_prepare_sync`, awaiting async callables."""
-        self._busy = True
-        try:
-            for prep in self._pending(tinfo, state, ran):
-                failed = await run_async((prep.op,), state, writer, tinfo.phase.name, turn,
-                                         self._index.name, kind="preparation_failed")
-                if failed:
-                    errors.extend(failed)
-                    return False
-        finally:
-            self._busy = False
-        return not missing_keys(tinfo.phase.requires, state)
+        return await run_async(plan_transition(self, target, state, writer, turn,
+                                               ProgrammaticTrigger(source), transcript, "goto"))
 
     def prepare_target_sync(
         self, target: str, state: Mapping[str, Any], writer: Writer | None = None
     ) -> bool:
         """:meth:`prepare_target` without an event loop."""
-        if self._busy:
-            _refuse(self, "prepare_target_sync")
-        tinfo = self._index.info(target)
-        if tinfo is None:
-            return False
-        errors: list[ErrorRecord] = []
-        ok = self._prepare_sync(tinfo, state, writer_for(state, writer), self._turn, [], errors)
-        self._record(errors)
-        return ok
+        return run_sync(plan_preparations(self, target, state, writer, "prepare_target_sync"))
 
     async def prepare_target(
         self, target: str, state: Mapping[str, Any], writer: Writer | None = None
@@ -828,49 +356,8 @@ class PhaseMachine:
         all present. A preparation whose ``produces`` are all present already is skipped
         (it has nothing to add); the first one that fails stops the rest and leaves the
         target blocked (False)."""
-        if self._busy:
-            _refuse(self, "prepare_target")
-        tinfo = self._index.info(target)
-        if tinfo is None:
-            return False
-        errors: list[ErrorRecord] = []
-        ok = await self._prepare_async(tinfo, state, writer_for(state, writer), self._turn, [],
-                                       errors)
-        self._record(errors)
-        return ok
-
-    # -- model requests --------------------------------------------------------------------
-
-    def _open_request(
-        self, target: str, state: Mapping[str, Any], writer: Writer | None, turn: int
-    ) -> tuple[PhaseInfo, EdgeStatus, int, Writer, list[ErrorRecord]] | None:
-        """The first step of a request, shared by both flavours: the target, its edge's
-        status and number when it may be asked for, else ``None`` (refused; errors
-        recorded)."""
-        self._turn = turn
-        errors: list[ErrorRecord] = []
-        found = self._request_target(target, state, errors)
-        if found is None:
-            self._record(errors)
-            return None
-        tinfo, status, number = found
-        return tinfo, status, number, writer_for(state, writer), errors
-
-    def _still_requestable(
-        self, target: str, state: Mapping[str, Any], errors: list[ErrorRecord]
-    ) -> int | None:
-        """After a request's preparations ran: may the model still move (``when``, entry
-        guard and ``requires`` all hold now)? Checked again because a preparation may have
-        changed what they read, exactly as a turn boundary evaluates again: the number of
-        the edge it moves on (which may be another than before), or ``None`` (errors
-        recorded)."""
-        found = self._request_target(target, state, errors)
-        if found is not None:
-            _tinfo, status, number = found
-            if status.verdict == "ready":
-                return number
-        self._record(errors)
-        return None
+        return await run_async(plan_preparations(self, target, state, writer,
+                                                 "prepare_target"))
 
     def take_request_sync(
         self,
@@ -882,22 +369,8 @@ class PhaseMachine:
         transcript: Any = None,
     ) -> TransitionResult | None:
         """:meth:`take_request` without an event loop."""
-        if self._busy:
-            _refuse(self, "take_request_sync")
-        opened = self._open_request(target, state, writer, turn)
-        if opened is None:
-            return None
-        tinfo, status, number, w, errors = opened
-        if status.missing:
-            if not self._prepare_sync(tinfo, state, w, turn, [], errors):
-                self._record(errors)
-                return None
-            again = self._still_requestable(target, state, errors)
-            if again is None:
-                return None
-            number = again
-        return self._do_transition(tinfo, state, w, turn, ModelTrigger(number), transcript,
-                                   errors)
+        return run_sync(plan_request(self, target, state, writer, turn, transcript,
+                                     "take_request_sync"))
 
     async def take_request(
         self,
@@ -912,82 +385,16 @@ class PhaseMachine:
         :meth:`request` allows it; when only required keys are absent and the target has
         preparations, they run first and everything is checked again, as at a turn
         boundary. Taken with a model trigger."""
-        if self._busy:
-            _refuse(self, "take_request")
-        opened = self._open_request(target, state, writer, turn)
-        if opened is None:
-            return None
-        tinfo, status, number, w, errors = opened
-        if status.missing:
-            if not await self._prepare_async(tinfo, state, w, turn, [], errors):
-                self._record(errors)
-                return None
-            again = self._still_requestable(target, state, errors)
-            if again is None:
-                return None
-            number = again
-        return await self._do_transition_async(tinfo, state, w, turn, ModelTrigger(number),
-                                               transcript, errors)
-
-    # -- the turn boundary -----------------------------------------------------------------
+        return await run_async(plan_request(self, target, state, writer, turn, transcript,
+                                            "take_request"))
 
     def begin_boundary(self, turn: int) -> None:
         """Count one turn boundary (``turn`` is the session's turn number). ``advance``
         calls it; a host that runs the steps of a boundary itself calls it first."""
         if self._busy:
-            _refuse(self, "begin_boundary")
+            refuse(self, "begin_boundary")
         self._turn = turn
         self._turns_in_phase += 1
-
-    def _open_boundary(
-        self, view: Mapping[str, Any], turn: int, errors: list[ErrorRecord], counted: bool = True
-    ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
-        """The first step of a boundary, shared by both flavours: count it, then find the
-        first ``auto`` edge that is ready or preparable (``view``: the state as guards read
-        it; guard errors go to ``errors``). Returns the boundary's result when there is
-        none (stayed)."""
-        self._turn = turn
-        if counted:
-            self._turns_in_phase += 1
-        info = self._cur or self._info()
-        if info is None or not info.auto or info.phase.terminal:
-            return BoundaryResult("stayed", self._current, turn)
-        found = self._scan(info, view, self._live or self._ctx(), errors)
-        if found is None:
-            stayed: BoundaryResult = _new_tuple(BoundaryResult, (
-                "stayed", self._current, turn, None, None, (), (),
-                self._record(errors) if errors else ()))
-            return stayed
-        return found
-
-    def _reopen_boundary(
-        self, view: Mapping[str, Any], errors: list[ErrorRecord], ran: list[str]
-    ) -> tuple[AutoEdge, EdgeStatus] | BoundaryResult:
-        """The step after a boundary's preparations, shared by both flavours: evaluate once
-        more (a guard error the first evaluation reported is not reported twice). Returns
-        the edge to take, or the boundary's result (stayed or blocked)."""
-        info = self._cur
-        assert info is not None  # the boundary was opened from it
-        again: list[ErrorRecord] = []
-        found = self._scan(info, view, self._ctx(), again)
-        errors.extend(e for e in again if e not in errors)
-        if found is None:
-            return BoundaryResult("stayed", self._current, self._turn,
-                                  preparations=tuple(ran), events=self._record(errors))
-        edge, status = found
-        if status.missing:
-            return BoundaryResult("blocked", self._current, self._turn, None, edge.to,
-                                  status.missing, tuple(ran), self._record(errors))
-        return found
-
-    @staticmethod
-    def _moved(result: TransitionResult, ran: list[str] | None) -> BoundaryResult:
-        """The result of a boundary that took a transition."""
-        record = result.record
-        moved: BoundaryResult = _new_tuple(BoundaryResult, (
-            "transitioned", record.to_phase, record.turn, result, None, (),
-            tuple(ran) if ran else (), result.events))
-        return moved
 
     def advance_sync(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
@@ -996,30 +403,7 @@ class PhaseMachine:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
-        if self._busy:
-            _refuse(self, "advance_sync")
-        view = state._data if type(state) is State else state  # guards read the dict
-        errors: list[ErrorRecord] = []
-        opened = self._open_boundary(view, turn, errors, counted)
-        if isinstance(opened, BoundaryResult):
-            return opened
-        edge, status = opened
-        if writer is None:
-            writer = state if type(state) is State else writer_for(state, None)
-        ran: list[str] | None = None
-        if status.missing:
-            ran = []
-            tinfo = self._index.info(edge.to)
-            assert tinfo is not None  # an edge that is not closed has a target
-            self._prepare_sync(tinfo, view, writer, turn, ran, errors)
-            again = self._reopen_boundary(view, errors, ran)
-            if isinstance(again, BoundaryResult):
-                return again
-            edge, status = again
-        tinfo = self._index.entries.get(edge.to) or self._index.info(edge.to)
-        assert tinfo is not None  # an edge that is not closed has a target
-        return self._moved(self._do_transition(tinfo, state, writer, turn, edge.trigger, None,
-                                               errors), ran)
+        return run_sync(plan_boundary(self, state, writer, turn, counted, "advance_sync"))
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
@@ -1027,52 +411,13 @@ class PhaseMachine:
     ) -> BoundaryResult:
         """One turn boundary: evaluate; when Blocked, prepare the target and evaluate
         once more; when Ready, transition with a guard trigger. At most one transition.
-        Without a writer the state is its own writer. Runs synchronously unless an effect
-        it runs calls an ``async def`` callable.
+        Without a writer the state is its own writer. Runs synchronously unless a
+        callable it runs returns an awaitable that suspends.
 
         ``counted=False`` is a boundary inside a turn (a session's, after a tool group):
         it moves like any boundary but does not count as a turn in the phase, because
         ``turns_in_phase`` counts user turns, not model requests."""
-        if self._busy:
-            _refuse(self, "advance")
-        info = self._info()
-        if info is None or not self._boundary_may_await(info):
-            return self.advance_sync(state, writer, turn=turn, counted=counted)
-        errors: list[ErrorRecord] = []
-        opened = self._open_boundary(state, turn, errors, counted)
-        if isinstance(opened, BoundaryResult):
-            return opened
-        edge, status = opened
-        w = writer_for(state, writer)
-        ran: list[str] | None = None
-        if status.missing:
-            ran = []
-            tinfo = self._index.info(edge.to)
-            assert tinfo is not None  # an edge that is not closed has a target
-            await self._prepare_async(tinfo, state, w, turn, ran, errors)
-            again = self._reopen_boundary(state, errors, ran)
-            if isinstance(again, BoundaryResult):
-                return again
-            edge, status = again
-        tinfo = self._index.info(edge.to)
-        assert tinfo is not None
-        return self._moved(await self._do_transition_async(tinfo, state, w, turn, edge.trigger,
-                                                           None, errors), ran)
-
-    def _boundary_may_await(self, info: PhaseInfo) -> bool:
-        """Could a boundary from this phase run an async callable (its on_exit, or a
-        target's on_enter or preparations)? Cached per phase in the shared index."""
-        index = self._index
-        name = info.phase.name
-        cached = index.boundary_async.get(name)
-        if cached is None:
-            cached = info.exit_async
-            for edge in info.auto:
-                tinfo = index.info(edge.to)
-                if tinfo is not None and (tinfo.enter_async or tinfo.prepare_async):
-                    cached = True
-            index.boundary_async[name] = cached
-        return cached
+        return await run_async(plan_boundary(self, state, writer, turn, counted, "advance"))
 
     # -- navigation ------------------------------------------------------------------------
 

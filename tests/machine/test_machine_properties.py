@@ -6,8 +6,8 @@ definition of a turn boundary composed from the public pure/async members
 (``evaluate_for_transition``, ``prepare_target``, ``transition``); both must agree.
 
 A third machine runs the same workflow with an async registry (``async def`` callables
-that really suspend, so the coroutines take their awaiting paths: ``_prepare_async``,
-``_do_transition_async``) and is driven only through the coroutines; every result, the
+that really suspend, so the async driver, ``phaseflow.machine.drivers.run_async``, awaits
+every call the steps yield) and is driven only through the coroutines; every result, the
 state, the history, the visits and the trace must be identical to the sync machine's.
 """
 
