@@ -18,8 +18,7 @@ import pytest
 from phaseflow.machine import BoundaryResult, EffectContext, PhaseMachine, State
 from phaseflow.machine.drivers import Call, Suspended, run_async, run_sync
 from phaseflow.spec.model import CallEffect, Phase, Preparation, SetEffect, Transition
-
-from ._support import FakeClock, workflow
+from tests.support.machines import FakeClock, workflow
 
 Driver = Callable[[Any], Any]
 
