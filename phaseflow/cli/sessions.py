@@ -313,7 +313,7 @@ def record_json(record: SessionRecord) -> dict[str, Any]:
 def history(record: SessionRecord) -> tuple[Message, ...]:
     """The exact model messages of a stored session: what ``Session.history`` gives once
     it is opened (within a turn, the messages of its open request and tool group too)."""
-    from phaseflow.session.core import Core
+    from phaseflow.session.values import Core
 
     core = Core(record.session_id, record.execution, record.progress, record.continuation)
     return core.history().to_tuple()

@@ -24,14 +24,7 @@ from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
-    Cancel,
-    Core,
-    Input,
-    Limits,
     ResolutionRefused,
-    Resolve,
-    Resume,
-    Send,
     check_resolution,
     joined_content,
     step,
@@ -40,6 +33,7 @@ from phaseflow.session.core import (
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent, hooks_callable
+from phaseflow.session.values import Cancel, Core, Input, Limits, Resolve, Resume, Send
 from phaseflow.session.workers import holder_is_gone, new_worker_id
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store

@@ -20,25 +20,49 @@ it and reports what it did (:class:`BoundaryDone`) and where the conversation no
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.session import events as ev
+from phaseflow.session.values import (
+    BoundaryDone,
+    CallProvider,
+    Cancel,
+    Command,
+    Core,
+    Done,
+    Failed,
+    Group,
+    Input,
+    Limits,
+    Pause,
+    Persist,
+    PhaseView,
+    Planned,
+    Replied,
+    Resolve,
+    ResultLabel,
+    Resume,
+    RunBoundary,
+    RunTools,
+    Send,
+    Sleep,
+    Status,
+    Step,
+    ToolDone,
+    TurnOver,
+)
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.builtin_tools import GO_TO_PHASE as GO_TO_PHASE  # the session's names
 from phaseflow.spec.builtin_tools import RECORD as RECORD
 from phaseflow.tools.arguments import validate_arguments
 from phaseflow.tools.state_types import check_state_type
-from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, Continuation, RequestOutcome
+from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, RequestOutcome
 from phaseflow.turn.execution import (
-    ApprovalDecision,
     ApprovalRequest,
     ApprovalResolved,
     CompletionFinished,
-    PromptKind,
     Queued,
     SendNext,
     SendNow,
@@ -49,22 +73,16 @@ from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
-    History,
     TextPart,
     ToolCall,
     ToolOutcome,
 )
-from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted, TurnProgress
+from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted
 from phaseflow.turn.rejections import Rejected
 
 #: the key the history keeps a call's arguments under when the model's text was not JSON
 UNPARSED = "__unparsed__"
 BUILTINS = BUILTIN_TOOLS
-
-Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
-#: how a call's result is labelled for the host and for conversation tests
-ResultLabel = Literal["ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown"]
-
 
 class CoreError(PhaseflowError):
     """The session's values and an input do not fit: a bug in the runner, never a domain
@@ -78,330 +96,14 @@ def _ok(value: Any) -> Any:
     return value
 
 
-# --- what the runner tells the core about the current phase ---------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class OfferedTool:
-    """One tool the model is offered now: ``parameters`` is its argument schema,
-    ``approval`` whether every call needs a human's yes, ``writes`` the state keys its
-    result may write (with their declared types)."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
-    approval: bool = False
-    writes: tuple[str, ...] = ()
-    #: the compiled check of ``parameters`` (compiled once per tool, not per request)
-    check: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseView:
-    """Where the conversation is, as far as the loop needs to know: built by the runner
-    from the machine before every request."""
-
-    phase: str
-    terminal: bool = False
-    tools: tuple[OfferedTool, ...] = ()
-    #: the ``collect`` keys and their declared types (the ``record`` tool's parameters)
-    collect: Mapping[str, str] = field(default_factory=dict)
-    #: no boundary from this phase can call the host (no ``call`` effect on leaving it,
-    #: on entering any phase it moves to, nor in those phases' preparations): the
-    #: boundary after a tool group is then committed with the group's results, in one
-    #: commit (it runs in microseconds, with nothing outside the process to wait for)
-    quiet: bool = False
-
-    def tool(self, name: str) -> OfferedTool | None:
-        for t in self.tools:
-            if t.name == name:
-                return t
-        return None
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(t.name for t in self.tools)
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The loop's settings (per agent)."""
-
-    max_steps: int = 10
-    max_retries: int = 4
-    backoff: float = 0.5
-    max_backoff: float = 30.0
-    parallel_tools: bool = True
-
-
-# --- the open tool group ---------------------------------------------------------------
-
-CallKind = Literal["run", "move", "approval", "refused", "ignored", "record"]
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """One call of a group and what the loop decided for it when the reply arrived."""
-
-    call: ToolCall
-    kind: CallKind
-    note: str = ""
-    writes: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """A call's result: what the model sees, its label, and the state writes it asks."""
-
-    outcome: ToolOutcome
-    label: ResultLabel
-    writes: tuple[tuple[str, Any], ...] = ()
-    move: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """The tool group being worked through. ``approved`` and ``results`` grow as humans
-    decide and tools finish; ``admitted`` says the runnable calls were admitted (and
-    persisted) and handed to the runner."""
-
-    checkpoint_id: str
-    calls: tuple[Planned, ...]
-    results: tuple[tuple[str, Done], ...] = ()
-    approved: tuple[str, ...] = ()
-    admitted: bool = False
-    #: the group of a reply cut at the model's output limit: none of its calls runs,
-    #: and its boundary ends the turn
-    cut: bool = False
-
-    def result(self, call_id: str) -> Done | None:
-        for cid, done in self.results:
-            if cid == call_id:
-                return done
-        return None
-
-    @property
-    def complete(self) -> bool:
-        return len(self.results) == len(self.calls)
-
-    def writes(self) -> tuple[tuple[str, str, str, Any], ...]:
-        """The state writes the results ask for, ``(call id, tool, key, value)``, in the
-        model's call order (whatever order the calls finished in)."""
-        out: list[tuple[str, str, str, Any]] = []
-        for p in self.calls:
-            done = self.result(p.call.id)
-            if done is not None:
-                out.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
-        return tuple(out)
-
-
-# --- the values ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Core:
-    """Everything the loop decides from. Immutable; ``step`` returns the next one."""
-
-    session_id: str
-    execution: TurnExecution = field(default_factory=TurnExecution)
-    progress: TurnProgress = field(default_factory=TurnProgress)
-    continuation: Continuation = field(default_factory=Continuation)
-    status: Status = "idle"
-    #: user turns so far (guards' ``turn``); 0 before the first message
-    turn: int = 0
-    #: provider requests made in this turn, and the attempt number of the current one
-    step: int = 0
-    attempt: int = 0
-    group: Group | None = None
-    #: the current request's id (``None`` between requests)
-    request_id: str | None = None
-    #: the request asked in a terminal phase, with no tools: its reply finishes the session
-    final_request: bool = False
-    reply: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    #: where the conversation was at the last request or boundary
-    view: PhaseView | None = None
-    #: events that happened but wait for the next commit (results of a group whose
-    #: other calls are still running: a group's results are committed together)
-    pending: tuple[ev.Event, ...] = ()
-    #: the history the current request was sent with (the very object: a reply extends
-    #: it, so what is stored is what was sent, and flattening it stays incremental)
-    sent: History | None = None
-
-    @property
-    def pending_approval(self) -> ApprovalRequest | None:
-        return self.execution.pending_approval
-
-    def history(self) -> History:
-        """The history the next request continues (the open group's results included)."""
-        c = self.continuation
-        if c.checkpoint is not None:
-            return c.checkpoint.resolved_messages()
-        if c.request is not None:
-            return c.request.messages
-        return c.messages
-
-
-# --- inputs ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """The user sent a message. ``view``: where the conversation is now."""
-
-    content: Content
-    view: PhaseView
-    kind: PromptKind = PromptKind.FOLLOW_UP
-
-
-@dataclass(frozen=True, slots=True)
-class Replied:
-    """The model's whole reply to ``request_id``. ``view`` is the phase the request was
-    built in (what the model was offered); ``flagged`` the positions of calls the host's
-    approval policy wants a human to see."""
-
-    request_id: str
-    reply: ProviderReply
-    view: PhaseView
-    flagged: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """The request failed. ``jitter`` in [0, 1) spreads retries (drawn by the runner)."""
-
-    request_id: str
-    failure: ProviderFailure
-    jitter: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class ToolDone:
-    """A call the runner ran has finished (or failed, or timed out)."""
-
-    call_id: str
-    done: Done
-    duration: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class BoundaryDone:
-    """The runner applied a group's writes and ran the boundary (or the requested move):
-    ``events`` is what it did (state and phase changes, effect errors)."""
-
-    view: PhaseView
-    events: tuple[ev.Event, ...] = ()
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Resolve:
-    """A human decided on the pending approval."""
-
-    call_id: str
-    decision: ApprovalDecision
-    reason: str = ""
-    arguments_hash: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Cancel:
-    """The host cancelled the turn; the runner has stopped the provider stream and every
-    running tool. ``done`` are the results of calls that finished before they stopped;
-    ``now`` the time (seconds)."""
-
-    now: float
-    done: tuple[ToolDone, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    """A session whose worker stopped in the middle of a turn is opened again: finish
-    the turn from what was committed. ``idempotent``: the tools the workflow declares
-    ``idempotent: true`` (an interrupted call of one of them runs again, with the same
-    idempotency key)."""
-
-    view: PhaseView
-    idempotent: frozenset[str] = frozenset()
-
-
-Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-
-
-# --- commands --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Persist:
-    """Commit the session's values now, with these events (one transaction)."""
-
-    events: tuple[ev.Event, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CallProvider:
-    """Build a request for the current phase and send it; feed back :class:`Replied`
-    or :class:`Failed`. ``final``: the last request, in a terminal phase, offers no
-    tools."""
-
-    request_id: str
-    history: History
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class RunTools:
-    """Run these admitted calls (their admission is persisted already) and feed back one
-    :class:`ToolDone` each. ``sequential``: one by one in this order."""
-
-    calls: tuple[Planned, ...]
-    sequential: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RunBoundary:
-    """Apply ``writes`` (in the model's call order) to the state, then take ``move`` or
-    run one turn boundary; feed back :class:`BoundaryDone`. ``final``: the turn's last
-    boundary (it counts as a turn in the phase). ``advance=False``: only the writes (a
-    cancelled turn)."""
-
-    writes: tuple[tuple[str, str, str, Any], ...]  # (call id, tool, key, value)
-    move: str | None = None
-    final: bool = False
-    advance: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """The turn waits (for a human's decision): the host's stream ends here."""
-
-
-@dataclass(frozen=True, slots=True)
-class TurnOver:
-    """The turn ended (completed, cancelled, failed or step limit)."""
-
-    status: str
-
-
-Command = Persist | CallProvider | Sleep | RunTools | RunBoundary | Pause | TurnOver
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    core: Core
-    commands: tuple[Command, ...] = ()
-
-
 # --- the step function -----------------------------------------------------------------
 
 
-def step(core: Core, event: Input, limits: Limits = Limits()) -> Step:
+#: the limits of a step when the caller gives none (a frozen value, shared)
+DEFAULT_LIMITS = Limits()
+
+
+def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
     """The next values and what to do, for one input. Raises :class:`CoreError` only
     for an input that does not fit the values (a runner bug); stale inputs (a reply to
     an old request, a second result for a call) change nothing."""

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.session import events as ev
-from phaseflow.session.core import CallKind, Core, Done, Group, Planned, ResultLabel, Status
+from phaseflow.session.values import CallKind, Core, Done, Group, Planned, ResultLabel, Status
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
 from phaseflow.turn.messages import ToolCall, ToolOutcome

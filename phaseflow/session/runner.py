@@ -34,8 +34,9 @@ from phaseflow.providers.protocol import (
     TextDelta,
 )
 from phaseflow.session import events as ev
-from phaseflow.session.core import (
-    GO_TO_PHASE,
+from phaseflow.session.core import GO_TO_PHASE, step
+from phaseflow.session.core_json import core_to_json
+from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
@@ -54,9 +55,7 @@ from phaseflow.session.core import (
     Sleep,
     ToolDone,
     TurnOver,
-    step,
 )
-from phaseflow.session.core_json import core_to_json
 from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store

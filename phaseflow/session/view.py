@@ -17,7 +17,8 @@ from typing import Any
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.navigation import FINAL_PHASE_NOTE
 from phaseflow.providers.protocol import ToolSpec
-from phaseflow.session.core import GO_TO_PHASE, RECORD, OfferedTool, PhaseView
+from phaseflow.session.core import GO_TO_PHASE, RECORD
+from phaseflow.session.values import OfferedTool, PhaseView
 from phaseflow.spec.model import CallEffect, Phase, Workflow
 from phaseflow.tools.arguments import ArgumentValidator, compile_validator
 from phaseflow.tools.function import FunctionTool

@@ -28,7 +28,8 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
 )
 from phaseflow.session import events as ev
-from phaseflow.session.core import (
+from phaseflow.session.core import step
+from phaseflow.session.values import (
     Command,
     Core,
     Input,
@@ -37,7 +38,6 @@ from phaseflow.session.core import (
     Persist,
     PhaseView,
     Step,
-    step,
 )
 from phaseflow.spec.loader import load_workflow_text
 from phaseflow.spec.model import Workflow

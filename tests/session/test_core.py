@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from phaseflow.providers.protocol import ProviderFailure
 from phaseflow.session import events as ev
-from phaseflow.session.core import (
+from phaseflow.session.core import ResolutionRefused, arguments_hash
+from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
@@ -29,7 +30,6 @@ from phaseflow.session.core import (
     Pause,
     Persist,
     Replied,
-    ResolutionRefused,
     Resolve,
     Resume,
     RunBoundary,
@@ -38,7 +38,6 @@ from phaseflow.session.core import (
     Sleep,
     ToolDone,
     TurnOver,
-    arguments_hash,
 )
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.execution import ApprovalDecision, PromptKind

@@ -44,7 +44,8 @@ from hypothesis.stateful import (
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
-from phaseflow.session.core import Core, ResolutionRefused
+from phaseflow.session.core import ResolutionRefused
+from phaseflow.session.values import Core
 from phaseflow.spec.loader import load_workflow
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
