@@ -44,7 +44,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from phaseflow.stores import codec
+from phaseflow.stores import codec, rules
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
@@ -53,7 +53,6 @@ from phaseflow.stores.base import (
     StoreConflict,
     StoredEvent,
     StoreError,
-    StoreFenced,
     check_session_id,
 )
 from phaseflow.stores.dsn import masked
@@ -296,14 +295,8 @@ class PostgresStore:
         event_rows = codec.encode_events(sid, events)
 
         async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
-            seqs = await self._write(conn, record, written, event_rows, expected_version, lease)
-            if consumed:
-                await conn.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
-                                   (sid, consumed))
-            if release and lease is not None:  # checked in _write: this very lease
-                await conn.execute("UPDATE sessions SET lease_owner = NULL,"
-                                   " lease_expires = NULL WHERE id = %s", (sid,))
-            return seqs
+            return await self._write(conn, record, written, event_rows, expected_version,
+                                     lease, consumed, release)
 
         try:
             seqs = await self._run(write, transaction=True, pipeline=True)
@@ -317,62 +310,48 @@ class PostgresStore:
     @staticmethod
     async def _write(conn: psycopg.AsyncConnection[Any], record: SessionRecord,
                      written: codec.Written, event_rows: list[str], expected_version: int,
-                     lease: Lease | None) -> tuple[int, ...]:
+                     lease: Lease | None, consumed: int, release: bool) -> tuple[int, ...]:
+        """The commit rule (:func:`rules.plan_commit`) on the row as read (and locked),
+        carried out: the writes go out in the pipeline with the ``COMMIT``."""
         sid = record.session_id
         cur = await conn.execute(
-            "SELECT version, message_count, mark_count, event_count, lease_epoch, lease_owner"
-            " FROM sessions WHERE id = %s FOR UPDATE", (sid,))
-        row = await cur.fetchone()
-        if row is not None:
-            row = (*codec.counts(sid, row[:5]), row[5])
-        if lease is not None and (row is None or row[5] != lease.owner
-                                  or row[4] != lease.epoch):
-            raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
-                              f"{lease.epoch}) was taken over; this write is refused")
-        stored = 0 if row is None else row[0]
-        if stored != expected_version:
-            raise StoreConflict(f"session {sid!r}: stored version is {stored}, this writer "
-                                f"expected {expected_version}")
-        if record.version != expected_version + 1:
-            raise StoreConflict(f"session {sid!r}: a commit must raise the version by one")
-        message_count, mark_count, event_count = (0, 0, 0) if row is None else row[1:4]
-        rewrite = written.rewrite or written.message_from != message_count or (
-            written.mark_from != mark_count)
-        message_from, mark_from = written.message_from, written.mark_from
-        if rewrite and (message_from or mark_from):
-            # Another store object wrote this session since: what this one knew is no
-            # prefix any more. Never append to a history it did not see.
-            raise StoreConflict(f"session {sid!r}: the stored history is not the one this "
-                                "writer extended")
-        seqs = tuple(range(event_count + 1, event_count + 1 + len(event_rows)))
+            f"SELECT {codec.COMMIT_READ} FROM sessions WHERE id = %s FOR UPDATE", (sid,))
+        plan = rules.plan_commit(
+            sid, codec.stored(sid, await cur.fetchone()), version=record.version,
+            expected_version=expected_version, lease=lease, events=len(event_rows),
+            history=written.history, consumed=consumed, release=release)
         values = (record.workflow, record.workflow_hash, record.version, record.status,
-                  record.phase, record.turn, written.snapshot,
-                  message_from + len(written.messages), mark_from + len(written.marks),
-                  event_count + len(event_rows), record.updated_at)
-        if row is None:
+                  record.phase, record.turn, written.snapshot, plan.message_count,
+                  plan.mark_count, plan.event_count, record.updated_at)
+        if plan.create:
             cur = await conn.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at) VALUES"
                 " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING RETURNING 1", (*values, sid, record.created_at))
             if await cur.fetchone() is None:  # another writer created it meanwhile
-                raise StoreConflict(f"session {sid!r}: stored version is no longer 0, this "
-                                    "writer expected 0")
-        else:
-            # A lease placeholder (version 0) takes the record's creation time too.
+                raise rules.lost_creation(sid)
+        else:  # one statement: a placeholder's creation time, and a release, with it
             await conn.execute(
                 "UPDATE sessions SET workflow = %s, workflow_hash = %s, version = %s,"
                 " status = %s, phase = %s, turn = %s, snapshot = %s, message_count = %s,"
                 " mark_count = %s, event_count = %s, updated_at = %s,"
-                " created_at = CASE WHEN version = 0 THEN %s ELSE created_at END"
-                " WHERE id = %s", (*values, record.created_at, sid))
+                " created_at = CASE WHEN %s THEN %s ELSE created_at END,"
+                " lease_owner = CASE WHEN %s THEN NULL ELSE lease_owner END,"
+                " lease_expires = CASE WHEN %s THEN NULL ELSE lease_expires END"
+                " WHERE id = %s", (*values, plan.placeholder, record.created_at,
+                                   plan.release, plan.release, sid))
         async with conn.cursor() as c:
-            if rewrite:
+            if plan.rewrite:
                 await c.execute("DELETE FROM messages WHERE session_id = %s", (sid,))
                 await c.execute("DELETE FROM marks WHERE session_id = %s", (sid,))
-            await _insert_rows(c, "messages", "idx", sid, message_from, written.messages)
-            await _insert_rows(c, "marks", "idx", sid, mark_from, written.marks)
-            await _insert_rows(c, "events", "seq", sid, event_count + 1, event_rows)
-        return seqs
+            await _insert_rows(c, "messages", "idx", sid, written.message_from,
+                               written.messages)
+            await _insert_rows(c, "marks", "idx", sid, written.mark_from, written.marks)
+            await _insert_rows(c, "events", "seq", sid, plan.event_from, event_rows)
+            if plan.consumed:
+                await c.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
+                                (sid, plan.consumed))
+        return plan.seqs
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -457,15 +436,11 @@ class PostgresStore:
             if row is None:  # deleted between the two statements
                 raise StoreConflict(f"session {session_id!r} was deleted while its lease "
                                     "was being taken")
-            holder, expires, epoch = codec.lease(session_id, *row[:3])
             (version,) = codec.counts(session_id, row[3:])
-            live = holder is not None and expires is not None and expires > now
-            replaced = replacing is not None and (holder, epoch) == (replacing.owner,
-                                                                     replacing.epoch)
-            if live and holder != owner and not force and not replaced:
+            epoch = rules.take_lease(*codec.lease(session_id, *row[:3]), owner=owner,
+                                     now=now, force=force, replacing=replacing)
+            if epoch is None:
                 return None
-            if not (live and holder == owner) or force:
-                epoch += 1
             await conn.execute("UPDATE sessions SET lease_owner = %s, lease_expires = %s,"
                                " lease_epoch = %s WHERE id = %s",
                                (owner, now + ttl, epoch, session_id))
