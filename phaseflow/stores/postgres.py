@@ -14,7 +14,10 @@ processes on several machines:
 - **One transaction per commit**: ``SELECT ... FOR UPDATE`` locks the session's row, so
   the compare-and-set on its version holds however many processes write; a first commit
   inserts the row with ``ON CONFLICT DO NOTHING``, so of two writers creating the same
-  session one wins and the other gets ``StoreConflict``.
+  session one wins and the other gets ``StoreConflict``. The rule deciding on what was
+  read is :mod:`phaseflow.stores.rules`, the same for every store.
+- **Two round trips per commit and per lease**: the transaction is one pipeline, its
+  ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
 - **The schema** is created when the store opens, under a transaction-scoped advisory
   lock (processes opening together do not race), in the schema the connection creates
   tables in (``current_schema()``) when none of phaseflow's table names is taken there:
@@ -247,9 +250,12 @@ class PostgresStore:
     async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
                    *, transaction: bool = False, pipeline: bool = False) -> T:
         """``fn`` on a pooled connection (inside one transaction when asked); database
-        errors become :class:`StoreError`. ``pipeline``: the statements whose results
-        are not read (a commit's writes and its COMMIT) go out together instead of one
-        round trip each."""
+        errors become :class:`StoreError`. ``pipeline``: the transaction in one
+        pipeline, its ``BEGIN`` and ``COMMIT`` sent as statements of it (psycopg's
+        ``transaction()`` waits for the server after ``BEGIN`` and again before
+        ``COMMIT``): ``BEGIN`` goes out with the first read, the writes whose results
+        are not read go out with the ``COMMIT``, and the server is waited for only
+        where ``fn`` reads a result and once at the end (see :func:`_pipelined`)."""
         await self.open()
         pool = self._pool
         if pool is None:
@@ -261,8 +267,7 @@ class PostgresStore:
                 if not pipeline:
                     async with conn.transaction():
                         return await fn(conn)
-                async with conn.pipeline(), conn.transaction():
-                    return await fn(conn)
+                return await _pipelined(conn, fn)
         except (psycopg.Error, UnicodeError) as exc:
             raise StoreError(f"{self.where}: {_message(exc)}") from None
 
@@ -445,7 +450,7 @@ class PostgresStore:
                                " lease_epoch = %s WHERE id = %s",
                                (owner, now + ttl, epoch, session_id))
             return Lease(session_id, owner, epoch, now + ttl, int(version))
-        return await self._run(take, transaction=True)
+        return await self._run(take, transaction=True, pipeline=True)
 
     async def release(self, lease: Lease) -> None:
         check_session_id(lease.session_id)
@@ -497,6 +502,28 @@ async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> N
     for conn in list(getattr(pool, "_pool", ())):
         with contextlib.suppress(Exception):  # already broken: nothing more to close
             await conn.close()
+
+
+async def _pipelined(conn: psycopg.AsyncConnection[Any],
+                     fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    """``fn`` in one transaction, in one pipeline, on an autocommit connection; the
+    pipeline's end is the one sync after the ``COMMIT``. A statement that fails makes
+    the server skip what follows it up to the sync (the ``COMMIT`` too), and psycopg
+    raises its error there. Whenever the transaction did not end (that error, or ``fn``
+    raised), it is rolled back, after the pipeline (a connection that cannot be is left
+    to the pool, which rolls back or discards what it is given back in a
+    transaction)."""
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            result = await fn(conn)
+            await conn.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+        raise
+    return result
 
 
 async def _found(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, list[str]],
