@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from phaseflow.stores import rules
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
@@ -164,6 +165,12 @@ class Written:
     message_from: int
     mark_from: int
     rewrite: bool
+
+    @property
+    def history(self) -> rules.History:
+        """What the commit rule checks of these rows (:func:`rules.plan_commit`)."""
+        return rules.History(self.message_from, self.mark_from, len(self.messages),
+                             len(self.marks), self.rewrite)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +316,20 @@ def counts(sid: str, row: Sequence[Any]) -> tuple[int, ...]:
     messages, marks and events, ``lease_epoch``: a prefix of them), checked."""
     names = ("version", "message_count", "mark_count", "event_count", "lease_epoch")
     return tuple(_count(sid, name, value) for name, value in zip(names, row, strict=False))
+
+
+#: the columns of the sessions row a commit reads (:func:`stored`)
+COMMIT_READ = "version, message_count, mark_count, event_count, lease_epoch, lease_owner"
+
+
+def stored(sid: str, row: Sequence[Any] | None) -> rules.Stored | None:
+    """What the commit rule needs of a sessions row read as :data:`COMMIT_READ`
+    (``None``: no row), checked."""
+    if row is None:
+        return None
+    version, messages, marks, events, epoch = counts(sid, row[:5])
+    owner = None if row[5] is None else _text(sid, "lease_owner", row[5])
+    return rules.Stored(version, events, owner, epoch, messages, marks)
 
 
 def lease(sid: str, owner: object, expires: object, epoch: object

@@ -14,14 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from phaseflow.stores import rules
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
     SessionRecord,
     SessionSummary,
-    StoreConflict,
     StoredEvent,
-    StoreFenced,
     check_session_id,
 )
 
@@ -56,39 +55,27 @@ class MemoryStore:
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
         release: bool = False,
     ) -> tuple[int, ...]:
-        check_session_id(record.session_id)
-        entry = self._sessions.get(record.session_id)
-        if lease is not None and (entry is None or entry.lease is None
-                                  or entry.lease.epoch != lease.epoch
-                                  or entry.lease.owner != lease.owner):
-            raise StoreFenced(f"session {record.session_id!r}: the lease of {lease.owner!r} "
-                              f"(epoch {lease.epoch}) was taken over; this write is refused")
-        stored = 0 if entry is None or entry.record is None else entry.record.version
-        if stored != expected_version:
-            raise StoreConflict(
-                f"session {record.session_id!r}: stored version is {stored}, "
-                f"this writer expected {expected_version}"
-            )
-        if record.version != expected_version + 1:
-            raise StoreConflict(
-                f"session {record.session_id!r}: a commit must raise the version by one"
-            )
+        sid = check_session_id(record.session_id)
+        entry = self._sessions.get(sid)
+        held = None if entry is None else entry.lease
+        plan = rules.plan_commit(
+            sid, None if entry is None else rules.Stored(
+                _version(entry), len(entry.events), None if held is None else held.owner,
+                entry.epoch),
+            version=record.version, expected_version=expected_version, lease=lease,
+            events=len(events), consumed=consumed, release=release)
         if entry is None:
-            entry = self._sessions[record.session_id] = _Entry(record)
+            entry = self._sessions[sid] = _Entry(record)
         else:
             entry.record = record
-        if consumed:
-            entry.queue = [q for q in entry.queue if q.id > consumed]
-        if release and lease is not None:
-            entry.lease = None  # checked above: it was this lease
-        start = len(entry.events) + 1
-        seqs = tuple(range(start, start + len(events)))
-        entry.events.extend(
-            StoredEvent(record.session_id, seq, dict(data))
-            for seq, data in zip(seqs, events, strict=True)
-        )
+        if plan.consumed:
+            entry.queue = [q for q in entry.queue if q.id > plan.consumed]
+        if plan.release:
+            entry.lease = None
+        entry.events.extend(StoredEvent(sid, seq, dict(data))
+                            for seq, data in zip(plan.seqs, events, strict=True))
         self.commits += 1
-        return seqs
+        return plan.seqs
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -123,22 +110,20 @@ class MemoryStore:
         if entry is None:
             entry = self._sessions[session_id] = _Entry(None)
         held = entry.lease
-        if held is not None and held.owner == owner and held.expires > now and not force:
-            entry.lease = Lease(session_id, owner, held.epoch, now + ttl, _version(entry))
-            return entry.lease
-        if held is not None and held.expires > now and not force and not _same(held,
-                                                                                replacing):
+        epoch = rules.take_lease(None if held is None else held.owner,
+                                 None if held is None else held.expires, entry.epoch,
+                                 owner=owner, now=now, force=force, replacing=replacing)
+        if epoch is None:
             return None
-        entry.epoch += 1
-        entry.lease = Lease(session_id, owner, entry.epoch, now + ttl, _version(entry))
+        entry.epoch = epoch
+        entry.lease = Lease(session_id, owner, epoch, now + ttl, _version(entry))
         return entry.lease
 
     async def release(self, lease: Lease) -> None:
         check_session_id(lease.session_id)
         entry = self._sessions.get(lease.session_id)
-        held = None if entry is None else entry.lease
-        if entry is not None and held is not None and (held.owner, held.epoch) == (
-                lease.owner, lease.epoch):
+        if entry is not None and entry.lease is not None and rules.is_lease(
+                entry.lease.owner, entry.lease.epoch, lease):
             entry.lease = None
 
     async def lease(self, session_id: str) -> Lease | None:
@@ -167,12 +152,6 @@ class MemoryStore:
 
     async def get_capture(self, reference: str) -> bytes | None:
         return self._captures.get(reference)
-
-
-def _same(held: Lease, replacing: Lease | None) -> bool:
-    """``held`` is the lease a worker asked to replace (same holder, same epoch)."""
-    return replacing is not None and (held.owner, held.epoch) == (replacing.owner,
-                                                                  replacing.epoch)
 
 
 def _version(entry: _Entry) -> int:

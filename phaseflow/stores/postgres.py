@@ -14,7 +14,10 @@ processes on several machines:
 - **One transaction per commit**: ``SELECT ... FOR UPDATE`` locks the session's row, so
   the compare-and-set on its version holds however many processes write; a first commit
   inserts the row with ``ON CONFLICT DO NOTHING``, so of two writers creating the same
-  session one wins and the other gets ``StoreConflict``.
+  session one wins and the other gets ``StoreConflict``. The rule deciding on what was
+  read is :mod:`phaseflow.stores.rules`, the same for every store.
+- **Two round trips per commit and per lease**: the transaction is one pipeline, its
+  ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
 - **The schema** is created when the store opens, under a transaction-scoped advisory
   lock (processes opening together do not race), in the schema the connection creates
   tables in (``current_schema()``) when none of phaseflow's table names is taken there:
@@ -44,7 +47,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from phaseflow.stores import codec
+from phaseflow.stores import codec, rules
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
@@ -53,7 +56,6 @@ from phaseflow.stores.base import (
     StoreConflict,
     StoredEvent,
     StoreError,
-    StoreFenced,
     check_session_id,
 )
 from phaseflow.stores.dsn import masked
@@ -248,9 +250,12 @@ class PostgresStore:
     async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
                    *, transaction: bool = False, pipeline: bool = False) -> T:
         """``fn`` on a pooled connection (inside one transaction when asked); database
-        errors become :class:`StoreError`. ``pipeline``: the statements whose results
-        are not read (a commit's writes and its COMMIT) go out together instead of one
-        round trip each."""
+        errors become :class:`StoreError`. ``pipeline``: the transaction in one
+        pipeline, its ``BEGIN`` and ``COMMIT`` sent as statements of it (psycopg's
+        ``transaction()`` waits for the server after ``BEGIN`` and again before
+        ``COMMIT``): ``BEGIN`` goes out with the first read, the writes whose results
+        are not read go out with the ``COMMIT``, and the server is waited for only
+        where ``fn`` reads a result and once at the end (see :func:`_pipelined`)."""
         await self.open()
         pool = self._pool
         if pool is None:
@@ -262,8 +267,7 @@ class PostgresStore:
                 if not pipeline:
                     async with conn.transaction():
                         return await fn(conn)
-                async with conn.pipeline(), conn.transaction():
-                    return await fn(conn)
+                return await _pipelined(conn, fn)
         except (psycopg.Error, UnicodeError) as exc:
             raise StoreError(f"{self.where}: {_message(exc)}") from None
 
@@ -296,14 +300,8 @@ class PostgresStore:
         event_rows = codec.encode_events(sid, events)
 
         async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
-            seqs = await self._write(conn, record, written, event_rows, expected_version, lease)
-            if consumed:
-                await conn.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
-                                   (sid, consumed))
-            if release and lease is not None:  # checked in _write: this very lease
-                await conn.execute("UPDATE sessions SET lease_owner = NULL,"
-                                   " lease_expires = NULL WHERE id = %s", (sid,))
-            return seqs
+            return await self._write(conn, record, written, event_rows, expected_version,
+                                     lease, consumed, release)
 
         try:
             seqs = await self._run(write, transaction=True, pipeline=True)
@@ -317,62 +315,48 @@ class PostgresStore:
     @staticmethod
     async def _write(conn: psycopg.AsyncConnection[Any], record: SessionRecord,
                      written: codec.Written, event_rows: list[str], expected_version: int,
-                     lease: Lease | None) -> tuple[int, ...]:
+                     lease: Lease | None, consumed: int, release: bool) -> tuple[int, ...]:
+        """The commit rule (:func:`rules.plan_commit`) on the row as read (and locked),
+        carried out: the writes go out in the pipeline with the ``COMMIT``."""
         sid = record.session_id
         cur = await conn.execute(
-            "SELECT version, message_count, mark_count, event_count, lease_epoch, lease_owner"
-            " FROM sessions WHERE id = %s FOR UPDATE", (sid,))
-        row = await cur.fetchone()
-        if row is not None:
-            row = (*codec.counts(sid, row[:5]), row[5])
-        if lease is not None and (row is None or row[5] != lease.owner
-                                  or row[4] != lease.epoch):
-            raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
-                              f"{lease.epoch}) was taken over; this write is refused")
-        stored = 0 if row is None else row[0]
-        if stored != expected_version:
-            raise StoreConflict(f"session {sid!r}: stored version is {stored}, this writer "
-                                f"expected {expected_version}")
-        if record.version != expected_version + 1:
-            raise StoreConflict(f"session {sid!r}: a commit must raise the version by one")
-        message_count, mark_count, event_count = (0, 0, 0) if row is None else row[1:4]
-        rewrite = written.rewrite or written.message_from != message_count or (
-            written.mark_from != mark_count)
-        message_from, mark_from = written.message_from, written.mark_from
-        if rewrite and (message_from or mark_from):
-            # Another store object wrote this session since: what this one knew is no
-            # prefix any more. Never append to a history it did not see.
-            raise StoreConflict(f"session {sid!r}: the stored history is not the one this "
-                                "writer extended")
-        seqs = tuple(range(event_count + 1, event_count + 1 + len(event_rows)))
+            f"SELECT {codec.COMMIT_READ} FROM sessions WHERE id = %s FOR UPDATE", (sid,))
+        plan = rules.plan_commit(
+            sid, codec.stored(sid, await cur.fetchone()), version=record.version,
+            expected_version=expected_version, lease=lease, events=len(event_rows),
+            history=written.history, consumed=consumed, release=release)
         values = (record.workflow, record.workflow_hash, record.version, record.status,
-                  record.phase, record.turn, written.snapshot,
-                  message_from + len(written.messages), mark_from + len(written.marks),
-                  event_count + len(event_rows), record.updated_at)
-        if row is None:
+                  record.phase, record.turn, written.snapshot, plan.message_count,
+                  plan.mark_count, plan.event_count, record.updated_at)
+        if plan.create:
             cur = await conn.execute(
                 f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at) VALUES"
                 " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO NOTHING RETURNING 1", (*values, sid, record.created_at))
             if await cur.fetchone() is None:  # another writer created it meanwhile
-                raise StoreConflict(f"session {sid!r}: stored version is no longer 0, this "
-                                    "writer expected 0")
-        else:
-            # A lease placeholder (version 0) takes the record's creation time too.
+                raise rules.lost_creation(sid)
+        else:  # one statement: a placeholder's creation time, and a release, with it
             await conn.execute(
                 "UPDATE sessions SET workflow = %s, workflow_hash = %s, version = %s,"
                 " status = %s, phase = %s, turn = %s, snapshot = %s, message_count = %s,"
                 " mark_count = %s, event_count = %s, updated_at = %s,"
-                " created_at = CASE WHEN version = 0 THEN %s ELSE created_at END"
-                " WHERE id = %s", (*values, record.created_at, sid))
+                " created_at = CASE WHEN %s THEN %s ELSE created_at END,"
+                " lease_owner = CASE WHEN %s THEN NULL ELSE lease_owner END,"
+                " lease_expires = CASE WHEN %s THEN NULL ELSE lease_expires END"
+                " WHERE id = %s", (*values, plan.placeholder, record.created_at,
+                                   plan.release, plan.release, sid))
         async with conn.cursor() as c:
-            if rewrite:
+            if plan.rewrite:
                 await c.execute("DELETE FROM messages WHERE session_id = %s", (sid,))
                 await c.execute("DELETE FROM marks WHERE session_id = %s", (sid,))
-            await _insert_rows(c, "messages", "idx", sid, message_from, written.messages)
-            await _insert_rows(c, "marks", "idx", sid, mark_from, written.marks)
-            await _insert_rows(c, "events", "seq", sid, event_count + 1, event_rows)
-        return seqs
+            await _insert_rows(c, "messages", "idx", sid, written.message_from,
+                               written.messages)
+            await _insert_rows(c, "marks", "idx", sid, written.mark_from, written.marks)
+            await _insert_rows(c, "events", "seq", sid, plan.event_from, event_rows)
+            if plan.consumed:
+                await c.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
+                                (sid, plan.consumed))
+        return plan.seqs
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -457,20 +441,16 @@ class PostgresStore:
             if row is None:  # deleted between the two statements
                 raise StoreConflict(f"session {session_id!r} was deleted while its lease "
                                     "was being taken")
-            holder, expires, epoch = codec.lease(session_id, *row[:3])
             (version,) = codec.counts(session_id, row[3:])
-            live = holder is not None and expires is not None and expires > now
-            replaced = replacing is not None and (holder, epoch) == (replacing.owner,
-                                                                     replacing.epoch)
-            if live and holder != owner and not force and not replaced:
+            epoch = rules.take_lease(*codec.lease(session_id, *row[:3]), owner=owner,
+                                     now=now, force=force, replacing=replacing)
+            if epoch is None:
                 return None
-            if not (live and holder == owner) or force:
-                epoch += 1
             await conn.execute("UPDATE sessions SET lease_owner = %s, lease_expires = %s,"
                                " lease_epoch = %s WHERE id = %s",
                                (owner, now + ttl, epoch, session_id))
             return Lease(session_id, owner, epoch, now + ttl, int(version))
-        return await self._run(take, transaction=True)
+        return await self._run(take, transaction=True, pipeline=True)
 
     async def release(self, lease: Lease) -> None:
         check_session_id(lease.session_id)
@@ -522,6 +502,28 @@ async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> N
     for conn in list(getattr(pool, "_pool", ())):
         with contextlib.suppress(Exception):  # already broken: nothing more to close
             await conn.close()
+
+
+async def _pipelined(conn: psycopg.AsyncConnection[Any],
+                     fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+    """``fn`` in one transaction, in one pipeline, on an autocommit connection; the
+    pipeline's end is the one sync after the ``COMMIT``. A statement that fails makes
+    the server skip what follows it up to the sync (the ``COMMIT`` too), and psycopg
+    raises its error there. Whenever the transaction did not end (that error, or ``fn``
+    raised), it is rolled back, after the pipeline (a connection that cannot be is left
+    to the pool, which rolls back or discards what it is given back in a
+    transaction)."""
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            result = await fn(conn)
+            await conn.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+        raise
+    return result
 
 
 async def _found(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, list[str]],

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from phaseflow.stores import codec
+from phaseflow.stores import codec, rules
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
@@ -46,7 +46,6 @@ from phaseflow.stores.base import (
     StoreConflict,
     StoredEvent,
     StoreError,
-    StoreFenced,
     check_session_id,
 )
 
@@ -86,6 +85,17 @@ CREATE TABLE IF NOT EXISTS inbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id);
 """
+
+_SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
+                    " message_count, mark_count, event_count, updated_at")
+_SESSION_SET = ("workflow = ?, workflow_hash = ?, version = ?, status = ?, phase = ?,"
+                " turn = ?, snapshot = ?, message_count = ?, mark_count = ?,"
+                " event_count = ?, updated_at = ?")
+#: the rest of a commit's update: the creation time of a lease's placeholder (the
+#: session is created now), the lease cleared when the commit releases it
+_CREATED_RELEASED = ("created_at = CASE WHEN ? THEN ? ELSE created_at END,"
+                     " lease_owner = CASE WHEN ? THEN NULL ELSE lease_owner END,"
+                     " lease_expires = CASE WHEN ? THEN NULL ELSE lease_expires END")
 
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -255,13 +265,8 @@ class SQLiteStore:
         def write(conn: sqlite3.Connection) -> tuple[int, ...]:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                seqs = self._write(conn, record, written, event_rows, expected_version, lease)
-                if consumed:
-                    conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
-                                 (sid, consumed))
-                if release and lease is not None:
-                    conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
-                                 " WHERE id = ?", (sid,))  # checked in _write: this lease
+                seqs = self._write(conn, record, written, event_rows, expected_version,
+                                   lease, consumed, release)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -279,68 +284,40 @@ class SQLiteStore:
 
     @staticmethod
     def _write(conn: sqlite3.Connection, record: SessionRecord, written: codec.Written,
-               event_rows: list[str], expected_version: int, lease: Lease | None
-               ) -> tuple[int, ...]:
+               event_rows: list[str], expected_version: int, lease: Lease | None,
+               consumed: int, release: bool) -> tuple[int, ...]:
+        """The commit rule (:func:`rules.plan_commit`) on the row as read, carried out."""
         sid = record.session_id
-        row = conn.execute("SELECT version, message_count, mark_count, event_count,"
-                           " lease_epoch, lease_owner FROM sessions WHERE id = ?",
-                           (sid,)).fetchone()
-        if row is not None:
-            row = (*codec.counts(sid, row[:5]), row[5])
-        if lease is not None and (row is None or row[5] != lease.owner
-                                  or row[4] != lease.epoch):
-            raise StoreFenced(f"session {sid!r}: the lease of {lease.owner!r} (epoch "
-                              f"{lease.epoch}) was taken over; this write is refused")
-        stored = 0 if row is None else row[0]
-        if stored != expected_version:
-            raise StoreConflict(f"session {sid!r}: stored version is {stored}, this writer "
-                                f"expected {expected_version}")
-        if record.version != expected_version + 1:
-            raise StoreConflict(f"session {sid!r}: a commit must raise the version by one")
-        message_count = 0 if row is None else row[1]
-        mark_count = 0 if row is None else row[2]
-        event_count = 0 if row is None else row[3]
-        rewrite = written.rewrite or written.message_from != message_count or (
-            written.mark_from != mark_count)
-        messages, marks = written.messages, written.marks
-        message_from, mark_from = written.message_from, written.mark_from
-        if rewrite and (message_from or mark_from):
-            # Another store object wrote this session since: what this one knew is no
-            # prefix any more. Never append to a history it did not see.
-            raise StoreConflict(f"session {sid!r}: the stored history is not the one this "
-                                "writer extended")
-        if rewrite:
+        plan = rules.plan_commit(
+            sid, codec.stored(sid, conn.execute(
+                f"SELECT {codec.COMMIT_READ} FROM sessions WHERE id = ?", (sid,)).fetchone()),
+            version=record.version, expected_version=expected_version, lease=lease,
+            events=len(event_rows), history=written.history, consumed=consumed,
+            release=release)
+        if plan.rewrite:
             conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
             conn.execute("DELETE FROM marks WHERE session_id = ?", (sid,))
-        conn.executemany("INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
-                         [(sid, message_from + k, m) for k, m in enumerate(messages)])
-        conn.executemany("INSERT INTO marks (session_id, idx, data) VALUES (?, ?, ?)",
-                         [(sid, mark_from + k, m) for k, m in enumerate(marks)])
-        seqs = tuple(range(event_count + 1, event_count + 1 + len(event_rows)))
-        conn.executemany("INSERT INTO events (session_id, seq, data) VALUES (?, ?, ?)",
-                         [(sid, seq, data) for seq, data in zip(seqs, event_rows, strict=True)])
+        for table, key, start, rows in (
+                ("messages", "idx", written.message_from, written.messages),
+                ("marks", "idx", written.mark_from, written.marks),
+                ("events", "seq", plan.event_from, event_rows)):
+            conn.executemany(f"INSERT INTO {table} (session_id, {key}, data) VALUES (?, ?, ?)",
+                             [(sid, start + k, data) for k, data in enumerate(rows)])
         values = (record.workflow, record.workflow_hash, record.version, record.status,
-                  record.phase, record.turn, written.snapshot,
-                  message_from + len(messages), mark_from + len(marks),
-                  event_count + len(event_rows), record.updated_at)
-        if row is None:
-            conn.execute(
-                "INSERT INTO sessions (workflow, workflow_hash, version, status, phase, turn,"
-                " snapshot, message_count, mark_count, event_count, updated_at, id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*values, sid, record.created_at))
-        elif stored == 0:  # the lease's placeholder row: the session is created now
-            conn.execute(
-                "UPDATE sessions SET workflow = ?, workflow_hash = ?, version = ?, status = ?,"
-                " phase = ?, turn = ?, snapshot = ?, message_count = ?, mark_count = ?,"
-                " event_count = ?, updated_at = ?, created_at = ? WHERE id = ?",
-                (*values, record.created_at, sid))
-        else:
-            conn.execute(
-                "UPDATE sessions SET workflow = ?, workflow_hash = ?, version = ?, status = ?,"
-                " phase = ?, turn = ?, snapshot = ?, message_count = ?, mark_count = ?,"
-                " event_count = ?, updated_at = ? WHERE id = ?", (*values, sid))
-        return seqs
+                  record.phase, record.turn, written.snapshot, plan.message_count,
+                  plan.mark_count, plan.event_count, record.updated_at)
+        if plan.create:
+            conn.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (*values, sid, record.created_at))
+        else:  # one statement: a placeholder's creation time, and a release, with it
+            conn.execute(f"UPDATE sessions SET {_SESSION_SET}, {_CREATED_RELEASED}"
+                         " WHERE id = ?", (*values, plan.placeholder, record.created_at,
+                                           plan.release, plan.release, sid))
+        if plan.consumed:
+            conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
+                         (sid, plan.consumed))
+        return plan.seqs
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -440,16 +417,12 @@ class SQLiteStore:
                         " created_at, updated_at) VALUES (?, '', '', 0, 'new', '', 0, '{}',"
                         " 0, 0, 0, ?, ?)", (session_id, now, now))
                     row = (None, None, 0, 0)
-                holder, expires, epoch = codec.lease(session_id, *row[:3])
                 (version,) = codec.counts(session_id, row[3:])
-                live = holder is not None and expires is not None and expires > now
-                replaced = replacing is not None and (holder, epoch) == (replacing.owner,
-                                                                         replacing.epoch)
-                if live and holder != owner and not force and not replaced:
+                epoch = rules.take_lease(*codec.lease(session_id, *row[:3]), owner=owner,
+                                         now=now, force=force, replacing=replacing)
+                if epoch is None:
                     conn.execute("COMMIT")
                     return None
-                if not (live and holder == owner) or force:
-                    epoch += 1
                 conn.execute("UPDATE sessions SET lease_owner = ?, lease_expires = ?,"
                              " lease_epoch = ? WHERE id = ?", (owner, now + ttl, epoch,
                                                                session_id))
