@@ -434,10 +434,14 @@ def _canonical(value: Any) -> Any:
         return ("b", value)
     if isinstance(value, int | float):
         return ("n", value)
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return ("l", tuple(_canonical(v) for v in value))
     if isinstance(value, dict):
         return ("d", frozenset((k, _canonical(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:  # not JSON (a set of lists...): never equal to another item
+        return ("o", id(value))
     return ("s", value)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -211,6 +211,7 @@ odd_values = st.recursive(
 
 @settings(max_examples=80, deadline=None)
 @given(st.one_of(subset_schemas, subset_schemas.map(lambda s: {"allOf": [s]})), odd_values)
+@example(schema={"uniqueItems": True, "items": False}, value=[([],)])  # found by hypothesis
 def test_never_raises_whatever_the_value(schema: Any, value: Any) -> None:
     message = compile_validator(schema)(value)
     assert message is None or (type(message) is str and len(message) < 400)
