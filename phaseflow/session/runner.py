@@ -440,22 +440,25 @@ class Runner:
             entry.timeout if entry is not None else None)
         threaded = bool(timeout) and not fn.is_async
         try:
-            # a sync tool with a timeout runs in a thread of its own, so the deadline
-            # ends the wait even while the function runs (see FunctionTool.invoke)
-            work = asyncio.ensure_future(fn.invoke(call.argument_value(),
-                                                   self._context(call.id), threaded=threaded))
-            try:
-                # the deadline is ours only when it passed: a TimeoutError the tool
-                # raised itself (a socket's) is the tool's own failure, below
-                done_, _ = await asyncio.wait({work}, timeout=timeout or None)
-            except asyncio.CancelledError:
-                work.cancel()
-                raise
-            if not done_:
-                work.cancel()
-                return ToolDone(call.id, self._timed_out(call, timeout or 0.0, threaded),
-                                time.perf_counter() - started)
-            value = work.result()
+            if not timeout:
+                value = await fn.invoke(call.argument_value(), self._context(call.id))
+            else:
+                # a sync tool with a timeout runs in a thread of its own, so the deadline
+                # ends the wait even while the function runs (see FunctionTool.invoke)
+                work = asyncio.ensure_future(fn.invoke(
+                    call.argument_value(), self._context(call.id), threaded=threaded))
+                try:
+                    # the deadline is ours only when it passed: a TimeoutError the tool
+                    # raised itself (a socket's) is the tool's own failure, below
+                    done_, _ = await asyncio.wait({work}, timeout=timeout)
+                except asyncio.CancelledError:
+                    work.cancel()
+                    raise
+                if not done_:
+                    work.cancel()
+                    return ToolDone(call.id, self._timed_out(call, timeout, threaded),
+                                    time.perf_counter() - started)
+                value = work.result()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
