@@ -36,7 +36,7 @@ ANNOTATIONS = frozenset(
 _KEYWORDS = frozenset({
     "type", "properties", "additionalProperties", "required", "enum", "const", "pattern",
     "minLength", "minProperties", "items", "minimum", "maximum", "exclusiveMinimum", "oneOf",
-    "allOf",
+    "allOf", "anyOf", "maxLength", "minItems", "maxItems", "maxProperties", "exclusiveMaximum",
     "dependentRequired", "propertyNames", "unevaluatedProperties", "uniqueItems",
 })
 #: What the compiling schema may name (set per compile_check call).
@@ -123,7 +123,9 @@ _equal = json_equal
 _EMPTY: frozenset[str] = frozenset()
 
 #: Keywords that make a schema more than a conjunction of checks on the value itself.
-_STRUCTURAL = ("properties", "additionalProperties", "allOf", "oneOf", "unevaluatedProperties")
+_STRUCTURAL = (
+    "properties", "additionalProperties", "allOf", "anyOf", "oneOf", "unevaluatedProperties"
+)
 
 
 def _checks(schema: dict[str, Any]) -> list[Check]:
@@ -188,6 +190,9 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "minLength" in schema and not fused_length:
         least = schema["minLength"]
         checks.append(lambda v: not isinstance(v, str) or len(v) >= least)
+    if "maxLength" in schema:
+        longest = schema["maxLength"]
+        checks.append(lambda v: not isinstance(v, str) or len(v) <= longest)
     # Written as jsonschema tests them (the error case negated), so NaN agrees too.
     if "minimum" in schema:
         low = schema["minimum"]
@@ -195,6 +200,9 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "maximum" in schema:
         high = schema["maximum"]
         checks.append(lambda v: not _is_type(v, "number") or not v > high)
+    if "exclusiveMaximum" in schema:
+        below = schema["exclusiveMaximum"]
+        checks.append(lambda v: not _is_type(v, "number") or not v >= below)
     if "exclusiveMinimum" in schema:
         above = schema["exclusiveMinimum"]
         checks.append(lambda v: not _is_type(v, "number") or not v <= above)
@@ -223,6 +231,15 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "minProperties" in schema:
         fewest = schema["minProperties"]
         checks.append(lambda v: not isinstance(v, dict) or len(v) >= fewest)
+    if "maxProperties" in schema:
+        most = schema["maxProperties"]
+        checks.append(lambda v: not isinstance(v, dict) or len(v) <= most)
+    if "minItems" in schema:
+        fewest_items = schema["minItems"]
+        checks.append(lambda v: not isinstance(v, list) or len(v) >= fewest_items)
+    if "maxItems" in schema:
+        most_items = schema["maxItems"]
+        checks.append(lambda v: not isinstance(v, list) or len(v) <= most_items)
     if "dependentRequired" in schema:
         depends = {k: tuple(v) for k, v in schema["dependentRequired"].items()}
         checks.append(lambda v: not isinstance(v, dict) or all(
@@ -276,7 +293,7 @@ def _compile_check(schema: Any) -> Check:
     if (
         isinstance(schema, dict)
         and "properties" in schema
-        and not any(k in schema for k in ("oneOf", "allOf", "unevaluatedProperties"))
+        and not any(k in schema for k in ("anyOf", "oneOf", "allOf", "unevaluatedProperties"))
     ):
         # An object of known properties (a phase, a transition), as evaluate_object in
         # _compile, without making the set of its evaluated keys nobody reads here.
@@ -334,6 +351,9 @@ def _compile(schema: Any) -> _Eval:
         raise _Unsupported(repr(schema))
     checks = _checks(schema)
     one_of = [_compile(s) for s in schema.get("oneOf", [])]
+    any_of = [_compile(s) for s in schema.get("anyOf", [])]
+    if ("anyOf" in schema and not any_of) or ("oneOf" in schema and not one_of):
+        raise _Unsupported("an empty anyOf or oneOf")
     all_of = [_compile(s) for s in schema.get("allOf", [])]
     properties = {k: _compile_check(s) for k, s in schema.get("properties", {}).items()}
     additional = (
@@ -345,14 +365,15 @@ def _compile(schema: Any) -> _Eval:
         raise _Unsupported("unevaluatedProperties other than false")
     holds = _fuse(checks)
 
-    if not properties and additional is None and not all_of and not one_of and unevaluated is None:
+    combined = all_of or any_of or one_of
+    if not properties and additional is None and not combined and unevaluated is None:
         # A leaf (a name, a string, a list of names): its checks are all there is.
         def evaluate_leaf(value: Any) -> AbstractSet[str] | None:
             return _EMPTY if holds(value) else None
 
         return evaluate_leaf
 
-    if not all_of and not one_of and unevaluated is None:
+    if not combined and unevaluated is None:
         # An object of known properties (a phase, a transition): one pass over its keys.
         lookup = properties.get
 
@@ -390,6 +411,12 @@ def _compile(schema: Any) -> _Eval:
             if got is None:
                 return None
             seen |= got
+        if any_of:
+            passing = [got for got in (each(value) for each in any_of) if got is not None]
+            if not passing:
+                return None
+            for got in passing:
+                seen |= got
         if one_of:
             passing = [got for got in (each(value) for each in one_of) if got is not None]
             if len(passing) != 1:

@@ -38,7 +38,13 @@ from contextvars import ContextVar
 from typing import Any
 
 from phaseflow.errors import ConfigError
-from phaseflow.spec.jsonschema_check import is_type, json_equal, json_type, repeated_item
+from phaseflow.spec.jsonschema_check import (
+    compile_check,
+    is_type,
+    json_equal,
+    json_type,
+    repeated_item,
+)
 
 __all__ = ["ArgumentValidator", "compile_validator", "json_type", "validate_arguments"]
 
@@ -73,6 +79,17 @@ def compile_validator(schema: Mapping[str, Any] | bool) -> ArgumentValidator:
     if check is None:
         return _jsonschema_validator(schema)
     own = check
+    fast = compile_check(schema, annotations=_ANNOTATIONS)
+    if fast is not None:
+        holds = fast
+
+        def validate_fast(value: Any) -> str | None:
+            try:
+                if holds(value):
+                    return None
+            except Exception:  # no verdict (an odd value): the explaining check decides
+                pass
+            return validate(value)
 
     def validate(value: Any) -> str | None:
         try:
@@ -81,7 +98,7 @@ def compile_validator(schema: Mapping[str, Any] | bool) -> ArgumentValidator:
             return "the arguments are nested too deeply"
         return None if fail is None else str.__str__(fail)
 
-    return validate
+    return validate if fast is None else validate_fast
 
 
 def _compile_own(schema: Any) -> _Check | None:
