@@ -23,7 +23,9 @@ from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["ANNOTATIONS", "Check", "compile_check", "is_type", "json_equal", "json_type"]
+__all__ = [
+    "ANNOTATIONS", "Check", "compile_check", "is_type", "json_equal", "json_type", "repeated_item",
+]
 
 Check = Callable[[Any], bool]
 #: A check that also reports which object keys it evaluated (for unevaluatedProperties).
@@ -115,10 +117,6 @@ def json_equal(one: Any, two: Any) -> bool:
 #: The types ``is_type`` tests with one isinstance (no bool/number subtlety).
 _PLAIN_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list}
 
-_is_type = is_type
-_equal = json_equal
-
-
 #: The evaluated keys of a valid non-object (shared: callers only read it or merge it).
 _EMPTY: frozenset[str] = frozenset()
 
@@ -170,12 +168,12 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             checks.append(lambda v: isinstance(v, plain))
         elif len(allowed) == 1:
             only = allowed[0]
-            checks.append(lambda v: _is_type(v, only))
+            checks.append(lambda v: is_type(v, only))
         else:
-            checks.append(lambda v, a=tuple(allowed): any(_is_type(v, k) for k in a))  # type: ignore[misc]
+            checks.append(lambda v, a=tuple(allowed): any(is_type(v, k) for k in a))  # type: ignore[misc]
     if "const" in schema:
         const = schema["const"]
-        checks.append(lambda v: _equal(v, const))
+        checks.append(lambda v: json_equal(v, const))
     if "enum" in schema:
         options = list(schema["enum"])
         if options and all(type(o) is str for o in options):
@@ -183,7 +181,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             strings = frozenset(options)
             checks.append(lambda v: type(v) is str and v in strings)
         else:
-            checks.append(lambda v: any(_equal(v, o) for o in options))
+            checks.append(lambda v: any(json_equal(v, o) for o in options))
     if "pattern" in schema and not fused_pattern:
         search = re.compile(schema["pattern"]).search
         checks.append(lambda v: not isinstance(v, str) or search(v) is not None)
@@ -196,16 +194,16 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     # Written as jsonschema tests them (the error case negated), so NaN agrees too.
     if "minimum" in schema:
         low = schema["minimum"]
-        checks.append(lambda v: not _is_type(v, "number") or not v < low)
+        checks.append(lambda v: not is_type(v, "number") or not v < low)
     if "maximum" in schema:
         high = schema["maximum"]
-        checks.append(lambda v: not _is_type(v, "number") or not v > high)
+        checks.append(lambda v: not is_type(v, "number") or not v > high)
     if "exclusiveMaximum" in schema:
         below = schema["exclusiveMaximum"]
-        checks.append(lambda v: not _is_type(v, "number") or not v >= below)
+        checks.append(lambda v: not is_type(v, "number") or not v >= below)
     if "exclusiveMinimum" in schema:
         above = schema["exclusiveMinimum"]
-        checks.append(lambda v: not _is_type(v, "number") or not v <= above)
+        checks.append(lambda v: not is_type(v, "number") or not v <= above)
     if "items" in schema and not fused_items:
         item = _compile_check(schema["items"])
         def items(v: Any) -> bool:
