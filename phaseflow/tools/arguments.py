@@ -38,6 +38,13 @@ from contextvars import ContextVar
 from typing import Any
 
 from phaseflow.errors import ConfigError
+from phaseflow.spec.jsonschema_check import (
+    compile_check,
+    is_type,
+    json_equal,
+    json_type,
+    repeated_item,
+)
 
 __all__ = ["ArgumentValidator", "compile_validator", "json_type", "validate_arguments"]
 
@@ -72,6 +79,17 @@ def compile_validator(schema: Mapping[str, Any] | bool) -> ArgumentValidator:
     if check is None:
         return _jsonschema_validator(schema)
     own = check
+    fast = compile_check(schema, annotations=_ANNOTATIONS)
+    if fast is not None:
+        holds = fast
+
+        def validate_fast(value: Any) -> str | None:
+            try:
+                if holds(value):
+                    return None
+            except Exception:  # no verdict (an odd value): the explaining check decides
+                pass
+            return validate(value)
 
     def validate(value: Any) -> str | None:
         try:
@@ -80,7 +98,7 @@ def compile_validator(schema: Mapping[str, Any] | bool) -> ArgumentValidator:
             return "the arguments are nested too deeply"
         return None if fail is None else str.__str__(fail)
 
-    return validate
+    return validate if fast is None else validate_fast
 
 
 def _compile_own(schema: Any) -> _Check | None:
@@ -96,26 +114,6 @@ def _compile_own(schema: Any) -> _Check | None:
 
 
 # -- messages ---------------------------------------------------------------------------
-
-def json_type(value: Any) -> str:
-    """The JSON type name of a parsed JSON value (``integer`` for ``1``, ``number`` for
-    ``1.5``); the Python class name for anything else."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
 
 def _where(path: tuple[str | int, ...]) -> str:
     if not path:
@@ -175,48 +173,13 @@ def _type_fail(path: tuple[str | int, ...], types: Sequence[str], value: Any) ->
 
 # -- JSON semantics -----------------------------------------------------------------------
 
-def _is_type(value: Any, name: str) -> bool:
-    if name == "string":
-        return isinstance(value, str)
-    if name == "integer":
-        if isinstance(value, bool):
-            return False
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    return value is None
-
-
-def _equal(one: Any, two: Any) -> bool:
-    """JSON equality: ``true`` is not ``1``, ``1`` is ``1.0`` (jsonschema's rule)."""
-    if one is two:
-        return True
-    if isinstance(one, str) or isinstance(two, str):
-        return bool(one == two)
-    if isinstance(one, list) and isinstance(two, list):
-        return len(one) == len(two) and all(_equal(a, b) for a, b in zip(one, two, strict=True))
-    if isinstance(one, dict) and isinstance(two, dict):
-        return len(one) == len(two) and all(k in two and _equal(v, two[k]) for k, v in one.items())
-    if isinstance(one, bool) or isinstance(two, bool):
-        return False  # one is not the other (checked above), and a bool equals only itself
-    if isinstance(one, list | dict) or isinstance(two, list | dict):
-        return False
-    return bool(one == two)
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _is_count(value: Any) -> bool:
     """A non-negative integer as the meta-schema reads it (``2.0`` counts)."""
-    return _is_type(value, "integer") and value >= 0
+    return is_type(value, "integer") and value >= 0
 
 
 # -- the compiler of the subset ---------------------------------------------------------------
@@ -330,7 +293,7 @@ def _type(spec: Any, schema: Mapping[str, Any]) -> _Check | None:
 
     def check(value: Any, path: tuple[str | int, ...]) -> str | None:
         for name in types:
-            if _is_type(value, name):
+            if is_type(value, name):
                 return None
         return _type_fail(path, types, value)
 
@@ -347,7 +310,7 @@ def _enum(spec: Any, schema: Mapping[str, Any]) -> _Check | None:
 
     def check(value: Any, path: tuple[str | int, ...]) -> str | None:
         for option in options:
-            if _equal(value, option):
+            if json_equal(value, option):
                 return None
         return f"{_where(path)} must be one of {shown}, got {_show(value)}"
 
@@ -358,7 +321,7 @@ def _const(spec: Any, schema: Mapping[str, Any]) -> _Check | None:
     shown = _show_schema_value(spec)
 
     def check(value: Any, path: tuple[str | int, ...]) -> str | None:
-        if _equal(value, spec):
+        if json_equal(value, spec):
             return None
         return f"{_where(path)} must be {shown}, got {_show(value)}"
 
@@ -397,7 +360,7 @@ def _length(kind: str, least: bool) -> Callable[[Any, Mapping[str, Any]], _Check
         limit = spec
 
         def check(value: Any, path: tuple[str | int, ...]) -> str | None:
-            if not _is_type(value, kind):
+            if not is_type(value, kind):
                 return None
             size = len(value)
             if (size >= limit) if least else (size <= limit):
@@ -428,23 +391,6 @@ def _pattern(spec: Any, schema: Mapping[str, Any]) -> _Check | None:
     return check
 
 
-def _canonical(value: Any) -> Any:
-    """A hashable key equal for JSON-equal values (``1`` and ``1.0``; not ``true``)."""
-    if isinstance(value, bool):
-        return ("b", value)
-    if isinstance(value, int | float):
-        return ("n", value)
-    if isinstance(value, list | tuple):
-        return ("l", tuple(_canonical(v) for v in value))
-    if isinstance(value, dict):
-        return ("d", frozenset((k, _canonical(v)) for k, v in value.items()))
-    try:
-        hash(value)
-    except TypeError:  # not JSON (a set of lists...): never equal to another item
-        return ("o", id(value))
-    return ("s", value)
-
-
 def _unique(spec: Any, schema: Mapping[str, Any]) -> _Check | None:
     if not isinstance(spec, bool):
         return None
@@ -454,13 +400,10 @@ def _unique(spec: Any, schema: Mapping[str, Any]) -> _Check | None:
     def check(value: Any, path: tuple[str | int, ...]) -> str | None:
         if not isinstance(value, list):
             return None
-        seen: set[Any] = set()
-        for index, item in enumerate(value):
-            key = _canonical(item)
-            if key in seen:
-                return f"{_where(path)} must not repeat items (item {index} is a repeat)"
-            seen.add(key)
-        return None
+        index = repeated_item(value)
+        if index is None:
+            return None
+        return f"{_where(path)} must not repeat items (item {index} is a repeat)"
 
     return check
 

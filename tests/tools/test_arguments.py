@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from phaseflow.errors import ConfigError
+from phaseflow.spec.jsonschema_check import compile_check
 from phaseflow.tools import arguments
 from phaseflow.tools.arguments import compile_validator, json_type, validate_arguments
 
@@ -215,3 +216,16 @@ odd_values = st.recursive(
 def test_never_raises_whatever_the_value(schema: Any, value: Any) -> None:
     message = compile_validator(schema)(value)
     assert message is None or (type(message) is str and len(message) < 400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(subset_schemas, st.lists(json_values, min_size=1, max_size=5))
+def test_the_fast_yes_no_check_agrees_with_jsonschema(schema: Any, values: list[Any]) -> None:
+    """The shared compiler's yes/no answers the valid calls alone: a wrong yes would let a
+    bad call through, a wrong no would only cost time (the explaining check decides)."""
+    fast = compile_check(schema, annotations=arguments._ANNOTATIONS)
+    if fast is None:  # prefixItems: the explaining check alone
+        return
+    reference = Draft202012Validator(schema)
+    for value in values:
+        assert fast(value) is reference.is_valid(value), (schema, value)
