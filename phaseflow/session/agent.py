@@ -32,7 +32,7 @@ from phaseflow.session.core import (
 )
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
-from phaseflow.session.settings import check_agent, hooks_callable
+from phaseflow.session.settings import check_agent
 from phaseflow.session.values import Cancel, Core, Input, Limits, Resolve, Resume, Send
 from phaseflow.session.workers import holder_is_gone, new_worker_id
 from phaseflow.spec.model import Workflow
@@ -188,16 +188,12 @@ class Agent:
             raise ConfigError(f"provider must have a stream(request) method (the Provider "
                               f"protocol), not {type(provider).__name__}")
         host_tools = _tools(tools)
-        hooks_callable(hooks)  # before the hooks are merged into the workflow's registry
-        if worker is not None and (not isinstance(worker, str) or not worker):
-            raise ConfigError(f"worker must be a non-empty string, not {worker!r}")
         check_agent(
-            workflow=wf if not hooks else replace(wf, registry={**wf.registry, **hooks}),
-            tools=host_tools, hooks=hooks,
+            workflow=wf, tools=host_tools, hooks=hooks,
             values={"max_steps": max_steps, "max_retries": max_retries,
                     "output_lines": output_lines, "output_chars": output_chars,
                     "lease": lease, "parallel_tools": parallel_tools, "system": system,
-                    "max_output_tokens": max_output_tokens},
+                    "max_output_tokens": max_output_tokens, "worker": worker},
             callables={"clock": clock, "phase_clock": phase_clock, "sleep": sleep,
                        "approve": approve})
         #: the phase machine's clock (``seconds_in_phase``): monotonic, so a wall-clock

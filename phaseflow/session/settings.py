@@ -73,10 +73,13 @@ def called_hooks(workflow: Workflow) -> list[str]:
     return names
 
 
-def hooks_present(workflow: Workflow) -> None:
-    """Every ``call`` effect has its callable: a missing one would fail every time the
-    effect runs (a preparation failing every turn)."""
-    missing = [c for c in called_hooks(workflow) if c not in workflow.registry]
+def hooks_present(workflow: Workflow, hooks: Mapping[str, Any] | None) -> None:
+    """Every ``call`` effect has its callable (in the workflow's registry or the host's
+    ``hooks``): a missing one would fail every time the effect runs (a preparation
+    failing every turn)."""
+    given = hooks or {}
+    missing = [c for c in called_hooks(workflow) if c not in workflow.registry
+               and c not in given]
     if missing:
         raise ConfigError(
             f"no callable for the workflow's call effect(s) {', '.join(map(repr, missing))}: "
@@ -100,7 +103,8 @@ def signatures_fit(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> Non
 def check_agent(*, workflow: Workflow, tools: Mapping[str, FunctionTool],
                 hooks: Mapping[str, Any] | None, values: Mapping[str, Any],
                 callables: Mapping[str, Callable[..., Any] | None]) -> None:
-    """All of the above, in the order a host would fix them."""
+    """All of the above, in the order a host would fix them. ``workflow`` is the one
+    loaded, before the host's ``hooks`` are added to its registry."""
     hooks_callable(hooks)
     for name in ("max_steps", "output_lines", "output_chars"):
         positive_int(name, values[name])
@@ -108,6 +112,9 @@ def check_agent(*, workflow: Workflow, tools: Mapping[str, FunctionTool],
     if values["max_output_tokens"] is not None:
         positive_int("max_output_tokens", values["max_output_tokens"])
     positive_seconds("lease", values["lease"])
+    worker = values["worker"]
+    if worker is not None and (not isinstance(worker, str) or not worker):
+        raise ConfigError(f"worker must be a non-empty string, not {worker!r}")
     if not isinstance(values["parallel_tools"], bool):
         raise ConfigError(f"parallel_tools must be True or False, not "
                           f"{values['parallel_tools']!r}")
@@ -117,4 +124,4 @@ def check_agent(*, workflow: Workflow, tools: Mapping[str, FunctionTool],
         a_callable(name, value, optional=name == "approve")
     no_built_in_names(tools)
     signatures_fit(workflow, tools)
-    hooks_present(workflow)
+    hooks_present(workflow, hooks)

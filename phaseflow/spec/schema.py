@@ -15,6 +15,7 @@ from typing import Any
 
 from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.jsonschema_check import json_type
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.schema.json"
@@ -94,23 +95,19 @@ _WHAT = {
 }
 
 
+#: how a user would call each JSON type of a YAML value
+_TYPE_PHRASES = {
+    "null": "empty (null)", "boolean": "a boolean", "integer": "an integer",
+    "number": "a number", "string": "a string", "array": "a list", "object": "a mapping",
+}
+
+
 def type_name(value: Any) -> str:
-    """How a user would call the type of a YAML value."""
-    if value is None:
-        return "empty (null)"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+    """How a user would call the type of a YAML value (its JSON type, in words)."""
+    name = json_type(value)
+    if name == type(value).__name__:  # not a JSON value: its class (json_type says so)
+        return name
+    return _TYPE_PHRASES.get(name, name)
 
 
 class NodeLocator:
