@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
@@ -23,49 +23,28 @@ from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
-from phaseflow.session.core import (
-    ResolutionRefused,
-    check_resolution,
-    joined_content,
-    step,
-    unanswered,
-)
+from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
+from phaseflow.session.driver import Busy, TurnDriver, check_open
+from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
-from phaseflow.session.values import Cancel, Core, Input, Limits, Resolve, Resume, Send
-from phaseflow.session.workers import holder_is_gone, new_worker_id
+from phaseflow.session.values import Cancel, Core, Limits, Resolve, Send
+from phaseflow.session.workers import new_worker_id
 from phaseflow.spec.model import Workflow
-from phaseflow.stores.base import Lease, SessionRecord, Store
+from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.tools.function import FunctionTool
 from phaseflow.tools.function import tool as make_tool
 from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
-from phaseflow.turn.messages import Content, Message, content_from_json, content_to_json
+from phaseflow.turn.messages import Content, Message
 
 T = TypeVar("T")
 
-Busy = Literal["queue", "reject"]
-
-
-class SessionBusy(PhaseflowError):
-    """A message arrived while a turn runs and the agent was built with
-    ``busy="reject"``."""
-
-
-class SessionFinished(PhaseflowError):
-    """The session reached a terminal phase: it takes no more messages."""
-
-
-class TurnFailed(PhaseflowError):
-    """``Session.reply``: the turn failed or was cancelled; ``status`` says which and
-    ``error`` the first error event's code and message (``provider_error: ...``)."""
-
-    def __init__(self, message: str, *, status: str, error: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
+#: the exceptions a host catches, importable from here as before
+__all__ = ["Agent", "PendingApproval", "Reply", "Session", "SessionBusy", "SessionError",
+           "SessionFinished", "TurnFailed"]
 
 
 class Reply(str):
@@ -82,10 +61,6 @@ class Reply(str):
         reply.status = status
         reply.approval = approval
         return reply
-
-
-class SessionError(PhaseflowError):
-    """A session that cannot be opened as asked (another workflow, a removed phase)."""
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -272,7 +247,7 @@ class Agent:
     def _resume(self, record: SessionRecord) -> Session:
         session = Session(self, self._runner_from(record))
         if record.workflow_hash != self.config.workflow_hash:
-            session._notes.append(ev.ErrorEvent(
+            session._driver.notes.append(ev.ErrorEvent(
                 code="workflow_changed", session_id=record.session_id, message=(
                     f"the workflow changed since this session was stored; it continues in "
                     f"phase {record.phase!r}")))
@@ -309,13 +284,17 @@ class Agent:
 
 
 class Session:
-    """One conversation. Not thread-safe; one event loop."""
+    """One conversation: the host's door. It checks what the host asks and hands it to
+    the session's :class:`~phaseflow.session.driver.TurnDriver`, which alone runs turns.
+    Not thread-safe; one event loop."""
 
     def __init__(self, agent: Agent, runner: Runner) -> None:
         self._agent = agent
-        self._runner = runner
-        self._running = False
-        self._notes: list[ev.Event] = []
+        self._driver = TurnDriver(runner, agent.store, agent._runner_from, agent.busy)
+
+    @property
+    def _runner(self) -> Runner:
+        return self._driver.runner
 
     # --- what it is -------------------------------------------------------------------
 
@@ -351,8 +330,6 @@ class Session:
         pending = self._runner.core.pending_approval
         if pending is None or self._runner.core.status != "awaiting_approval":
             return None
-        from phaseflow.session.core import arguments_hash
-
         return PendingApproval(pending.call.id, pending.call.name, pending.call.argument_value(),
                                arguments_hash(pending.call), pending.reason)
 
@@ -382,183 +359,27 @@ class Session:
 
     # --- talking ----------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._runner.core.status == "finished":
-            raise SessionFinished(f"session {self.id!r} has finished (phase {self.phase!r} is "
-                                  "terminal); it takes no more messages")
-
     async def send(self, message: Content, *, steering: bool = False
                    ) -> AsyncIterator[ev.Event]:
         """Send the user's message; the events of the turn (or turns, when messages were
         queued) as they happen. While a turn runs - here, or in another worker that
         holds the session's lease - the message is queued and starts the next turn (or
         is refused with :class:`SessionBusy` when the agent has ``busy="reject"``)."""
-        self._check_open()
+        driver = self._driver
+        check_open(driver.runner)
         kind = PromptKind.STEERING if steering else PromptKind.FOLLOW_UP
-        runner = self._runner
-        busy = self._running or runner.core.status == "awaiting_approval"
-        if busy and self._agent.busy == "reject":
+        busy = driver.running or driver.runner.core.status == "awaiting_approval"
+        if busy and driver.busy == "reject":
             raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
-        while self._running and not runner.core.execution.active:
-            # The turn is over and its loop is letting go: wait for it, then this message
-            # starts a turn of its own (a queue nobody would read again is no place).
-            await asyncio.sleep(0.001)
-            runner = self._runner
-        if self._running:
-            # This object runs a turn now: the message joins its queue, and that turn's
-            # loop sends it when the turn ends.
-            s = step(runner.core, Send(message, runner.view(), kind), runner.config.limits)
-            runner.core = s.core
-            for e in await runner.commit(()):
-                yield e
-            return
-        async for e in self._turns(Send(message, runner.view(), kind)):
+        async for e in driver.join(Send(message, driver.runner.view(), kind)):
             yield e
-
-    async def _turns(self, first: Input | None, *, force: bool = False
-                     ) -> AsyncIterator[ev.Event]:
-        """Run ``first`` (and what it leads to) holding the session's lease: finish a
-        turn a stopped worker left, then ``first``, then the messages other workers
-        queued meanwhile. Without the lease (another worker runs a turn) a message is
-        stored in the session's queue for that worker."""
-        agent, store = self._agent, self._agent.store
-        config = self._runner.config
-        lease = await store.acquire(self.id, config.worker, config.lease, config.clock(),
-                                    force=force)
-        if lease is None:
-            # A holder that is a killed process of this machine is replaced at once, not
-            # waited for until its lease expires (see phaseflow.session.workers).
-            held = await store.lease(self.id)
-            if held is not None and holder_is_gone(held.owner):
-                lease = await store.acquire(self.id, config.worker, config.lease,
-                                            config.clock(), replacing=held)
-        if lease is None:
-            if isinstance(first, Send) and agent.busy == "queue":
-                await store.enqueue(self.id, {"content": content_to_json(first.content),
-                                              "kind": first.kind.value})
-                # The holder may have looked at the queue for the last time before this
-                # message was stored, and let the turn go since: when the turn is free
-                # now, this worker takes it, so the message is never left behind.
-                lease = await store.acquire(self.id, config.worker, config.lease,
-                                            config.clock())
-                if lease is None:
-                    return
-                first = None
-            else:
-                raise SessionBusy(f"session {self.id!r}: another worker is running its turn")
-        while True:
-            async for e in self._holding(lease, first):
-                yield e
-            # A worker that found the turn taken may have stored its message after this
-            # one's last look at the queue: answered now, when the turn is still free.
-            if self._runner.core.status not in ("idle", "failed", "finished") or (
-                    not await store.queued(self.id)):
-                return
-            again = await store.acquire(self.id, config.worker, config.lease, config.clock())
-            if again is None:
-                return  # its holder looks at the queue before it lets the turn go
-            lease, first = again, None
-
-    async def _holding(self, lease: Lease, first: Input | None) -> AsyncIterator[ev.Event]:
-        """Run ``first`` with the session's lease held, then let the lease go."""
-        store = self._agent.store
-        self._running = True
-        try:
-            await self._refresh(lease.version)
-            self._runner.lease = lease
-            self._runner.released = False
-            self._runner.release_at_end = True
-            if isinstance(first, Resolve):
-                problem = check_resolution(self._runner.core, first)
-                if problem is not None:
-                    raise ResolutionRefused(f"session {self.id!r}: {problem}")
-            if isinstance(first, Send):
-                self._check_open()
-            while self._notes:
-                for e in await self._runner.commit((self._notes.pop(0),)):
-                    yield e
-            if self._runner.core.status == "running":
-                runner = self._runner
-                if isinstance(first, Send):
-                    # The message takes its place in the queue first (committed), then
-                    # the interrupted turn is finished; its end sends what is queued.
-                    s = step(runner.core, Send(first.content, runner.view(), first.kind),
-                             runner.config.limits)
-                    runner.core = s.core
-                    for e in await runner.commit(()):
-                        yield e
-                    first = None
-                async for e in runner.drive(self._resume_input()):
-                    yield e
-            if first is not None and not (isinstance(first, Send)
-                                          and self._runner.core.status == "finished"):
-                if isinstance(first, Send):
-                    first = Send(first.content, self._runner.view(), first.kind)
-                async for e in self._runner.drive(first):
-                    yield e
-            if not self._runner.released:
-                async for e in self._drain_queue():
-                    yield e
-        finally:
-            self._running = False
-            runner = self._runner
-            runner.release_at_end = False
-            if not runner.released:  # the turn's last commit did not let it go
-                held = runner.lease or lease  # renewed while the turn ran
-                runner.lease = None
-                await store.release(held)
-            runner.released = False
-
-    def _resume_input(self) -> Resume:
-        catalogue = self._agent.workflow.tools or {}
-        idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
-        return Resume(self._runner.view(), idempotent)
-
-    async def _refresh(self, stored: int = -1) -> None:
-        """Another worker may have committed since this object last did: reopen from the
-        store. ``stored``: the version the lease was taken at (read in the same
-        transaction); -1 when not known, then it is read (one cheap read)."""
-        store = self._agent.store
-        if stored < 0:
-            stored = await store.version(self.id)
-        if stored == self._runner.version:
-            return
-        record = await store.load(self.id)
-        if record is not None:
-            self._runner = self._agent._runner_from(record)
-
-    async def _drain_queue(self) -> AsyncIterator[ev.Event]:
-        """The messages other workers stored while this one held the turn: sent as the
-        next turn, in order, once the current one is over."""
-        store = self._agent.store
-        if self._runner.core.status == "finished" and not self._runner.released:
-            # Messages stored for a turn that then finished the session: taken out of
-            # the queue, recorded as unanswered (never left there unseen for good).
-            queued = await store.queued(self.id)
-            if queued:
-                self._runner.consumed = queued[-1].id
-                contents = tuple(content_from_json(q.data.get("content")) for q in queued)
-                for e in await self._runner.commit((unanswered(contents, self.turn),)):
-                    yield e
-            return
-        while self._runner.core.status in ("idle", "failed") and not self._runner.released:
-            # (a turn's last commit may have let the lease go: the caller takes it again
-            # before it looks at the queue once more)
-            queued = await store.queued(self.id)
-            if not queued:
-                return
-            contents = tuple(content_from_json(q.data.get("content")) for q in queued)
-            self._runner.consumed = queued[-1].id
-            content = contents[0] if len(contents) == 1 else joined_content(contents)
-            async for e in self._runner.drive(Send(content, self._runner.view())):
-                yield e
 
     async def recover(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         """Finish a turn that a stopped worker left (see ``docs/durability.md``), and
         send what was queued; the events. Nothing happens when no turn was left.
         :class:`SessionBusy` while another worker's lease has not expired, unless
         ``force`` (the operator knows that worker is gone: its late writes are fenced)."""
-        return tuple([e async for e in self._turns(None, force=force)])
+        return tuple([e async for e in self._driver.run(None, force=force)])
 
     def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         return _run(self.recover(force=force))
@@ -606,20 +427,20 @@ class Session:
             raise ConfigError(f"unknown decision {decision!r}: approve, approve_turn, "
                               "approve_session or reject") from None
         event = Resolve(call_id, decided, reason, arguments_hash)
-        async for e in self._turns(event):
+        async for e in self._driver.run(event):
             yield e
 
     def cancel(self) -> None:
         """Stop the current turn (from another task): the stream is closed, running tools
         are cancelled, every call gets a result, the turn ends as ``cancelled``."""
-        if self._running:
+        if self._driver.running:
             self._runner.request_cancel()
 
     async def cancel_pending(self) -> tuple[ev.Event, ...]:
         """Cancel a turn that waits for approval (nothing runs: it ends as cancelled)."""
         if self._runner.core.status != "awaiting_approval":
             return ()
-        return tuple([e async for e in self._turns(Cancel(self._runner.config.clock()))])
+        return tuple([e async for e in self._driver.run(Cancel(self._runner.config.clock()))])
 
     # --- synchronous twins --------------------------------------------------------------
 

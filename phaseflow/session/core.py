@@ -269,13 +269,15 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
 # --- the model replied -------------------------------------------------------------------
 
 
-def _normalised_calls(calls: tuple[tuple[str, str, str], ...], core: Core) -> list[ToolCall]:
+def named_calls(calls: tuple[tuple[str, str, str], ...], core: Core) -> list[ToolCall]:
     """The reply's calls with ids the history can hold: non-empty, and unique within the
     turn (a model that omits an id, repeats one in a reply, or numbers its calls
     ``call_0`` in every reply gets a fresh one for the later call), so every call has
-    exactly one result and its own idempotency key. Checked against this turn's messages
-    only, so the cost does not grow with the conversation: ids from providers are unique
-    anyway, and a model that reuses an id of an earlier turn keeps it (documented)."""
+    exactly one result and its own idempotency key. The runner's approval policy judges
+    these very calls (the same ids) before the reply is stepped. Checked against this
+    turn's messages only, so the cost does not grow with the conversation: ids from
+    providers are unique anyway, and a model that reuses an id of an earlier turn keeps it
+    (documented)."""
     seen: set[str] = set()
     if core.continuation.request is not None:
         for m in core.history().after(len(core.continuation.messages)):
@@ -323,7 +325,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     progress = core.progress
     if reply.text:
         progress = _ok(progress.text_delta(turn_id, reply.text))
-    calls = _normalised_calls(reply.calls, core) if not core.final_request else []
+    calls = named_calls(reply.calls, core) if not core.final_request else []
     for call in calls:
         progress = _ok(progress.tool_call(turn_id, call))
     stop = StopReason.TOOL_USE if calls else StopReason.END_TURN
@@ -569,16 +571,16 @@ def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
     if planned is None or not group.admitted:
         return Step(core)
     core, result_event = _settle(core, planned.call, event.done)
-    result_event = evolve(result_event, duration=event.duration)
+    result_events = (*event.done.notes, evolve(result_event, duration=event.duration))
     execution = core.execution.tool_completed(event.call_id)
     if not isinstance(execution, Rejected):
         core = evolve(core, execution=execution)
     assert core.group is not None
     if core.group.complete:
-        return _close_group(core, (result_event,))
+        return _close_group(core, result_events)
     # Results are committed together when the group is complete (a small constant number
     # of commits per group); until then they wait in the values.
-    return Step(evolve(core, pending=(*core.pending, result_event)))
+    return Step(evolve(core, pending=(*core.pending, *result_events)))
 
 
 # --- a boundary ran ----------------------------------------------------------------------
@@ -714,7 +716,7 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         planned = next((p for p in group.calls if p.call.id == done.call_id), None)
         if planned is not None and group.admitted:
             core, settled = _settle(core, planned.call, done.done)
-            events.append(evolve(settled, duration=done.duration))
+            events.extend((*done.done.notes, evolve(settled, duration=done.duration)))
     group = core.group
     if group is not None:
         c = core.continuation

@@ -34,7 +34,7 @@ from phaseflow.providers.protocol import (
     TextDelta,
 )
 from phaseflow.session import events as ev
-from phaseflow.session.core import GO_TO_PHASE, step
+from phaseflow.session.core import GO_TO_PHASE, named_calls, step
 from phaseflow.session.core_json import core_to_json
 from phaseflow.session.values import (
     BoundaryDone,
@@ -162,7 +162,38 @@ class Runner:
         return phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
                           self.config.views)
 
+    # --- the lease --------------------------------------------------------------------
+
+    def hold(self, lease: Lease) -> None:
+        """A turn runs under ``lease`` now: commits carry it (fencing a stale worker),
+        renew it, and the turn's last commit lets it go."""
+        self.lease = lease
+        self.released = False
+        self.release_at_end = True
+
+    def let_go(self, taken: Lease) -> Lease | None:
+        """The turn is over here: the lease still to release (the renewed one, or
+        ``taken`` when none was held yet), or None when the last commit released it."""
+        self.release_at_end = False
+        held = None if self.released else (self.lease or taken)
+        self.lease = None
+        self.released = False
+        return held
+
     # --- driving ----------------------------------------------------------------------
+
+    async def feed(self, event: Input) -> list[ev.Event]:
+        """An input that only needs committing (a message queued while a turn runs): the
+        core's step with its commits performed. Any other command is a bug."""
+        s = step(self.core, event, self.config.limits)
+        self.core = s.core
+        out: list[ev.Event] = []
+        for command in s.commands:
+            if not isinstance(command, Persist):
+                raise PhaseflowError(f"{type(event).__name__} asked the runner for "
+                                     f"{type(command).__name__} while a turn runs")
+            out.extend(await self.commit(command.events))
+        return out
 
     def request_cancel(self) -> None:
         self._cancel.set()
@@ -380,17 +411,15 @@ class Runner:
         queue.put_nowait(last if last is not None else assembler.reply())
 
     def _flagged(self, reply: ProviderReply, view: PhaseView) -> frozenset[int]:
+        """The positions of the calls the host's approval policy wants a human for,
+        judged under the ids the core will give them (:func:`named_calls`)."""
         policy = self.config.approve
-        if policy is None or reply.stop == "max_tokens":
+        if policy is None or reply.stop == "max_tokens" or self.core.final_request:
             return frozenset()  # (a cut reply's calls never run: nothing to ask about)
         flagged: set[int] = set()
-        for position, (call_id, name, arguments) in enumerate(reply.calls):
+        for position, call in enumerate(named_calls(reply.calls, self.core)):
             try:
-                call = ToolCall(call_id or f"call_{position}", name, arguments)
-            except Exception:
-                continue
-            try:
-                if policy(call, self._context(call_id)):
+                if policy(call, self._context(call.id)):
                     flagged.add(position)
             except Exception:
                 flagged.add(position)  # a policy that fails asks the human: fail closed
@@ -503,11 +532,11 @@ class Runner:
                 continue
             writes.append((key, v))
         outcome = await self._present(text)
+        notes: tuple[ev.Event, ...] = ()
         if problems:
-            note = "; ".join(problems)
-            self._carry.append(ev.ErrorEvent(code="write_refused", message=(
-                f"{call.name} ({call.id}): not written: {note}")))
-        return Done(outcome, "ok", tuple(writes))
+            notes = (ev.ErrorEvent(code="write_refused", message=(
+                f"{call.name} ({call.id}): not written: {'; '.join(problems)}")),)
+        return Done(outcome, "ok", tuple(writes), notes=notes)
 
     async def _present(self, text: str) -> ToolOutcome:
         """The model's view of a tool's output, cut by the turn core's presentation rules
@@ -560,20 +589,23 @@ class Runner:
             return Done(ToolOutcome.error(
                 f"Cannot move to {target!r} now: the condition of that move does not hold."),
                 "error")
+        #: the state the target's preparations fetched, shown beside the result
+        prepared: tuple[ev.Event, ...] = ()
         if status.verdict == "preparable":
             before = self.state.to_dict()
             ready = await self.machine.prepare_target(target, self.state)
-            self._carry.extend(self._state_events(before, "prepare"))
+            prepared = tuple(self._state_events(before, "prepare"))
             if ready and self.machine.request(target, self.state):
                 return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
-                            move=target)
+                            move=target, notes=prepared)
         if status.missing:
             keys = ", ".join(status.missing)
             return Done(ToolOutcome.error(
                 f"Cannot move to {target!r} yet: it needs {keys}, which are not known."),
-                "error")
+                "error", notes=prepared)
         return Done(ToolOutcome.error(
-            f"Cannot move to {target!r} now: its entry condition does not hold."), "error")
+            f"Cannot move to {target!r} now: its entry condition does not hold."), "error",
+            notes=prepared)
 
     # --- the boundary -----------------------------------------------------------------
 

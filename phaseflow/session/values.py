@@ -103,12 +103,15 @@ class Planned:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """A call's result: what the model sees, its label, and the state writes it asks."""
+    """A call's result: what the model sees, its label, and the state writes it asks.
+    ``notes``: what the host should see beside the result (writes refused, the state a
+    move's preparations fetched), committed just before the result's event."""
 
     outcome: ToolOutcome
     label: ResultLabel
     writes: tuple[tuple[str, Any], ...] = ()
     move: str | None = None
+    notes: tuple[ev.Event, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -596,3 +596,38 @@ def test_one_session_driven_from_a_new_event_loop_each_turn(tmp_path: Path) -> N
                     store=SQLiteStore(tmp_path / "s.db")).session_sync("s")
     assert session.reply_sync("first") == "one"
     assert session.reply_sync("second") == "two"
+
+
+def test_the_approval_policy_judges_a_call_under_the_id_the_session_gives_it() -> None:
+    """A model that sends calls without ids: the host's policy is asked about the call
+    under the id it then has in the history and in the pending approval (never a
+    provisional one), so a policy that keys on the id means the call that waits."""
+    seen: list[str] = []
+
+    def policy(call: Any, ctx: Any) -> bool:
+        seen.append(f"{call.id}={ctx.call_id}")
+        return call.name == "lookup"
+
+    class NoIds:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[Any]:
+            self.calls += 1
+            if self.calls == 1:
+                yield ToolCallStart(0, "", "lookup")
+                yield ToolCallDelta(0, '{"q": "a"}')
+                yield StreamEnd(stop="tool_use")
+            else:
+                yield TextDelta("done")
+                yield StreamEnd()
+
+    agent = Agent(workflow(), NoIds(), tools=TOOLS, approve=policy)
+    session = agent.session_sync("ids")
+    collect(session.send("look it up"))
+    pending = session.pending_approval
+    assert pending is not None
+    assert seen == [f"{pending.call_id}={pending.call_id}"]
+    assert pending.call_id == "call_1_1_0"
+    history_ids = [c.id for m in session.history for c in getattr(m, "tool_calls", ())]
+    assert history_ids == [pending.call_id]
