@@ -170,6 +170,8 @@ class Transcript:
         elif isinstance(event, ev.Retrying):
             self._line(self.paint(f"  retrying (attempt {event.attempt}, in "
                                   f"{event.delay:.1f} s): {one_line(event.message)}", "yellow"))
+        elif isinstance(event, ev.ModeChanged):
+            self._line(self.paint(f"[mode {event.mode}]", "bold", "magenta"))
         elif isinstance(event, ev.ErrorEvent):
             self._line(self.paint(f"  error {event.code}: {one_line(event.message)}", "red"))
         elif isinstance(event, ev.TurnFinished):

@@ -78,6 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-m", "--message", action="append", metavar="TEXT",
         help="send TEXT as one turn and exit when every --message is done (repeatable: "
         "one turn each, in order)")
+    parser.add_argument(
+        "--mode", choices=("exec", "plan"),
+        help="plan: only the catalogue's read_only tools run, every other call is listed "
+        "as the plan, not run; exec (a new session's default): tools run. Given for a "
+        "stored session (--session), it switches that session's mode first")
     parser.add_argument("--json", action="store_true",
                         help="print every event as one JSON line instead of the transcript")
     parser.add_argument(
@@ -128,6 +133,8 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.session import Agent
 
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
+    if args.mode is not None:
+        options["mode"] = args.mode
     try:
         agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
                       model=args.model, store=store, **options)
@@ -291,6 +298,12 @@ class Chat:
             raise Misuse(str(exc)) from None
         session = self.session
         self._store_notice()
+        if self.args.mode is not None and session.mode != self.args.mode:
+            try:
+                for event in self.loop.run_until_complete(session.set_mode(self.args.mode)):
+                    self.sink.show(event)
+            except PhaseflowError as exc:
+                raise Misuse(str(exc)) from None
         if session.status == "running":
             self.resuming = session.turn
         if self.interactive:

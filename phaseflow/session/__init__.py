@@ -16,12 +16,13 @@ from phaseflow.session.agent import (
     SessionFinished,
     TurnFailed,
 )
-from phaseflow.session.core import ResolutionRefused
+from phaseflow.session.core import ModeRefused, ResolutionRefused
 from phaseflow.session.events import (
     ApprovalRequested,
     ApprovalResolvedEvent,
     ErrorEvent,
     Event,
+    ModeChanged,
     PhaseChanged,
     Retrying,
     StateChanged,
@@ -39,6 +40,8 @@ __all__ = [
     "ApprovalResolvedEvent",
     "ErrorEvent",
     "Event",
+    "ModeChanged",
+    "ModeRefused",
     "PendingApproval",
     "PhaseChanged",
     "Reply",

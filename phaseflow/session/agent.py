@@ -23,13 +23,13 @@ from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
-from phaseflow.session.core import arguments_hash
+from phaseflow.session.core import ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import Busy, TurnDriver, check_open
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
-from phaseflow.session.values import Cancel, Core, Limits, Resolve, Send
+from phaseflow.session.values import Cancel, Core, Limits, Resolve, Send, SetMode
 from phaseflow.session.workers import new_worker_id
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import SessionRecord, Store
@@ -37,8 +37,8 @@ from phaseflow.stores.memory import MemoryStore
 from phaseflow.tools.function import FunctionTool
 from phaseflow.tools.function import tool as make_tool
 from phaseflow.tools.state_types import check_state_type
-from phaseflow.turn.execution import ApprovalDecision, PromptKind
-from phaseflow.turn.messages import Content, Message
+from phaseflow.turn.execution import ApprovalDecision, Mode, PromptKind, TurnExecution
+from phaseflow.turn.messages import Content, Message, ToolCall
 
 T = TypeVar("T")
 
@@ -157,6 +157,7 @@ class Agent:
         lease: float = 30.0,
         worker: str | None = None,
         max_output_tokens: int | None = None,
+        mode: str = "exec",
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -188,6 +189,10 @@ class Agent:
         if busy not in ("queue", "reject"):
             raise ConfigError(f"busy must be 'queue' or 'reject', not {busy!r}")
         self.busy: Busy = busy
+        if mode not in ("exec", "plan"):
+            raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
+        #: the mode a new session starts in (a stored session keeps its own)
+        self.mode = Mode(mode)
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
         self.config = RunnerConfig(
@@ -241,7 +246,8 @@ class Agent:
         wf = self.workflow
         machine = PhaseMachine.from_workflow(wf, clock=self.phase_clock)
         state = State(self._initial_state(initial))
-        runner = Runner(self.config, Core(session_id), machine, state, 0, 0.0)
+        core = Core(session_id, execution=TurnExecution(mode=self.mode))
+        runner = Runner(self.config, core, machine, state, 0, 0.0)
         return Session(self, runner)
 
     def _resume(self, record: SessionRecord) -> Session:
@@ -332,6 +338,33 @@ class Session:
             return None
         return PendingApproval(pending.call.id, pending.call.name, pending.call.argument_value(),
                                arguments_hash(pending.call), pending.reason)
+
+    @property
+    def mode(self) -> str:
+        """``exec`` (tools run) or ``plan`` (only ``read_only`` tools run; every other
+        call is listed in :attr:`plan`)."""
+        return self._runner.core.execution.mode.value
+
+    @property
+    def plan(self) -> tuple[ToolCall, ...]:
+        """Plan mode's plan: the calls the model made that were listed, not run, since
+        the session last entered plan mode, in order."""
+        return self._runner.core.plan
+
+    async def set_mode(self, mode: str) -> tuple[ev.Event, ...]:
+        """Switch to ``plan`` or ``exec`` mode, between turns (a ``mode_changed`` event;
+        nothing when the session is in that mode already). Entering plan mode starts an
+        empty plan; switching to exec lets the next turn carry the plan out, with
+        approvals as usual. :class:`ModeRefused` while a turn runs or waits."""
+        if mode not in ("exec", "plan"):
+            raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
+        if self._driver.running or self.status in ("running", "awaiting_approval"):
+            raise ModeRefused(f"session {self.id!r}: the mode changes between turns, and a "
+                              f"turn is {self.status.replace('_', ' ')}")
+        return tuple([e async for e in self._driver.run(SetMode(Mode(mode)))])
+
+    def set_mode_sync(self, mode: str) -> tuple[ev.Event, ...]:
+        return _run(self.set_mode(mode))
 
     @property
     def machine(self) -> PhaseMachine:

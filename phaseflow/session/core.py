@@ -47,6 +47,7 @@ from phaseflow.session.values import (
     RunBoundary,
     RunTools,
     Send,
+    SetMode,
     Sleep,
     Status,
     Step,
@@ -63,6 +64,7 @@ from phaseflow.turn.execution import (
     ApprovalRequest,
     ApprovalResolved,
     CompletionFinished,
+    Mode,
     Queued,
     SendNext,
     SendNow,
@@ -123,6 +125,8 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
         return _on_cancel(core, event)
     if isinstance(event, Resume):
         return _on_resume(core, event, limits)
+    if isinstance(event, SetMode):
+        return _on_mode(core, event)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -363,6 +367,9 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         planned = tuple(Planned(c, "refused", CUT_CALL_TEXT) for c in calls)
     else:
         planned = _plan(calls, event.view, event.flagged, core.execution)
+        listed = tuple(p.call for p in planned if p.kind == "planned")
+        if listed:
+            core = evolve(core, plan=(*core.plan, *listed))
     core = evolve(core, continuation=continuation,
                   group=Group(checkpoint.id, planned, cut=cut))
     for call in calls:
@@ -371,8 +378,8 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     # Calls decided without running anything get their results now: in the same commit
     # as the checkpoint, so none of them can ever be admitted later.
     for p in planned:
-        if p.kind in ("refused", "ignored"):
-            label: ResultLabel = "refused" if p.kind == "refused" else "ignored"
+        if p.kind in ("refused", "ignored", "planned"):
+            label: ResultLabel = p.kind  # (one of these three)
             core, event_ = _settle(core, p.call, Done(ToolOutcome.error(p.note), label))
             events.append(event_)
         elif p.kind == "record":
@@ -386,6 +393,12 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
 #: the result of each call of a reply cut at the model's output limit
 CUT_CALL_TEXT = ("Not run: your reply was cut at the output limit (max_tokens), so this call "
                  "may be incomplete.")
+
+
+#: the result of a call in plan mode of a tool that is not ``read_only``
+PLANNED_TEXT = ("Not run: the session is in plan mode, where only read-only tools run. This "
+                "call is listed in the plan; it runs when the user switches the session to "
+                "exec mode and you make it again.")
 
 
 def _available(view: PhaseView) -> str:
@@ -440,6 +453,9 @@ def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
                                                         f"{problem}"))
             else:
                 planned.append(Planned(call, "record", writes=writes))
+            continue
+        if execution.mode is Mode.PLAN and not offered.read_only:
+            planned.append(Planned(call, "planned", PLANNED_TEXT))
             continue
         needs = offered.approval or position in flagged
         if needs and execution.trusted_scope(call) is None:
@@ -747,6 +763,27 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
         commands.append(RunBoundary(writes, None, advance=False))
     commands += [Persist((*events, finished)), TurnOver("cancelled")]
     return Step(core, tuple(commands))
+
+
+# --- modes ---------------------------------------------------------------------------------
+
+
+class ModeRefused(PhaseflowError):
+    """A mode switch asked while a turn runs or waits for a human: modes change between
+    turns (a call half-way through its approval keeps the mode it was planned in)."""
+
+
+def _on_mode(core: Core, event: SetMode) -> Step:
+    if core.status in ("running", "awaiting_approval"):
+        raise ModeRefused(f"session {core.session_id!r}: the mode changes between turns, and "
+                          f"a turn is {core.status.replace('_', ' ')}")
+    if core.execution.mode is event.mode:
+        return Step(core)
+    if event.mode is Mode.PLAN:
+        core = evolve(core, execution=core.execution.enter_plan(), plan=())
+    else:
+        core = evolve(core, execution=core.execution.enter_exec())
+    return Step(core, (Persist((ev.ModeChanged(mode=event.mode.value, turn=core.turn),)),))
 
 
 # --- resuming an interrupted turn ----------------------------------------------------------

@@ -44,6 +44,7 @@ def core_to_json(core: Core) -> dict[str, Any]:
         "input_tokens": core.input_tokens,
         "output_tokens": core.output_tokens,
         "pending": [e.to_json() for e in core.pending],
+        **({"plan": [c.to_json() for c in core.plan]} if core.plan else {}),
         "group": None if group is None else {
             "checkpoint_id": group.checkpoint_id,
             "calls": [{"call": p.call.to_json(), "kind": p.kind, "note": p.note,
@@ -132,6 +133,8 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
             input_tokens=int(data["input_tokens"]),
             output_tokens=int(data["output_tokens"]),
             pending=tuple(ev.event_from_json(e) for e in data["pending"]),
+            plan=tuple(_value(ToolCall.from_json(c), "planned call")
+                       for c in data.get("plan", ())),
             group=group,
         )
     except (KeyError, TypeError, ValueError) as exc:

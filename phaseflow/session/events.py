@@ -68,7 +68,8 @@ class ToolCallEvent(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultEvent(_Event):
     """A call's result as the model sees it. ``status``: ok, error, refused, rejected,
-    cancelled, ignored or unknown (admitted, then interrupted)."""
+    cancelled, ignored, unknown (admitted, then interrupted) or planned (plan mode: not
+    run, listed as the plan)."""
 
     type: ClassVar[str] = "tool_result"
     call_id: str = ""
@@ -144,6 +145,15 @@ class TurnFinished(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModeChanged(_Event):
+    """The host switched the session to ``plan`` mode (only read-only tools run; every
+    other call is listed as the plan) or back to ``exec``."""
+
+    type: ClassVar[str] = "mode_changed"
+    mode: str = "exec"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(_Event):
     """Something went wrong that the host should know: ``code`` is stable
     (``provider_error``, ``tool_error``, ``write_refused``, ``step_limit``,
@@ -157,14 +167,14 @@ class ErrorEvent(_Event):
 Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
-    | ErrorEvent
+    | ModeChanged | ErrorEvent
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
     cls.type: cls
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
-                TurnFinished, ErrorEvent)
+                TurnFinished, ModeChanged, ErrorEvent)
 }
 
 

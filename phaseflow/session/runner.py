@@ -61,6 +61,7 @@ from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.tools.state_types import check_state_type
+from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome
 from phaseflow.turn.output import (
@@ -325,7 +326,8 @@ class Runner:
     def build_request(self, command: CallProvider) -> tuple[ProviderRequest, PhaseView]:
         view = self.view()
         final = command.final or view.terminal
-        system = system_text(self.config.system, self.machine, self.state, final=final)
+        system = system_text(self.config.system, self.machine, self.state, final=final,
+                             plan=self.core.execution.mode is Mode.PLAN)
         tools = () if final else tool_specs(view)
         request = ProviderRequest(
             model=self.config.model, system=system, history=command.history,

@@ -19,13 +19,20 @@ from typing import Any, Literal
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.session import events as ev
 from phaseflow.turn.continuation import Continuation
-from phaseflow.turn.execution import ApprovalDecision, ApprovalRequest, PromptKind, TurnExecution
+from phaseflow.turn.execution import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Mode,
+    PromptKind,
+    TurnExecution,
+)
 from phaseflow.turn.messages import Content, History, ToolCall, ToolOutcome
 from phaseflow.turn.progress import TurnProgress
 
 Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
 #: how a call's result is labelled for the host and for conversation tests
-ResultLabel = Literal["ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown"]
+ResultLabel = Literal["ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown",
+                      "planned"]
 
 
 
@@ -44,6 +51,8 @@ class OfferedTool:
     parameters: Mapping[str, Any]
     approval: bool = False
     writes: tuple[str, ...] = ()
+    #: the catalogue's ``read_only``: the only tools that run in plan mode
+    read_only: bool = False
     #: the compiled check of ``parameters`` (compiled once per tool, not per request)
     check: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
 
@@ -88,7 +97,7 @@ class Limits:
 
 # --- the open tool group ---------------------------------------------------------------
 
-CallKind = Literal["run", "move", "approval", "refused", "ignored", "record"]
+CallKind = Literal["run", "move", "approval", "refused", "ignored", "record", "planned"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +192,8 @@ class Core:
     #: the history the current request was sent with (the very object: a reply extends
     #: it, so what is stored is what was sent, and flattening it stays incremental)
     sent: History | None = None
+    #: plan mode's plan: the calls listed (not run) since the session last entered it
+    plan: tuple[ToolCall, ...] = ()
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -208,6 +219,13 @@ class Send:
     content: Content
     view: PhaseView
     kind: PromptKind = PromptKind.FOLLOW_UP
+
+
+@dataclass(frozen=True, slots=True)
+class SetMode:
+    """The host switched the session's mode (``plan`` or ``exec``), between turns."""
+
+    mode: Mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +299,8 @@ class Resume:
     idempotent: frozenset[str] = frozenset()
 
 
-Input = Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
+Input = (Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
+         | SetMode)
 
 
 # --- commands --------------------------------------------------------------------------

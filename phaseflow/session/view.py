@@ -72,6 +72,7 @@ def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, Funct
         description = fn.description
         approval = False
         writes: tuple[str, ...] = ()
+        read_only = False
         check: ArgumentValidator = fn.validate
         if entry is not None:
             declared = entry.parameters_json()
@@ -81,8 +82,9 @@ def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, Funct
             description = description or (entry.description or "")
             approval = entry.approval == "always"
             writes = entry.writes
+            read_only = entry.read_only
         offered.append(OfferedTool(name, description or name, parameters, approval, writes,
-                                   check))
+                                   read_only, check))
     collect: dict[str, str] = {}
     if phase is not None and phase.collect:
         for key in phase.collect:
@@ -173,10 +175,18 @@ def tool_specs(view: PhaseView) -> tuple[ToolSpec, ...]:
     return tuple(ToolSpec(t.name, t.description, t.parameters) for t in view.tools)
 
 
+#: said in plan mode, after the navigation block
+PLAN_MODE_NOTE = (
+    "Plan mode: only read-only tools run now. Call the other tools you would use, in the "
+    "order you would use them: each call is listed in a plan for the user to review, not "
+    "run. Then say what the plan does.")
+
+
 def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
-                final: bool) -> str:
+                final: bool, plan: bool = False) -> str:
     """One system message: the host's text, the phase's rendered instructions and the
-    navigation block (and, in a terminal phase, that it is the final one)."""
+    navigation block (and, in a terminal phase, that it is the final one; in plan mode,
+    what plan mode means)."""
     parts = [system.strip()] if system.strip() else []
     instructions = machine.render_instructions(state)
     if instructions and instructions.strip():
@@ -186,4 +196,6 @@ def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
         parts.append(navigation.strip())
     if final and FINAL_PHASE_NOTE not in navigation:
         parts.append(FINAL_PHASE_NOTE)  # said once: a terminal phase's block says it
+    if plan and not final:
+        parts.append(PLAN_MODE_NOTE)
     return "\n\n".join(parts)

@@ -59,7 +59,7 @@ TOP_KEYS = frozenset(
 )
 STATE_KEY_KEYS = frozenset({"type", "description", "default"})
 TOOL_KEYS = frozenset(
-    {"description", "writes", "approval", "parameters", "timeout", "idempotent"}
+    {"description", "writes", "approval", "parameters", "timeout", "idempotent", "read_only"}
 )
 PHASE_KEYS = frozenset(
     {
@@ -285,6 +285,7 @@ class Compiler:
 
         approval = self.text(get("approval"))
         idempotent = get("idempotent")
+        read_only = get("read_only")
         self.tools[key.value] = Tool(
             key.value,
             self.text(get("description")),
@@ -294,6 +295,7 @@ class Compiler:
             self.parameters(key.value, *fields["parameters"]) if "parameters" in fields else None,
             self.timeout(key.value, get("timeout")),
             isinstance(idempotent, Scalar) and idempotent.value is True,
+            isinstance(read_only, Scalar) and read_only.value is True,
         )
 
     def parameters(self, tool: str, key: Scalar, node: Node) -> dict[str, Any] | None:

@@ -91,7 +91,8 @@ class Tool:
     :meth:`parameters_json` gives a plain copy. ``timeout`` is seconds per call;
     ``idempotent`` says a call may safely run again with the same idempotency key (a
     session that crashed while it ran re-runs it instead of reporting its outcome as
-    unknown).
+    unknown). ``read_only`` says a call changes nothing outside the conversation (a
+    lookup): it is the only kind of tool that runs in plan mode.
     """
 
     name: str
@@ -102,6 +103,7 @@ class Tool:
     parameters: Mapping[str, Any] | None = None
     timeout: float | None = None
     idempotent: bool = False
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         # Built in code, a tool is frozen and its values are type-checked; whether
@@ -128,6 +130,8 @@ class Tool:
             )
         if not isinstance(self.idempotent, bool):
             raise ConfigError(f"tool {self.name!r}: idempotent must be true or false")
+        if not isinstance(self.read_only, bool):
+            raise ConfigError(f"tool {self.name!r}: read_only must be true or false")
 
     def parameters_json(self) -> dict[str, Any] | None:
         """``parameters`` as a fresh plain ``dict`` (lists as ``list``), for a provider's

@@ -102,7 +102,7 @@ def test_closed_objects_refuse_extra_keys() -> None:
 # A valid workflow with every key at every level, and where each level sits in it.
 TOOL_LINE = (
     "  t: {description: d, writes: [k], approval: always, timeout: 2.5, idempotent: true, "
-    "parameters: {type: object, properties: {x: {type: string}}}}"
+    "read_only: true, parameters: {type: object, properties: {x: {type: string}}}}"
 )
 FULL = """\
 phaseflow: 1
