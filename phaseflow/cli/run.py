@@ -79,6 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="send TEXT as one turn and exit when every --message is done (repeatable: "
         "one turn each, in order)")
     parser.add_argument(
+        "--busy", choices=("queue", "reject", "steer", "interrupt"),
+        help="what a message does when another worker runs the session's turn: queue it "
+        "for the next turn (default), reject it, steer the running turn with it, or "
+        "interrupt that turn (it is cancelled and this message starts the next)")
+    parser.add_argument(
         "--mode", choices=("exec", "plan"),
         help="plan: only the catalogue's read_only tools run, every other call is listed "
         "as the plan, not run; exec (a new session's default): tools run. Given for a "
@@ -135,6 +140,8 @@ def _run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     if args.mode is not None:
         options["mode"] = args.mode
+    if args.busy is not None:
+        options["busy"] = args.busy
     try:
         agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
                       model=args.model, store=store, **options)
@@ -231,6 +238,7 @@ class _Outcome:
     quit: bool = False  # pressed twice: leave now
     cancelled: bool = False  # pressed once: the turn was asked to stop
     events: int = 0  # how many events the stream gave
+    refused: bool = False  # the stream ended with an error (a busy session's reject)
 
 
 class Chat:
@@ -454,7 +462,7 @@ class Chat:
         message then waits in the session's queue for that worker, and nothing else is
         shown here)."""
         outcome = self._turn(partial(self._session().send, message))
-        if outcome.events == 0 and not (outcome.quit or outcome.cancelled):
+        if outcome.events == 0 and not (outcome.quit or outcome.cancelled or outcome.refused):
             self._queued_notice()
         return outcome
 
@@ -507,6 +515,7 @@ class Chat:
         except PhaseflowError as exc:
             print(f"phaseflow run: error: {exc}", file=sys.stderr)
             self.failed = True
+            outcome.refused = True
 
     def _resuming_notice(self, event: Event) -> None:
         """Before the first event of a turn a stopped process left unfinished (the

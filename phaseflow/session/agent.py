@@ -25,7 +25,7 @@ from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.core import ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
-from phaseflow.session.driver import Busy, TurnDriver, check_open
+from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
@@ -186,8 +186,8 @@ class Agent:
                 raise ConfigError(
                     f"tools not in the workflow's catalogue: {', '.join(unknown)} "
                     f"(the catalogue has: {', '.join(catalogue) or 'none'})")
-        if busy not in ("queue", "reject"):
-            raise ConfigError(f"busy must be 'queue' or 'reject', not {busy!r}")
+        if busy not in BUSY_MODES:
+            raise ConfigError(f"busy must be one of {', '.join(BUSY_MODES)}, not {busy!r}")
         self.busy: Busy = busy
         if mode not in ("exec", "plan"):
             raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
@@ -392,19 +392,29 @@ class Session:
 
     # --- talking ----------------------------------------------------------------------
 
-    async def send(self, message: Content, *, steering: bool = False
-                   ) -> AsyncIterator[ev.Event]:
+    async def send(self, message: Content, *, steering: bool = False,
+                   busy: Busy | None = None) -> AsyncIterator[ev.Event]:
         """Send the user's message; the events of the turn (or turns, when messages were
         queued) as they happen. While a turn runs - here, or in another worker that
-        holds the session's lease - the message is queued and starts the next turn (or
-        is refused with :class:`SessionBusy` when the agent has ``busy="reject"``)."""
+        holds the session's lease - ``busy`` (default: the agent's) decides: ``queue``
+        stores the message and it starts the next turn; ``reject`` refuses it with
+        :class:`SessionBusy`; ``steer`` delivers it into the running turn, with the
+        model's next request (``steering=True`` says the same); ``interrupt`` cancels
+        the running turn (as :meth:`cancel` does) and starts the next one with it."""
         driver = self._driver
+        mode = busy if busy is not None else ("steer" if steering else driver.busy)
+        if mode not in BUSY_MODES:
+            raise ConfigError(f"busy must be one of {', '.join(BUSY_MODES)}, not {mode!r}")
         check_open(driver.runner)
-        kind = PromptKind.STEERING if steering else PromptKind.FOLLOW_UP
-        busy = driver.running or driver.runner.core.status == "awaiting_approval"
-        if busy and driver.busy == "reject":
+        is_busy = driver.running or driver.runner.core.status == "awaiting_approval"
+        if is_busy and mode == "reject":
             raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
-        async for e in driver.join(Send(message, driver.runner.view(), kind)):
+        if mode == "interrupt":
+            async for e in driver.interrupt(message):
+                yield e
+            return
+        kind = PromptKind.STEERING if mode == "steer" else PromptKind.FOLLOW_UP
+        async for e in driver.join(Send(message, driver.runner.view(), kind), mode):
             yield e
 
     async def recover(self, *, force: bool = False) -> tuple[ev.Event, ...]:
@@ -417,7 +427,7 @@ class Session:
     def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         return _run(self.recover(force=force))
 
-    async def reply(self, message: Content) -> Reply:
+    async def reply(self, message: Content, *, busy: Busy | None = None) -> Reply:
         """Send, drain the events, and return the outcome of *this message's* turn as a
         :class:`Reply`: the final text (a ``str``) with the turn's ``status``. A turn
         that failed (the model could not be reached, the provider broke) or was
@@ -428,7 +438,7 @@ class Session:
         in another worker) returns an empty reply whose ``status`` is ``queued``. Turns
         that queued messages start after this one are drained, not reported."""
         text, status, turn, errors = "", "", 0, []
-        async for e in self.send(message):
+        async for e in self.send(message, busy=busy):
             if status:
                 continue  # a later turn (queued messages): drained, not this reply's
             if isinstance(e, ev.TurnFinished):
@@ -477,11 +487,12 @@ class Session:
 
     # --- synchronous twins --------------------------------------------------------------
 
-    def send_sync(self, message: Content, *, steering: bool = False) -> list[ev.Event]:
-        return _run(_collect(self.send(message, steering=steering)))
+    def send_sync(self, message: Content, *, steering: bool = False,
+                  busy: Busy | None = None) -> list[ev.Event]:
+        return _run(_collect(self.send(message, steering=steering, busy=busy)))
 
-    def reply_sync(self, message: Content) -> Reply:
-        return _run(self.reply(message))
+    def reply_sync(self, message: Content, *, busy: Busy | None = None) -> Reply:
+        return _run(self.reply(message, busy=busy))
 
     def resolve_sync(self, call_id: str, decision: str | ApprovalDecision, *,
                      reason: str = "", arguments_hash: str | None = None) -> list[ev.Event]:

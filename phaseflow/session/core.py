@@ -35,6 +35,7 @@ from phaseflow.session.values import (
     Failed,
     Group,
     Input,
+    Interrupt,
     Limits,
     Pause,
     Persist,
@@ -65,6 +66,7 @@ from phaseflow.turn.execution import (
     ApprovalResolved,
     CompletionFinished,
     Mode,
+    PromptKind,
     Queued,
     SendNext,
     SendNow,
@@ -122,11 +124,13 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
     if isinstance(event, Resolve):
         return _on_resolve(core, event, limits)
     if isinstance(event, Cancel):
-        return _on_cancel(core, event)
+        return _on_cancel(core, event, limits)
     if isinstance(event, Resume):
         return _on_resume(core, event, limits)
     if isinstance(event, SetMode):
         return _on_mode(core, event)
+    if isinstance(event, Interrupt):
+        return _on_interrupt(core, event, limits)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -179,16 +183,25 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
 
 
 def _next_request(core: Core, limits: Limits) -> Step:
-    """Ask the model again (the turn's next step), or end the turn at the step limit."""
+    """Ask the model again (the turn's next step), or end the turn at the step limit.
+    Steering messages sent while the turn ran go with this request (committed first, so
+    a worker that resumes sends them again)."""
     if core.step >= limits.max_steps:
         return _end_at_step_limit(core, limits)
     n = core.step + 1
     request_id = f"{core.session_id}:{core.turn}:{n}"
     final = core.view is not None and core.view.terminal
+    first: tuple[Command, ...] = ()
+    steering = core.execution.steering
+    if steering and core.step > 0 and core.steer is None:
+        content = joined_content(steering)
+        core = evolve(core, steer=content,
+                      execution=evolve(core.execution, steering=()))
+        first = (Persist((ev.MessageSteered(message=content_text(content), turn=core.turn),)),)
     sent = core.history()
     core = evolve(core, step=n, attempt=0, request_id=request_id, final_request=final,
                    sent=sent)
-    return Step(core, (CallProvider(request_id, sent, final),))
+    return Step(core, (*first, CallProvider(request_id, sent, final)))
 
 
 def _end_after_group(core: Core) -> Core:
@@ -222,7 +235,7 @@ def _close_request(core: Core) -> Core:
         raise CoreError("a request is closed with calls still open")
     done = _ok(c.complete(RequestOutcome(request.id, request.turn_id, request.revision,
                                          core.history())))
-    return evolve(core, continuation=done, group=None, request_id=None)
+    return evolve(core, continuation=done, group=None, request_id=None, steer=None)
 
 
 def unanswered(contents: tuple[Content, ...], turn: int) -> ev.ErrorEvent:
@@ -350,7 +363,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     if not calls:
         done = _ok(core.continuation.complete(
             RequestOutcome(request.id, request.turn_id, request.revision, messages)))
-        core = evolve(core, continuation=done)
+        core = evolve(core, continuation=done, steer=None)
         if core.final_request:
             return _finish(core, "completed", tuple(events), limits)
         # The reply is committed with the final boundary (one commit): a crash before it
@@ -370,7 +383,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         listed = tuple(p.call for p in planned if p.kind == "planned")
         if listed:
             core = evolve(core, plan=(*core.plan, *listed))
-    core = evolve(core, continuation=continuation,
+    core = evolve(core, continuation=continuation, steer=None,
                   group=Group(checkpoint.id, planned, cut=cut))
     for call in calls:
         events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
@@ -720,7 +733,7 @@ def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
 # --- cancellation ------------------------------------------------------------------------
 
 
-def _on_cancel(core: Core, event: Cancel) -> Step:
+def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> Step:
     if core.status not in ("running", "awaiting_approval"):
         return Step(core)
     events: list[ev.Event] = list(core.pending)
@@ -762,6 +775,14 @@ def _on_cancel(core: Core, event: Cancel) -> Step:
     if writes:
         commands.append(RunBoundary(writes, None, advance=False))
     commands += [Persist((*events, finished)), TurnOver("cancelled")]
+    queued = (*core.execution.steering, *core.execution.follow_up)
+    if event.restart and queued:
+        # An interrupt: what was queued (the interrupting message last) starts the next
+        # turn now, as a finished turn's queue would.
+        started = _ok(core.execution.begin_turn())
+        core = evolve(core, execution=evolve(started, steering=(), follow_up=()))
+        follow = _start_turn(core, joined_content(queued), limits)
+        return Step(follow.core, (*commands, *follow.commands))
     return Step(core, tuple(commands))
 
 
@@ -856,3 +877,19 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
     if core.continuation.request is None:
         return Step(core, (RunBoundary((), None, final=True),))
     return _next_request(core, limits)
+
+
+# --- double texting: an interrupt ----------------------------------------------------------
+
+
+def _on_interrupt(core: Core, event: Interrupt, limits: Limits) -> Step:
+    """Cancel what runs or waits (every call gets its result, as ``cancel()`` gives
+    them), then start the next turn with what was queued and this message. Only for a
+    turn that no runner is executing now (one waiting for a human, or left by a worker
+    that was taken over): a runner that executes the turn is stopped first and sends a
+    ``Cancel(restart=True)`` instead."""
+    if core.status not in ("running", "awaiting_approval"):
+        return _on_send(core, Send(event.content, event.view), limits)
+    admitted = core.execution.admit_prompt(PromptKind.FOLLOW_UP, event.content)
+    core = evolve(core, execution=admitted.execution, view=event.view)
+    return _on_cancel(core, Cancel(event.now, restart=True), limits)

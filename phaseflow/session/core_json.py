@@ -13,7 +13,8 @@ from phaseflow.session import events as ev
 from phaseflow.session.values import CallKind, Core, Done, Group, Planned, ResultLabel, Status
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
-from phaseflow.turn.messages import ToolCall, ToolOutcome
+from phaseflow.turn.jsonio import Malformed
+from phaseflow.turn.messages import ToolCall, ToolOutcome, content_from_json, content_to_json
 from phaseflow.turn.progress import TurnProgress
 from phaseflow.turn.rejections import Rejected
 
@@ -45,6 +46,7 @@ def core_to_json(core: Core) -> dict[str, Any]:
         "output_tokens": core.output_tokens,
         "pending": [e.to_json() for e in core.pending],
         **({"plan": [c.to_json() for c in core.plan]} if core.plan else {}),
+        **({"steer": content_to_json(core.steer)} if core.steer is not None else {}),
         "group": None if group is None else {
             "checkpoint_id": group.checkpoint_id,
             "calls": [{"call": p.call.to_json(), "kind": p.kind, "note": p.note,
@@ -97,6 +99,17 @@ def _check_one_call(session_id: str, group: Group, continuation: Continuation,
             f"not match the call that would run (the stored session was altered)")
 
 
+def _steer(session_id: str, data: Mapping[str, Any]) -> Any:
+    """The steering message delivered to the current request, if any."""
+    if "steer" not in data:
+        return None
+    try:
+        return content_from_json(data["steer"])
+    except Malformed as exc:
+        raise CoreDataError(f"session {session_id!r}: the stored steering message is "
+                            f"invalid: {exc}") from None
+
+
 def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExecution,
                    progress: TurnProgress, continuation: Continuation) -> Core:
     """The core a record describes; :class:`CoreDataError` naming what is wrong."""
@@ -135,6 +148,7 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
             pending=tuple(ev.event_from_json(e) for e in data["pending"]),
             plan=tuple(_value(ToolCall.from_json(c), "planned call")
                        for c in data.get("plan", ())),
+            steer=_steer(session_id, data),
             group=group,
         )
     except (KeyError, TypeError, ValueError) as exc:

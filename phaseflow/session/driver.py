@@ -37,12 +37,15 @@ from phaseflow.session.core import (
 )
 from phaseflow.session.refusals import SessionBusy, SessionFinished
 from phaseflow.session.runner import Runner
-from phaseflow.session.values import Input, Resolve, Resume, Send
+from phaseflow.session.values import Input, Interrupt, Resolve, Resume, Send
 from phaseflow.session.workers import holder_is_gone
 from phaseflow.stores.base import Lease, SessionRecord, Store
-from phaseflow.turn.messages import content_from_json, content_to_json
+from phaseflow.turn.execution import PromptKind
+from phaseflow.turn.messages import Content, content_from_json, content_to_json
 
-Busy = Literal["queue", "reject"]
+#: what a message does when a turn runs (double texting); see docs/sessions.md
+Busy = Literal["queue", "reject", "steer", "interrupt"]
+BUSY_MODES: tuple[str, ...] = ("queue", "reject", "steer", "interrupt")
 
 
 def check_open(runner: Runner) -> None:
@@ -77,27 +80,48 @@ class TurnDriver:
 
     # --- a message while a turn runs here ----------------------------------------------
 
-    async def join(self, send: Send) -> AsyncIterator[ev.Event]:
-        """``send`` for a session whose turn this object runs now: once that turn's loop
-        is past letting go, it starts a turn of its own; while the turn runs, the core
-        queues it (committed now), and the running loop sends it when the turn ends."""
-        while self.running and not self.runner.core.execution.active:
-            # The turn is over and its loop is letting go: a queue nobody would read
-            # again is no place for the message, so wait until it has let go.
-            let_go = self._let_go
-            if let_go is None:
-                break
-            await let_go.wait()
+    async def join(self, send: Send, busy: Busy) -> AsyncIterator[ev.Event]:
+        """``send`` for a session whose turn may run now. While this object runs the
+        turn, the core queues the message (committed now; a steering one goes with the
+        turn's next model request), and the running loop sends it when the turn ends;
+        otherwise it starts a turn of its own (see :meth:`run`)."""
+        await self._past_letting_go()
         if self.running:
             for e in await self.runner.feed(Send(send.content, self.runner.view(), send.kind)):
                 yield e
             return
-        async for e in self.run(Send(send.content, self.runner.view(), send.kind)):
+        async for e in self.run(Send(send.content, self.runner.view(), send.kind), busy=busy):
             yield e
+
+    async def interrupt(self, content: Content) -> AsyncIterator[ev.Event]:
+        """A message that cancels the running turn (as ``cancel()`` does) and starts the
+        next one. This object's own turn is stopped and its loop starts the next turn;
+        a turn that waits for a human is cancelled here; another worker's turn is taken
+        over (its lease forced: that worker's next commit is refused, ``StoreFenced``)."""
+        await self._past_letting_go()
+        runner = self.runner
+        if self.running:
+            events = await runner.feed(Send(content, runner.view(), PromptKind.FOLLOW_UP))
+            runner.request_cancel(restart=True)
+            for e in events:
+                yield e
+            return
+        first = Interrupt(content, runner.view(), runner.config.clock())
+        async for e in self.run(first, busy="interrupt"):
+            yield e
+
+    async def _past_letting_go(self) -> None:
+        while self.running and not self.runner.core.execution.active:
+            # The turn is over and its loop is letting go: a queue nobody would read
+            # again is no place for a message, so wait until it has let go.
+            let_go = self._let_go
+            if let_go is None:
+                break
+            await let_go.wait()
 
     # --- 1. the lease ------------------------------------------------------------------
 
-    async def run(self, first: Input | None, *, force: bool = False
+    async def run(self, first: Input | None, *, force: bool = False, busy: Busy | None = None
                   ) -> AsyncIterator[ev.Event]:
         """Run ``first`` (and what it leads to) holding the session's lease: finish a
         turn a stopped worker left, then ``first``, then the messages other workers
@@ -116,8 +140,14 @@ class TurnDriver:
             if held is not None and holder_is_gone(held.owner):
                 lease = await store.acquire(sid, config.worker, config.lease,
                                             config.clock(), replacing=held)
+        busy = busy or self.busy
+        if lease is None and isinstance(first, Interrupt):
+            # An interrupt takes the turn over: the holder's late writes are fenced, and
+            # its turn is cancelled here as it stood at its last commit.
+            lease = await store.acquire(sid, config.worker, config.lease, config.clock(),
+                                        force=True)
         if lease is None:
-            if not (isinstance(first, Send) and self.busy == "queue"):
+            if not (isinstance(first, Send) and busy in ("queue", "steer")):
                 raise SessionBusy(f"session {sid!r}: another worker is running its turn")
             await store.enqueue(sid, {"content": content_to_json(first.content),
                                       "kind": first.kind.value})
@@ -153,12 +183,12 @@ class TurnDriver:
                 problem = check_resolution(runner.core, first)
                 if problem is not None:
                     raise ResolutionRefused(f"session {self.session_id!r}: {problem}")
-            if isinstance(first, Send):
+            if isinstance(first, Send | Interrupt):
                 check_open(runner)
             while self.notes:
                 for e in await runner.commit((self.notes.pop(0),)):
                     yield e
-            if runner.core.status == "running":  # 3.
+            if runner.core.status == "running" and not isinstance(first, Interrupt):  # 3.
                 if isinstance(first, Send):
                     # The message takes its place in the queue first (committed), then
                     # the interrupted turn is finished; its end sends what is queued.
@@ -171,6 +201,8 @@ class TurnDriver:
                                           and runner.core.status == "finished"):
                 if isinstance(first, Send):
                     first = Send(first.content, runner.view(), first.kind)
+                elif isinstance(first, Interrupt):
+                    first = Interrupt(first.content, runner.view(), first.now)
                 async for e in runner.drive(first):  # 4.
                     yield e
             if not runner.released:
@@ -229,7 +261,9 @@ class TurnDriver:
             queued = await store.queued(sid)
             if not queued:
                 return
-            contents = tuple(content_from_json(q.data.get("content")) for q in queued)
+            # steering messages first, each kind in order (as a finished turn's queue)
+            ordered = sorted(queued, key=lambda q: q.data.get("kind") != "steering")
+            contents = tuple(content_from_json(q.data.get("content")) for q in ordered)
             runner.consumed = queued[-1].id
             content = contents[0] if len(contents) == 1 else joined_content(contents)
             async for e in runner.drive(Send(content, runner.view())):

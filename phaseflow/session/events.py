@@ -145,6 +145,15 @@ class TurnFinished(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MessageSteered(_Event):
+    """Steering messages sent while the turn ran were delivered into it: the model's next
+    request carries them (joined, in order) as a user message after the last results."""
+
+    type: ClassVar[str] = "message_steered"
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModeChanged(_Event):
     """The host switched the session to ``plan`` mode (only read-only tools run; every
     other call is listed as the plan) or back to ``exec``."""
@@ -167,14 +176,14 @@ class ErrorEvent(_Event):
 Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
-    | ModeChanged | ErrorEvent
+    | ModeChanged | MessageSteered | ErrorEvent
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
     cls.type: cls
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
-                TurnFinished, ModeChanged, ErrorEvent)
+                TurnFinished, ModeChanged, MessageSteered, ErrorEvent)
 }
 
 

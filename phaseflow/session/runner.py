@@ -140,6 +140,8 @@ class Runner:
         self.created_at = created_at
         self._machine_snapshot: dict[str, Any] = machine.snapshot()
         self._cancel = asyncio.Event()
+        #: the cancel is an interrupt (see request_cancel)
+        self._restart = False
         self._commit_lock = asyncio.Lock()
         #: events of work done outside a boundary (a cancelled turn's writes) that go
         #: with the next commit
@@ -196,7 +198,10 @@ class Runner:
             out.extend(await self.commit(command.events))
         return out
 
-    def request_cancel(self) -> None:
+    def request_cancel(self, *, restart: bool = False) -> None:
+        """Stop the turn this runner executes (from another task). ``restart``: an
+        interrupt - the queued messages start the next turn at once."""
+        self._restart = self._restart or restart
         self._cancel.set()
         if self._stream is not None:
             self._stream.put_nowait(_CANCEL)
@@ -207,6 +212,7 @@ class Runner:
         # on it, and a host may drive one session from several loops in turn (each
         # ``reply_sync`` is an ``asyncio.run`` of its own)
         self._cancel = asyncio.Event()
+        self._restart = False
         inputs: deque[Input] = deque([first])
         while inputs:
             s = step(self.core, inputs.popleft(), self.config.limits)
@@ -236,7 +242,7 @@ class Runner:
                     cancelled = await self._until_cancelled(self.config.sleep(command.seconds))
                     if cancelled:
                         inputs.clear()
-                        inputs.append(Cancel(self.config.clock()))
+                        inputs.append(self._cancelled())
                         break
                 elif isinstance(command, Pause | TurnOver):
                     continue
@@ -306,6 +312,15 @@ class Runner:
 
     # --- cancellation -----------------------------------------------------------------
 
+    def _cancelled(self, done: tuple[ToolDone, ...] = ()) -> Cancel:
+        """The input that says the host stopped the turn (``done``: calls that finished).
+        An interrupt's cancel is spent by it: the turn it starts runs uncancelled."""
+        restart = self._restart
+        if restart:
+            self._restart = False
+            self._cancel.clear()
+        return Cancel(self.config.clock(), done, restart=restart)
+
     async def _until_cancelled(self, work: Awaitable[T]) -> bool:
         """Await ``work``; True (and ``work`` stopped) when the host cancelled first."""
         task = asyncio.ensure_future(work)
@@ -343,7 +358,7 @@ class Runner:
         request, view = self.build_request(command)
         self.last_request = request
         if self._cancel.is_set():
-            yield Cancel(self.config.clock())
+            yield self._cancelled()
             return
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._stream = queue  # request_cancel() puts _CANCEL here: no task per item
@@ -359,7 +374,7 @@ class Runner:
                 if item is _CANCEL:
                     pump.cancel()
                     await asyncio.gather(pump, return_exceptions=True)
-                    yield Cancel(self.config.clock())
+                    yield self._cancelled()
                     return
                 if isinstance(item, ev.TextDeltaEvent):
                     yield evolve(item, session_id=self.core.session_id, turn=self.core.turn,
@@ -452,7 +467,7 @@ class Runner:
             work = asyncio.gather(*(one(p) for p in command.calls))
         cancelled = await self._until_cancelled(work)
         if cancelled:
-            return [Cancel(self.config.clock(), tuple(finished))]
+            return [self._cancelled(tuple(finished))]
         return list(finished)
 
     async def _run_one(self, planned: Planned) -> ToolDone:

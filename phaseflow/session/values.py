@@ -26,7 +26,7 @@ from phaseflow.turn.execution import (
     PromptKind,
     TurnExecution,
 )
-from phaseflow.turn.messages import Content, History, ToolCall, ToolOutcome
+from phaseflow.turn.messages import Content, History, ToolCall, ToolOutcome, UserMessage
 from phaseflow.turn.progress import TurnProgress
 
 Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
@@ -194,6 +194,9 @@ class Core:
     sent: History | None = None
     #: plan mode's plan: the calls listed (not run) since the session last entered it
     plan: tuple[ToolCall, ...] = ()
+    #: steering messages delivered to the current request (a user message after the
+    #: last tool results), until the reply that answers them is in the ledger
+    steer: Content | None = None
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -203,10 +206,12 @@ class Core:
         """The history the next request continues (the open group's results included)."""
         c = self.continuation
         if c.checkpoint is not None:
-            return c.checkpoint.resolved_messages()
-        if c.request is not None:
-            return c.request.messages
-        return c.messages
+            base = c.checkpoint.resolved_messages()
+        elif c.request is not None:
+            base = c.request.messages
+        else:
+            return c.messages
+        return base if self.steer is None else base.append(UserMessage(self.steer))
 
 
 # --- inputs ----------------------------------------------------------------------------
@@ -286,6 +291,19 @@ class Cancel:
 
     now: float
     done: tuple[ToolDone, ...] = ()
+    #: an interrupt: the queued messages start the next turn at once (a plain cancel
+    #: leaves them queued for the next message)
+    restart: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A message that cancels the turn that runs or waits for a human (as ``cancel()``
+    does) and starts the next turn, after what was queued before it. Idle: a message."""
+
+    content: Content
+    view: PhaseView
+    now: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +318,7 @@ class Resume:
 
 
 Input = (Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode)
+         | SetMode | Interrupt)
 
 
 # --- commands --------------------------------------------------------------------------

@@ -337,17 +337,21 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.session.status != "finished")
     @rule(data=st.data(), action=st.sampled_from(
         ["cancel", "queue_and_cancel", "queue_and_release", "release", "crash",
-         "queue_and_crash"]))
+         "queue_and_crash", "steer_and_release", "interrupt"]))
     def send_and_interrupt(self, data: st.DataObject, action: str) -> None:
         """A message whose turn stops at a gate (a tool, the stream or a retry's wait);
-        there the user cancels, or sends another message (it queues) and lets the turn
-        go on or cancels."""
+        there the user cancels, or sends another message (it queues, or steers the
+        turn, or interrupts it) and lets the turn go on or cancels."""
         self._model(data, may_hang=True)
         if self.session.status == "running" and action.startswith("queue"):
             # A turn a stopped worker left is finished first; a message queued meanwhile
             # overtakes this one (a known bug: test_a_message_sent_while_an_interrupted_
             # turn_is_resumed_keeps_its_place). Not drawn here, so the rest is checked.
             action = action.removeprefix("queue_and_")
+        if self.session.status == "running" and action in ("steer_and_release", "interrupt"):
+            # (a steering message would rightly go with the resumed turn, before this
+            # message, which waits for the next turn: the order the invariant checks)
+            action = "release"
         text = self._message()
         self.sent.append(text)
         self.gate.arm()
@@ -361,7 +365,14 @@ class SessionMachine(RuleBasedStateMachine):
                     queued = self._message()
                     self.sent.append(queued)
                     await self._collect(self.session.send(queued))
-                if action.endswith("cancel"):
+                if action in ("steer_and_release", "interrupt"):
+                    later = self._message()
+                    self.sent.append(later)
+                    await self._collect(self.session.send(
+                        later, busy="steer" if action.startswith("steer") else "interrupt"))
+                if action == "interrupt":
+                    pass  # the turn is cancelled at the gate; the next one starts
+                elif action.endswith("cancel"):
                     self.session.cancel()
                 elif action.endswith("crash"):
                     # the worker dies here: nothing after its last commit happens
