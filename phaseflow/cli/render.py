@@ -170,6 +170,12 @@ class Transcript:
         elif isinstance(event, ev.Retrying):
             self._line(self.paint(f"  retrying (attempt {event.attempt}, in "
                                   f"{event.delay:.1f} s): {one_line(event.message)}", "yellow"))
+        elif isinstance(event, ev.HistoryCompacted):
+            self._line(self.paint(f"[history compacted: {event.folded} older messages "
+                                  "folded into a summary]", "dim"))
+        elif isinstance(event, ev.MessageSteered):
+            self._line("  " + self.paint("steering:", "bold", "green") + " "
+                       + one_line(event.message))
         elif isinstance(event, ev.ModeChanged):
             self._line(self.paint(f"[mode {event.mode}]", "bold", "magenta"))
         elif isinstance(event, ev.ErrorEvent):

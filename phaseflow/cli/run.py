@@ -79,6 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="send TEXT as one turn and exit when every --message is done (repeatable: "
         "one turn each, in order)")
     parser.add_argument(
+        "--max-history-tokens", metavar="N",
+        help="compact the history when a request would carry more than N tokens: its "
+        "oldest turns are folded into a summary the model makes (every message is kept)")
+    parser.add_argument(
         "--busy", choices=("queue", "reject", "steer", "interrupt"),
         help="what a message does when another worker runs the session's turn: queue it "
         "for the next turn (default), reject it, steer the running turn with it, or "
@@ -119,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     _provider_choice(args)
     try:
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
+        max_history = positive_integer(args.max_history_tokens, "--max-history-tokens")
         lease = seconds(args.lease, "--lease")
         store = open_store(args.store)
     except ConfigError as exc:
@@ -142,6 +147,8 @@ def _run(args: argparse.Namespace) -> int:
         options["mode"] = args.mode
     if args.busy is not None:
         options["busy"] = args.busy
+    if max_history is not None:
+        options["max_history_tokens"] = max_history
     try:
         agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
                       model=args.model, store=store, **options)

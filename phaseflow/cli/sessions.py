@@ -32,6 +32,7 @@ from phaseflow.errors import ConfigError
 if TYPE_CHECKING:
     from phaseflow.session import Agent
     from phaseflow.session.events import Event
+    from phaseflow.session.values import Core
     from phaseflow.stores.base import SessionRecord, SessionSummary, Store, StoredEvent
     from phaseflow.turn.messages import Message
 
@@ -76,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("id", metavar="ID")
     show.add_argument("--json", action="store_true",
                       help="print one object: id, workflow, status, phase, turn, state, "
-                      "pending_approval, history")
+                      "pending_approval, history (what the model sees), transcript (every "
+                      "message)")
     events = sub.add_parser("events", parents=[common], help="a session's stored events")
     events.add_argument("id", metavar="ID")
     events.add_argument("--after", type=int, default=0, metavar="SEQ",
@@ -307,16 +309,36 @@ def record_json(record: SessionRecord) -> dict[str, Any]:
         "state": dict(record.state),
         "pending_approval": pending_json(record),
         "history": [message_json(m) for m in history(record)],
+        "transcript": [message_json(m) for m in transcript(record)],
     }
 
 
-def history(record: SessionRecord) -> tuple[Message, ...]:
-    """The exact model messages of a stored session: what ``Session.history`` gives once
-    it is opened (within a turn, the messages of its open request and tool group too)."""
+def _core(record: SessionRecord) -> Core:
+    from phaseflow.errors import PhaseflowError
+    from phaseflow.session.core_json import core_from_json
     from phaseflow.session.values import Core
 
-    core = Core(record.session_id, record.execution, record.progress, record.continuation)
-    return core.history().to_tuple()
+    try:
+        return core_from_json(record.session_id, record.core, record.execution,
+                              record.progress, record.continuation)
+    except PhaseflowError:  # (shown as far as it can be; `recover` names the damage)
+        return Core(record.session_id, record.execution, record.progress,
+                    record.continuation)
+
+
+def history(record: SessionRecord) -> tuple[Message, ...]:
+    """The exact model messages the model sees now: what ``Session.history`` gives once
+    the session is opened (within a turn, the messages of its open request and tool
+    group too; with history compaction, the summary in place of what it folds)."""
+    from phaseflow.session.compaction import visible
+
+    core = _core(record)
+    return visible(core.history(), core.compaction).to_tuple()
+
+
+def transcript(record: SessionRecord) -> tuple[Message, ...]:
+    """Every message of a stored session, compacted or not (``Session.transcript``)."""
+    return _core(record).history().to_tuple()
 
 
 # --- the timeline ------------------------------------------------------------------------
@@ -393,6 +415,13 @@ def describe(data: Mapping[str, Any]) -> tuple[str, str]:
         return "reply", f"[{_field(data, 'status', 20)}{tokens}] {reply}".rstrip()
     if kind == "error":
         return "error", f"{_field(data, 'code', 40)}: {_field(data, 'message')}"
+    if kind == "history_compacted":
+        return "compacted", (f"{_field(data, 'folded', 20)} messages folded: "
+                             f"{_field(data, 'summary')}")
+    if kind == "message_steered":
+        return "steer", _field(data, "message")
+    if kind == "mode_changed":
+        return "mode", _field(data, "mode", 20)
     return one_line(kind, 20) if kind else "event", one_line(
         {k: v for k, v in data.items() if k not in ("type", "seq", "session_id", "turn", "at")})
 

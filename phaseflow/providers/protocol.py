@@ -49,6 +49,13 @@ class ProviderRequest:
     tool_choice: Literal["auto", "none"] = "auto"
     max_output_tokens: int | None = None
     temperature: float | None = None
+    #: ``turn``: a step of the conversation; ``compaction``: a request to summarize the
+    #: oldest part of it (the history is then one user message holding that part)
+    purpose: Literal["turn", "compaction"] = "turn"
+    #: assistant replies folded into the summary at the start of ``history`` (0 when the
+    #: history was never compacted): ``len(replies in history) + folded_replies`` is the
+    #: number of replies the conversation has had
+    folded_replies: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -333,7 +333,17 @@ class ScriptedProvider:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         self.requests.append(request)
-        number = 1 + sum(isinstance(m, AssistantMessage) for m in request.history)
+        if request.purpose == "compaction":
+            # answered here, not from the script: a compaction is the session's own
+            # request, and a script says what the model says in the conversation
+            summary = compaction_summary(request)
+            yield TextDelta(summary)
+            yield Usage(_request_size(request), _tokens(summary))
+            yield StreamEnd()
+            return
+        # (replies folded into a compacted history's summary count: the script goes on)
+        number = 1 + request.folded_replies + sum(
+            isinstance(m, AssistantMessage) for m in request.history)
         self._furthest = max(self._furthest, min(number, len(self._replies)))
         if number > len(self._replies):
             for k, failure in enumerate(self._trailing):
@@ -364,6 +374,30 @@ class ScriptedProvider:
         output = _tokens(reply.text) + sum(_tokens(a) for _, _, a in reply.calls)
         yield Usage(_request_size(request), output)
         yield StreamEnd("tool_use" if reply.calls else "end_turn")
+
+
+def compaction_summary(request: ProviderRequest) -> str:
+    """A scripted model's summary of a compaction request: what it folds, named (the
+    users' messages, clipped), and the earlier summary, clipped; at most ~700 characters
+    whatever it folds, so a long scripted conversation's requests stay bounded."""
+    text = "".join(
+        part if isinstance(part, str) else "".join(
+            p.text for p in part if isinstance(p, TextPart))
+        for part in (m.content for m in request.history))
+    earlier, _, since = text.partition("\nConversation since:\n")
+    if not since:
+        earlier, since = "", text
+    lines = since.splitlines()
+    said = [line[len("user: "):] for line in lines if line.startswith("user: ")]
+    replies = sum(line.startswith("assistant: ") for line in lines)
+    results = sum(line.startswith("tool result ") for line in lines)
+    shown = "; ".join(s if len(s) <= 40 else s[:37] + "..." for s in said[-6:])
+    head = (f"Folded {len(said)} user message(s), {replies} reply(ies) and {results} tool "
+            f"result(s); the user said: {shown or 'nothing'}.")
+    before = earlier.removeprefix("Earlier summary:\n").strip()
+    if before:
+        head = f"Before that: {before[:300]}{'...' if len(before) > 300 else ''} " + head
+    return head
 
 
 def _summary(reply: ScriptedReply) -> str:

@@ -23,6 +23,7 @@ from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
+from phaseflow.session.compaction import DEFAULT_PROMPT, visible
 from phaseflow.session.core import ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
@@ -158,6 +159,9 @@ class Agent:
         worker: str | None = None,
         max_output_tokens: int | None = None,
         mode: str = "exec",
+        max_history_tokens: int | None = None,
+        compaction_provider: Provider | None = None,
+        compaction_prompt: str = DEFAULT_PROMPT,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -169,7 +173,8 @@ class Agent:
             values={"max_steps": max_steps, "max_retries": max_retries,
                     "output_lines": output_lines, "output_chars": output_chars,
                     "lease": lease, "parallel_tools": parallel_tools, "system": system,
-                    "max_output_tokens": max_output_tokens, "worker": worker},
+                    "max_output_tokens": max_output_tokens, "worker": worker,
+                    "max_history_tokens": max_history_tokens},
             callables={"clock": clock, "phase_clock": phase_clock, "sleep": sleep,
                        "approve": approve})
         #: the phase machine's clock (``seconds_in_phase``): monotonic, so a wall-clock
@@ -186,6 +191,12 @@ class Agent:
                 raise ConfigError(
                     f"tools not in the workflow's catalogue: {', '.join(unknown)} "
                     f"(the catalogue has: {', '.join(catalogue) or 'none'})")
+        if compaction_provider is not None and not callable(
+                getattr(compaction_provider, "stream", None)):
+            raise ConfigError("compaction_provider must have a stream(request) method (the "
+                              f"Provider protocol), not {type(compaction_provider).__name__}")
+        if not isinstance(compaction_prompt, str) or not compaction_prompt.strip():
+            raise ConfigError("compaction_prompt must be a non-empty string")
         if busy not in BUSY_MODES:
             raise ConfigError(f"busy must be one of {', '.join(BUSY_MODES)}, not {busy!r}")
         self.busy: Busy = busy
@@ -200,10 +211,12 @@ class Agent:
             tools=self.tools, store=self.store, system=system,
             model=model or getattr(provider, "model", "") or "",
             limits=Limits(max_steps=max_steps, max_retries=max_retries,
-                          parallel_tools=parallel_tools),
+                          parallel_tools=parallel_tools,
+                          max_history_tokens=max_history_tokens),
             approve=approve, output_lines=output_lines, output_chars=output_chars,
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
+            compaction_provider=compaction_provider, compaction_prompt=compaction_prompt,
         )
 
     def missing_tools(self) -> tuple[str, ...]:
@@ -327,8 +340,15 @@ class Session:
 
     @property
     def history(self) -> tuple[Message, ...]:
-        """The exact model messages so far (no system message: it is rebuilt for every
-        request from the phase)."""
+        """The exact model messages the model sees now (no system message: it is rebuilt
+        for every request from the phase). With history compaction, the summary of the
+        folded part, then the messages after it; :attr:`transcript` has every one."""
+        core = self._runner.core
+        return visible(core.history(), core.compaction).to_tuple()
+
+    @property
+    def transcript(self) -> tuple[Message, ...]:
+        """Every message of the conversation, compacted or not."""
         return self._runner.core.history().to_tuple()
 
     @property

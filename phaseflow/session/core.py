@@ -25,11 +25,15 @@ from typing import Any
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.session import events as ev
+from phaseflow.session.compaction import fold_point, history_chars, replies_in, visible
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
     Command,
+    Compact,
+    Compacted,
+    Compaction,
     Core,
     Done,
     Failed,
@@ -131,6 +135,8 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
         return _on_mode(core, event)
     if isinstance(event, Interrupt):
         return _on_interrupt(core, event, limits)
+    if isinstance(event, Compacted):
+        return _on_compacted(core, event)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -198,10 +204,64 @@ def _next_request(core: Core, limits: Limits) -> Step:
         core = evolve(core, steer=content,
                       execution=evolve(core.execution, steering=()))
         first = (Persist((ev.MessageSteered(message=content_text(content), turn=core.turn),)),)
-    sent = core.history()
     core = evolve(core, step=n, attempt=0, request_id=request_id, final_request=final,
-                   sent=sent)
-    return Step(core, (*first, CallProvider(request_id, sent, final)))
+                   sent=core.history())
+    return _ask(core, first, limits)
+
+
+def _ask(core: Core, first: tuple[Command, ...], limits: Limits) -> Step:
+    """Send the current request - after compacting the history when it would carry more
+    than the agent's budget (see :mod:`phaseflow.session.compaction`)."""
+    budget = limits.max_history_tokens
+    sent = core.sent
+    assert sent is not None and core.request_id is not None
+    if budget is not None:
+        shown = visible(sent, core.compaction)
+        if history_chars(shown) * core.tokens_per_char > budget:
+            upto = fold_point(sent, core.compaction, int(budget / 2 / core.tokens_per_char))
+            if upto is not None:
+                start = core.compaction.upto if core.compaction is not None else 0
+                previous = core.compaction.summary if core.compaction is not None else ""
+                folded = sent.after(start)[:upto - start]
+                core = evolve(core, folding=upto)
+                return Step(core, (*first, Compact(f"{core.request_id}:compact", folded,
+                                                   previous, max(64, budget // 4))))
+    return Step(core, (*first, _call(core)))
+
+
+def _call(core: Core) -> CallProvider:
+    """The current request as the model sees it (the summary in place of what it
+    folds)."""
+    sent = core.sent if core.sent is not None else core.history()
+    assert core.request_id is not None
+    compaction = core.compaction
+    return CallProvider(core.request_id, visible(sent, compaction), core.final_request,
+                        compaction.replies if compaction is not None else 0)
+
+
+def _on_compacted(core: Core, event: Compacted) -> Step:
+    """The summary is in: the fold is committed with a ``history_compacted`` event,
+    then the waiting request is sent. A failed summary leaves the history as it was."""
+    upto = core.folding
+    if upto is None or core.request_id is None or (
+            event.request_id != f"{core.request_id}:compact") or core.status != "running":
+        return Step(core)  # stale: the turn moved on (a cancel)
+    core = evolve(core, folding=None)
+    if event.summary is None:
+        failed = ev.ErrorEvent(code="compaction_failed", turn=core.turn, message=(
+            f"the history could not be compacted ({event.problem}); the request is sent "
+            "with the history as it was"))
+        return Step(core, (Persist((failed,)), _call(core)))
+    sent = core.sent
+    assert sent is not None
+    before = core.compaction
+    start = before.upto if before is not None else 0
+    replies = (before.replies if before is not None else 0) + replies_in(
+        sent.after(start)[:upto - start])
+    core = evolve(core, compaction=Compaction(upto, event.summary, replies))
+    compacted = ev.HistoryCompacted(folded=upto - start, upto=upto, summary=event.summary,
+                                    turn=core.turn)
+    return Step(core, (Persist((compacted,)), _call(core)))
 
 
 def _end_after_group(core: Core) -> Core:
@@ -352,6 +412,9 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         input_tokens=core.input_tokens + reply.usage.input_tokens,
         output_tokens=core.output_tokens + reply.usage.output_tokens, request_id=None,
     )
+    if event.sent_chars > 0 and reply.usage.input_tokens > 0:
+        # what a character costs, as this provider counts: the next budget check's ratio
+        core = evolve(core, tokens_per_char=reply.usage.input_tokens / event.sent_chars)
     events: list[ev.Event] = []
     if reply.stop == "max_tokens":
         events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
@@ -623,22 +686,22 @@ def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
         core = _end_after_group(core)  # the boundary after a cut reply's group
     if event.final:
         if event.view.terminal and not core.final_request:
-            return _final_request(core, event.events)
+            return _final_request(core, event.events, limits)
         return _finish(core, "completed", event.events, limits)
     nxt = _next_request(evolve(core, group=None), limits)
-    if nxt.commands and isinstance(nxt.commands[0], CallProvider):
-        # A boundary that changed nothing (no write, no move, no error) needs no commit of
-        # its own: resumed from the group's results, it would run again and change
-        # nothing again.
-        first: tuple[Command, ...] = (Persist(event.events),) if event.events else ()
-        return Step(nxt.core, (*first, *nxt.commands))
-    # The step limit ended the turn: its commit carries the boundary's events too.
-    ending = nxt.commands[0]
-    assert isinstance(ending, Persist)
-    return Step(nxt.core, (Persist((*event.events, *ending.events)), *nxt.commands[1:]))
+    head = nxt.commands[0] if nxt.commands else None
+    if isinstance(head, Persist):
+        # What comes next commits first (the step limit ending the turn, steering
+        # delivered): that commit carries the boundary's events too.
+        return Step(nxt.core, (Persist((*event.events, *head.events)), *nxt.commands[1:]))
+    # A boundary that changed nothing (no write, no move, no error) needs no commit of
+    # its own: resumed from the group's results, it would run again and change nothing
+    # again.
+    first: tuple[Command, ...] = (Persist(event.events),) if event.events else ()
+    return Step(nxt.core, (*first, *nxt.commands))
 
 
-def _final_request(core: Core, events: tuple[ev.Event, ...]) -> Step:
+def _final_request(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> Step:
     """The turn's last boundary entered a terminal phase: the model gets one last
     request there, with no tools, within the same user turn."""
     started = _ok(core.progress.start_turn())
@@ -646,8 +709,7 @@ def _final_request(core: Core, events: tuple[ev.Event, ...]) -> Step:
     continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, None))
     core = evolve(core, progress=started.progress, continuation=continuation,
                    step=core.step + 1, attempt=0, request_id=request_id, final_request=True)
-    sent = core.history()
-    return Step(evolve(core, sent=sent), (Persist(events), CallProvider(request_id, sent, True)))
+    return _ask(evolve(core, sent=core.history()), (Persist(events),), limits)
 
 
 # --- provider failures -------------------------------------------------------------------
@@ -667,9 +729,9 @@ def _on_failed(core: Core, event: Failed, limits: Limits) -> Step:
         core = evolve(core, attempt=attempt)
         retrying = ev.Retrying(attempt=attempt, delay=delay, message=failure.message,
                                turn=core.turn)
-        sent = core.sent if core.sent is not None else core.history()
-        return Step(core, (Persist((retrying,)), Sleep(delay),
-                           CallProvider(event.request_id, sent, core.final_request)))
+        if core.sent is None:
+            core = evolve(core, sent=core.history())
+        return Step(core, (Persist((retrying,)), Sleep(delay), _call(core)))
     turn_id = core.progress.turn_id
     if turn_id is not None:
         failed = core.progress.fail(turn_id)
@@ -768,7 +830,8 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
             core = evolve(core, progress=_ok(cancelled.confirm_stopped(turn_id)))
     writes = core.group.writes() if core.group is not None else ()
     core = _close_request(core)
-    core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None)
+    core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,
+                  folding=None)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens)
     commands: list[Command] = []
@@ -869,11 +932,8 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
         return _close_group(core, tuple(events))
     if group is not None:  # checkpointed, nothing admitted yet (an approval was granted)
         return _continue_group(core, (), limits)
-    request_id = core.request_id
-    if request_id is not None:
-        sent = core.history()
-        core = evolve(core, sent=sent, attempt=0)
-        return Step(core, (CallProvider(request_id, sent, core.final_request),))
+    if core.request_id is not None:
+        return _ask(evolve(core, sent=core.history(), attempt=0), (), limits)
     if core.continuation.request is None:
         return Step(core, (RunBoundary((), None, final=True),))
     return _next_request(core, limits)

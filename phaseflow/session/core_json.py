@@ -10,7 +10,16 @@ from typing import Any, cast
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.session import events as ev
-from phaseflow.session.values import CallKind, Core, Done, Group, Planned, ResultLabel, Status
+from phaseflow.session.values import (
+    CallKind,
+    Compaction,
+    Core,
+    Done,
+    Group,
+    Planned,
+    ResultLabel,
+    Status,
+)
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
 from phaseflow.turn.jsonio import Malformed
@@ -47,6 +56,10 @@ def core_to_json(core: Core) -> dict[str, Any]:
         "pending": [e.to_json() for e in core.pending],
         **({"plan": [c.to_json() for c in core.plan]} if core.plan else {}),
         **({"steer": content_to_json(core.steer)} if core.steer is not None else {}),
+        **({"compaction": {"upto": core.compaction.upto, "summary": core.compaction.summary,
+                           "replies": core.compaction.replies}}
+           if core.compaction is not None else {}),
+        **({"tokens_per_char": core.tokens_per_char} if core.tokens_per_char != 0.25 else {}),
         "group": None if group is None else {
             "checkpoint_id": group.checkpoint_id,
             "calls": [{"call": p.call.to_json(), "kind": p.kind, "note": p.note,
@@ -99,6 +112,24 @@ def _check_one_call(session_id: str, group: Group, continuation: Continuation,
             f"not match the call that would run (the stored session was altered)")
 
 
+def _compaction(data: Any) -> Compaction | None:
+    """The stored fold (``None``: the history was never compacted)."""
+    if data is None:
+        return None
+    upto, summary, replies = data["upto"], data["summary"], data["replies"]
+    if type(upto) is not int or type(replies) is not int or not isinstance(summary, str) or (
+            upto < 0 or replies < 0):
+        raise ValueError(f"compaction {data!r}")
+    return Compaction(upto, summary, replies)
+
+
+def _ratio(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 < value < 1e6) or value != value:
+        raise ValueError(f"tokens_per_char {value!r}")
+    return float(value)
+
+
 def _steer(session_id: str, data: Mapping[str, Any]) -> Any:
     """The steering message delivered to the current request, if any."""
     if "steer" not in data:
@@ -149,6 +180,8 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
             plan=tuple(_value(ToolCall.from_json(c), "planned call")
                        for c in data.get("plan", ())),
             steer=_steer(session_id, data),
+            compaction=_compaction(data.get("compaction")),
+            tokens_per_char=_ratio(data.get("tokens_per_char", 0.25)),
             group=group,
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -154,6 +154,18 @@ class MessageSteered(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryCompacted(_Event):
+    """The oldest ``folded`` messages the model saw were folded into ``summary``: from
+    now on a request carries the summary, then the history from message ``upto`` on
+    (every message is still kept: ``Session.transcript``)."""
+
+    type: ClassVar[str] = "history_compacted"
+    folded: int = 0
+    upto: int = 0
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModeChanged(_Event):
     """The host switched the session to ``plan`` mode (only read-only tools run; every
     other call is listed as the plan) or back to ``exec``."""
@@ -176,14 +188,14 @@ class ErrorEvent(_Event):
 Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
-    | ModeChanged | MessageSteered | ErrorEvent
+    | ModeChanged | MessageSteered | HistoryCompacted | ErrorEvent
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
     cls.type: cls
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
-                TurnFinished, ModeChanged, MessageSteered, ErrorEvent)
+                TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, ErrorEvent)
 }
 
 

@@ -34,12 +34,15 @@ from phaseflow.providers.protocol import (
     TextDelta,
 )
 from phaseflow.session import events as ev
+from phaseflow.session.compaction import DEFAULT_PROMPT, history_chars, summary_input
 from phaseflow.session.core import GO_TO_PHASE, named_calls, step
 from phaseflow.session.core_json import core_to_json
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
+    Compact,
+    Compacted,
     Core,
     Done,
     Failed,
@@ -63,7 +66,7 @@ from phaseflow.tools.function import FunctionTool, ToolContext, output_text, spl
 from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
-from phaseflow.turn.messages import ToolCall, ToolOutcome
+from phaseflow.turn.messages import ToolCall, ToolOutcome, UserMessage
 from phaseflow.turn.output import (
     CaptureComplete,
     OutputReference,
@@ -112,6 +115,9 @@ class RunnerConfig:
     max_output_tokens: int | None = None
     #: what each phase offers, worked out once per phase (see ViewCache)
     views: ViewCache = field(default_factory=ViewCache)
+    #: who summarizes a compacted history (None: ``provider``), and what it is told
+    compaction_provider: Provider | None = None
+    compaction_prompt: str = DEFAULT_PROMPT
 
 
 def _ok_value(value: T | Rejected) -> T:
@@ -232,6 +238,13 @@ class Runner:
                             yield item
                         else:
                             inputs.append(item)
+                elif isinstance(command, Compact):
+                    work = asyncio.ensure_future(self._summarize(command))
+                    if await self._until_cancelled(work):
+                        inputs.clear()
+                        inputs.append(self._cancelled())
+                        break
+                    inputs.append(work.result())
                 elif isinstance(command, RunTools):
                     inputs.extend(await self._run_tools(command))
                 elif isinstance(command, RunBoundary):
@@ -349,8 +362,53 @@ class Runner:
             tools=tools, request_id=command.request_id,
             tool_choice="none" if final or not tools else "auto",
             max_output_tokens=self.config.max_output_tokens,
+            folded_replies=command.folded_replies,
         )
         return request, view
+
+    def _sent_chars(self, request: ProviderRequest) -> int:
+        """A request's size in characters, when the agent compacts its history (the
+        core turns the reply's token usage into a ratio with it); 0 otherwise."""
+        if self.config.limits.max_history_tokens is None:
+            return 0
+        return (len(request.system) + history_chars(request.history)
+                + sum(len(t.name) + len(t.description) + len(str(t.parameters))
+                      for t in request.tools))
+
+    async def _summarize(self, command: Compact) -> Compacted:
+        """One compaction request: the folded messages (and the earlier summary) as one
+        user message, the agent's compaction prompt as the system text, no tools. Its
+        text is the summary; a failure or an empty text leaves the history as it was."""
+        provider = self.config.compaction_provider or self.config.provider
+        request = ProviderRequest(
+            model=self.config.model, system=self.config.compaction_prompt,
+            history=(UserMessage(summary_input(command.previous, command.messages)),),
+            tools=(), request_id=command.request_id, tool_choice="none",
+            max_output_tokens=command.max_tokens, purpose="compaction")
+        assembler = ReplyAssembler()
+        try:
+            stream = provider.stream(request)
+            try:
+                async for item in stream:
+                    outcome = assembler.add(item)
+                    if isinstance(outcome, ProviderFailure):
+                        return Compacted(command.request_id, None, outcome.message)
+                    if outcome == "end":
+                        break
+            finally:
+                closing = getattr(stream, "aclose", None)
+                if closing is not None:
+                    await closing()
+            reply = assembler.reply()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a provider that raises: its message, never a traceback
+            return Compacted(command.request_id, None, describe_exception(exc))
+        if isinstance(reply, ProviderFailure):
+            return Compacted(command.request_id, None, reply.message)
+        if not reply.text.strip():
+            return Compacted(command.request_id, None, "the summary was empty")
+        return Compacted(command.request_id, reply.text.strip())
 
     async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDeltaEvent | Input]:
         """One model request: text deltas as they stream, then the reply (or the failure,
@@ -381,7 +439,8 @@ class Runner:
                                  at=self.config.clock())
                     continue
                 if isinstance(item, ProviderReply):
-                    yield Replied(command.request_id, item, view, self._flagged(item, view))
+                    yield Replied(command.request_id, item, view, self._flagged(item, view),
+                                  self._sent_chars(request))
                 else:
                     yield Failed(command.request_id, item, self.config.rng.random())
                 return

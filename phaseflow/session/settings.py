@@ -109,8 +109,9 @@ def check_agent(*, workflow: Workflow, tools: Mapping[str, FunctionTool],
     for name in ("max_steps", "output_lines", "output_chars"):
         positive_int(name, values[name])
     non_negative_int("max_retries", values["max_retries"])
-    if values["max_output_tokens"] is not None:
-        positive_int("max_output_tokens", values["max_output_tokens"])
+    for name in ("max_output_tokens", "max_history_tokens"):
+        if values.get(name) is not None:
+            positive_int(name, values[name])
     positive_seconds("lease", values["lease"])
     worker = values["worker"]
     if worker is not None and (not isinstance(worker, str) or not worker):

@@ -26,7 +26,14 @@ from phaseflow.turn.execution import (
     PromptKind,
     TurnExecution,
 )
-from phaseflow.turn.messages import Content, History, ToolCall, ToolOutcome, UserMessage
+from phaseflow.turn.messages import (
+    Content,
+    History,
+    Message,
+    ToolCall,
+    ToolOutcome,
+    UserMessage,
+)
 from phaseflow.turn.progress import TurnProgress
 
 Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
@@ -93,6 +100,21 @@ class Limits:
     backoff: float = 0.5
     max_backoff: float = 30.0
     parallel_tools: bool = True
+    #: the most tokens the history of a request may carry before its oldest turns are
+    #: compacted into a summary (None: never)
+    max_history_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The oldest part of the conversation, folded into a summary that the model sees
+    in its place: the first ``upto`` messages of the history (every message stays in the
+    history the store keeps: the transcript). ``replies``: the assistant messages among
+    them (a scripted model counts replies)."""
+
+    upto: int
+    summary: str
+    replies: int
 
 
 # --- the open tool group ---------------------------------------------------------------
@@ -197,6 +219,13 @@ class Core:
     #: steering messages delivered to the current request (a user message after the
     #: last tool results), until the reply that answers them is in the ledger
     steer: Content | None = None
+    #: the history's oldest part folded into a summary (history compaction)
+    compaction: Compaction | None = None
+    #: tokens per character of a request, as the provider's last usage report says
+    #: (before one: an estimate of 4 characters a token)
+    tokens_per_char: float = 0.25
+    #: the fold a compaction request is making now (a message count), until its summary
+    folding: int | None = None
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -243,6 +272,19 @@ class Replied:
     reply: ProviderReply
     view: PhaseView
     flagged: frozenset[int] = frozenset()
+    #: the characters the request carried (system text, tools, history), when the agent
+    #: compacts its history: with the reply's usage, the tokens a character costs
+    sent_chars: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """The summary a compaction request produced (``summary`` None: it failed, and
+    ``problem`` says why)."""
+
+    request_id: str
+    summary: str | None
+    problem: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +360,7 @@ class Resume:
 
 
 Input = (Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode | Interrupt)
+         | SetMode | Interrupt | Compacted)
 
 
 # --- commands --------------------------------------------------------------------------
@@ -340,6 +382,19 @@ class CallProvider:
     request_id: str
     history: History
     final: bool = False
+    #: replies folded into the summary at the start of ``history`` (compaction)
+    folded_replies: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """Ask a model to fold ``messages`` (with the ``previous`` summary) into one summary;
+    feed back :class:`Compacted`. The request waiting for it is asked after."""
+
+    request_id: str
+    messages: tuple[Message, ...]
+    previous: str
+    max_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +436,7 @@ class TurnOver:
     status: str
 
 
-Command = Persist | CallProvider | Sleep | RunTools | RunBoundary | Pause | TurnOver
+Command = Persist | CallProvider | Compact | Sleep | RunTools | RunBoundary | Pause | TurnOver
 
 
 @dataclass(frozen=True, slots=True)
