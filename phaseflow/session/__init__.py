@@ -16,12 +16,14 @@ from phaseflow.session.agent import (
     SessionFinished,
     TurnFailed,
 )
-from phaseflow.session.core import ModeRefused, ResolutionRefused
+from phaseflow.session.core import CompactionRefused, ModeRefused, ResolutionRefused
 from phaseflow.session.events import (
     ApprovalRequested,
     ApprovalResolvedEvent,
     ErrorEvent,
     Event,
+    HistoryCompacted,
+    MessageSteered,
     ModeChanged,
     PhaseChanged,
     Retrying,
@@ -38,8 +40,11 @@ __all__ = [
     "Agent",
     "ApprovalRequested",
     "ApprovalResolvedEvent",
+    "CompactionRefused",
     "ErrorEvent",
     "Event",
+    "HistoryCompacted",
+    "MessageSteered",
     "ModeChanged",
     "ModeRefused",
     "PendingApproval",

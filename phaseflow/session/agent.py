@@ -24,13 +24,21 @@ from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
-from phaseflow.session.core import ModeRefused, arguments_hash
+from phaseflow.session.core import CompactionRefused, ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
-from phaseflow.session.values import Cancel, Core, Limits, Resolve, Send, SetMode
+from phaseflow.session.values import (
+    Cancel,
+    CompactNow,
+    Core,
+    Limits,
+    Resolve,
+    Send,
+    SetMode,
+)
 from phaseflow.session.workers import new_worker_id
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import SessionRecord, Store
@@ -385,6 +393,21 @@ class Session:
 
     def set_mode_sync(self, mode: str) -> tuple[ev.Event, ...]:
         return _run(self.set_mode(mode))
+
+    async def compact(self, *, max_tokens: int = 1024) -> tuple[ev.Event, ...]:
+        """Fold everything before the last turn into a summary now, between turns (a
+        ``history_compacted`` event; nothing when there is nothing to fold). The model
+        sees the summary and the last turn from the next request on; the transcript
+        keeps every message. :class:`CompactionRefused` while a turn runs or waits."""
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+        if self._driver.running or self.status in ("running", "awaiting_approval"):
+            raise CompactionRefused(f"session {self.id!r}: a compaction asked by the host "
+                                    f"waits for the turn to end (it is {self.status})")
+        return tuple([e async for e in self._driver.run(CompactNow(max_tokens))])
+
+    def compact_sync(self, *, max_tokens: int = 1024) -> tuple[ev.Event, ...]:
+        return _run(self.compact(max_tokens=max_tokens))
 
     @property
     def machine(self) -> PhaseMachine:

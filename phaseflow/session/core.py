@@ -34,6 +34,7 @@ from phaseflow.session.values import (
     Compact,
     Compacted,
     Compaction,
+    CompactNow,
     Core,
     Done,
     Failed,
@@ -84,6 +85,7 @@ from phaseflow.turn.messages import (
     TextPart,
     ToolCall,
     ToolOutcome,
+    UserMessage,
 )
 from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted
 from phaseflow.turn.rejections import Rejected
@@ -137,6 +139,8 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
         return _on_interrupt(core, event, limits)
     if isinstance(event, Compacted):
         return _on_compacted(core, event)
+    if isinstance(event, CompactNow):
+        return _on_compact_now(core, event)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -239,19 +243,51 @@ def _call(core: Core) -> CallProvider:
                         compaction.replies if compaction is not None else 0)
 
 
+def _host_compaction_id(core: Core) -> str:
+    return f"{core.session_id}:{core.turn}:compact-now"
+
+
+def _on_compact_now(core: Core, event: CompactNow) -> Step:
+    """Fold everything before the last turn now (between turns). Nothing to fold (one
+    turn so far, or folded already): nothing happens."""
+    if core.status in ("running", "awaiting_approval"):
+        raise CompactionRefused(f"session {core.session_id!r}: a compaction asked by the "
+                                f"host waits for the turn to end (it is {core.status})")
+    history = core.history()
+    start = core.compaction.upto if core.compaction is not None else 0
+    recent = history.after(start)
+    last = max((i for i, m in enumerate(recent) if isinstance(m, UserMessage)), default=0)
+    if last <= 0:
+        return Step(core)
+    previous = core.compaction.summary if core.compaction is not None else ""
+    core = evolve(core, folding=start + last, sent=history)
+    return Step(core, (Compact(_host_compaction_id(core), recent[:last], previous,
+                               event.max_tokens),))
+
+
+class CompactionRefused(PhaseflowError):
+    """``Session.compact()`` while a turn runs or waits for a human."""
+
+
 def _on_compacted(core: Core, event: Compacted) -> Step:
     """The summary is in: the fold is committed with a ``history_compacted`` event,
-    then the waiting request is sent. A failed summary leaves the history as it was."""
+    then the waiting request is sent (none, for the host's compaction between turns).
+    A failed summary leaves the history as it was."""
     upto = core.folding
-    if upto is None or core.request_id is None or (
-            event.request_id != f"{core.request_id}:compact") or core.status != "running":
+    between_turns = core.request_id is None and core.status not in (
+        "running", "awaiting_approval") and event.request_id == _host_compaction_id(core)
+    in_turn = core.request_id is not None and core.status == "running" and (
+        event.request_id == f"{core.request_id}:compact")
+    if upto is None or not (between_turns or in_turn):
         return Step(core)  # stale: the turn moved on (a cancel)
     core = evolve(core, folding=None)
+    then: tuple[Command, ...] = (_call(core),) if in_turn else ()
     if event.summary is None:
         failed = ev.ErrorEvent(code="compaction_failed", turn=core.turn, message=(
-            f"the history could not be compacted ({event.problem}); the request is sent "
-            "with the history as it was"))
-        return Step(core, (Persist((failed,)), _call(core)))
+            f"the history could not be compacted ({event.problem}); "
+            + ("the request is sent with the history as it was" if in_turn else
+               "the history is as it was")))
+        return Step(core, (Persist((failed,)), *then))
     sent = core.sent
     assert sent is not None
     before = core.compaction
@@ -261,7 +297,9 @@ def _on_compacted(core: Core, event: Compacted) -> Step:
     core = evolve(core, compaction=Compaction(upto, event.summary, replies))
     compacted = ev.HistoryCompacted(folded=upto - start, upto=upto, summary=event.summary,
                                     turn=core.turn)
-    return Step(core, (Persist((compacted,)), _call(core)))
+    if not in_turn:
+        core = evolve(core, sent=None)
+    return Step(core, (Persist((compacted,)), *then))
 
 
 def _end_after_group(core: Core) -> Core:

@@ -278,6 +278,14 @@ class Replied:
 
 
 @dataclass(frozen=True, slots=True)
+class CompactNow:
+    """The host asks for a compaction between turns: everything before the last turn
+    is folded into a summary (``max_tokens``: the summary's output limit)."""
+
+    max_tokens: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
 class Compacted:
     """The summary a compaction request produced (``summary`` None: it failed, and
     ``problem`` says why)."""
@@ -360,7 +368,7 @@ class Resume:
 
 
 Input = (Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode | Interrupt | Compacted)
+         | SetMode | Interrupt | Compacted | CompactNow)
 
 
 # --- commands --------------------------------------------------------------------------
