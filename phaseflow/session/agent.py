@@ -21,6 +21,7 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.observe.switch import observer_for
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
@@ -182,6 +183,8 @@ class Agent:
         lease: float = 30.0,
         worker: str | None = None,
         max_output_tokens: int | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -215,6 +218,9 @@ class Agent:
         self.busy: Busy = busy
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
+        self.observer = observer_for(wf.name, self.store, tracer_provider, meter_provider)
+        if self.observer.traced:
+            wf = self.workflow = replace(wf, registry=self.observer.hooks(wf.registry))
         self.config = RunnerConfig(
             workflow=wf, workflow_hash=workflow_hash(wf), provider=provider,
             tools=self.tools, store=self.store, system=system,
@@ -224,6 +230,7 @@ class Agent:
             approve=approve, output_lines=output_lines, output_chars=output_chars,
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
+            observer=self.observer,
         )
 
     def missing_tools(self) -> tuple[str, ...]:
@@ -435,7 +442,8 @@ class Session:
         if lease is None:
             if isinstance(first, Send) and agent.busy == "queue":
                 await store.enqueue(self.id, {"content": content_to_json(first.content),
-                                              "kind": first.kind.value})
+                                              "kind": first.kind.value,
+                                              **config.observer.carrier(self.id)})
                 # The holder may have looked at the queue for the last time before this
                 # message was stored, and let the turn go since: when the turn is free
                 # now, this worker takes it, so the message is never left behind.
@@ -548,6 +556,7 @@ class Session:
             if not queued:
                 return
             contents = tuple(content_from_json(q.data.get("content")) for q in queued)
+            self._runner.config.observer.queued(self.id, [q.data for q in queued])
             self._runner.consumed = queued[-1].id
             content = contents[0] if len(contents) == 1 else joined_content(contents)
             async for e in self._runner.drive(Send(content, self._runner.view())):
