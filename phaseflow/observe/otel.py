@@ -83,6 +83,8 @@ class OtelObserver:
         self._queued: dict[str, list[SpanContext]] = {}
         #: per session: the drive whose turn span is still open (ended by the next one)
         self.open: dict[str, Any] = {}
+        self.chats: dict[tuple[int, str],
+                         tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
 
     # --- the Observer protocol ------------------------------------------------------------
 

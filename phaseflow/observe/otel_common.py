@@ -71,3 +71,5 @@ class Owner(Protocol):
     transitions: Counter
     last: dict[str, tuple[int, SpanContext]]
     open: dict[str, Any]
+    #: per (provider, model): a chat's attributes, and with each token type
+    chats: dict[tuple[int, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]

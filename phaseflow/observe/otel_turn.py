@@ -167,6 +167,8 @@ class Drive:
             self._tool_ended(current, call_id, "unknown")
         span = current.span
         span.set_attribute(n.TURN_STATUS, status)
+        if self.phase != current.phase:
+            span.set_attribute(n.PHASE, self.phase)
         if status in ("failed", "interrupted"):
             fail(span, status)
         span.end()
@@ -190,9 +192,14 @@ class Drive:
     async def _stream(self, provider: Provider, request: ProviderRequest
                       ) -> AsyncIterator[ProviderEvent]:
         owner = self.owner
-        name = provider_name(provider)
-        common = {n.OPERATION_NAME: "chat", n.PROVIDER_NAME: name,
-                  n.REQUEST_MODEL: request.model, **server_attributes(provider)}
+        key = (id(provider), request.model)
+        known = owner.chats.get(key)
+        if known is None:
+            common = {n.OPERATION_NAME: "chat", n.PROVIDER_NAME: provider_name(provider),
+                      n.REQUEST_MODEL: request.model, **server_attributes(provider)}
+            known = owner.chats[key] = (common, {**common, n.TOKEN_TYPE: "input"},
+                                        {**common, n.TOKEN_TYPE: "output"})
+        common, as_input, as_output = known
         attributes: dict[str, Any] = {**common, n.CONVERSATION_ID: self.session_id,
                                       n.REQUEST_ID: request.request_id}
         if request.max_output_tokens is not None:
@@ -238,22 +245,23 @@ class Drive:
             finally:
                 if not reason and not error:
                     error = "cancelled"  # closed before the reply ended
+                ended: dict[str, Any] = {}
                 if reason:
-                    span.set_attribute(n.RESPONSE_FINISH_REASONS, [reason])
+                    ended[n.RESPONSE_FINISH_REASONS] = (reason,)
                 if usage is not None:
-                    span.set_attribute(n.USAGE_INPUT_TOKENS, usage[0])
-                    span.set_attribute(n.USAGE_OUTPUT_TOKENS, usage[1])
-                    for token_type, count in (("input", usage[0]), ("output", usage[1])):
-                        owner.token_usage.record(count, {**common, n.TOKEN_TYPE: token_type})
+                    ended[n.USAGE_INPUT_TOKENS], ended[n.USAGE_OUTPUT_TOKENS] = usage
+                    owner.token_usage.record(usage[0], as_input)
+                    owner.token_usage.record(usage[1], as_output)
                 if owner.capture and (text or calls):
                     parts = ([{"type": "text", "content": "".join(text)}] if text else [])
-                    span.set_attribute(n.OUTPUT_MESSAGES, json.dumps(
+                    ended[n.OUTPUT_MESSAGES] = json.dumps(
                         [{"role": "assistant", "parts": parts + calls,
-                          "finish_reason": reason}], ensure_ascii=False))
-                measured = dict(common)
+                          "finish_reason": reason}], ensure_ascii=False)
+                span.set_attributes(ended)
+                measured = common
                 if error:
                     fail(span, error)
-                    measured[n.ERROR_TYPE] = error
+                    measured = {**common, n.ERROR_TYPE: error}
                 span.end()
                 owner.operation_duration.record(time.perf_counter() - started, measured)
 
@@ -307,7 +315,17 @@ class Drive:
         self._tool_measured(name, status, seconds)
 
     def boundary(self, work: Awaitable[T]) -> Awaitable[T]:
-        return self._scoped("phaseflow.boundary", {n.PHASE: self.phase}, work)
+        return self._hooked(work)
+
+    async def _hooked(self, work: Awaitable[T]) -> T:
+        """A turn boundary: no span of its own (most do nothing but check the
+        transitions, and its phase change is an event); the hooks its effects and
+        preparations call are spans under the turn's."""
+        token = ACTIVE.set(self._context())
+        try:
+            return await work
+        finally:
+            ACTIVE.reset(token)
 
     def prepare(self, target: str, work: Awaitable[T]) -> Awaitable[T]:
         return self._scoped("phaseflow.prepare", {n.PHASE: self.phase, n.TARGET: target},
@@ -383,8 +401,7 @@ class Drive:
             span.add_event("phaseflow.phase_changed", moved)
             self.owner.transitions.add(1, {**moved, n.AGENT_NAME: self.owner.workflow,
                                            n.OUTCOME: "moved"})
-            self.phase = str(event.get("to_phase"))
-            span.set_attribute(n.PHASE, self.phase)
+            self.phase = str(event.get("to_phase"))  # (the turn's span ends with it)
         elif kind == "approval_requested":
             span.add_event("phaseflow.approval_requested", {
                 n.TOOL_NAME: str(event.get("name")), n.CALL_ID: str(event.get("call_id")),
@@ -411,12 +428,12 @@ class Drive:
             self._finished(current, event)
 
     def _finished(self, current: _Turn, event: dict[str, Any]) -> None:
-        span = current.span
         status = str(event.get("status"))
-        span.set_attribute(n.USAGE_INPUT_TOKENS, int(event.get("input_tokens") or 0))
-        span.set_attribute(n.USAGE_OUTPUT_TOKENS, int(event.get("output_tokens") or 0))
+        ended: dict[str, Any] = {n.USAGE_INPUT_TOKENS: int(event.get("input_tokens") or 0),
+                                 n.USAGE_OUTPUT_TOKENS: int(event.get("output_tokens") or 0)}
         if self.owner.capture and event.get("reply"):
-            span.set_attribute(n.OUTPUT_MESSAGES, json.dumps([{"role": "assistant", "parts": [
+            ended[n.OUTPUT_MESSAGES] = json.dumps([{"role": "assistant", "parts": [
                 {"type": "text", "content": _text(event.get("reply"))}]}],
-                ensure_ascii=False))
+                ensure_ascii=False)
+        current.span.set_attributes(ended)
         self._end_turn(status)
