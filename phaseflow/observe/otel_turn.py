@@ -42,6 +42,8 @@ T = TypeVar("T")
 FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 #: tool results that are a refusal (the call never ran), recorded as span events
 REFUSED = frozenset({"refused", "rejected", "ignored"})
+#: how a drive ends when a later drive may continue its turn
+CONTINUED = frozenset({"awaiting_approval", "interrupted"})
 #: providers whose conventional name is not their class's
 PROVIDER_NAMES = {"OpenAIProvider": "openai", "ScriptedProvider": "phaseflow.scripted"}
 
@@ -163,6 +165,10 @@ class Drive:
         self.turn = None
         if self.owner.open.get(self.session_id) is self:
             del self.owner.open[self.session_id]
+        if status not in CONTINUED:
+            # nothing continues this turn: its context is not kept (a server with many
+            # sessions keeps only those of turns that wait for an approval)
+            self.owner.last.pop(self.session_id, None)
         for call_id in list(current.tools):
             self._tool_ended(current, call_id, "unknown")
         span = current.span

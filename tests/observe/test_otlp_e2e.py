@@ -6,6 +6,7 @@ each resumed turn's span links to the span of the drive it continues."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -152,7 +153,17 @@ def test_an_approval_resumed_by_a_new_run_links_to_the_paused_turn(tmp_path: Pat
         assert proc.returncode == 0, proc.stderr
         spans = received.snapshot()
         metrics = set(received.metrics)
+        plain = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+        shown = cli(cwd, plain, "sessions", "show", "s-1", "--store", "sessions.db")
+        stored = cli(cwd, plain, "sessions", "events", "s-1", "--store", "sessions.db",
+                     "--json")
+    assert shown.returncode == 0 and "Paid, thank you." in shown.stdout, shown.stderr
+    assert stored.returncode == 0, stored.stderr
+    kept = {json.loads(line).get("trace") for line in stored.stdout.splitlines()} - {None}
     paused, resumed, second = turns(spans)
+    # the span contexts the store keeps are those of the three drives
+    assert {t.split("-")[2] for t in kept} == {paused.span_id, resumed.span_id,
+                                               second.span_id}
     assert {s.resource.get("service.name") for s in spans} == {"phaseflow"}
     for span in (paused, resumed, second):
         assert span.kind == 1  # SPAN_KIND_INTERNAL

@@ -229,3 +229,62 @@ def test_a_turn_resumed_by_another_agent_links_to_the_stored_span(
     assert resumed.context.trace_id != paused.context.trace_id
     assert [(link.context.trace_id, link.context.span_id) for link in resumed.links] == [
         (paused.context.trace_id, paused.context.span_id)]
+
+
+PREPARED = """\
+phaseflow: 1
+name: prepared
+initial: talk
+state:
+  policy: {type: string}
+phases:
+  talk:
+    goal: Talk.
+    transitions:
+      - to: desk
+        trigger: model
+        description: The customer wants the desk
+  desk:
+    goal: Help at the desk.
+    requires: [policy]
+    prepare:
+      - name: load_policy
+        produces: [policy]
+        call: fetch_policy
+    on_enter:
+      - call: broken
+"""
+
+
+def test_a_move_s_preparations_and_a_failing_hook(tmp_path: Path, traced: Traced) -> None:
+    def fetch_policy(ctx: Any) -> dict[str, Any]:
+        return {"policy": "30 days"}
+
+    def broken(ctx: Any) -> None:
+        raise RuntimeError("the hook broke")
+
+    (tmp_path / "prepared.yaml").write_text(PREPARED, encoding="utf-8")
+    script: list[Any] = [{"calls": [{"go_to_phase": {"phase": "desk"}}]}, "At the desk."]
+    session = Agent(tmp_path / "prepared.yaml", ScriptedProvider(script),
+                    hooks={"fetch_policy": fetch_policy, "broken": broken},
+                    **traced.providers).session_sync("p-1")
+    assert session.reply_sync("the desk, please") == "At the desk."
+    assert session.phase == "desk" and session.state["policy"] == "30 days"
+    (turn,) = traced.named("invoke_agent")
+    (move,) = traced.named("execute_tool")
+    assert move.name == "execute_tool go_to_phase"
+    (prepare,) = traced.named("phaseflow.prepare")
+    assert parent_of(prepare) == move.parent.span_id  # type: ignore[union-attr]
+    assert prepare.attributes == {"phaseflow.phase": "talk",
+                                  "phaseflow.prepare.target": "desk"}
+    hooks = {h.attributes["phaseflow.hook.name"]: h  # type: ignore[index]
+             for h in traced.named("phaseflow.hook")}
+    assert parent_of(hooks["fetch_policy"]) == prepare.context.span_id
+    assert hooks["fetch_policy"].status.status_code is StatusCode.UNSET
+    assert parent_of(hooks["broken"]) == turn.context.span_id
+    assert hooks["broken"].status.status_code is StatusCode.ERROR
+    assert hooks["broken"].attributes["error.type"] == "RuntimeError"  # type: ignore[index]
+    assert ("phaseflow.phase_changed", {"phaseflow.phase": "talk", "phaseflow.phase.to": "desk",
+                                        "phaseflow.transition.trigger": "model"}) in events(turn)
+    assert [a["phaseflow.error.code"] for name, a in events(turn)
+            if name == "phaseflow.error"] == ["effect_error"]
