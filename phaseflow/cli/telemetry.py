@@ -17,6 +17,7 @@ the check of the environment comes first.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 
@@ -132,6 +133,32 @@ def _set_up(traces: tuple[str, ...], measured: tuple[str, ...],
         meter_provider = MeterProvider(resource=resource, metric_readers=readers)
         metrics.set_meter_provider(meter_provider)
         closers.append(meter_provider.shutdown)
+    _quiet_sdk_logs()
     install()
     for close in closers:
         atexit.register(close)  # flushes what is still buffered
+
+
+class _Once(logging.Handler):
+    """The SDK's warnings (an unreachable collector is one per retry, with a long
+    message) as one line on standard error, the first time only."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.told = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.told:
+            return
+        self.told = True
+        import sys
+
+        first = record.getMessage().splitlines()[0] if record.getMessage() else ""
+        print(f"phaseflow: warning: OpenTelemetry could not export: {first[:300]} (later "
+              "export warnings are not shown)", file=sys.stderr)
+
+
+def _quiet_sdk_logs() -> None:
+    logger = logging.getLogger("opentelemetry")
+    logger.addHandler(_Once())
+    logger.propagate = False

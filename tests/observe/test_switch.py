@@ -142,3 +142,25 @@ def test_the_genai_names_are_the_installed_semantic_conventions() -> None:
     ]:
         assert ours == theirs
     assert names.SCHEMA_URL in {s.value for s in Schemas}
+
+
+def test_an_unreachable_collector_is_one_warning_and_the_run_goes_on(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "hello.yaml").write_text(WORKFLOW, encoding="utf-8")
+    (tmp_path / "script.yaml").write_text("- Hi.\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "phaseflow.cli.main", "run", "hello.yaml", "--provider",
+         "scripted:script.yaml", "--store", "memory", "-m", "hello"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        env=no_otel_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                        OTEL_EXPORTER_OTLP_TIMEOUT="1"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Hi." in proc.stdout
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("phaseflow: warning: OpenTelemetry could not export: ")
+    assert lines[0].endswith("(later export warnings are not shown)")
