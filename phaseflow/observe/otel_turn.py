@@ -221,8 +221,9 @@ class Drive:
         reason, error = "", ""
         text: list[str] = []
         calls: list[dict[str, Any]] = []
-        inner = provider.stream(request)
+        inner: AsyncIterator[ProviderEvent] | None = None
         try:
+            inner = provider.stream(request)
             async for item in inner:
                 kind = item.kind
                 if kind == "usage":

@@ -288,3 +288,23 @@ def test_a_move_s_preparations_and_a_failing_hook(tmp_path: Path, traced: Traced
                                         "phaseflow.transition.trigger": "model"}) in events(turn)
     assert [a["phaseflow.error.code"] for name, a in events(turn)
             if name == "phaseflow.error"] == ["effect_error"]
+
+
+def test_a_provider_that_raises_ends_its_chat_span_with_the_error(
+        tmp_path: Path, traced: Traced) -> None:
+    class Broken:
+        def stream(self, request: Any) -> Any:
+            raise ConnectionError("no route")
+
+    (tmp_path / "shop.yaml").write_text(WORKFLOW, encoding="utf-8")
+    session = Agent(tmp_path / "shop.yaml", Broken(), tools=TOOLS, hooks={"notify": notify},
+                    **traced.providers).session_sync("b-1")
+    with pytest.raises(Exception, match="no route"):
+        session.reply_sync("hello")
+    (chat,) = traced.named("chat")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert chat.attributes["error.type"] == "ConnectionError"  # type: ignore[index]
+    assert chat.attributes["gen_ai.provider.name"] == "Broken"  # type: ignore[index]
+    (turn,) = traced.named("invoke_agent")
+    assert turn.attributes["phaseflow.turn.status"] == "failed"  # type: ignore[index]
+    assert turn.status.status_code is StatusCode.ERROR
