@@ -11,7 +11,7 @@ from opentelemetry.trace import SpanKind
 
 from phaseflow import Agent, MemoryStore, ScriptedProvider
 from phaseflow.observe import trace_parent
-from tests.observe.conftest import Traced
+from tests.support.otlp_memory import Traced
 
 WORKFLOW = """\
 phaseflow: 1

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from phaseflow import Agent, ScriptedProvider, SQLiteStore
-from tests.observe.conftest import Traced
+from tests.support.otlp_memory import Traced
 from tests.support.shop import WORKFLOW
 
 NOTES: list[str] = []
