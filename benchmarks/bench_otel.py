@@ -17,9 +17,11 @@ set-ups:
   counts).
 
 Each measurement is a fresh process (``--worker MODE``) that opens a session, runs
-``--warm`` turns, then times ``--turns`` turns: CPU time (``time.process_time``, every
-thread) and wall time per turn; then it counts the Python function calls of 50 more
-turns (cProfile, not timed): a figure the load of the machine does not move. The set-ups
+``--warm`` turns, then times ``--turns`` turns (``--store sqlite``: the sessions in a
+SQLite file instead of ``MemoryStore``, for the share of a durable turn): CPU time
+(``time.process_time``, every thread) and wall time per turn; then it counts the Python
+function calls of 50 more turns (cProfile, not timed): a figure the load of the machine
+does not move. The set-ups
 run once per round, the order rotated every round, for ``--rounds`` rounds; the figures
 are medians over the rounds, and the spread (min-max) is shown.
 """
@@ -46,7 +48,8 @@ ROOT = HERE.parent
 MODES = ("no observer", "off", "on", "on, batch")
 
 
-async def _worker(mode: str, root: str, turns: int, warm: int) -> dict[str, float]:
+async def _worker(mode: str, root: str, turns: int, warm: int, store_kind: str
+                  ) -> dict[str, float]:
     sys.path.insert(0, root)
     import phaseflow  # from ``root`` (before bench_session puts this tree on the path)
 
@@ -64,7 +67,7 @@ async def _worker(mode: str, root: str, turns: int, warm: int) -> dict[str, floa
 
     from phaseflow.api import load_workflow_text
     from phaseflow.session import Agent
-    from phaseflow.stores import MemoryStore
+    from phaseflow.stores import MemoryStore, SQLiteStore
 
     options: dict[str, Any] = {}
     exporter: Any = None
@@ -84,7 +87,9 @@ async def _worker(mode: str, root: str, turns: int, warm: int) -> dict[str, floa
         options = {"tracer_provider": tracer_provider,
                    "meter_provider": MeterProvider(metric_readers=[InMemoryMetricReader()])}
     agent = Agent(load_workflow_text(WORKFLOW), ScriptProvider(),
-                  tools=[lookup_customer, find_order], store=MemoryStore(), system=SYSTEM,
+                  tools=[lookup_customer, find_order], system=SYSTEM,
+                  store=MemoryStore() if store_kind == "memory" else SQLiteStore(
+                      Path(tempfile.mkdtemp()) / "sessions.db"),
                   **options)
     session = await agent.session("bench")
     for i in range(warm):
@@ -137,12 +142,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--warm", type=int, default=30)
+    parser.add_argument("--store", choices=("memory", "sqlite"), default="memory",
+                        help="the sessions' store (sqlite: a file in a temporary folder)")
     parser.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(asyncio.run(_worker(args.worker, args.root, args.turns,
-                                             args.warm))))
+                                             args.warm, args.store))))
         return
     with tempfile.TemporaryDirectory() as tmp:
         base_root, base = _base_tree(Path(tmp))
@@ -154,13 +161,14 @@ def main() -> None:
             for mode in order:
                 proc = subprocess.run(
                     [sys.executable, __file__, "--worker", mode, "--root", roots[mode],
-                     "--turns", str(args.turns), "--warm", str(args.warm)],
+                     "--turns", str(args.turns), "--warm", str(args.warm),
+                     "--store", args.store],
                     capture_output=True, text=True, check=False, cwd=tmp)
                 if proc.returncode != 0:
                     raise SystemExit(f"{mode}: {proc.stderr}")
                 results[mode].append(json.loads(proc.stdout))
-    print(f"{args.rounds} rounds x {args.turns} turns (after {args.warm}), no observer = "
-          f"commit {base}; medians (min-max)")
+    print(f"{args.rounds} rounds x {args.turns} turns (after {args.warm}), {args.store} "
+          f"store, no observer = commit {base}; medians (min-max)")
     floor = statistics.median(r["cpu_ms"] for r in results["no observer"])
     calls_floor = statistics.median(r["calls_per_turn"] for r in results["no observer"])
     print(f"{'set-up':<12} {'CPU ms/turn':>22} {'vs none':>8} {'wall ms/turn':>22} "
