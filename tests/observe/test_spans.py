@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from phaseflow import Agent, ScriptedProvider, SQLiteStore
+from phaseflow import Agent, MemoryStore, ScriptedProvider, SQLiteStore
 from tests.support.otlp_memory import Traced
 from tests.support.shop import WORKFLOW
 
@@ -308,3 +308,35 @@ def test_a_provider_that_raises_ends_its_chat_span_with_the_error(
     (turn,) = traced.named("invoke_agent")
     assert turn.attributes["phaseflow.turn.status"] == "failed"  # type: ignore[index]
     assert turn.status.status_code is StatusCode.ERROR
+
+
+def test_a_drive_cut_short_by_its_store_ends_interrupted_and_is_continued(
+        tmp_path: Path, traced: Traced) -> None:
+    from phaseflow.stores.base import StoreError
+
+    class Failing(MemoryStore):
+        """A store whose third commit fails once (the database went away)."""
+
+        commits = 0
+
+        async def commit(self, record: Any, events: Any, **options: Any) -> Any:
+            self.commits += 1
+            if self.commits == 3:
+                raise StoreError("the database went away")
+            return await super().commit(record, events, **options)
+
+    store = Failing()
+    shop = agent(tmp_path, traced, SCRIPT, store=store)
+    session = shop.session_sync("i-1")
+    with pytest.raises(StoreError, match="went away"):
+        session.reply_sync("I'm Ada")
+    assert not traced.named("invoke_agent")  # the drive's span is still open
+    (commit,) = [s for s in traced.named("phaseflow.commit")
+                 if s.status.status_code is StatusCode.ERROR]
+    assert commit.attributes["error.type"] == "StoreError"  # type: ignore[index]
+    shop.session_sync("i-1").recover_sync(force=True)
+    cut, finished = traced.named("invoke_agent")
+    assert cut.attributes["phaseflow.turn.status"] == "interrupted"  # type: ignore[index]
+    assert cut.status.status_code is StatusCode.ERROR
+    assert finished.attributes["phaseflow.turn.continues"] is True  # type: ignore[index]
+    assert [link.context.span_id for link in finished.links] == [cut.context.span_id]
