@@ -3,9 +3,10 @@
 A :class:`Drive` is what a runner reports to while it drives a turn (the
 :class:`~phaseflow.observe.observer.TurnObserver` of :class:`OtelObserver`). It opens the
 turn's span when the drive starts, puts a ``chat`` span around each model stream, an
-``execute_tool`` span around each call, ``phaseflow.boundary`` / ``phaseflow.prepare``
-/ ``phaseflow.commit`` spans around the rest, and reads each commit's events: a phase
-change, an approval, a refusal, a retry becomes a span event; ``turn_finished`` (or the
+``execute_tool`` span around each call, a ``phaseflow.prepare`` span around a move's
+preparations and a ``phaseflow.commit`` span around each commit (a hook's span goes
+under the preparation's, or the turn's), and reads each commit's events: a phase change,
+an approval, a refusal, a retry becomes a span event; ``turn_finished`` (or the
 ``approval_requested`` that pauses the drive) ends the turn's span.
 
 A tool's span ends when the tool returns, but its outcome (``ok``, ``error``,
