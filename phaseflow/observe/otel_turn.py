@@ -215,7 +215,7 @@ class Drive:
             attributes[n.SYSTEM_INSTRUCTIONS] = json.dumps(
                 [{"type": "text", "content": request.system}], ensure_ascii=False)
             attributes[n.INPUT_MESSAGES] = _messages(request.history)
-        span = owner.tracer.start_span(f"chat {request.model}", context=self._context(),
+        span = owner.tracer.start_span(f"chat {request.model}".rstrip(), context=self._context(),
                                        kind=SpanKind.CLIENT, attributes=attributes)
         started = time.perf_counter()
         usage: tuple[int, int] | None = None

@@ -176,7 +176,7 @@ def test_an_approval_resumed_by_a_new_run_links_to_the_paused_turn(tmp_path: Pat
     # the first process: the model called lookup (run), then pay (needs approval)
     first = children(spans, paused)
     assert [s.name for s in first if s.name.startswith(("chat", "execute_tool"))] == [
-        "chat ", "execute_tool lookup", "chat "]
+        "chat", "execute_tool lookup", "chat"]
     lookup = next(s for s in first if s.name == "execute_tool lookup")
     assert lookup.attributes["gen_ai.tool.call.id"] == "call_1_1"
     assert lookup.attributes["phaseflow.tool.status"] == "ok"

@@ -90,7 +90,7 @@ def test_a_conversation_with_tools_an_approval_and_a_hook(tmp_path: Path,
     assert not one.links and not two.links
 
     # turn 1: a chat that calls crm.lookup, the tool, a boundary with the hook, a chat
-    chats = [s for s in under(traced, one) if s.name.startswith("chat ")]
+    chats = [s for s in under(traced, one) if s.name == "chat"]
     assert len(chats) == 2
     for chat in chats:
         assert chat.kind is SpanKind.CLIENT
@@ -154,10 +154,12 @@ def test_a_retried_request_is_two_chat_spans_and_a_retry_event(tmp_path: Path,
         return None
 
     script = [{"error": "overloaded", "retryable": True, "status": 503}, "Hello."]
-    session = agent(tmp_path, traced, script, sleep=no_wait).session_sync("s-2")
+    session = agent(tmp_path, traced, script, sleep=no_wait, model="m-1").session_sync("s-2")
     assert session.reply_sync("hi") == "Hello."
     (turn,) = traced.named("invoke_agent ")
     failed, answered = [s for s in under(traced, turn) if s.name.startswith("chat")]
+    assert [s.name for s in (failed, answered)] == ["chat m-1", "chat m-1"]
+    assert failed.attributes["gen_ai.request.model"] == "m-1"  # type: ignore[index]
     assert failed.status.status_code is StatusCode.ERROR
     assert failed.attributes["error.type"] == "503"  # type: ignore[index]
     assert failed.attributes["gen_ai.response.finish_reasons"] == ("error",)  # type: ignore[index]
@@ -200,7 +202,7 @@ def test_message_contents_only_when_asked(tmp_path: Path, traced: Traced,
     (turn,) = traced.named("invoke_agent ")
     assert "4111" in str(turn.attributes["gen_ai.input.messages"])  # type: ignore[index]
     assert "Hello Ada" in str(turn.attributes["gen_ai.output.messages"])  # type: ignore[index]
-    chat = traced.named("chat ")[0]
+    chat = traced.named("chat")[0]
     assert "I'm Ada" in str(chat.attributes["gen_ai.input.messages"])  # type: ignore[index]
     assert "crm.lookup" in str(chat.attributes["gen_ai.output.messages"])  # type: ignore[index]
     (tool,) = traced.named("execute_tool")
