@@ -27,6 +27,7 @@ from opentelemetry.trace import SpanKind
 
 from phaseflow.observe import names as n
 from phaseflow.observe.otel_common import ACTIVE, error_type, fail, traceparent
+from phaseflow.observe.redact import redacted, redacted_text
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -77,10 +78,6 @@ def server_attributes(provider: object) -> dict[str, Any]:
     return out
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
 def _messages(history: Sequence[Any]) -> str:
     """The conventions' ``gen_ai.input.messages`` of a request's history."""
     from phaseflow.turn.messages import message_to_json
@@ -91,7 +88,7 @@ def _messages(history: Sequence[Any]) -> str:
         parts: list[dict[str, Any]] = []
         if data.get("content") not in (None, "", []):
             kind = "tool_call_response" if "call_id" in data else "text"
-            part: dict[str, Any] = {"type": kind, "content": _text(data["content"])}
+            part: dict[str, Any] = {"type": kind, "content": redacted_text(data["content"])}
             if "call_id" in data:
                 part = {"type": kind, "id": data["call_id"], "response": part["content"]}
             parts.append(part)
@@ -99,7 +96,8 @@ def _messages(history: Sequence[Any]) -> str:
         for call in calls if isinstance(calls, list) else ():
             if isinstance(call, dict):
                 parts.append({"type": "tool_call", "id": call.get("id"),
-                              "name": call.get("name"), "arguments": call.get("arguments")})
+                              "name": call.get("name"),
+                              "arguments": redacted(call.get("arguments"))})
         out.append({"role": data["role"], "parts": parts})
     return json.dumps(out, ensure_ascii=False)
 
@@ -285,7 +283,7 @@ class Drive:
             n.TOOL_CALL_ID: call.id, n.TOOL_TYPE: "function",
             n.CONVERSATION_ID: self.session_id}
         if owner.capture:
-            attributes[n.TOOL_CALL_ARGUMENTS] = _text(call.argument_value())
+            attributes[n.TOOL_CALL_ARGUMENTS] = redacted_text(call.argument_value())
         span = owner.tracer.start_span(f"execute_tool {call.name}", context=self._context(),
                                        kind=SpanKind.INTERNAL, attributes=attributes)
         started = time.perf_counter()
@@ -318,7 +316,7 @@ class Drive:
         if status != "ok":
             fail(span, status)
         if self.owner.capture and content is not None:
-            span.set_attribute(n.TOOL_CALL_RESULT, _text(content))
+            span.set_attribute(n.TOOL_CALL_RESULT, redacted_text(content))
         span.end(end_time=end)
         self._tool_measured(name, status, seconds)
 
@@ -393,7 +391,7 @@ class Drive:
             self._numbered(int(event.get("turn") or 0))
             if capture:
                 span.set_attribute(n.INPUT_MESSAGES, json.dumps([{"role": "user", "parts": [
-                    {"type": "text", "content": _text(event.get("message"))}]}],
+                    {"type": "text", "content": redacted_text(event.get("message"))}]}],
                     ensure_ascii=False))
         elif kind == "tool_result":
             status = str(event.get("status"))
@@ -441,7 +439,7 @@ class Drive:
                                  n.USAGE_OUTPUT_TOKENS: int(event.get("output_tokens") or 0)}
         if self.owner.capture and event.get("reply"):
             ended[n.OUTPUT_MESSAGES] = json.dumps([{"role": "assistant", "parts": [
-                {"type": "text", "content": _text(event.get("reply"))}]}],
+                {"type": "text", "content": redacted_text(event.get("reply"))}]}],
                 ensure_ascii=False)
         current.span.set_attributes(ended)
         self._end_turn(status)

@@ -342,3 +342,39 @@ def test_a_drive_cut_short_by_its_store_ends_interrupted_and_is_continued(
     assert cut.status.status_code is StatusCode.ERROR
     assert finished.attributes["phaseflow.turn.continues"] is True  # type: ignore[index]
     assert [link.context.span_id for link in finished.links] == [cut.context.span_id]
+
+
+LOGIN = """\
+phaseflow: 1
+name: login
+initial: talk
+tools:
+  login:
+    description: Log in
+phases:
+  talk:
+    goal: Log the user in.
+"""
+
+
+def test_captured_contents_hide_the_values_of_secret_keys(
+        tmp_path: Path, traced: Traced, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+
+    def login(user: str, password: str) -> dict[str, Any]:
+        return {"user": user, "session": {"access_token": "tok-9", "max_tokens": 7}}
+
+    (tmp_path / "login.yaml").write_text(LOGIN, encoding="utf-8")
+    script: list[Any] = [{"calls": [{"login": {"user": "ada", "password": "hunter2"}}]},
+                         "You are in."]
+    session = Agent(tmp_path / "login.yaml", ScriptedProvider(script), tools=[login],
+                    **traced.providers).session_sync("l-1")
+    assert session.reply_sync("log me in") == "You are in."
+    (tool,) = traced.named("execute_tool")
+    assert tool.attributes["gen_ai.tool.call.arguments"] == (  # type: ignore[index]
+        '{"password": "***", "user": "ada"}')
+    assert tool.attributes["gen_ai.tool.call.result"] == (  # type: ignore[index]
+        '{"user": "ada", "session": {"access_token": "***", "max_tokens": 7}}')
+    recorded = " ".join(str(dict(s.attributes or {})) for s in traced.spans())
+    assert "ada" in recorded and "max_tokens" in recorded
+    assert "hunter2" not in recorded and "tok-9" not in recorded
