@@ -118,9 +118,11 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.cli.agent_options import hooks_option, positive_integer, seconds, tools_option
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.stores import DEFAULT_STORE, open_store
+    from phaseflow.cli.telemetry import switch_on
     from phaseflow.errors import ConfigError, PhaseflowError
 
     _provider_choice(args)
+    switch_on(Misuse)  # traces and metrics when the OTEL_* variables ask for them
     try:
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         max_history = positive_integer(args.max_history_tokens, "--max-history-tokens")

@@ -146,6 +146,8 @@ async def _main(args: argparse.Namespace) -> int:
     if args.action == "recover":
         # the workflow, tools and model are checked before the store is touched
         agent_parts = _agent_parts(args)
+        from phaseflow.cli.telemetry import switch_on
+        switch_on(Misuse)  # traces and metrics when the OTEL_* variables ask for them
     if args.store == MEMORY:
         raise Misuse("--store memory keeps no sessions after a process ends: name the "
                      "store the sessions were run with")

@@ -21,6 +21,7 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.observe.switch import observer_for
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
@@ -170,6 +171,8 @@ class Agent:
         max_history_tokens: int | None = None,
         compaction_provider: Provider | None = None,
         compaction_prompt: str = DEFAULT_PROMPT,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -214,6 +217,9 @@ class Agent:
         self.mode = Mode(mode)
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
+        self.observer = observer_for(wf.name, self.store, tracer_provider, meter_provider)
+        if self.observer.traced:
+            wf = self.workflow = replace(wf, registry=self.observer.hooks(wf.registry))
         self.config = RunnerConfig(
             workflow=wf, workflow_hash=workflow_hash(wf), provider=provider,
             tools=self.tools, store=self.store, system=system,
@@ -225,6 +231,7 @@ class Agent:
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
             compaction_provider=compaction_provider, compaction_prompt=compaction_prompt,
+            observer=self.observer,
         )
 
     def missing_tools(self) -> tuple[str, ...]:

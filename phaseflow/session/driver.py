@@ -150,7 +150,8 @@ class TurnDriver:
             if not (isinstance(first, Send) and busy in ("queue", "steer")):
                 raise SessionBusy(f"session {sid!r}: another worker is running its turn")
             await store.enqueue(sid, {"content": content_to_json(first.content),
-                                      "kind": first.kind.value})
+                                      "kind": first.kind.value,
+                                      **config.observer.carrier(sid)})
             # The holder may have looked at the queue for the last time before this
             # message was stored, and let the turn go since: when the turn is free now,
             # this worker takes it, so the message is never left behind.
@@ -264,6 +265,7 @@ class TurnDriver:
             # steering messages first, each kind in order (as a finished turn's queue)
             ordered = sorted(queued, key=lambda q: q.data.get("kind") != "steering")
             contents = tuple(content_from_json(q.data.get("content")) for q in ordered)
+            runner.config.observer.queued(sid, [q.data for q in queued])
             runner.consumed = queued[-1].id
             content = contents[0] if len(contents) == 1 else joined_content(contents)
             async for e in runner.drive(Send(content, runner.view())):

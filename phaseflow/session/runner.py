@@ -25,6 +25,7 @@ from phaseflow.expr.describe import describe_exception
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.results import ModelTrigger
 from phaseflow.machine.state import ReadOnlyMapping, State
+from phaseflow.observe.observer import IDLE, NOOP, Observer, TurnObserver
 from phaseflow.providers.assembly import ReplyAssembler
 from phaseflow.providers.protocol import (
     Provider,
@@ -55,6 +56,7 @@ from phaseflow.session.values import (
     Replied,
     RunBoundary,
     RunTools,
+    Send,
     Sleep,
     ToolDone,
     TurnOver,
@@ -118,6 +120,8 @@ class RunnerConfig:
     #: who summarizes a compacted history (None: ``provider``), and what it is told
     compaction_provider: Provider | None = None
     compaction_prompt: str = DEFAULT_PROMPT
+    #: who watches the turns (traces and metrics; see phaseflow.observe)
+    observer: Observer = NOOP
 
 
 def _ok_value(value: T | Rejected) -> T:
@@ -164,6 +168,8 @@ class Runner:
         #: the turn); ``released`` says it was
         self.release_at_end = False
         self.released = False
+        #: what the current (or last) drive reports to (see phaseflow.observe.observer)
+        self.obs: TurnObserver = IDLE
 
     # --- the view --------------------------------------------------------------------
 
@@ -219,6 +225,8 @@ class Runner:
         # ``reply_sync`` is an ``asyncio.run`` of its own)
         self._cancel = asyncio.Event()
         self._restart = False
+        self.obs = await self.config.observer.drive(
+            self.core.session_id, self.core.turn, self.machine.current, isinstance(first, Send))
         inputs: deque[Input] = deque([first])
         while inputs:
             s = step(self.core, inputs.popleft(), self.config.limits)
@@ -248,7 +256,7 @@ class Runner:
                 elif isinstance(command, RunTools):
                     inputs.extend(await self._run_tools(command))
                 elif isinstance(command, RunBoundary):
-                    done = await self._boundary(command)
+                    done = await self.obs.boundary(self._boundary(command))
                     if done is not None:
                         inputs.append(done)
                 elif isinstance(command, Sleep):
@@ -300,9 +308,9 @@ class Runner:
             record = self.record()
             await self._renew(now)
             release = release and self.lease is not None
-            seqs = await self.config.store.commit(
-                record, [e.to_json() for e in stamped], expected_version=self.version,
-                lease=self.lease, consumed=self.consumed, release=release)
+            seqs = await self.obs.commit(stamped, lambda data: self.config.store.commit(
+                record, data, expected_version=self.version,
+                lease=self.lease, consumed=self.consumed, release=release))
             self.consumed = 0
             self.version = record.version
             if release:
@@ -387,7 +395,7 @@ class Runner:
             max_output_tokens=command.max_tokens, purpose="compaction")
         assembler = ReplyAssembler()
         try:
-            stream = provider.stream(request)
+            stream = self.obs.stream(provider, request)
             try:
                 async for item in stream:
                     outcome = assembler.add(item)
@@ -461,7 +469,7 @@ class Runner:
         try:
             # closed as soon as the reply ends: a `break` would leave the provider's
             # stream to be finalised later by the loop, perhaps after it closed
-            stream = self.config.provider.stream(request)
+            stream = self.obs.stream(self.config.provider, request)
             try:
                 async for item in stream:
                     outcome = assembler.add(item)
@@ -515,7 +523,7 @@ class Runner:
 
         async def one(p: Planned) -> None:
             async with limit:
-                finished.append(await self._run_one(p))
+                finished.append(await self.obs.tool(p.call, self._run_one(p)))
 
         if command.sequential:
             async def all_in_order() -> None:
@@ -669,7 +677,7 @@ class Runner:
         prepared: tuple[ev.Event, ...] = ()
         if status.verdict == "preparable":
             before = self.state.to_dict()
-            ready = await self.machine.prepare_target(target, self.state)
+            ready = await self.obs.prepare(target, self.machine.prepare_target(target, self.state))
             prepared = tuple(self._state_events(before, "prepare"))
             if ready and self.machine.request(target, self.state):
                 return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
