@@ -472,7 +472,12 @@ class Session:
         send what was queued; the events. Nothing happens when no turn was left.
         :class:`SessionBusy` while another worker's lease has not expired, unless
         ``force`` (the operator knows that worker is gone: its late writes are fenced)."""
-        return tuple([e async for e in self._driver.run(None, force=force)])
+        return tuple([e async for e in self.recovering(force=force)])
+
+    async def recovering(self, *, force: bool = False) -> AsyncIterator[ev.Event]:
+        """:meth:`recover`, its events as they happen (a host that streams them)."""
+        async for e in self._driver.run(None, force=force):
+            yield e
 
     def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         return _run(self.recover(force=force))

@@ -65,6 +65,18 @@ class _Turn:
     cancel: bool = False  # the next step is `cancel: true`
     cancelled: bool = False  # the cancellation happened
     checked: set[int] = field(default_factory=set)
+    #: `steer` / `interrupt` steps, each after the reply number written before it
+    inline: list[tuple[int, Step]] = field(default_factory=list)
+    done: set[int] = field(default_factory=set)  # the inline steps sent (by line)
+    crash: Step | None = None  # the next step is a `crash` that stops this turn
+    crashed: bool = False  # the worker was stopped
+
+    def pending(self, after: int) -> Step | None:
+        """The inline step to send once reply ``after`` was given, if not sent yet."""
+        for written_after, step in self.inline:
+            if written_after == after and step.line not in self.done:
+                return step
+        return None
 
 
 class _Model:
@@ -81,9 +93,18 @@ class _Model:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         run = self.run
         self.last_request = request
-        number = 1 + sum(isinstance(m, AssistantMessage) for m in request.history)
+        number = 1 + request.folded_replies + sum(
+            isinstance(m, AssistantMessage) for m in request.history)
+        if request.purpose == "compaction":
+            async for item in self.script.stream(request):
+                yield item
+            return
         turn = run.turn
+        if turn is not None:
+            await run.inline(turn.pending(number - 1), in_tool=False)
         if turn is not None and number > turn.last:
+            if turn.crash is not None and turn.crash.value is True:
+                await run.crash_here()
             if turn.cancel:
                 await run.cancel_here()
             line = turn.models[turn.last].line if turn.last in turn.models else turn.opener.line
@@ -135,6 +156,10 @@ class _Conversation:
         self.seen_history = 0
         #: how the last turn ended (its status, or the step limit's message)
         self.ended = ""
+        #: the task draining the turn in progress (a crash cancels it)
+        self.drain: asyncio.Task[None] | None = None
+        #: the last turn was stopped by a crash: the next replies are its resumption
+        self.crashed = False
 
     # --- the parts ----------------------------------------------------------------------
 
@@ -163,6 +188,11 @@ class _Conversation:
             if stand_in is not None:
                 self.log.used.add(stand_in.spot)
             turn = self.turn
+            if turn is not None:
+                await self.inline(turn.pending(self.model.answered), in_tool=True)
+            if turn is not None and self.model.answered == turn.last and (
+                    turn.crash is not None and turn.crash.value == {"during": name}):
+                await self.crash_here()
             if turn is not None and turn.cancel and self.model.answered == turn.last:
                 await self.cancel_here()
             if stand_in is None:
@@ -190,6 +220,28 @@ class _Conversation:
         assert self.turn is not None and self.session is not None
         self.turn.cancelled = True
         self.session.cancel()
+        await asyncio.Event().wait()
+
+    async def inline(self, step: Step | None, *, in_tool: bool) -> None:
+        """Send a ``steer`` or ``interrupt`` step's message into the running turn, as a
+        user typing while the agent works: a steering message goes with the turn's next
+        request (the caller goes on); an interrupt cancels the turn, whose next one it
+        starts (the caller waits to be cancelled)."""
+        if step is None or self.turn is None or self.session is None:
+            return
+        self.turn.done.add(step.line)
+        busy: Any = "steer" if step.kind == "steer" else "interrupt"
+        async for event in self.session.send(step.value, busy=busy):
+            self.observe(event)
+        if step.kind == "interrupt":
+            await asyncio.Event().wait()
+
+    async def crash_here(self) -> None:
+        """The worker dies here: its turn's task is cancelled, nothing after its last
+        commit happens (the next step reopens the session from the store)."""
+        assert self.turn is not None and self.drain is not None
+        self.turn.crashed = True
+        self.drain.cancel()
         await asyncio.Event().wait()
 
     def record(self, failure: str) -> None:
@@ -263,35 +315,68 @@ class _Conversation:
             index += 1
             if step.kind == "expect":
                 self.check(step, None)
-            elif step.kind in ("user", "approve", "reject"):
+            elif step.kind in ("user", "approve", "reject") or (
+                    step.kind == "crash" and index < len(steps)
+                    and steps[index].kind in ("model", "expect", "steer", "interrupt")
+                    and (self.crashed or steps[index].kind != "expect")):
+                if step.kind == "crash":
+                    await self._reopen(step)
                 turn = _Turn(step, reply + 1, reply)
                 waiting: list[Step] = []
-                while index < len(steps) and steps[index].kind in ("model", "expect"):
+                while index < len(steps) and steps[index].kind in (
+                        "model", "expect", "steer", "interrupt"):
                     item = steps[index]
                     index += 1
                     if item.kind == "expect":
                         waiting.append(item)
                         continue
+                    if item.kind in ("steer", "interrupt"):
+                        turn.inline.append((reply, item))
+                        continue
                     reply += 1
                     turn.before[reply], waiting = waiting, []
                     turn.models[reply] = item
                 turn.last = reply
-                turn.cancel = index < len(steps) and steps[index].kind == "cancel"
+                following = steps[index] if index < len(steps) else None
+                turn.cancel = following is not None and following.kind == "cancel"
+                turn.crash = following if following is not None and (
+                    following.kind == "crash") else None
                 await self._turn(turn)
                 for item in waiting:
                     self.check(item, None)
             elif step.kind == "cancel":
                 await self._cancel(step)
             elif step.kind == "crash":
-                self.session = None
-                try:
-                    self.session = await self.agent().session(SESSION_ID)
-                except PhaseflowError as error:
-                    raise self.fail(step, f"crash: the session cannot be reopened: "
-                                          f"{error}") from None
+                await self._reopen(step)
             elif step.kind == "wait":
                 self.now += step.value
+            elif step.kind in ("mode", "compact"):
+                await self._between_turns(step)
             self._raise_recorded()
+
+    async def _reopen(self, step: Step) -> None:
+        """A restarted process: a new agent on the same store opens the session (a turn
+        the crash stopped is finished by the steps that follow, as ``recover`` does)."""
+        self.crashed = False
+        self.session = None
+        try:
+            self.session = await self.agent().session(SESSION_ID)
+        except PhaseflowError as error:
+            raise self.fail(step, f"crash: the session cannot be reopened: "
+                                  f"{error}") from None
+
+    async def _between_turns(self, step: Step) -> None:
+        session = self.session
+        assert session is not None
+        try:
+            if step.kind == "mode":
+                events = await session.set_mode(step.value)
+            else:
+                events = await session.compact()
+        except PhaseflowError as error:
+            raise self.fail(step, f"{step.kind}: {error}") from None
+        for event in events:
+            self.observe(event)
 
     def _raise_recorded(self) -> None:
         if self.failures:
@@ -306,11 +391,20 @@ class _Conversation:
         try:
             if step.kind == "user":
                 stream = session.send(step.value)
+            elif step.kind == "crash":
+                stream = session.recovering()
             else:
                 stream = self._resolve(session, step)
+            self.drain = asyncio.ensure_future(self._drain(stream))
             try:
-                await asyncio.wait_for(self._drain(stream), TURN_TIMEOUT)
+                await asyncio.wait_for(asyncio.shield(self.drain), TURN_TIMEOUT)
+            except asyncio.CancelledError:
+                if not turn.crashed:
+                    raise
+                self.crashed = True  # the worker died: the crash step reopens it
+                return
             except TimeoutError:
+                self.drain.cancel()
                 raise self.fail(step, f"the turn did not end within {TURN_TIMEOUT:g} s "
                                       f"(status {session.status})") from None
             except PhaseflowError as error:

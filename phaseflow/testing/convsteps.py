@@ -29,9 +29,15 @@ __all__ = [
 ]
 
 CONVERSATION_STEPS = ("user", "model", "approve", "reject", "cancel", "crash", "wait",
-                      "expect")
+                      "expect", "steer", "interrupt", "mode", "compact")
 #: the steps that end the model's replies of a turn (the user side of the conversation)
-USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash", "wait"})
+USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash", "wait", "mode",
+                       "compact"})
+#: messages sent while a turn runs: the replies written after them go on in the same
+#: stream (the steered turn, or the turn the interrupt starts)
+INLINE = frozenset({"steer", "interrupt"})
+#: the steps whose replies follow (a crash that stops a turn: its resumed replies)
+OPENERS = ("user", "approve", "reject", "crash")
 #: the longest ``wait`` step, and the most all of a conversation's waits add up to (in
 #: seconds: a year, a century), so the phase clock always holds an exact number
 WAIT_LIMIT = 365 * 24 * 3600
@@ -50,6 +56,7 @@ _MACHINE_ONLY = {
 }
 RESULT_STATUSES = (
     "ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown", "pending",
+    "planned",
 )
 SESSION_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
 _SCOPES = {"once": "approve", "turn": "approve_turn", "session": "approve_session"}
@@ -125,8 +132,24 @@ class _Steps:
                 f" (steps: {', '.join(CONVERSATION_STEPS)})")
             raise self.fail(key, f"unknown conversation step '{kind}'{hint}")
         line, column = node.line, node.column
-        if kind == "user":
-            return Step(kind, line, self.text(value, "user"), column=column)
+        if kind in ("user", "steer", "interrupt"):
+            return Step(kind, line, self.text(value, kind), column=column)
+        if kind == "mode":
+            mode = value.value if isinstance(value, Scalar) else None
+            if mode not in ("plan", "exec"):
+                raise self.fail(value, "mode takes plan or exec")
+            return Step(kind, line, mode, column=column)
+        if kind == "compact":
+            if not isinstance(value, Scalar) or value.value is not True:
+                raise self.fail(value, "compact takes true: 'compact: true'")
+            return Step(kind, line, True, column=column)
+        if kind == "crash" and isinstance(value, Mapping):
+            fields = self.reader.mapping(value, "crash", frozenset({"during"}))
+            if "during" not in fields:
+                raise self.fail(value, "crash takes true, or {during: TOOL}")
+            tool = self.reader.string(fields["during"], "crash during")
+            return Step(kind, line, {"during": tool}, spots={"value": spot_of(fields["during"])},
+                        column=column)
         if kind == "model":
             reply, spots = self.model(value)
             return Step(kind, line, reply, spots=spots, column=column)
@@ -135,7 +158,8 @@ class _Steps:
             return Step(kind, line, decision, spots=spots, column=column)
         if kind in ("cancel", "crash"):
             if not isinstance(value, Scalar) or value.value is not True:
-                raise self.fail(value, f"{kind} takes true: '{kind}: true'")
+                hint = ", or {during: TOOL}" if kind == "crash" else ""
+                raise self.fail(value, f"{kind} takes true: '{kind}: true'{hint}")
             return Step(kind, line, True, column=column)
         if kind == "wait":
             seconds = value.value if isinstance(value, Scalar) else None
@@ -302,15 +326,35 @@ class _Steps:
                 if waited > WAITS_LIMIT:
                     self.fail(node, f"the conversation's waits add up to more than "
                                     f"{WAITS_LIMIT:,} seconds (a century)")
-            if step.kind == "model" and opener not in ("user", "approve", "reject"):
+            if step.kind == "model" and opener not in OPENERS:
                 after = f"after '{opener}'" if opener else "before any user step"
                 self.fail(node, f"a model step is a reply in a turn: it follows a user, "
-                                f"approve or reject step ({after})")
+                                f"approve, reject or crash step ({after})")
             if step.kind == "cancel":
                 self._cancel(previous, node)
+            if step.kind in INLINE:
+                self._inline(step, previous, opener, node)
             if step.kind in USER_SIDE:
                 opener = step.kind
             previous = step
+
+    def _inline(self, step: Step, previous: Step | None, opener: str | None,
+                node: Node) -> None:
+        """``steer`` and ``interrupt`` are sent while a turn runs: after the replies of
+        that turn they follow (a steering message after a reply with calls, which it
+        steers; an interrupt after a user step or such a reply)."""
+        if opener not in OPENERS or previous is None:
+            self.fail(node, f"{step.kind} is sent while a turn runs: it follows a user step "
+                            "or a model step with calls")
+        elif previous.kind == "model" and not previous.value.get("calls"):
+            self.fail(node, f"{step.kind} after a reply without calls: that reply ended the "
+                            "turn (send a user step instead)")
+        elif step.kind == "steer" and previous.kind != "model":
+            self.fail(node, "steer follows a model step with calls: the steering message "
+                            "goes with the request after that reply's tools")
+        elif previous.kind == "expect":
+            self.fail(node, f"{step.kind} follows the reply it comes after directly: put "
+                            "the checks after it")
 
     def _cancel(self, previous: Step | None, node: Node) -> None:
         if previous is None:

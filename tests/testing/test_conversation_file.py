@@ -48,8 +48,8 @@ def test_steps_out_of_order_and_bad_values_are_all_reported(tmp_path: Path) -> N
         - expect: {tools: [pay], status: asleep, results: [okay, {contains: x}]}
     """)
     assert errors == [
-        "12:9: a model step is a reply in a turn: it follows a user, approve or reject "
-        "step (before any user step)",
+        "12:9: a model step is a reply in a turn: it follows a user, approve, reject or "
+        "crash step (before any user step)",
         "13:9: unknown conversation step 'usr'; did you mean 'user'?",
         "14:15: user takes a text",
         "16:27: unknown key 'call' in model; did you mean 'calls'?",
@@ -57,7 +57,7 @@ def test_steps_out_of_order_and_bad_values_are_all_reported(tmp_path: Path) -> N
         "18:38: the arguments of 'crm.lookup' are a mapping (or nothing)",
         "20:9: cancel after a reply without calls: that reply ended the turn (cancel follows "
         "a user step, or a model step with calls)",
-        "21:16: crash takes true: 'crash: true'",
+        "21:16: crash takes true: 'crash: true', or {during: TOOL}",
         "22:37: scope is once, turn or session, not 'forever'",
         "23:17: reject names the tool: {tool: TOOL}",
         "24:18: 'tools' checks a machine scenario; a conversation checks offered (the tools "
@@ -92,8 +92,8 @@ def test_a_wait_takes_seconds_and_no_reply_follows_it(tmp_path: Path) -> None:
         "15:15: wait takes a number of seconds that is 0 or more",
         "16:15: wait takes a number of seconds that is 0 or more",
         "17:15: wait takes a number of seconds that is 0 or more",
-        "19:9: a model step is a reply in a turn: it follows a user, approve or reject "
-        "step (after 'wait')",
+        "19:9: a model step is a reply in a turn: it follows a user, approve, reject or "
+        "crash step (after 'wait')",
         "20:15: wait takes at most 31,536,000 seconds (a year)",
         "120:9: the conversation's waits add up to more than 3,153,600,000 seconds (a "
         "century)",
