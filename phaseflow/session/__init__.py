@@ -16,7 +16,12 @@ from phaseflow.session.agent import (
     SessionFinished,
     TurnFailed,
 )
-from phaseflow.session.core import CompactionRefused, ModeRefused, ResolutionRefused
+from phaseflow.session.core import (
+    CompactionRefused,
+    EditLimitRefused,
+    ModeRefused,
+    ResolutionRefused,
+)
 from phaseflow.session.events import (
     ApprovalRequested,
     ApprovalResolvedEvent,
@@ -41,6 +46,7 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalResolvedEvent",
     "CompactionRefused",
+    "EditLimitRefused",
     "ErrorEvent",
     "Event",
     "HistoryCompacted",

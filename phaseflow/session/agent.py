@@ -35,6 +35,7 @@ from phaseflow.session.values import (
     Cancel,
     CompactNow,
     Core,
+    LimitEdits,
     Limits,
     Resolve,
     Send,
@@ -400,6 +401,28 @@ class Session:
 
     def set_mode_sync(self, mode: str) -> tuple[ev.Event, ...]:
         return _run(self.set_mode(mode))
+
+    @property
+    def edit_ranges(self) -> tuple[tuple[str, int, int], ...]:
+        """The host's edit limits: ``(path, first line, last line)``."""
+        return tuple((r.path, r.start, r.end) for r in self._runner.core.execution.edit_ranges)
+
+    async def limit_edits(self, path: str, start: int, end: int) -> None:
+        """Let tools change only lines ``start..end`` (1-based, inclusive) of the file
+        ``path`` (absolute), from the next call on: a tool reads it as
+        ``ctx.may_edit(path, start, end)``. Stored with the session.
+        :class:`EditLimitRefused` for a relative path or lines that are not a range."""
+        await self._driver.apply(LimitEdits(path, start, end))
+
+    async def lift_edit_limit(self, path: str) -> None:
+        """Remove the edit limit of ``path``."""
+        await self._driver.apply(LimitEdits(path))
+
+    def limit_edits_sync(self, path: str, start: int, end: int) -> None:
+        _run(self.limit_edits(path, start, end))
+
+    def lift_edit_limit_sync(self, path: str) -> None:
+        _run(self.lift_edit_limit(path))
 
     async def compact(self, *, max_tokens: int = 1024) -> tuple[ev.Event, ...]:
         """Fold everything before the last turn into a summary now, between turns (a

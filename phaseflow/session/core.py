@@ -41,6 +41,7 @@ from phaseflow.session.values import (
     Group,
     Input,
     Interrupt,
+    LimitEdits,
     Limits,
     Pause,
     Persist,
@@ -141,6 +142,8 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
         return _on_compacted(core, event)
     if isinstance(event, CompactNow):
         return _on_compact_now(core, event)
+    if isinstance(event, LimitEdits):
+        return _on_limit_edits(core, event)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -906,6 +909,27 @@ def _on_mode(core: Core, event: SetMode) -> Step:
     else:
         core = evolve(core, execution=core.execution.enter_exec())
     return Step(core, (Persist((ev.ModeChanged(mode=event.mode.value, turn=core.turn),)),))
+
+
+# --- edit limits ---------------------------------------------------------------------------
+
+
+def _on_limit_edits(core: Core, event: LimitEdits) -> Step:
+    """The turn core's edit ranges, set by the host: committed, and carried by every
+    tool's context from the next call on."""
+    if event.start is None:
+        execution = core.execution.clear_edit_range(event.path)
+    else:
+        limited = core.execution.set_edit_range(event.path, event.start,
+                                                event.end if event.end is not None else 0)
+        if isinstance(limited, Rejected):
+            raise EditLimitRefused(f"session {core.session_id!r}: {limited.detail}")
+        execution = limited
+    return Step(evolve(core, execution=execution), (Persist(),))
+
+
+class EditLimitRefused(PhaseflowError):
+    """An edit limit that is not one: a relative path, or lines that are not a range."""
 
 
 # --- resuming an interrupted turn ----------------------------------------------------------

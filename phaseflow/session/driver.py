@@ -110,6 +110,16 @@ class TurnDriver:
         async for e in self.run(first, busy="interrupt"):
             yield e
 
+    async def apply(self, setting: Input) -> None:
+        """A host's setting that only needs committing (an edit limit): fed to the turn
+        this object runs now, or run under the lease like any input."""
+        await self._past_letting_go()
+        if self.running:
+            await self.runner.feed(setting)
+            return
+        async for _ in self.run(setting):
+            pass
+
     async def _past_letting_go(self) -> None:
         while self.running and not self.runner.core.execution.active:
             # The turn is over and its loop is letting go: a queue nobody would read

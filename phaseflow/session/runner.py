@@ -512,8 +512,10 @@ class Runner:
     # --- tools ------------------------------------------------------------------------
 
     def _context(self, call_id: str) -> ToolContext:
+        ranges = self.core.execution.edit_ranges
         return ToolContext(self.core.session_id, call_id, self.machine.current,
-                           ReadOnlyMapping(self.state.to_dict()))
+                           ReadOnlyMapping(self.state.to_dict()),
+                           tuple((r.path, r.start, r.end) for r in ranges) if ranges else ())
 
     async def _run_tools(self, command: RunTools) -> list[Input]:
         """Run the admitted calls; one ToolDone each, in the order they finished (or

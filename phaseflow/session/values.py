@@ -278,6 +278,16 @@ class Replied:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitEdits:
+    """The host limits what tools may change in the file ``path`` to lines
+    ``start..end`` (``start`` None: the limit is lifted)."""
+
+    path: str
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CompactNow:
     """The host asks for a compaction between turns: everything before the last turn
     is folded into a summary (``max_tokens``: the summary's output limit)."""
@@ -368,7 +378,7 @@ class Resume:
 
 
 Input = (Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode | Interrupt | Compacted | CompactNow)
+         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits)
 
 
 # --- commands --------------------------------------------------------------------------

@@ -86,9 +86,21 @@ class ToolContext:
     call_id: str
     phase: str
     state: Mapping[str, Any] = field(default_factory=dict)
+    #: the host's edit limits: ``(path, first line, last line)`` a tool may change, per
+    #: absolute path (``Session.limit_edits``); a path without one is not limited
+    edit_ranges: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "state", readonly(self.state))
+
+    def may_edit(self, path: str, start: int = 1, end: int | None = None) -> bool:
+        """Whether a tool may change lines ``start..end`` of the file ``path`` (``end``
+        None: to the end of the file) under the host's edit limits: a file-editing tool
+        asks before it writes, and refuses what the host did not allow."""
+        for limited, first, last in self.edit_ranges:
+            if limited == path:
+                return first <= start and (end is not None and start <= end <= last)
+        return True
 
     @property
     def idempotency_key(self) -> str:
