@@ -383,8 +383,14 @@ class DrawnProvider:
         self.choose: Callable[[ProviderRequest], Plan] = lambda request: ProviderReply("ok")
         self.requests: list[ProviderRequest] = []
         self.plans: list[Plan] = []
+        self.compactions: list[ProviderRequest] = []
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        if request.purpose == "compaction":  # (the session's own request: no plan)
+            self.compactions.append(request)
+            yield TextDelta(f"summary {len(self.compactions)}")
+            yield StreamEnd()
+            return
         self.requests.append(request)
         plan = self.choose(request)
         self.plans.append(plan)

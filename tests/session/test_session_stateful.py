@@ -44,6 +44,7 @@ from hypothesis.stateful import (
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
+from phaseflow.session.compaction import SUMMARY_HEADING
 from phaseflow.session.core import ResolutionRefused
 from phaseflow.session.values import Core
 from phaseflow.spec.loader import load_workflow
@@ -180,6 +181,8 @@ def pick(options: list[Any], n: int) -> Any:
 
 class SessionMachine(RuleBasedStateMachine):
     desk = SMALL
+    #: the agent's max_history_tokens (None: no compaction)
+    history_budget: int | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -218,7 +221,7 @@ class SessionMachine(RuleBasedStateMachine):
 
         return Agent(self.desk.workflow, self.provider, tools=self.tools.mapping(),
                      store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2,
-                     sleep=sleep)
+                     sleep=sleep, max_history_tokens=self.history_budget)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this machine's loop. Nothing here waits for time, so a step
@@ -456,7 +459,7 @@ class SessionMachine(RuleBasedStateMachine):
 
     def _user_parts(self) -> list[str]:
         parts: list[str] = []
-        for m in self.session.history:
+        for m in self.session.transcript:
             if isinstance(m, UserMessage):
                 assert isinstance(m.content, str)
                 parts.extend(m.content.split("\n\n"))
@@ -469,6 +472,8 @@ class SessionMachine(RuleBasedStateMachine):
     def nothing_went_wrong_inside_a_tool(self) -> None:
         assert self.problems == []
         event(f"status: {self.session.status}, phase: {self.session.phase}")
+        if self.history_budget is not None:
+            event(f"compactions so far: {min(len(self.provider.compactions), 3)}")
 
     @invariant()
     def every_request_answers_every_call_once(self) -> None:
@@ -478,9 +483,17 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_history_sent_is_the_history_stored(self) -> None:
-        history = self.session.history
+        """What a request carried is the stored transcript: from its start, or (with a
+        summary in front) a run of its messages that ends where the request was made."""
+        history = self.session.transcript
         for request in self.provider.requests:
-            assert history[:len(request.history)] == tuple(request.history), request.request_id
+            sent = tuple(request.history)
+            if request.folded_replies or (sent and _is_summary(sent[0])):
+                rest = sent[1:]
+                assert any(history[i:i + len(rest)] == rest
+                           for i in range(len(history) - len(rest) + 1)), request.request_id
+                continue
+            assert history[:len(sent)] == sent, request.request_id
 
     @invariant()
     def the_session_history_is_the_stores(self) -> None:
@@ -489,7 +502,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert self.session.history == ()
             return
         stored = Core(SID, continuation=record.continuation).history().to_tuple()
-        assert self.session.history == stored
+        assert self.session.transcript == stored
         assert record.status == self.session.status
         assert record.phase == self.session.phase
         assert dict(record.state) == dict(self.session.state)
@@ -500,7 +513,7 @@ class SessionMachine(RuleBasedStateMachine):
                       store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2)
         reopened = self.run(other.session(SID))
         s = self.session
-        assert reopened.history == s.history
+        assert reopened.history == s.history and reopened.transcript == s.transcript
         assert (reopened.status, reopened.phase, reopened.turn) == (s.status, s.phase, s.turn)
         assert dict(reopened.state) == dict(s.state)
         mine, theirs = s.pending_approval, reopened.pending_approval
@@ -531,7 +544,7 @@ class SessionMachine(RuleBasedStateMachine):
         keys = [i.idempotency_key for i in self.tools.invocations
                 if not (self.crashes and i.name in self.desk.idempotent)]
         assert len(keys) == len(set(keys)), "a tool ran twice"
-        history = self.session.history
+        history = self.session.transcript
         where = {c.id: (k, c) for k, m in enumerate(history) if isinstance(m, AssistantMessage)
                  for c in m.tool_calls}
         events = self._events()
@@ -543,8 +556,7 @@ class SessionMachine(RuleBasedStateMachine):
                 continue  # its group is still open (the turn waits): checked later
             k, call = where[inv.call_id]
             assert call.name == inv.name
-            asked = [r for r in self.provider.requests if len(r.history) == k
-                     and tuple(r.history) == history[:k]]
+            asked = [r for r in self.provider.requests if _answered_at(r, history, k)]
             assert asked, f"no request was answered by {inv.call_id}"
             assert inv.name in {t.name for t in asked[-1].tools}, (
                 f"{inv.name} ran but was not offered")
@@ -600,6 +612,28 @@ class SessionMachine(RuleBasedStateMachine):
         assert all(0.0 <= s <= 30.0 for s in self.sleeps)
 
 
+def _answered_at(request: Any, history: tuple[Any, ...], k: int) -> bool:
+    """``request`` is the one the reply at position ``k`` of the transcript answered: it
+    carried the transcript up to ``k`` (after a summary of its start, when compacted)."""
+    sent = tuple(request.history)
+    if sent and _is_summary(sent[0]):
+        rest = sent[1:]
+        return len(rest) <= k and history[k - len(rest):k] == rest
+    return len(sent) == k and sent == history[:k]
+
+
+def _is_summary(message: Any) -> bool:
+    return isinstance(message, UserMessage) and isinstance(message.content, str) and (
+        message.content.startswith(SUMMARY_HEADING))
+
+
+class CompactingMachine(SessionMachine):
+    """The same machine with a small history budget: compactions at random points (in
+    a turn, between its requests, under cancels, crashes, steering and interrupts)."""
+
+    history_budget = 120
+
+
 class RefundDeskMachine(SessionMachine):
     """The same machine on the bundled refund desk (preparations, guards, needs)."""
 
@@ -614,7 +648,9 @@ SETTINGS = settings(
 )
 SessionMachine.TestCase.settings = SETTINGS
 RefundDeskMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 3))
+CompactingMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 2))
 TestSession = SessionMachine.TestCase
+TestCompacting = CompactingMachine.TestCase
 TestRefundDesk = RefundDeskMachine.TestCase
 
 
