@@ -37,7 +37,6 @@ from phaseflow.session.values import (
     CompactNow,
     Core,
     Done,
-    Failed,
     Group,
     Input,
     Interrupt,
@@ -48,6 +47,7 @@ from phaseflow.session.values import (
     PhaseView,
     Planned,
     Replied,
+    RequestFailed,
     Resolve,
     ResultLabel,
     Resume,
@@ -122,7 +122,7 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
         return _on_send(core, event, limits)
     if isinstance(event, Replied):
         return _on_reply(core, event, limits)
-    if isinstance(event, Failed):
+    if isinstance(event, RequestFailed):
         return _on_failed(core, event, limits)
     if isinstance(event, ToolDone):
         return _on_tool_done(core, event, limits)
@@ -756,7 +756,7 @@ def _final_request(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> 
 # --- provider failures -------------------------------------------------------------------
 
 
-def _on_failed(core: Core, event: Failed, limits: Limits) -> Step:
+def _on_failed(core: Core, event: RequestFailed, limits: Limits) -> Step:
     if event.request_id != core.request_id or core.status != "running":
         return Step(core)
     failure = event.failure

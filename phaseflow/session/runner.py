@@ -46,7 +46,6 @@ from phaseflow.session.values import (
     Compacted,
     Core,
     Done,
-    Failed,
     Input,
     Limits,
     Pause,
@@ -54,6 +53,7 @@ from phaseflow.session.values import (
     PhaseView,
     Planned,
     Replied,
+    RequestFailed,
     RunBoundary,
     RunTools,
     Send,
@@ -450,7 +450,7 @@ class Runner:
                     yield Replied(command.request_id, item, view, self._flagged(item, view),
                                   self._sent_chars(request))
                 else:
-                    yield Failed(command.request_id, item, self.config.rng.random())
+                    yield RequestFailed(command.request_id, item, self.config.rng.random())
                 return
         finally:
             self._stream = None

@@ -306,7 +306,7 @@ class Compacted:
 
 
 @dataclass(frozen=True, slots=True)
-class Failed:
+class RequestFailed:
     """The request failed. ``jitter`` in [0, 1) spreads retries (drawn by the runner)."""
 
     request_id: str
@@ -377,7 +377,7 @@ class Resume:
     idempotent: frozenset[str] = frozenset()
 
 
-Input = (Send | Replied | Failed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
+Input = (Send | Replied | RequestFailed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
          | SetMode | Interrupt | Compacted | CompactNow | LimitEdits)
 
 
@@ -394,7 +394,7 @@ class Persist:
 @dataclass(frozen=True, slots=True)
 class CallProvider:
     """Build a request for the current phase and send it; feed back :class:`Replied`
-    or :class:`Failed`. ``final``: the last request, in a terminal phase, offers no
+    or :class:`RequestFailed`. ``final``: the last request, in a terminal phase, offers no
     tools."""
 
     request_id: str

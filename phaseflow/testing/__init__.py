@@ -12,7 +12,7 @@ from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.runner import ScenarioResult, TestFileResult, run_test_file
 from phaseflow.testing.testfile import (
     Scenario,
-    Step,
+    ScenarioStep,
     TestFile,
     TestFileError,
     TestFileProblem,
@@ -23,7 +23,7 @@ __all__ = [
     "Coverage",
     "Scenario",
     "ScenarioResult",
-    "Step",
+    "ScenarioStep",
     "TestFile",
     "TestFileError",
     "TestFileProblem",

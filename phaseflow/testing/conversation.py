@@ -36,7 +36,7 @@ from phaseflow.stores.memory import MemoryStore
 from phaseflow.testing.calls import CallLog
 from phaseflow.testing.convchecks import Seen, check
 from phaseflow.testing.coverage import Coverage
-from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile
+from phaseflow.testing.testfile import Scenario, ScenarioStep, Spot, TestFile
 from phaseflow.tools.function import ToolContext
 from phaseflow.tools.function import tool as make_tool
 from phaseflow.turn.messages import AssistantMessage
@@ -57,21 +57,21 @@ class _Failed(Exception):
 class _Turn:
     """What the runner knows about the turn in progress before it starts."""
 
-    opener: Step
+    opener: ScenarioStep
     first: int  # the number of the first reply written for it
     last: int  # the number of its last reply (first - 1 when none is written)
-    before: dict[int, list[Step]] = field(default_factory=dict)  # checks before reply N
-    models: dict[int, Step] = field(default_factory=dict)
+    before: dict[int, list[ScenarioStep]] = field(default_factory=dict)  # checks before reply N
+    models: dict[int, ScenarioStep] = field(default_factory=dict)
     cancel: bool = False  # the next step is `cancel: true`
     cancelled: bool = False  # the cancellation happened
     checked: set[int] = field(default_factory=set)
     #: `steer` / `interrupt` steps, each after the reply number written before it
-    inline: list[tuple[int, Step]] = field(default_factory=list)
+    inline: list[tuple[int, ScenarioStep]] = field(default_factory=list)
     done: set[int] = field(default_factory=set)  # the inline steps sent (by line)
-    crash: Step | None = None  # the next step is a `crash` that stops this turn
+    crash: ScenarioStep | None = None  # the next step is a `crash` that stops this turn
     crashed: bool = False  # the worker was stopped
 
-    def pending(self, after: int) -> Step | None:
+    def pending(self, after: int) -> ScenarioStep | None:
         """The inline step to send once reply ``after`` was given, if not sent yet."""
         for written_after, step in self.inline:
             if written_after == after and step.line not in self.done:
@@ -222,7 +222,7 @@ class _Conversation:
         self.session.cancel()
         await asyncio.Event().wait()
 
-    async def inline(self, step: Step | None, *, in_tool: bool) -> None:
+    async def inline(self, step: ScenarioStep | None, *, in_tool: bool) -> None:
         """Send a ``steer`` or ``interrupt`` step's message into the running turn, as a
         user typing while the agent works: a steering message goes with the turn's next
         request (the caller goes on); an interrupt cancels the turn, whose next one it
@@ -247,7 +247,7 @@ class _Conversation:
     def record(self, failure: str) -> None:
         self.failures.append(failure)
 
-    def fail(self, step: Step, message: str) -> _Failed:
+    def fail(self, step: ScenarioStep, message: str) -> _Failed:
         return _Failed(f"{self.path}:{step.line}: {message}")
 
     # --- events -------------------------------------------------------------------------
@@ -322,7 +322,7 @@ class _Conversation:
                 if step.kind == "crash":
                     await self._reopen(step)
                 turn = _Turn(step, reply + 1, reply)
-                waiting: list[Step] = []
+                waiting: list[ScenarioStep] = []
                 while index < len(steps) and steps[index].kind in (
                         "model", "expect", "steer", "interrupt"):
                     item = steps[index]
@@ -354,7 +354,7 @@ class _Conversation:
                 await self._between_turns(step)
             self._raise_recorded()
 
-    async def _reopen(self, step: Step) -> None:
+    async def _reopen(self, step: ScenarioStep) -> None:
         """A restarted process: a new agent on the same store opens the session (a turn
         the crash stopped is finished by the steps that follow, as ``recover`` does)."""
         self.crashed = False
@@ -365,7 +365,7 @@ class _Conversation:
             raise self.fail(step, f"crash: the session cannot be reopened: "
                                   f"{error}") from None
 
-    async def _between_turns(self, step: Step) -> None:
+    async def _between_turns(self, step: ScenarioStep) -> None:
         session = self.session
         assert session is not None
         try:
@@ -431,7 +431,7 @@ class _Conversation:
                                    f"{turn.last - turn.first + 1} replies (status "
                                    f"{session.status})")
 
-    async def _resolve(self, session: Session, step: Step) -> AsyncIterator[ev.Event]:
+    async def _resolve(self, session: Session, step: ScenarioStep) -> AsyncIterator[ev.Event]:
         decision: dict[str, str] = step.value
         pending = session.pending_approval
         if pending is None:
@@ -448,7 +448,7 @@ class _Conversation:
         async for event in stream:
             self.observe(event)
 
-    async def _cancel(self, step: Step) -> None:
+    async def _cancel(self, step: ScenarioStep) -> None:
         session = self.session
         assert session is not None
         turn = self.turn
@@ -463,7 +463,7 @@ class _Conversation:
 
     # --- checks -------------------------------------------------------------------------
 
-    def check(self, step: Step, request: ProviderRequest | None) -> None:
+    def check(self, step: ScenarioStep, request: ProviderRequest | None) -> None:
         """Run an ``expect`` step. ``request``: the request the next reply answers (a
         check between two replies); ``None`` for a check at rest (the session's most
         recent request)."""

@@ -16,7 +16,7 @@ from typing import Any
 from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
-from phaseflow.testing.values import Bad, BaseReader, Spot, Step, spot_of
+from phaseflow.testing.values import Bad, BaseReader, ScenarioStep, Spot, spot_of
 
 __all__ = [
     "CONVERSATION_EXPECT_KEYS",
@@ -121,7 +121,7 @@ class _Steps:
     def fail(self, node: Node | None, message: str) -> Bad:
         return self.reader.fail(node, message)
 
-    def step(self, node: Node) -> Step:
+    def step(self, node: Node) -> ScenarioStep:
         if not isinstance(node, Mapping) or len(node.pairs) != 1:
             raise self.fail(node, "a conversation step is a mapping with one key, such as "
                                   "{user: TEXT}, {model: TEXT} or {expect: {...}}")
@@ -133,34 +133,34 @@ class _Steps:
             raise self.fail(key, f"unknown conversation step '{kind}'{hint}")
         line, column = node.line, node.column
         if kind in ("user", "steer", "interrupt"):
-            return Step(kind, line, self.text(value, kind), column=column)
+            return ScenarioStep(kind, line, self.text(value, kind), column=column)
         if kind == "mode":
             mode = value.value if isinstance(value, Scalar) else None
             if mode not in ("plan", "exec"):
                 raise self.fail(value, "mode takes plan or exec")
-            return Step(kind, line, mode, column=column)
+            return ScenarioStep(kind, line, mode, column=column)
         if kind == "compact":
             if not isinstance(value, Scalar) or value.value is not True:
                 raise self.fail(value, "compact takes true: 'compact: true'")
-            return Step(kind, line, True, column=column)
+            return ScenarioStep(kind, line, True, column=column)
         if kind == "crash" and isinstance(value, Mapping):
             fields = self.reader.mapping(value, "crash", frozenset({"during"}))
             if "during" not in fields:
                 raise self.fail(value, "crash takes true, or {during: TOOL}")
             tool = self.reader.string(fields["during"], "crash during")
-            return Step(kind, line, {"during": tool}, spots={"value": spot_of(fields["during"])},
-                        column=column)
+            return ScenarioStep(kind, line, {"during": tool},
+                                spots={"value": spot_of(fields["during"])}, column=column)
         if kind == "model":
             reply, spots = self.model(value)
-            return Step(kind, line, reply, spots=spots, column=column)
+            return ScenarioStep(kind, line, reply, spots=spots, column=column)
         if kind in ("approve", "reject"):
             decision, spots = self.decision(kind, value)
-            return Step(kind, line, decision, spots=spots, column=column)
+            return ScenarioStep(kind, line, decision, spots=spots, column=column)
         if kind in ("cancel", "crash"):
             if not isinstance(value, Scalar) or value.value is not True:
                 hint = ", or {during: TOOL}" if kind == "crash" else ""
                 raise self.fail(value, f"{kind} takes true: '{kind}: true'{hint}")
-            return Step(kind, line, True, column=column)
+            return ScenarioStep(kind, line, True, column=column)
         if kind == "wait":
             seconds = value.value if isinstance(value, Scalar) else None
             if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
@@ -168,9 +168,9 @@ class _Steps:
                 raise self.fail(value, "wait takes a number of seconds that is 0 or more")
             if seconds > WAIT_LIMIT:
                 raise self.fail(value, f"wait takes at most {WAIT_LIMIT:,} seconds (a year)")
-            return Step(kind, line, seconds, column=column)
+            return ScenarioStep(kind, line, seconds, column=column)
         checks, spots = self.checks(value)
-        return Step("expect", line, expect=checks, spots=spots, column=column)
+        return ScenarioStep("expect", line, expect=checks, spots=spots, column=column)
 
     def text(self, node: Node, what: str) -> str:
         if not isinstance(node, Scalar) or not isinstance(node.value, str):
@@ -313,12 +313,12 @@ class _Steps:
             out.append({"status": status, "contains": contains})
         return out
 
-    def order(self, steps: list[Step], nodes: list[Node]) -> None:
+    def order(self, steps: list[ScenarioStep], nodes: list[Node]) -> None:
         """The steps make a conversation: each ``model:`` step belongs to a turn (a
         ``user``, ``approve`` or ``reject`` step before it, with only ``model`` and
         ``expect`` steps between), and a ``cancel`` follows what it can cancel."""
         opener: str | None = None  # the user-side step the current replies follow
-        previous: Step | None = None
+        previous: ScenarioStep | None = None
         waited = 0.0
         for step, node in zip(steps, nodes, strict=True):
             if step.kind == "wait" and waited <= WAITS_LIMIT:  # (said once)
@@ -338,7 +338,7 @@ class _Steps:
                 opener = step.kind
             previous = step
 
-    def _inline(self, step: Step, previous: Step | None, opener: str | None,
+    def _inline(self, step: ScenarioStep, previous: ScenarioStep | None, opener: str | None,
                 node: Node) -> None:
         """``steer`` and ``interrupt`` are sent while a turn runs: after the replies of
         that turn they follow (a steering message after a reply with calls, which it
@@ -356,7 +356,7 @@ class _Steps:
             self.fail(node, f"{step.kind} follows the reply it comes after directly: put "
                             "the checks after it")
 
-    def _cancel(self, previous: Step | None, node: Node) -> None:
+    def _cancel(self, previous: ScenarioStep | None, node: Node) -> None:
         if previous is None:
             self.fail(node, "cancel: there is no turn to cancel yet (add a user step)")
         elif previous.kind == "expect":
@@ -369,12 +369,12 @@ class _Steps:
             self.fail(node, "cancel twice: the turn is already cancelled")
 
 
-def read_conversation(reader: BaseReader, node: Node | None, name: str) -> tuple[Step, ...]:
+def read_conversation(reader: BaseReader, node: Node | None, name: str) -> tuple[ScenarioStep, ...]:
     """The steps of a ``conversation:`` list, read and checked for order."""
     if not isinstance(node, Sequence) or not node.items:
         raise reader.fail(node, f"scenario '{name}': conversation is a list of steps")
     read = _Steps(reader)
-    steps: list[Step] = []
+    steps: list[ScenarioStep] = []
     nodes: list[Node] = []
     for item in node.items:
         try:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.model import CallEffect, Workflow
-from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
+from phaseflow.testing.testfile import Scenario, ScenarioStep, Spot, TestFile, TestFileProblem
 
 __all__ = ["call_names", "check_against"]
 
@@ -39,19 +39,20 @@ class _Checker:
         self.calls = call_names(workflow)
         self.problems: list[TestFileProblem] = []
 
-    def report(self, spot: Spot | None, step: Step | None, message: str, severity: str) -> None:
+    def report(self, spot: Spot | None, step: ScenarioStep | None, message: str,
+               severity: str) -> None:
         line, column = spot if spot is not None else (
             (step.line, step.column) if step is not None else (1, 1)
         )
         self.problems.append(TestFileProblem(line, column, message, severity))
 
-    def phase(self, name: str, spot: Spot | None, step: Step, what: str) -> None:
+    def phase(self, name: str, spot: Spot | None, step: ScenarioStep, what: str) -> None:
         phases = self.workflow.phases
         if name not in phases:
             hint = did_you_mean(name, phases) or f" (phases: {', '.join(phases)})"
             self.report(spot, step, f"{what}: the workflow has no phase '{name}'{hint}", "error")
 
-    def tool(self, name: str, spot: Spot | None, step: Step) -> None:
+    def tool(self, name: str, spot: Spot | None, step: ScenarioStep) -> None:
         catalogue = self.workflow.tools
         if catalogue is not None and name not in catalogue:
             hint = did_you_mean(name, catalogue) or (
@@ -59,7 +60,7 @@ class _Checker:
             )
             self.report(spot, step, f"tool: the workflow's tools have no '{name}'{hint}", "error")
 
-    def key(self, name: str, spot: Spot | None, step: Step | None, what: str) -> None:
+    def key(self, name: str, spot: Spot | None, step: ScenarioStep | None, what: str) -> None:
         declared = self.workflow.state
         if declared and name not in declared:
             hint = did_you_mean(name, declared)
@@ -68,12 +69,12 @@ class _Checker:
                 "warning",
             )
 
-    def keys(self, names: Iterable[str], spots: dict[str, Spot], prefix: str, step: Step | None,
-             what: str) -> None:
+    def keys(self, names: Iterable[str], spots: dict[str, Spot], prefix: str,
+             step: ScenarioStep | None, what: str) -> None:
         for name in names:
             self.key(name, spots.get(f"{prefix}:{name}"), step, what)
 
-    def step(self, step: Step) -> None:
+    def step(self, step: ScenarioStep) -> None:
         spots = step.spots
         if step.kind in ("request", "goto"):
             self.phase(step.value, spots.get("value"), step, step.kind)
@@ -86,7 +87,7 @@ class _Checker:
         elif step.kind == "expect":
             self.expect(step)
 
-    def expect(self, step: Step) -> None:
+    def expect(self, step: ScenarioStep) -> None:
         checks, spots = step.expect, step.spots
         if "phase" in checks:
             self.phase(checks["phase"], spots.get("phase"), step, "expect phase")
@@ -124,7 +125,7 @@ class _Checker:
             self.report(spot, None, f"tool '{name}': the workflow's tools have no "
                         f"'{name}'{hint}", "error")
 
-    def known_tool(self, name: str, spot: Spot | None, step: Step, what: str) -> None:
+    def known_tool(self, name: str, spot: Spot | None, step: ScenarioStep, what: str) -> None:
         names = self.tool_names()
         if names is not None and name not in names:
             hint = did_you_mean(name, names) or f" (tools: {', '.join(names)})"
@@ -137,7 +138,7 @@ class _Checker:
             return None
         return [*catalogue, *BUILTINS]
 
-    def conversation_step(self, step: Step) -> None:
+    def conversation_step(self, step: ScenarioStep) -> None:
         spots = step.spots
         if step.kind == "model":
             names = self.tool_names()

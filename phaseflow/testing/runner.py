@@ -15,7 +15,7 @@ from phaseflow.testing.calls import CallLog
 from phaseflow.testing.coverage import Coverage
 from phaseflow.testing.crosscheck import call_names, check_against
 from phaseflow.testing.matching import state_problems
-from phaseflow.testing.testfile import Scenario, Spot, Step, TestFile, TestFileProblem
+from phaseflow.testing.testfile import Scenario, ScenarioStep, Spot, TestFile, TestFileProblem
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ class _Run:
         )
         coverage.phase(workflow.initial)
 
-    def fail(self, step: Step, message: str) -> _StepFailed:
+    def fail(self, step: ScenarioStep, message: str) -> _StepFailed:
         return _StepFailed(f"{self.test.path}:{step.line}: {message}")
 
     def _moved(self, result: TransitionResult | None) -> None:
@@ -110,7 +110,7 @@ class _Run:
         self.blocked_missing = result.missing if result.blocked else ()
         self._moved(result.transition)
 
-    def step(self, step: Step) -> None:
+    def step(self, step: ScenarioStep) -> None:
         kind = step.kind
         if kind == "set":
             for key, value in step.value.items():
@@ -162,7 +162,7 @@ class _Run:
                 "mock; add it under 'mocks'",
             )
 
-    def expect(self, step: Step) -> None:
+    def expect(self, step: ScenarioStep) -> None:
         checks: dict[str, Any] = step.expect
         problems: list[str] = []
         machine = self.machine

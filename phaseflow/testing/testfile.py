@@ -28,8 +28,8 @@ from phaseflow.testing.convsteps import StandIn, read_conversation, read_stand_i
 from phaseflow.testing.values import (
     Bad,
     BaseReader,
+    ScenarioStep,
     Spot,
-    Step,
     TestFileProblem,
     key_spots,
     spot_of,
@@ -40,8 +40,8 @@ __all__ = [
     "STEP_KINDS",
     "Mock",
     "Scenario",
+    "ScenarioStep",
     "Spot",
-    "Step",
     "TestFile",
     "TestFileError",
     "TestFileProblem",
@@ -99,14 +99,14 @@ class Scenario:
     line: int
     state: dict[str, Any]
     mocks: dict[str, Mock]
-    steps: tuple[Step, ...]
+    steps: tuple[ScenarioStep, ...]
     #: where each key of ``state`` is written
     state_spots: dict[str, Spot] = field(default_factory=dict)
     #: the scenario's own tool stand-ins (replacing the file's of the same name)
     tools: dict[str, StandIn] = field(default_factory=dict)
     #: the steps of a conversation scenario (``steps`` is empty then); ``None`` for a
     #: machine scenario
-    conversation: tuple[Step, ...] | None = None
+    conversation: tuple[ScenarioStep, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ class _Reader(BaseReader):
             mocks[key.value] = Mock(key.value, returns, raises, spot)
         return mocks
 
-    def step(self, node: Node) -> Step:
+    def step(self, node: Node) -> ScenarioStep:
         if not isinstance(node, Mapping):
             raise self.fail(
                 node, "a step is a mapping such as {set: {key: value}} or {expect: {...}}"
@@ -172,7 +172,7 @@ class _Reader(BaseReader):
             checks_node = fields["expect"].value
             checks = self.mapping(checks_node, "expect", EXPECT_KEYS)
             values, spots = self.checks(checks)
-            return Step("expect", node.line, expect=values, spots=spots, column=node.column)
+            return ScenarioStep("expect", node.line, expect=values, spots=spots, column=node.column)
         kind = action[0]
         value_node = fields[kind].value
         expect_node = fields["expect"].value if "expect" in fields else None
@@ -189,7 +189,7 @@ class _Reader(BaseReader):
                         f"a {kind} step expects {' or '.join(options)}, not '{outcome}'",
                     )
             spots = {"value": spot_of(value_node)}
-            return Step(kind, node.line, name, outcome, spots, node.column)
+            return ScenarioStep(kind, node.line, name, outcome, spots, node.column)
         if expect_node is not None:
             raise self.fail(
                 expect_node, f"a '{kind}' step takes no expect; add a separate expect step"
@@ -199,21 +199,22 @@ class _Reader(BaseReader):
             if not isinstance(values, dict):
                 raise self.fail(value_node, "set takes a mapping of state keys to values")
             spots = {f"set:{k}": s for k, s in key_spots(value_node).items()}
-            return Step(kind, node.line, values, spots=spots, column=node.column)
+            return ScenarioStep(kind, node.line, values, spots=spots, column=node.column)
         if kind == "unset":
             named = self.named(value_node, "unset")
             spots = {f"unset:{k}": s for k, s in named}
-            return Step(kind, node.line, [k for k, _ in named], spots=spots, column=node.column)
+            return ScenarioStep(kind, node.line, [k for k, _ in named], spots=spots,
+                                column=node.column)
         if kind == "goto":
             name = self.string(value_node, "goto")
             spots = {"value": spot_of(value_node)}
-            return Step(kind, node.line, name, spots=spots, column=node.column)
+            return ScenarioStep(kind, node.line, name, spots=spots, column=node.column)
         number = value_node.value if isinstance(value_node, Scalar) else None
         if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
             raise self.fail(value_node, f"{kind} takes a number that is 0 or more")
         if kind == "turns" and (not isinstance(number, int) or number > 10_000):
             raise self.fail(value_node, "turns takes a whole number up to 10,000")
-        return Step(kind, node.line, number, column=node.column)
+        return ScenarioStep(kind, node.line, number, column=node.column)
 
     def checks(self, fields: dict[str, Node]) -> tuple[dict[str, Any], dict[str, Spot]]:
         """An expect step's checks and where the names in them are written; a wrong
@@ -275,7 +276,7 @@ class _Reader(BaseReader):
         if not isinstance(steps_node, Sequence):
             raise self.fail(steps_node or node, f"scenario '{name}' needs a list of steps "
                             "or a conversation")
-        steps: list[Step] = []
+        steps: list[ScenarioStep] = []
         for item in steps_node.items:
             try:
                 steps.append(self.step(item))

@@ -47,7 +47,7 @@ class Bad(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class ScenarioStep:
     """One step: ``kind`` is one of :data:`STEP_KINDS`; ``expect`` holds the checks of an
     ``expect`` step, or the outcome expected of a ``request``/``tool`` step."""
 

@@ -25,11 +25,11 @@ from phaseflow.session.values import (
     Cancel,
     Core,
     Done,
-    Failed,
     Limits,
     Pause,
     Persist,
     Replied,
+    RequestFailed,
     Resolve,
     Resume,
     RunBoundary,
@@ -429,7 +429,7 @@ def test_a_retryable_failure_waits_retry_after_and_asks_the_same_request_again()
     t = started()
     rid = request_id(t)
     history = t.core.history()
-    commands = t.feed(Failed(rid, ProviderFailure("busy", retryable=True, retry_after=3.0)))
+    commands = t.feed(RequestFailed(rid, ProviderFailure("busy", retryable=True, retry_after=3.0)))
     assert [type(c) for c in commands] == [Persist, Sleep, CallProvider]
     assert commands[1] == Sleep(3.0)
     assert commands[2] == CallProvider(rid, history, False)
@@ -441,7 +441,7 @@ def test_retry_after_is_capped_and_backoff_grows_without_it() -> None:
     rid = request_id(t)
     delays = []
     for retry_after in (999.0, None, None):
-        commands = t.feed(Failed(rid, ProviderFailure("x", retryable=True,
+        commands = t.feed(RequestFailed(rid, ProviderFailure("x", retryable=True,
                                                       retry_after=retry_after), jitter=0.999))
         delays.append(next(c.seconds for c in commands if isinstance(c, Sleep)))
     assert delays[0] == 5.0
@@ -452,8 +452,9 @@ def test_retries_stop_at_max_retries_and_the_turn_fails() -> None:
     t = started(Limits(max_retries=2))
     rid = request_id(t)
     for _ in range(2):
-        assert isinstance(t.feed(Failed(rid, ProviderFailure("x", retryable=True)))[1], Sleep)
-    commands = t.feed(Failed(rid, ProviderFailure("x", retryable=True)))
+        failed = t.feed(RequestFailed(rid, ProviderFailure("x", retryable=True)))
+        assert isinstance(failed[1], Sleep)
+    commands = t.feed(RequestFailed(rid, ProviderFailure("x", retryable=True)))
     assert commands[-1] == TurnOver("failed")
     assert t.core.status == "failed"
     assert t.core.history().to_tuple() == (UserMessage("hello"),)
@@ -461,14 +462,14 @@ def test_retries_stop_at_max_retries_and_the_turn_fails() -> None:
 
 def test_a_failure_that_is_not_retryable_fails_the_turn_at_once() -> None:
     t = started()
-    commands = t.feed(Failed(request_id(t), ProviderFailure("bad key", status=401)))
+    commands = t.feed(RequestFailed(request_id(t), ProviderFailure("bad key", status=401)))
     assert commands[-1] == TurnOver("failed")
     assert [e.code for e in t.of_type(ev.ErrorEvent)] == ["provider_error"]
 
 
 def test_a_failed_session_takes_the_next_message() -> None:
     t = started()
-    t.feed(Failed(request_id(t), ProviderFailure("bad key")))
+    t.feed(RequestFailed(request_id(t), ProviderFailure("bad key")))
     commands = t.feed(Send("again", WORK))
     assert isinstance(commands[-1], CallProvider)
     assert commands[-1].history.to_tuple() == (UserMessage("hello"), UserMessage("again"))
@@ -484,7 +485,7 @@ def test_stale_replies_failures_and_results_change_nothing() -> None:
     before = t.core
     assert t.feed(Replied(rid, reply("again"), WORK)) == ()
     assert t.feed(Replied("s:1:9", reply("other"), WORK)) == ()
-    assert t.feed(Failed(rid, ProviderFailure("late", retryable=True))) == ()
+    assert t.feed(RequestFailed(rid, ProviderFailure("late", retryable=True))) == ()
     assert t.feed(ToolDone("nope", ok())) == ()
     assert t.core is before
     t.feed(ToolDone("a", ok(ticket="T")))
@@ -551,7 +552,7 @@ def test_any_input_sequence_leaves_every_call_with_exactly_one_result(ops: list[
         if kind == "reply" and rid is not None:
             event = Replied(rid, reply(op[1], *op[2]), WORK)
         elif kind == "fail" and rid is not None:
-            event = Failed(rid, ProviderFailure("x", retryable=op[1]))
+            event = RequestFailed(rid, ProviderFailure("x", retryable=op[1]))
         elif kind == "done" and running:
             event = ToolDone(running.pop(op[1] % len(running)), ok(ticket="T"))
         elif kind == "boundary" and boundary is not None:
