@@ -8,6 +8,7 @@ the store); ``agent.session(id)`` opens one conversation, new or resumed. See
 
 from phaseflow.session.agent import (
     Agent,
+    ForkRefused,
     PendingApproval,
     Reply,
     Session,
@@ -25,6 +26,7 @@ from phaseflow.session.events import (
     ModeChanged,
     PhaseChanged,
     Retrying,
+    SessionForked,
     StateChanged,
     TextDeltaEvent,
     ToolCallEvent,
@@ -40,6 +42,7 @@ __all__ = [
     "ApprovalResolvedEvent",
     "ErrorEvent",
     "Event",
+    "ForkRefused",
     "ModeChanged",
     "ModeRefused",
     "PendingApproval",
@@ -51,6 +54,7 @@ __all__ = [
     "SessionBusy",
     "SessionError",
     "SessionFinished",
+    "SessionForked",
     "StateChanged",
     "TextDeltaEvent",
     "ToolCallEvent",

@@ -26,6 +26,7 @@ from phaseflow.session import events as ev
 from phaseflow.session.core import ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
+from phaseflow.session.fork import ForkRefused, fork_record
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
@@ -43,8 +44,8 @@ from phaseflow.turn.messages import Content, Message, ToolCall
 T = TypeVar("T")
 
 #: the exceptions a host catches, importable from here as before
-__all__ = ["Agent", "PendingApproval", "Reply", "Session", "SessionBusy", "SessionError",
-           "SessionFinished", "TurnFailed"]
+__all__ = ["Agent", "ForkRefused", "PendingApproval", "Reply", "Session", "SessionBusy",
+           "SessionError", "SessionFinished", "TurnFailed"]
 
 
 class Reply(str):
@@ -484,6 +485,24 @@ class Session:
         if self._runner.core.status != "awaiting_approval":
             return ()
         return tuple([e async for e in self._driver.run(Cancel(self._runner.config.clock()))])
+
+    # --- forking ----------------------------------------------------------------------
+
+    async def fork(self, new_id: str, *, at_turn: int) -> Session:
+        """A new session ``new_id`` that starts where this one stood at the end of its
+        turn ``at_turn``: the same history, state, phase, machine position and call
+        ledger (its past calls are history: none runs again); this session is untouched.
+        Its log begins with a ``session_forked`` event. :class:`ForkRefused` (nothing
+        written) when ``new_id`` exists, when the turn was not reached or has not ended
+        (it runs, or waits for approval), or when the store keeps no record of its end.
+        See ``docs/sessions.md`` (Fork)."""
+        agent = self._agent
+        record, _ = await fork_record(agent.store, self.id, new_id, at_turn,
+                                      now=agent.config.clock(), check=agent._runner_from)
+        return agent._resume(record)
+
+    def fork_sync(self, new_id: str, *, at_turn: int) -> Session:
+        return _run(self.fork(new_id, at_turn=at_turn))
 
     # --- synchronous twins --------------------------------------------------------------
 
