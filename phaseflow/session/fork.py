@@ -5,11 +5,12 @@ The store keeps the record of each turn's end (the commit that carries its
 ``turn_finished`` passes ``keep_turn``; see :meth:`~phaseflow.stores.base.Store.commit`),
 so a fork is one read and one commit, whatever the session's length:
 
-1. the original's current record says whether turn ``N`` was reached and has ended
-   (a turn that runs or waits for approval has not);
-2. :meth:`~phaseflow.stores.base.Store.turn_record` gives the record of turn ``N``'s
+1. :meth:`~phaseflow.stores.base.Store.turn_record` gives the record of turn ``N``'s
    end (its history, state, phase, machine snapshot and call ledger; a turn ends with
-   every call answered, so nothing of it is open and nothing runs again);
+   every call answered, so nothing of it is open and nothing runs again). A record is
+   kept only when a turn ends, so one found is a turn that has ended; when there is
+   none, the original's current record says why (the turn was not reached, has not
+   ended - it runs or waits for approval -, or its end was not kept);
 3. that record, under the new id (version 1, the workflow hash kept, the times of the
    fork), is committed with ``expected_version=0`` and one ``session_forked`` event:
    a session of that id that exists, or is created meanwhile by another writer, makes
@@ -67,25 +68,11 @@ async def fork_record(store: Store, session_id: str, new_id: str, at_turn: int, 
     if new_id == session_id or await store.version(new_id) != 0:
         raise ForkRefused(f"session {new_id!r} exists already: a fork is a new session "
                           "(name another id)")
-    current = await store.load(session_id)
-    if current is None:
-        raise ForkRefused(f"no session {session_id!r} in the store")
-    if at_turn > current.turn:
-        raise ForkRefused(f"session {session_id!r} has not reached turn {at_turn} (it is at "
-                          f"turn {current.turn})")
-    if at_turn == current.turn and current.status in NOT_ENDED:
-        raise ForkRefused(
-            f"turn {at_turn} of session {session_id!r} has not ended (it "
-            f"{NOT_ENDED[current.status]}): a fork starts from the end of a turn")
     ended = await _turn_end(store, session_id, at_turn)
     if ended is None:
-        raise ForkRefused(
-            f"the store has no record of the end of turn {at_turn} of session "
-            f"{session_id!r}: it keeps one for each turn that ends, since its schema "
-            "version 2 (a store upgraded from version 1 has none for the turns before), "
-            "except a turn whose end started the next one in the same commit (messages "
-            "queued while it ran), and none from before the session's history was "
-            "rewritten")
+        # only now the session itself is read, to say why (a kept turn has ended, so the
+        # fork needs no read of the session's whole current history)
+        raise ForkRefused(await _why_not(store, session_id, at_turn))
     record = replace(ended, session_id=new_id, version=1, created_at=now, updated_at=now,
                      core=_renamed(ended.core, new_id))
     try:
@@ -107,18 +94,49 @@ async def fork_record(store: Store, session_id: str, new_id: str, at_turn: int, 
     return record, replace(forked, seq=seq)
 
 
+async def _why_not(store: Store, session_id: str, at_turn: int) -> str:
+    """Why the store has no record of the end of turn ``at_turn``: no such session, a
+    turn not reached, one not ended, or none kept."""
+    current = await store.load(session_id)
+    if current is None:
+        return f"no session {session_id!r} in the store"
+    if at_turn > current.turn:
+        return (f"session {session_id!r} has not reached turn {at_turn} (it is at turn "
+                f"{current.turn})")
+    if at_turn == current.turn and current.status in NOT_ENDED:
+        return (f"turn {at_turn} of session {session_id!r} has not ended (it "
+                f"{NOT_ENDED[current.status]}): a fork starts from the end of a turn")
+    return (f"the store has no record of the end of turn {at_turn} of session "
+            f"{session_id!r}: it keeps one for each turn that ends, since its schema "
+            "version 2 (a store upgraded from version 1 has none for the turns before), "
+            "except a turn whose end started the next one in the same commit (messages "
+            "queued while it ran), and none from before the session's history was "
+            "rewritten")
+
+
 async def _turn_end(store: Store, session_id: str, turn: int) -> SessionRecord | None:
     """The record of the end of ``turn``: the session's own, or, for a fork, its
     original's when the turn is one the fork began with (a fork keeps only the turns it
-    lived: its first turns are its original's, whose records are not copied)."""
+    lived: its first turns are its original's, whose records are not copied). An
+    original's record counts only when its history is a prefix of the fork's at the
+    fork's first turn (an original deleted and made anew under its id is another
+    conversation)."""
     sid = session_id
+    anchor: SessionRecord | None = None
     for _ in range(MAX_LINEAGE):
         found = await store.turn_record(sid, turn)
         if found is not None:
+            if anchor is not None and not anchor.continuation.messages.starts_with(
+                    found.continuation.messages):
+                return None
             return found
         origin = await _origin(store, sid)
         if origin is None or origin[1] < turn:
             return None
+        if anchor is None:
+            anchor = await store.turn_record(sid, origin[1])
+            if anchor is None:
+                return None
         sid = origin[0]
     return None
 

@@ -224,3 +224,29 @@ def test_fork_sync() -> None:
     fork = session.fork_sync("sync", at_turn=1)
     assert fork.turn == 1 and fork.state["n"] == 1
     assert str(fork.reply_sync("Message 1")) == "Reply 1"
+
+
+def test_a_fork_s_first_turns_come_from_its_original_only_while_it_is_the_same(
+        tmp_path: Path) -> None:
+    """A fork of a fork at a turn the first fork began with is read from the original;
+    once the original is deleted, or made anew under its id with another conversation,
+    that turn is refused (never another conversation's history)."""
+    sqlite = SQLiteBackend(tmp_path / "s.db")
+    try:
+        async def body() -> None:
+            store = await sqlite.open()
+            seen = await _talk(store, 2)
+            branch = await (await forks.agent(store).session("orig")).fork("b", at_turn=2)
+            assert (await branch.fork("b1", at_turn=1)).history == seen[0]["history"]
+            assert await store.delete("orig")
+            with pytest.raises(ForkRefused, match="no record of the end of turn 1"):
+                await branch.fork("b2", at_turn=1)
+            other = await forks.agent(store).session("orig")
+            await other.reply("Something else entirely")
+            await other.reply("And more")
+            with pytest.raises(ForkRefused, match="no record of the end of turn 1"):
+                await branch.fork("b2", at_turn=1)
+            assert await store.version("b2") == 0
+        sqlite.run(body)
+    finally:
+        sqlite.finish()
