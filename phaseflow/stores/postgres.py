@@ -2,7 +2,7 @@
 ``pip install 'phaseflow[postgres]'``).
 
 The same schema and the same semantics as :class:`~phaseflow.stores.sqlite.SQLiteStore`
-(tables ``sessions``, ``messages``, ``marks``, ``events``, ``captures``, ``inbox``,
+(tables ``sessions``, ``messages``, ``marks``, ``events``, ``captures``, ``inbox``, ``turns``,
 ``phaseflow_schema``; rows encoded by :mod:`phaseflow.stores.codec`), for several
 processes on several machines:
 
@@ -18,7 +18,8 @@ processes on several machines:
   read is :mod:`phaseflow.stores.rules`, the same for every store.
 - **Two round trips per commit and per lease**: the transaction is one pipeline, its
   ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
-- **The schema** is created when the store opens, under a transaction-scoped advisory
+- **The schema** is created when the store opens (or, for a store of an older schema
+  version, migrated: the tables it lacks), under a transaction-scoped advisory
   lock (processes opening together do not race), in the schema the connection creates
   tables in (``current_schema()``) when none of phaseflow's table names is taken there:
   a ``sessions`` table of another program is refused before anything is created. A

@@ -13,7 +13,9 @@
 - **Incremental**: a commit writes the session row and appends the messages, marks and
   events it added (see :mod:`phaseflow.stores.codec`), so its cost does not grow with
   the conversation. Tool captures are stored once by their SHA-256.
-- **Only its own file**: a new or empty file gets phaseflow's schema; a file holding
+- **Only its own file**: a new or empty file gets phaseflow's schema (a file of an older
+  schema version gets the tables it lacks: :func:`~phaseflow.stores.codec.must_migrate`);
+  a file holding
   tables of another program is refused before anything is written to it (not even the
   journal mode is changed), and so is one whose phaseflow tables lack columns.
 - **Damage is an error**: everything read back is checked by the codec (strict JSON,
