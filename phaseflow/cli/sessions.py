@@ -124,8 +124,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
-        print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID, "
-              "fork ID --at N --as NEW or recover [ID ...]", file=sys.stderr)
+        print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
+              "recover [ID ...]; or fork ID --at N --as NEW", file=sys.stderr)
         return 2
     for stream in (sys.stdout, sys.stderr):
         # a model's text that the terminal cannot show is replaced, not a crash

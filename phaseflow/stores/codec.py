@@ -463,6 +463,12 @@ def turn_values(record: SessionRecord, written: Written, message_count: int,
             message_count, mark_count, record.updated_at)
 
 
+def is_turn(turn: object) -> bool:
+    """Whether ``turn`` can be a stored turn's number: an integer from 1 that a 64-bit
+    column holds (a larger one names no turn, and no database could bind it)."""
+    return _is_int(turn) and 1 <= turn < 2**63
+
+
 def turn_record(sid: str, turn: int, row: Sequence[Any], messages: tuple[Sequence[object],
                 Sequence[str]], marks: tuple[Sequence[object], Sequence[str]]) -> SessionRecord:
     """The record of the end of turn ``turn`` from its ``turns`` row ``(version,

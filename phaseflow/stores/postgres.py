@@ -410,6 +410,8 @@ class PostgresStore:
 
     async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
         check_session_id(session_id)
+        if not codec.is_turn(turn):
+            return None  # no turn a store holds (nor one its integers can name)
 
         async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
             cur = await conn.execute(_TURN, (session_id, turn))

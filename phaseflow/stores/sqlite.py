@@ -365,6 +365,8 @@ class SQLiteStore:
 
     async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
         check_session_id(session_id)
+        if not codec.is_turn(turn):
+            return None  # no turn a store holds (nor one its integers can name)
 
         def read(conn: sqlite3.Connection) -> SessionRecord | None:
             conn.execute("BEGIN")  # one snapshot: the turn's row and the rows it counts

@@ -122,6 +122,7 @@ def test_refusals_write_nothing(backend: Backend) -> None:
         await refused("taken", 1, "session 'taken' exists already")
         await refused("orig", 1, "session 'orig' exists already")
         await refused("new", 3, "session 'orig' has not reached turn 3 .it is at turn 2.")
+        await refused("new", 10**30, "session 'orig' has not reached turn 1000000")
         await refused("new", 0, "at_turn is a turn number from 1", ConfigError)
         await refused("new", True, "at_turn is a turn number", ConfigError)
         await refused("", 1, "non-empty string", InvalidSessionId)
