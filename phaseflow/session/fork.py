@@ -65,6 +65,9 @@ async def fork_record(store: Store, session_id: str, new_id: str, at_turn: int, 
     not ended, a turn whose end the store has no record of."""
     check_session_id(new_id)
     at_turn = check_turn(at_turn)
+    if not callable(getattr(store, "turn_record", None)):
+        raise ForkRefused(f"the store ({type(store).__name__}) keeps no record of a turn's "
+                          "end (it has no turn_record method): it cannot fork a session")
     if new_id == session_id or await store.version(new_id) != 0:
         raise ForkRefused(f"session {new_id!r} exists already: a fork is a new session "
                           "(name another id)")
