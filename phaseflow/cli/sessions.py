@@ -10,6 +10,8 @@
 - ``delete ID``: remove a session and its events.
 - ``fork ID --at N --as NEW``: a new session NEW that starts where ID stood at the end
   of its turn N (history, state, phase, machine, calls); ID is untouched.
+- ``branches ID``: the branches of ID (``ID~1``, ``ID~2``, ...: its last message edited
+  and asked again, ``session.edit_last``), one line each.
 - ``recover [ID ...]``: finish the turns that a stopped worker left - what a recovery
   job runs after a crash or a deploy. It needs the workflow, tools and model the
   sessions run with, since a turn continues where it stopped.
@@ -93,6 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="the turn whose end the new session starts from (1, 2, ...)")
     fork.add_argument("--as", required=True, metavar="NEW", dest="new_id",
                       help="the new session's id (a session of that id must not exist)")
+    branches = sub.add_parser("branches", parents=[common],
+                              help="the branches of ID (its last message edited: ID~1, ...)")
+    branches.add_argument("id", metavar="ID")
     recover = sub.add_parser(
         "recover", parents=[common],
         help="finish the turns a stopped worker left (every running session, or the IDs)")
@@ -125,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
-              "recover [ID ...]; or fork ID --at N --as NEW", file=sys.stderr)
+              "recover [ID ...]; or fork ID --at N --as NEW, branches ID", file=sys.stderr)
         return 2
     for stream in (sys.stdout, sys.stderr):
         # a model's text that the terminal cannot show is replaced, not a crash
@@ -173,6 +178,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await _delete(store, args)
         if args.action == "fork":
             return await _fork(store, args)
+        if args.action == "branches":
+            return await _branches(store, args)
         return await _recover(store, args, *agent_parts)
     except StoreDataError as exc:
         raise Failed(str(exc)) from None
@@ -297,6 +304,24 @@ async def _fork(store: Store, args: argparse.Namespace) -> int:
         raise Failed(str(exc)) from None
     print(f"forked session {args.id} at the end of turn {record.turn} as {record.session_id} "
           f"({record.status}, phase {record.phase}, {len(history(record))} messages)")
+    return 0
+
+
+async def _branches(store: Store, args: argparse.Namespace) -> int:
+    from phaseflow.cli.render import visible
+    from phaseflow.session.fork import branches
+
+    if await store.version(args.id) == 0:
+        raise Failed(f"no session {args.id!r} in the store")
+    found = await branches(store, args.id)
+    if not found:
+        print(f"session {args.id} has no branches", file=sys.stderr)
+        return 0
+    listed = {s.session_id: s for s in await store.sessions()}
+    for sid in found:
+        s = listed[sid]
+        print(visible(f"{sid}  turn {s.turn}  {s.status}  phase {s.phase}  updated "
+                      f"{when(s.updated_at)}"))
     return 0
 
 

@@ -26,7 +26,13 @@ from phaseflow.session import events as ev
 from phaseflow.session.core import ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
-from phaseflow.session.fork import ForkRefused, fork_record
+from phaseflow.session.fork import (
+    ForkRefused,
+    branches,
+    fork_record,
+    free_branch_id,
+    last_turn,
+)
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
@@ -503,6 +509,33 @@ class Session:
 
     def fork_sync(self, new_id: str, *, at_turn: int) -> Session:
         return _run(self.fork(new_id, at_turn=at_turn))
+
+    async def edit_last(self, message: Content, *, branch: str | None = None) -> Session:
+        """The last user message, edited, asked again as a branch: this session forked at
+        the end of the turn before its last one, as ``branch`` (default: ``ID~1``,
+        ``ID~2``, ...: the first free), and ``message`` sent there (the turn is run; its
+        events are the branch's). This session, the earlier branch, is kept as it is;
+        :meth:`branches` lists the branches. :class:`ForkRefused` when the last turn has
+        not ended or is the first (nothing comes before it)."""
+        store = self._agent.store
+        turn = await last_turn(store, self.id)
+        new_id = branch if branch is not None else await free_branch_id(store, self.id)
+        forked = await self.fork(new_id, at_turn=turn - 1)
+        async for _ in forked.send(message):
+            pass
+        return forked
+
+    def edit_last_sync(self, message: Content, *, branch: str | None = None) -> Session:
+        return _run(self.edit_last(message, branch=branch))
+
+    async def branches(self) -> tuple[str, ...]:
+        """The ids of this session's branches (``ID~k``, made by :meth:`edit_last`), in
+        order; open one with ``agent.session(id)``. Reads every stored session's summary
+        (and each branch's first event): a listing, not a per-turn call."""
+        return await branches(self._agent.store, self.id)
+
+    def branches_sync(self) -> tuple[str, ...]:
+        return _run(self.branches())
 
     # --- synchronous twins --------------------------------------------------------------
 

@@ -165,3 +165,57 @@ def _renamed(core: Mapping[str, Any], new_id: str) -> Mapping[str, Any]:
         return core
     return {**core, "pending": [{**e, "session_id": new_id} if isinstance(e, dict) else e
                                 for e in pending]}
+
+
+# --- branches: the last message edited and asked again ------------------------------------
+
+#: what separates a session's id from its branches' numbers: ``ID~1``, ``ID~2``, ...
+BRANCH_MARK = "~"
+
+
+def branch_number(session_id: str, candidate: str) -> int | None:
+    """``k`` when ``candidate`` is named as branch ``k`` of ``session_id`` (``ID~k``)."""
+    prefix = session_id + BRANCH_MARK
+    rest = candidate[len(prefix):]
+    if not candidate.startswith(prefix) or not rest.isascii() or not rest.isdigit():
+        return None
+    return int(rest) if rest == str(int(rest)) and int(rest) >= 1 else None
+
+
+async def free_branch_id(store: Store, session_id: str) -> str:
+    """The first ``ID~k`` (k = 1, 2, ...) no session has."""
+    k = 1
+    while await store.version(f"{session_id}{BRANCH_MARK}{k}") != 0:
+        k += 1
+    return f"{session_id}{BRANCH_MARK}{k}"
+
+
+async def last_turn(store: Store, session_id: str) -> int:
+    """The turn whose message an edit replaces: the session's last, which has ended
+    and is not its first (:class:`ForkRefused` otherwise)."""
+    current = await store.load(session_id)
+    if current is None:
+        raise ForkRefused(f"no session {session_id!r} in the store")
+    if current.status in NOT_ENDED:
+        raise ForkRefused(f"turn {current.turn} of session {session_id!r} has not ended (it "
+                          f"{NOT_ENDED[current.status]}): its message is edited once it has")
+    if current.turn < 2:
+        raise ForkRefused(
+            f"session {session_id!r} has {'no message' if current.turn < 1 else 'one turn'}:"
+            " a branch starts from the end of the turn before the edited message, and the "
+            "first has none (send the edited message to a new session)")
+    return current.turn
+
+
+async def branches(store: Store, session_id: str) -> tuple[str, ...]:
+    """The ids of the branches of ``session_id`` (``ID~k``, forked from it), by ``k``. A
+    session merely named like one (not forked from it) is not one."""
+    found: list[tuple[int, str]] = []
+    for summary in await store.sessions():
+        k = branch_number(session_id, summary.session_id)
+        if k is None or summary.problem is not None:
+            continue
+        origin = await _origin(store, summary.session_id)
+        if origin is not None and origin[0] == session_id:
+            found.append((k, summary.session_id))
+    return tuple(sid for _, sid in sorted(found))

@@ -159,3 +159,29 @@ def test_fork_needs_its_arguments() -> None:
 def test_fork_of_a_store_that_keeps_nothing_is_misuse() -> None:
     proc = sessions("fork", "orig", "--at", "1", "--as", "x", "--store", "memory")
     assert proc.returncode == 2 and "keeps no sessions" in proc.stderr
+
+
+def test_branches_lists_the_edits_of_the_last_message(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+
+    async def build() -> None:
+        store = SQLiteStore(path)
+        try:
+            await _talk(store, 2)
+            session = await forks.agent(store).session("orig")
+            await session.edit_last("Message 1, edited")
+            await session.edit_last("Message 1, again")
+            await session.fork("orig~7x", at_turn=1)  # named like none: not a branch
+        finally:
+            store.close()
+    asyncio.run(build())
+    proc = sessions("branches", "orig", "--store", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split("  ")[:4] for line in proc.stdout.splitlines()] == [
+        ["orig~1", "turn 2", "idle", "phase high"], ["orig~2", "turn 2", "idle", "phase high"]]
+    none = sessions("branches", "orig~1", "--store", str(path))
+    assert (none.returncode, none.stdout, none.stderr) == (
+        0, "", "session orig~1 has no branches\n")
+    missing = sessions("branches", "nobody", "--store", str(path))
+    assert (missing.returncode, missing.stderr) == (
+        1, "phaseflow sessions branches: error: no session 'nobody' in the store\n")

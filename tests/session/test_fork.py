@@ -251,3 +251,41 @@ def test_a_fork_s_first_turns_come_from_its_original_only_while_it_is_the_same(
         sqlite.run(body)
     finally:
         sqlite.finish()
+
+
+def test_the_last_message_edited_is_asked_again_as_a_branch(tmp_path: Path) -> None:
+    """``edit_last``: the session forked at the end of the turn before its last, the
+    edited message sent there; the earlier branch (the session itself) kept; both
+    listed and opened by id."""
+    sqlite = SQLiteBackend(tmp_path / "s.db")
+    try:
+        async def body() -> None:
+            store = await sqlite.open()
+            seen = await _talk(store, 2)
+            session = await forks.agent(store).session("orig")
+            before = await store.load("orig")
+            runs = len(forks.RUNS)
+            first = await session.edit_last("Message 1, edited")
+            assert first.id == "orig~1" and first.turn == 2
+            assert first.history[:4] == seen[0]["history"]
+            assert first.history[4].content == "Message 1, edited"
+            assert str(first.history[-1].content) == seen[1]["reply"]  # the model's answer
+            assert forks.RUNS[runs:] == [1]  # the edited turn's call, once
+            second = await session.edit_last("Message 1, again", branch="orig-b")
+            third = await session.edit_last("Message 1, once more")
+            assert (second.id, third.id) == ("orig-b", "orig~2")
+            assert await store.load("orig") == before  # the earlier branch, kept
+            assert await session.branches() == ("orig~1", "orig~2")  # ID~k, forked from it
+            again = await forks.agent(await sqlite.open()).session("orig~1")
+            assert again.history == first.history
+            # a branch's own last message can be edited in turn
+            assert (await again.edit_last("Edited twice")).id == "orig~1~1"
+            fresh = await forks.agent(store).session("one")
+            await fresh.reply("Only message")
+            with pytest.raises(ForkRefused, match="session 'one' has one turn: a branch "
+                               "starts from the end of the turn before"):
+                await fresh.edit_last("Edited")
+            assert await store.version("one~1") == 0
+        sqlite.run(body)
+    finally:
+        sqlite.finish()
