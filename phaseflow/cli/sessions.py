@@ -8,6 +8,10 @@
 - ``events ID``: the stored events (``--after SEQ`` resumes a stream; ``--json``: one
   JSON object a line).
 - ``delete ID``: remove a session and its events.
+- ``fork ID --at N --as NEW``: a new session NEW that starts where ID stood at the end
+  of its turn N (history, state, phase, machine, calls); ID is untouched.
+- ``branches ID``: the branches of ID (``ID~1``, ``ID~2``, ...: its last message edited
+  and asked again, ``session.edit_last``), one line each.
 - ``recover [ID ...]``: finish the turns that a stopped worker left - what a recovery
   job runs after a crash or a deploy. It needs the workflow, tools and model the
   sessions run with, since a turn continues where it stopped.
@@ -86,6 +90,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     events.add_argument("--json", action="store_true", help="print one JSON object a line")
     delete = sub.add_parser("delete", parents=[common], help="remove a session and its events")
     delete.add_argument("id", metavar="ID")
+    fork = sub.add_parser("fork", parents=[common],
+                          help="a new session that starts at the end of a past turn of ID")
+    fork.add_argument("id", metavar="ID")
+    fork.add_argument("--at", required=True, metavar="N", dest="at_turn",
+                      help="the turn whose end the new session starts from (1, 2, ...)")
+    fork.add_argument("--as", required=True, metavar="NEW", dest="new_id",
+                      help="the new session's id (a session of that id must not exist)")
+    branches = sub.add_parser("branches", parents=[common],
+                              help="the branches of ID (its last message edited: ID~1, ...)")
+    branches.add_argument("id", metavar="ID")
     recover = sub.add_parser(
         "recover", parents=[common],
         help="finish the turns a stopped worker left (every running session, or the IDs)")
@@ -118,7 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
-              "recover [ID ...]", file=sys.stderr)
+              "recover [ID ...]; or fork ID --at N --as NEW, branches ID", file=sys.stderr)
         return 2
     for stream in (sys.stdout, sys.stderr):
         # a model's text that the terminal cannot show is replaced, not a crash
@@ -148,6 +162,8 @@ async def _main(args: argparse.Namespace) -> int:
         agent_parts = _agent_parts(args)
         from phaseflow.cli.telemetry import switch_on
         switch_on(Misuse)  # traces and metrics when the OTEL_* variables ask for them
+    if args.action == "fork":
+        _check_fork(args)  # before the store is touched
     if args.store == MEMORY:
         raise Misuse("--store memory keeps no sessions after a process ends: name the "
                      "store the sessions were run with")
@@ -164,6 +180,10 @@ async def _main(args: argparse.Namespace) -> int:
             return await _events(store, args)
         if args.action == "delete":
             return await _delete(store, args)
+        if args.action == "fork":
+            return await _fork(store, args)
+        if args.action == "branches":
+            return await _branches(store, args)
         return await _recover(store, args, *agent_parts)
     except StoreDataError as exc:
         raise Failed(str(exc)) from None
@@ -257,6 +277,55 @@ async def _delete(store: Store, args: argparse.Namespace) -> int:
     if not await store.delete(args.id):
         raise Failed(f"no session {args.id!r} in the store")
     print(f"deleted session {args.id}")
+    return 0
+
+
+# --- fork --------------------------------------------------------------------------------
+
+def _check_fork(args: argparse.Namespace) -> None:
+    """``--at`` a turn number, ``--as`` an id every store can keep (Misuse otherwise)."""
+    from phaseflow.stores.base import InvalidSessionId, check_session_id
+
+    text = str(args.at_turn).strip()
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise Misuse(f"--at is a turn number (1, 2, ...), not {args.at_turn!r}")
+    args.at_turn = int(text)
+    try:
+        check_session_id(args.new_id)
+    except InvalidSessionId as exc:
+        raise Misuse(f"--as: {exc}") from None
+
+
+async def _fork(store: Store, args: argparse.Namespace) -> int:
+    import time
+
+    from phaseflow.session.fork import ForkRefused, fork_record
+
+    try:
+        record, _ = await fork_record(store, args.id, args.new_id, args.at_turn,
+                                      now=time.time())
+    except ForkRefused as exc:
+        raise Failed(str(exc)) from None
+    print(f"forked session {args.id} at the end of turn {record.turn} as {record.session_id} "
+          f"({record.status}, phase {record.phase}, {len(history(record))} messages)")
+    return 0
+
+
+async def _branches(store: Store, args: argparse.Namespace) -> int:
+    from phaseflow.cli.render import visible
+    from phaseflow.session.fork import branches
+
+    if await store.version(args.id) == 0:
+        raise Failed(f"no session {args.id!r} in the store")
+    found = await branches(store, args.id)
+    if not found:
+        print(f"session {args.id} has no branches", file=sys.stderr)
+        return 0
+    listed = {s.session_id: s for s in await store.sessions()}
+    for sid in found:
+        s = listed[sid]
+        print(visible(f"{sid}  turn {s.turn}  {s.status}  phase {s.phase}  updated "
+                      f"{when(s.updated_at)}"))
     return 0
 
 
@@ -424,6 +493,9 @@ def describe(data: Mapping[str, Any]) -> tuple[str, str]:
         return "steer", _field(data, "message")
     if kind == "mode_changed":
         return "mode", _field(data, "mode", 20)
+    if kind == "session_forked":
+        return "forked", (f"from session {_field(data, 'from_session', 80)} at the end of "
+                          f"turn {_field(data, 'at_turn', 20)}")
     return one_line(kind, 20) if kind else "event", one_line(
         {k: v for k, v in data.items() if k not in ("type", "seq", "session_id", "turn", "at")})
 

@@ -8,6 +8,7 @@ the store); ``agent.session(id)`` opens one conversation, new or resumed. See
 
 from phaseflow.session.agent import (
     Agent,
+    ForkRefused,
     PendingApproval,
     Reply,
     Session,
@@ -32,6 +33,7 @@ from phaseflow.session.events import (
     ModeChanged,
     PhaseChanged,
     Retrying,
+    SessionForked,
     StateChanged,
     TextDeltaEvent,
     ToolCallEvent,
@@ -49,6 +51,7 @@ __all__ = [
     "EditLimitRefused",
     "ErrorEvent",
     "Event",
+    "ForkRefused",
     "HistoryCompacted",
     "MessageSteered",
     "ModeChanged",
@@ -62,6 +65,7 @@ __all__ = [
     "SessionBusy",
     "SessionError",
     "SessionFinished",
+    "SessionForked",
     "StateChanged",
     "TextDeltaEvent",
     "ToolCallEvent",

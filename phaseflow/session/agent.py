@@ -28,6 +28,13 @@ from phaseflow.session.compaction import DEFAULT_PROMPT, visible
 from phaseflow.session.core import CompactionRefused, ModeRefused, arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
+from phaseflow.session.fork import (
+    ForkRefused,
+    branches,
+    fork_record,
+    free_branch_id,
+    last_turn,
+)
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
@@ -54,8 +61,8 @@ from phaseflow.turn.messages import Content, Message, ToolCall
 T = TypeVar("T")
 
 #: the exceptions a host catches, importable from here as before
-__all__ = ["Agent", "PendingApproval", "Reply", "Session", "SessionBusy", "SessionError",
-           "SessionFinished", "TurnFailed"]
+__all__ = ["Agent", "ForkRefused", "PendingApproval", "Reply", "Session", "SessionBusy",
+           "SessionError", "SessionFinished", "TurnFailed"]
 
 
 class Reply(str):
@@ -562,6 +569,51 @@ class Session:
         if self._runner.core.status != "awaiting_approval":
             return ()
         return tuple([e async for e in self._driver.run(Cancel(self._runner.config.clock()))])
+
+    # --- forking ----------------------------------------------------------------------
+
+    async def fork(self, new_id: str, *, at_turn: int) -> Session:
+        """A new session ``new_id`` that starts where this one stood at the end of its
+        turn ``at_turn``: the same history, state, phase, machine position and call
+        ledger (its past calls are history: none runs again); this session is untouched.
+        Its log begins with a ``session_forked`` event. :class:`ForkRefused` (nothing
+        written) when ``new_id`` exists, when the turn was not reached or has not ended
+        (it runs, or waits for approval), or when the store keeps no record of its end.
+        See ``docs/sessions.md`` (Fork)."""
+        agent = self._agent
+        record, _ = await fork_record(agent.store, self.id, new_id, at_turn,
+                                      now=agent.config.clock(), check=agent._runner_from)
+        return agent._resume(record)
+
+    def fork_sync(self, new_id: str, *, at_turn: int) -> Session:
+        return _run(self.fork(new_id, at_turn=at_turn))
+
+    async def edit_last(self, message: Content, *, branch: str | None = None) -> Session:
+        """The last user message, edited, asked again as a branch: this session forked at
+        the end of the turn before its last one, as ``branch`` (default: ``ID~1``,
+        ``ID~2``, ...: the first free), and ``message`` sent there (the turn is run; its
+        events are the branch's). This session, the earlier branch, is kept as it is;
+        :meth:`branches` lists the branches. :class:`ForkRefused` when the last turn has
+        not ended or is the first (nothing comes before it)."""
+        store = self._agent.store
+        turn = await last_turn(store, self.id)
+        new_id = branch if branch is not None else await free_branch_id(store, self.id)
+        forked = await self.fork(new_id, at_turn=turn - 1)
+        async for _ in forked.send(message):
+            pass
+        return forked
+
+    def edit_last_sync(self, message: Content, *, branch: str | None = None) -> Session:
+        return _run(self.edit_last(message, branch=branch))
+
+    async def branches(self) -> tuple[str, ...]:
+        """The ids of this session's branches (``ID~k``, made by :meth:`edit_last`), in
+        order; open one with ``agent.session(id)``. Reads every stored session's summary
+        (and each branch's first event): a listing, not a per-turn call."""
+        return await branches(self._agent.store, self.id)
+
+    def branches_sync(self) -> tuple[str, ...]:
+        return _run(self.branches())
 
     # --- synchronous twins --------------------------------------------------------------
 

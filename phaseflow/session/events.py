@@ -175,6 +175,17 @@ class ModeChanged(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionForked(_Event):
+    """The session began as a fork of ``from_session`` at the end of its turn
+    ``at_turn``: its history, state, phase and machine are that turn's end (the first
+    event of a fork's log; the original's events stay in the original's log)."""
+
+    type: ClassVar[str] = "session_forked"
+    from_session: str = ""
+    at_turn: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(_Event):
     """Something went wrong that the host should know: ``code`` is stable
     (``provider_error``, ``tool_error``, ``write_refused``, ``step_limit``,
@@ -188,14 +199,15 @@ class ErrorEvent(_Event):
 Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
-    | ModeChanged | MessageSteered | HistoryCompacted | ErrorEvent
+    | ModeChanged | MessageSteered | HistoryCompacted | SessionForked | ErrorEvent
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
     cls.type: cls
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
-                TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, ErrorEvent)
+                TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, SessionForked,
+                ErrorEvent)
 }
 
 

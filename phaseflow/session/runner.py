@@ -308,9 +308,13 @@ class Runner:
             record = self.record()
             await self._renew(now)
             release = release and self.lease is not None
+            # The commit that ends a turn (its turn_finished, the session no longer in
+            # it) is kept as that turn's record, which a fork starts from.
+            keep = record.status not in ("running", "awaiting_approval") and any(
+                isinstance(e, ev.TurnFinished) and e.turn == record.turn for e in stamped)
             seqs = await self.obs.commit(stamped, lambda data: self.config.store.commit(
                 record, data, expected_version=self.version,
-                lease=self.lease, consumed=self.consumed, release=release))
+                lease=self.lease, consumed=self.consumed, release=release, keep_turn=keep))
             self.consumed = 0
             self.version = record.version
             if release:

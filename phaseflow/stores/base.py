@@ -199,7 +199,7 @@ class Store(Protocol):
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False,
+        release: bool = False, keep_turn: bool = False,
     ) -> tuple[int, ...]:
         """Store ``record`` (whose ``version`` is ``expected_version + 1``) and append
         ``events``, atomically; the events' ``seq`` numbers. :class:`StoreConflict` when
@@ -207,7 +207,19 @@ class Store(Protocol):
         :class:`StoreFenced` when ``lease`` is given and is no longer the session's.
         ``consumed``: queued messages up to this id were taken into the record, and are
         removed in the same transaction. ``release``: give ``lease`` up in the same
-        transaction (a turn's last commit: no separate write to let the turn go)."""
+        transaction (a turn's last commit: no separate write to let the turn go).
+        ``keep_turn``: ``record`` is the end of turn ``record.turn`` (the commit that
+        carries its ``turn_finished``): keep it, in the same transaction, as that turn's
+        record (:meth:`turn_record`). A commit whose history does not extend the stored
+        one (a compaction or a rewind rewrote it) drops the records of earlier turns:
+        their history is no longer the session's."""
+        ...
+
+    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
+        """The record kept at the end of turn ``turn`` (a commit with ``keep_turn``), its
+        history exactly the session's at that point; ``None`` when the store keeps none
+        (the turn has not ended, never did, or ended before the store kept such records
+        or before the history was rewritten). What a fork starts from."""
         ...
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
@@ -253,7 +265,7 @@ class Store(Protocol):
         ...
 
     async def delete(self, session_id: str) -> bool:
-        """Remove a session and its events; whether it existed."""
+        """Remove a session, its events and its turns' records; whether it existed."""
         ...
 
     async def put_capture(self, data: bytes) -> str:

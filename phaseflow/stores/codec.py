@@ -49,8 +49,10 @@ from phaseflow.turn.messages import History, message_to_json
 from phaseflow.turn.progress import TurnProgress
 from phaseflow.turn.rejections import Rejected
 
-#: the version of the stored form; a store refuses data of a later version
-SCHEMA_VERSION = 1
+#: the version of the stored form; a store refuses data of a later version. 2: the
+#: ``turns`` table (the record of each turn's end, what a fork starts from); a store of
+#: version 1 gets it when the new code opens it (:func:`must_migrate`)
+SCHEMA_VERSION = 2
 
 #: phaseflow's tables and their columns, the same in both databases (each store's DDL
 #: makes exactly these); a store opening a database checks them before it uses it
@@ -64,7 +66,13 @@ TABLES: dict[str, tuple[str, ...]] = {
     "events": ("session_id", "seq", "data"),
     "captures": ("sha256", "data"),
     "inbox": ("id", "session_id", "data"),
+    "turns": ("session_id", "turn", "version", "workflow", "workflow_hash", "status", "phase",
+              "snapshot", "message_count", "mark_count", "updated_at"),
 }
+
+#: the schema version each table came with (the others are version 1's): a store of an
+#: older version lacks them until it is migrated
+ADDED_IN: dict[str, int] = {"turns": 2}
 
 
 class StoreDataError(StoreError):
@@ -102,6 +110,8 @@ def must_create(where: str, found: Mapping[str, Sequence[str]], version: int | N
             f"knows up to version {SCHEMA_VERSION}: upgrade phaseflow")
     for table, columns in TABLES.items():
         have = found.get(table)
+        if have is None and ADDED_IN.get(table, 1) > version:
+            continue  # a table of a later version: the migration adds it
         if have is None:
             raise StoreError(f"{where}: the session store is damaged: its table {table!r} "
                              "is missing")
@@ -114,6 +124,19 @@ def must_create(where: str, found: Mapping[str, Sequence[str]], version: int | N
             raise StoreError(f"{where}: the session store is damaged or not phaseflow's: "
                              f"its table {table!r} has other columns than phaseflow's ({said})")
     return False
+
+
+def must_migrate(version: int | None) -> bool:
+    """Whether a store whose ``phaseflow_schema`` says ``version`` (checked by
+    :func:`must_create`) must be brought to :data:`SCHEMA_VERSION`: it gets the tables of
+    the later versions (:data:`ADDED_IN`) and the new version number, in one
+    transaction. Nothing in the older tables changes, so no row is rewritten."""
+    return version is not None and version < SCHEMA_VERSION
+
+
+def migrations(version: int) -> tuple[str, ...]:
+    """The tables a store of schema ``version`` lacks, oldest first."""
+    return tuple(t for t, added in ADDED_IN.items() if added > version)
 
 
 def _names(names: Sequence[str], limit: int = 8) -> str:
@@ -423,6 +446,50 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
         updated_at=row.updated_at,
     )
     return record, Known(continuation.messages, len(continuation.marks))
+
+
+#: the columns of a ``turns`` row a commit writes, in the order of :func:`turn_values`
+TURN_COLUMNS = ("session_id, turn, version, workflow, workflow_hash, status, phase, snapshot,"
+                " message_count, mark_count, updated_at")
+
+
+def turn_values(record: SessionRecord, written: Written, message_count: int,
+                mark_count: int) -> tuple[Any, ...]:
+    """The ``turns`` row of a commit that ends a turn (``keep_turn``): the snapshot text
+    the commit encoded already and the history's counts after it, so the record of the
+    turn's end is the session's own rows below those counts (nothing else is copied)."""
+    return (record.session_id, record.turn, record.version, record.workflow,
+            record.workflow_hash, record.status, record.phase, written.snapshot,
+            message_count, mark_count, record.updated_at)
+
+
+def is_turn(turn: object) -> bool:
+    """Whether ``turn`` can be a stored turn's number: an integer from 1 that a 64-bit
+    column holds (a larger one names no turn, and no database could bind it)."""
+    return _is_int(turn) and 1 <= turn < 2**63
+
+
+def turn_record(sid: str, turn: int, row: Sequence[Any], messages: tuple[Sequence[object],
+                Sequence[str]], marks: tuple[Sequence[object], Sequence[str]]) -> SessionRecord:
+    """The record of the end of turn ``turn`` from its ``turns`` row ``(version,
+    workflow, workflow_hash, status, phase, turn, snapshot, message_count, mark_count,
+    updated_at, created_at)`` (``created_at``: the session's) and the session's history
+    rows below the counts (``(indexes, rows)``), checked as :func:`decode` checks a
+    session: a lost history row, a column that says another thing than the snapshot, or
+    a row of another turn is an error naming the session and the turn."""
+    (version, workflow, workflow_hash, status, phase, stored_turn, snapshot, message_count,
+     mark_count, updated_at, created_at) = row
+    if stored_turn != turn:
+        raise _damaged(sid, "turn", stored_turn)
+    try:
+        record, _ = decode(
+            Row(sid, workflow, workflow_hash, version, status, phase, stored_turn, snapshot,
+                created_at, updated_at),
+            complete("messages", sid, message_count, *messages),
+            complete("marks", sid, mark_count, *marks))
+    except StoreDataError as exc:
+        raise StoreDataError(f"the stored record of the end of turn {turn}: {exc}") from None
+    return record
 
 
 def summary(row: Sequence[Any]) -> SessionSummary:

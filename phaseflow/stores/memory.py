@@ -32,6 +32,8 @@ class _Entry:
     lease: Lease | None = None
     epoch: int = 0
     queue: list[QueuedMessage] = field(default_factory=list)
+    #: the record of each turn's end (``keep_turn``): the immutable record itself
+    turns: dict[int, SessionRecord] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -53,7 +55,7 @@ class MemoryStore:
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False,
+        release: bool = False, keep_turn: bool = False,
     ) -> tuple[int, ...]:
         sid = check_session_id(record.session_id)
         entry = self._sessions.get(sid)
@@ -67,7 +69,11 @@ class MemoryStore:
         if entry is None:
             entry = self._sessions[sid] = _Entry(record)
         else:
+            if entry.record is not None and rewritten(entry.record, record):
+                entry.turns.clear()  # as a durable store, whose history rows it replaces
             entry.record = record
+        if keep_turn:
+            entry.turns[record.turn] = record
         if plan.consumed:
             entry.queue = [q for q in entry.queue if q.id > plan.consumed]
         if plan.release:
@@ -76,6 +82,11 @@ class MemoryStore:
                             for seq, data in zip(plan.seqs, events, strict=True))
         self.commits += 1
         return plan.seqs
+
+    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
+        check_session_id(session_id)
+        entry = self._sessions.get(session_id)
+        return None if entry is None else entry.turns.get(turn)
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -152,6 +163,17 @@ class MemoryStore:
 
     async def get_capture(self, reference: str) -> bytes | None:
         return self._captures.get(reference)
+
+
+def rewritten(before: SessionRecord, after: SessionRecord) -> bool:
+    """Whether ``after``'s history does not extend ``before``'s (a compaction or a
+    rewind replaced it): the rule by which a durable store rewrites its history rows
+    (``codec.encode``), and drops the records of past turns' ends with them. Cheap: the
+    histories share their nodes, so the walk stops where they meet."""
+    old, new = before.continuation, after.continuation
+    return not (len(new.messages) >= len(old.messages)
+                and new.messages.starts_with(old.messages)
+                and len(new.marks) >= len(old.marks))
 
 
 def _version(entry: _Entry) -> int:

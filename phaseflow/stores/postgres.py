@@ -2,7 +2,7 @@
 ``pip install 'phaseflow[postgres]'``).
 
 The same schema and the same semantics as :class:`~phaseflow.stores.sqlite.SQLiteStore`
-(tables ``sessions``, ``messages``, ``marks``, ``events``, ``captures``, ``inbox``,
+(tables ``sessions``, ``messages``, ``marks``, ``events``, ``captures``, ``inbox``, ``turns``,
 ``phaseflow_schema``; rows encoded by :mod:`phaseflow.stores.codec`), for several
 processes on several machines:
 
@@ -18,7 +18,8 @@ processes on several machines:
   read is :mod:`phaseflow.stores.rules`, the same for every store.
 - **Two round trips per commit and per lease**: the transaction is one pipeline, its
   ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
-- **The schema** is created when the store opens, under a transaction-scoped advisory
+- **The schema** is created when the store opens (or, for a store of an older schema
+  version, migrated: the tables it lacks), under a transaction-scoped advisory
   lock (processes opening together do not race), in the schema the connection creates
   tables in (``current_schema()``) when none of phaseflow's table names is taken there:
   a ``sessions`` table of another program is refused before anything is created. A
@@ -108,6 +109,40 @@ _DDL = (
         session_id TEXT NOT NULL, data TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id)",
 )
+
+#: the tables a later schema version added (``codec.ADDED_IN``): made by a new store, and
+#: by the migration of an older one
+_ADDED = {
+    "turns": """CREATE TABLE IF NOT EXISTS turns (
+        session_id TEXT NOT NULL, turn BIGINT NOT NULL, version BIGINT NOT NULL,
+        workflow TEXT NOT NULL, workflow_hash TEXT NOT NULL, status TEXT NOT NULL,
+        phase TEXT NOT NULL, snapshot TEXT NOT NULL, message_count BIGINT NOT NULL,
+        mark_count BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, turn))""",
+}
+
+#: the record of a turn's end (one statement, so one snapshot: the turn's row and the
+#: history rows below its counts)
+_TURN = """SELECT t.version, t.workflow, t.workflow_hash, t.status, t.phase, t.turn,
+    t.snapshot, t.message_count, t.mark_count, t.updated_at, s.created_at,
+    ARRAY(SELECT idx FROM messages WHERE session_id = t.session_id
+          AND idx < t.message_count ORDER BY idx),
+    ARRAY(SELECT data FROM messages WHERE session_id = t.session_id
+          AND idx < t.message_count ORDER BY idx),
+    ARRAY(SELECT idx FROM marks WHERE session_id = t.session_id
+          AND idx < t.mark_count ORDER BY idx),
+    ARRAY(SELECT data FROM marks WHERE session_id = t.session_id
+          AND idx < t.mark_count ORDER BY idx)
+    FROM turns AS t JOIN sessions AS s ON s.id = t.session_id
+    WHERE t.session_id = %s AND t.turn = %s"""
+
+_KEEP_TURN = (f"INSERT INTO turns ({codec.TURN_COLUMNS}) VALUES"
+              " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+              " ON CONFLICT (session_id, turn) DO UPDATE SET version = EXCLUDED.version,"
+              " workflow = EXCLUDED.workflow, workflow_hash = EXCLUDED.workflow_hash,"
+              " status = EXCLUDED.status, phase = EXCLUDED.phase,"
+              " snapshot = EXCLUDED.snapshot, message_count = EXCLUDED.message_count,"
+              " mark_count = EXCLUDED.mark_count, updated_at = EXCLUDED.updated_at")
 
 _LOAD = """SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,
     created_at, updated_at, message_count, mark_count,
@@ -214,16 +249,25 @@ class PostgresStore:
         try:
             # Read first: a database holding another program's tables of phaseflow's
             # names is refused before anything is created in it.
-            if codec.must_create(self.where, *await _found(conn)):
+            found, version = await _found(conn)
+            if codec.must_create(self.where, found, version) or codec.must_migrate(version):
                 async with conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    if codec.must_create(self.where, *await _found(conn)):  # still
+                    found, version = await _found(conn)  # still, under the lock
+                    if codec.must_create(self.where, found, version):
                         async with conn.pipeline():
-                            for statement in _DDL:
+                            for statement in (*_DDL, *_ADDED.values()):
                                 await conn.execute(statement)
                             await conn.execute(
                                 "INSERT INTO phaseflow_schema (version) VALUES (%s)",
                                 (codec.SCHEMA_VERSION,))
+                    elif version is not None and codec.must_migrate(version):
+                        # an older schema: the tables it lacks, and the version raised
+                        async with conn.pipeline():
+                            for table in codec.migrations(version):
+                                await conn.execute(_ADDED[table])
+                            await conn.execute("UPDATE phaseflow_schema SET version = %s",
+                                               (codec.SCHEMA_VERSION,))
         except psycopg.Error as exc:
             raise StoreError(f"{self.where}: cannot create the session store's schema: "
                              f"{_message(exc)}") from None
@@ -293,7 +337,7 @@ class PostgresStore:
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False,
+        release: bool = False, keep_turn: bool = False,
     ) -> tuple[int, ...]:
         sid = check_session_id(record.session_id)
         written, known = codec.encode(record, self._known.get(sid))
@@ -301,7 +345,7 @@ class PostgresStore:
 
         async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
             return await self._write(conn, record, written, event_rows, expected_version,
-                                     lease, consumed, release)
+                                     lease, consumed, release, keep_turn)
 
         try:
             seqs = await self._run(write, transaction=True, pipeline=True)
@@ -315,7 +359,8 @@ class PostgresStore:
     @staticmethod
     async def _write(conn: psycopg.AsyncConnection[Any], record: SessionRecord,
                      written: codec.Written, event_rows: list[str], expected_version: int,
-                     lease: Lease | None, consumed: int, release: bool) -> tuple[int, ...]:
+                     lease: Lease | None, consumed: int, release: bool,
+                     keep_turn: bool) -> tuple[int, ...]:
         """The commit rule (:func:`rules.plan_commit`) on the row as read (and locked),
         carried out: the writes go out in the pipeline with the ``COMMIT``."""
         sid = record.session_id
@@ -349,6 +394,8 @@ class PostgresStore:
             if plan.rewrite:
                 await c.execute("DELETE FROM messages WHERE session_id = %s", (sid,))
                 await c.execute("DELETE FROM marks WHERE session_id = %s", (sid,))
+                # the records of earlier turns' ends name history rows that are gone
+                await c.execute("DELETE FROM turns WHERE session_id = %s", (sid,))
             await _insert_rows(c, "messages", "idx", sid, written.message_from,
                                written.messages)
             await _insert_rows(c, "marks", "idx", sid, written.mark_from, written.marks)
@@ -356,7 +403,24 @@ class PostgresStore:
             if plan.consumed:
                 await c.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
                                 (sid, plan.consumed))
+            if keep_turn:  # in the pipeline with the COMMIT: no round trip of its own
+                await c.execute(_KEEP_TURN, codec.turn_values(
+                    record, written, plan.message_count, plan.mark_count))
         return plan.seqs
+
+    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
+        check_session_id(session_id)
+        if not codec.is_turn(turn):
+            return None  # no turn a store holds (nor one its integers can name)
+
+        async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
+            cur = await conn.execute(_TURN, (session_id, turn))
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            return codec.turn_record(session_id, turn, row[:11], (row[11], row[12]),
+                                     (row[13], row[14]))
+        return await self._run(read)
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -394,7 +458,7 @@ class PostgresStore:
             cur = await conn.execute("DELETE FROM sessions WHERE id = %s RETURNING version",
                                      (session_id,))
             row = await cur.fetchone()
-            for table in ("messages", "marks", "events", "inbox"):
+            for table in ("messages", "marks", "events", "inbox", "turns"):
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
             return row is not None and row[0] > 0  # a lease placeholder is no session
         self._known.pop(session_id, None)

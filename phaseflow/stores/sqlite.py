@@ -13,7 +13,9 @@
 - **Incremental**: a commit writes the session row and appends the messages, marks and
   events it added (see :mod:`phaseflow.stores.codec`), so its cost does not grow with
   the conversation. Tool captures are stored once by their SHA-256.
-- **Only its own file**: a new or empty file gets phaseflow's schema; a file holding
+- **Only its own file**: a new or empty file gets phaseflow's schema (a file of an older
+  schema version gets the tables it lacks: :func:`~phaseflow.stores.codec.must_migrate`);
+  a file holding
   tables of another program is refused before anything is written to it (not even the
   journal mode is changed), and so is one whose phaseflow tables lack columns.
 - **Damage is an error**: everything read back is checked by the codec (strict JSON,
@@ -86,6 +88,17 @@ CREATE TABLE IF NOT EXISTS inbox (
 CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id);
 """
 
+#: the tables a later schema version added (``codec.ADDED_IN``): made by a new store, and
+#: by the migration of an older one
+_ADDED = {
+    "turns": """CREATE TABLE IF NOT EXISTS turns (
+    session_id TEXT NOT NULL, turn INTEGER NOT NULL, version INTEGER NOT NULL,
+    workflow TEXT NOT NULL, workflow_hash TEXT NOT NULL, status TEXT NOT NULL,
+    phase TEXT NOT NULL, snapshot TEXT NOT NULL, message_count INTEGER NOT NULL,
+    mark_count INTEGER NOT NULL, updated_at REAL NOT NULL,
+    PRIMARY KEY (session_id, turn)) WITHOUT ROWID""",
+}
+
 _SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
                     " message_count, mark_count, event_count, updated_at")
 _SESSION_SET = ("workflow = ?, workflow_hash = ?, version = ?, status = ?, phase = ?,"
@@ -137,11 +150,14 @@ class SQLiteStore:
                 raise StoreError(f"{self.path}: cannot open the session store: {exc}") from None
             try:
                 # Read first: a file that is not phaseflow's is refused unchanged.
-                create = codec.must_create(self.path, *self._found(conn), whole=True)
+                found, version = self._found(conn)
+                create = codec.must_create(self.path, found, version, whole=True)
                 self._use_wal(conn)
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 if create:
                     self._create_schema(conn)
+                elif codec.must_migrate(version):
+                    self._migrate(conn)
             except sqlite3.Error as exc:
                 conn.close()
                 raise StoreError(f"{self.path}: cannot open the session store: {exc}") from None
@@ -195,7 +211,28 @@ class SQLiteStore:
                 for statement in _DDL.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                for statement in _ADDED.values():
+                    conn.execute(statement)
                 conn.execute("INSERT INTO phaseflow_schema (version) VALUES (?)",
+                             (codec.SCHEMA_VERSION,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """An older schema brought to this version under the write lock (read again
+        under it: another connection may have migrated the file meanwhile): the tables it
+        lacks are created and the version raised, in one transaction; no row of the older
+        tables is touched."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            found, version = self._found(conn)
+            codec.must_create(self.path, found, version, whole=True)
+            if version is not None and codec.must_migrate(version):
+                for table in codec.migrations(version):
+                    conn.execute(_ADDED[table])
+                conn.execute("UPDATE phaseflow_schema SET version = ?",
                              (codec.SCHEMA_VERSION,))
             conn.execute("COMMIT")
         except BaseException:
@@ -256,7 +293,7 @@ class SQLiteStore:
     async def commit(
         self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
         expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False,
+        release: bool = False, keep_turn: bool = False,
     ) -> tuple[int, ...]:
         sid = check_session_id(record.session_id)
         written, known = codec.encode(record, self._known.get(sid))
@@ -266,7 +303,7 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 seqs = self._write(conn, record, written, event_rows, expected_version,
-                                   lease, consumed, release)
+                                   lease, consumed, release, keep_turn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -285,7 +322,7 @@ class SQLiteStore:
     @staticmethod
     def _write(conn: sqlite3.Connection, record: SessionRecord, written: codec.Written,
                event_rows: list[str], expected_version: int, lease: Lease | None,
-               consumed: int, release: bool) -> tuple[int, ...]:
+               consumed: int, release: bool, keep_turn: bool) -> tuple[int, ...]:
         """The commit rule (:func:`rules.plan_commit`) on the row as read, carried out."""
         sid = record.session_id
         plan = rules.plan_commit(
@@ -297,6 +334,8 @@ class SQLiteStore:
         if plan.rewrite:
             conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
             conn.execute("DELETE FROM marks WHERE session_id = ?", (sid,))
+            # the records of earlier turns' ends name history rows that are gone
+            conn.execute("DELETE FROM turns WHERE session_id = ?", (sid,))
         for table, key, start, rows in (
                 ("messages", "idx", written.message_from, written.messages),
                 ("marks", "idx", written.mark_from, written.marks),
@@ -317,7 +356,40 @@ class SQLiteStore:
         if plan.consumed:
             conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
                          (sid, plan.consumed))
+        if keep_turn:
+            conn.execute(f"INSERT OR REPLACE INTO turns ({codec.TURN_COLUMNS}) VALUES"
+                         " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         codec.turn_values(record, written, plan.message_count,
+                                           plan.mark_count))
         return plan.seqs
+
+    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
+        check_session_id(session_id)
+        if not codec.is_turn(turn):
+            return None  # no turn a store holds (nor one its integers can name)
+
+        def read(conn: sqlite3.Connection) -> SessionRecord | None:
+            conn.execute("BEGIN")  # one snapshot: the turn's row and the rows it counts
+            try:
+                row = conn.execute(
+                    "SELECT t.version, t.workflow, t.workflow_hash, t.status, t.phase, t.turn,"
+                    " t.snapshot, t.message_count, t.mark_count, t.updated_at, s.created_at"
+                    " FROM turns AS t JOIN sessions AS s ON s.id = t.session_id"
+                    " WHERE t.session_id = ? AND t.turn = ?", (session_id, turn)).fetchone()
+                if row is None:
+                    return None
+                messages = conn.execute(
+                    "SELECT idx, data FROM messages WHERE session_id = ? AND idx < ?"
+                    " ORDER BY idx", (session_id, row[7])).fetchall()
+                marks = conn.execute(
+                    "SELECT idx, data FROM marks WHERE session_id = ? AND idx < ?"
+                    " ORDER BY idx", (session_id, row[8])).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return codec.turn_record(session_id, turn, row,
+                                     ([i for i, _ in messages], [m for _, m in messages]),
+                                     ([i for i, _ in marks], [m for _, m in marks]))
+        return await self._run(read)
 
     async def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -360,7 +432,7 @@ class SQLiteStore:
                 gone = conn.execute("DELETE FROM sessions WHERE id = ? AND version > 0",
                                     (session_id,)).rowcount
                 conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-                for table in ("messages", "marks", "events", "inbox"):
+                for table in ("messages", "marks", "events", "inbox", "turns"):
                     conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 conn.execute("COMMIT")
             except BaseException:

@@ -46,6 +46,7 @@ from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
 from phaseflow.session.compaction import SUMMARY_HEADING
 from phaseflow.session.core import ResolutionRefused
+from phaseflow.session.fork import ForkRefused
 from phaseflow.session.values import Core
 from phaseflow.spec.loader import load_workflow
 from phaseflow.spec.model import Workflow
@@ -445,6 +446,38 @@ class SessionMachine(RuleBasedStateMachine):
         """The host restarts: a new Agent on the same store reopens the session."""
         self.agent = self._agent()
         self.session = self.run(self.agent.session(SID))
+
+    @precondition(lambda self: self.session.turn >= 1)
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        """Fork at a random past turn. Made when that turn has ended and the store kept
+        its end (refused otherwise, writing nothing): the fork's history is a prefix of
+        the original's stored history with every call answered once, its turn, phase
+        and state are the kept record's, nothing runs, and the original is untouched."""
+        current = self.session.turn
+        at = data.draw(st.integers(1, current), label="fork at")
+        before = self.run(self.store.load(SID))
+        assert before is not None
+        kept = self.run(self.store.turn_record(SID, at))
+        not_ended = at == before.turn and before.status in ("running", "awaiting_approval")
+        new_id = f"fork-{self._fresh_id()}"
+        try:
+            fork = self.run(self.session.fork(new_id, at_turn=at))
+        except ForkRefused as exc:
+            assert not_ended or kept is None, str(exc)
+            assert self.run(self.store.version(new_id)) == 0
+            event("fork: refused")
+            return
+        assert not not_ended and kept is not None
+        stored = Core(SID, continuation=before.continuation).history().to_tuple()
+        assert stored[:len(fork.transcript)] == fork.transcript
+        assert open_or_doubled(fork.transcript) == {}
+        assert open_or_doubled(fork.history) == {}  # (after a summary, when compacted)
+        assert (fork.turn, fork.phase, dict(fork.state)) == (at, kept.phase, dict(kept.state))
+        assert fork.status == kept.status and fork.status not in ("running",
+                                                                   "awaiting_approval")
+        assert self.run(self.store.load(SID)) == before
+        event("fork: made")
 
     # --- what must hold after every step -------------------------------------------------------
 

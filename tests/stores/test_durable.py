@@ -35,6 +35,8 @@ SCHEMA = {
     "events": ["session_id", "seq", "data"],
     "captures": ["sha256", "data"],
     "inbox": ["id", "session_id", "data"],
+    "turns": ["session_id", "turn", "version", "workflow", "workflow_hash", "status", "phase",
+              "snapshot", "message_count", "mark_count", "updated_at"],
 }
 
 
@@ -57,9 +59,9 @@ def test_both_stores_have_the_same_schema(durable: Backend) -> None:
     async def body() -> None:
         await (await durable.open()).sessions()
         assert await _columns(durable) == SCHEMA
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(1,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(2,)]
         await (await durable.open()).sessions()  # opening again changes nothing
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(1,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(2,)]
     durable.run(body)
 
 

@@ -206,13 +206,14 @@ class KillingStore:
 
     async def commit(self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
                      expected_version: int, lease: Lease | None = None,
-                     consumed: int = 0, release: bool = False) -> tuple[int, ...]:
+                     consumed: int = 0, release: bool = False,
+                     keep_turn: bool = False) -> tuple[int, ...]:
         types = ["*", *dict.fromkeys(str(e.get("type")) for e in events)]
         for t in types:
             self.killer.hit(f"before:{t}")
         seqs: tuple[int, ...] = await self.inner.commit(
             record, events, expected_version=expected_version, lease=lease,
-            consumed=consumed, release=release)
+            consumed=consumed, release=release, keep_turn=keep_turn)
         if self.trace:
             _append(self.trace, ",".join(types[1:]))
         for t in types:
@@ -221,6 +222,9 @@ class KillingStore:
 
     async def load(self, session_id: str) -> SessionRecord | None:
         return await self.inner.load(session_id)  # type: ignore[no-any-return]
+
+    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
+        return await self.inner.turn_record(session_id, turn)  # type: ignore[no-any-return]
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:
