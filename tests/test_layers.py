@@ -30,7 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     "stores": {"errors", "turn"},
     "providers": {"errors", "turn"},
     "tools": {"errors", "expr", "spec", "machine", "providers"},
-    "session": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools"},
+    "session": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
+                "mcp"},
+    "mcp": {"errors", "expr", "spec", "tools"},
     "api": {"errors", "spec", "machine"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib

@@ -182,6 +182,7 @@ class Agent:
         lease: float = 30.0,
         worker: str | None = None,
         max_output_tokens: int | None = None,
+        mcp: str | Path | Mapping[str, Any] | None = None,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -213,6 +214,13 @@ class Agent:
         if busy not in ("queue", "reject"):
             raise ConfigError(f"busy must be 'queue' or 'reject', not {busy!r}")
         self.busy: Busy = busy
+        #: the MCP servers' connections (``mcp=``: a servers file or its mapping; see
+        #: docs/mcp.md): their tools join the host's; ``close()`` stops the servers
+        self.mcp: Any = None
+        if mcp is not None:
+            from phaseflow.mcp.attach import attach
+
+            self.mcp = attach(mcp, wf, self.tools)
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
         self.config = RunnerConfig(
@@ -225,6 +233,28 @@ class Agent:
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
         )
+
+    def close(self) -> None:
+        """Stop what the agent started: its MCP servers (nothing else needs closing)."""
+        if self.mcp is not None:
+            self.mcp.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from a coroutine (the servers stop without blocking the loop)."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def missing_tools(self) -> tuple[str, ...]:
         """Catalogue tools the host did not implement (never offered to the model)."""

@@ -1,0 +1,1 @@
+"""MCP servers as tool providers (the ``mcp`` extra)."""
