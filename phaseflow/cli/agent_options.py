@@ -1,5 +1,6 @@
 """The options that build an agent, read and checked once for ``phaseflow run`` and
-``phaseflow sessions recover``: ``--tools``, ``--hooks``, ``--lease``, ``--max-tokens``.
+``phaseflow sessions recover``: ``--tools``, ``--hooks``, ``--lease``, ``--max-tokens``,
+``--mcp`` (and how SIGTERM stops the MCP servers it starts).
 
 Each reader returns the checked value or raises :class:`ConfigError` naming the option
 and what is wrong with it (the command prints that one line and exits 2), before any
@@ -8,8 +9,9 @@ model is called or any file is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from phaseflow.cli.imports import import_attr
@@ -88,3 +90,40 @@ def seconds(value: str | None, option: str) -> float | None:
     if not (math.isfinite(number) and number > 0):
         raise ConfigError(f"{option}: expected a positive number of seconds, got {value!r}")
     return number
+
+
+#: the help of ``--mcp`` (run, sessions recover, validate)
+MCP_HELP = ("a JSON file of MCP servers ({\"mcpServers\": {NAME: {\"command\": ...} or "
+            "{\"url\": ...}}}): the workflow's catalogue tools NAME.TOOL are their tools")
+
+
+def mcp_option(path: str | None) -> str | None:
+    """``--mcp FILE``: the servers file, read and checked (nothing is started yet)."""
+    if path is None:
+        return None
+    from phaseflow.mcp.config import read_servers
+
+    read_servers(path)
+    return path
+
+
+@contextlib.contextmanager
+def sigterm_exits(wanted: bool) -> Iterator[None]:
+    """While the block runs, SIGTERM ends the command as Ctrl-C would: ``SystemExit``
+    (status 143) in the main thread, so the ``finally`` blocks that stop the MCP servers
+    run. Without ``wanted`` (no servers) nothing changes."""
+    import signal
+    import threading
+
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hooks", metavar="MODULE:ATTR",
         help="the callables of the workflow's 'call' effects: a mapping from name to callable")
+    from phaseflow.cli.agent_options import MCP_HELP
+
+    parser.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     parser.add_argument(
         "--provider", default="openai", metavar="openai|scripted:FILE",
         help="the model: 'openai' (default; any OpenAI-compatible server, OPENAI_API_KEY "
@@ -101,7 +104,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from phaseflow.cli.agent_options import hooks_option, positive_integer, seconds, tools_option
+    from phaseflow.cli.agent_options import (
+        hooks_option,
+        mcp_option,
+        positive_integer,
+        seconds,
+        sigterm_exits,
+        tools_option,
+    )
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.stores import DEFAULT_STORE, open_store
     from phaseflow.errors import ConfigError, PhaseflowError
@@ -122,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         tools = tools_option(args.tools)
         hooks = hooks_option(args.hooks)
+        mcp = mcp_option(args.mcp)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     provider = _provider(args, max_tokens)
@@ -129,8 +140,9 @@ def _run(args: argparse.Namespace) -> int:
 
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     try:
-        agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
-                      model=args.model, store=store, **options)
+        with sigterm_exits(mcp is not None):
+            agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
+                          model=args.model, store=store, mcp=mcp, **options)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
     _warn_missing(agent)
@@ -138,8 +150,10 @@ def _run(args: argparse.Namespace) -> int:
     loop = asyncio.new_event_loop()
     chat = Chat(agent, loop, args, new_store=new_store)
     try:
-        return chat.start()
+        with sigterm_exits(mcp is not None):
+            return chat.start()
     finally:
+        agent.close()  # stops the MCP servers it started (Ctrl-C and SIGTERM too)
         closing = getattr(provider, "aclose", None)
         if not chat.abandoned:
             from phaseflow.cli.stores import close_store

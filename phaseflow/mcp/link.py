@@ -30,15 +30,20 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TextIO, cast
 
-import mcp_types
-from mcp import Client
+from phaseflow.errors import ConfigError, PhaseflowError
+
+try:
+    import mcp_types
+    from mcp import Client
+except ImportError:  # the extra is not installed: said once, as a configuration error
+    raise ConfigError("MCP servers need the 'mcp' package: pip install 'phaseflow[mcp]'"
+                      ) from None
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from phaseflow.errors import PhaseflowError
 from phaseflow.expr.describe import describe_exception
 from phaseflow.mcp.config import HttpServer, ServerConfig, StdioServer
 
