@@ -53,7 +53,7 @@ __all__ = ["Link", "McpCallError", "McpServerError"]
 _STDERR_TAIL = 600
 
 
-class McpServerError(PhaseflowError):
+class McpServerError(ConfigError):
     """An MCP server did not start or did not answer (when the agent starts, or when a
     dropped connection cannot be made again); the message names the server."""
 

@@ -1,0 +1,220 @@
+"""Catalogue tools implemented by a real MCP server started as a subprocess (stdio),
+through the public API: ``Agent(mcp=...)``, a scripted model, sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phaseflow import Agent, load_workflow
+from phaseflow.errors import ConfigError
+from phaseflow.providers.scripted import ScriptedProvider
+from phaseflow.session.events import Event, ToolResultEvent, TurnFinished
+from tests.support.mcp_servers import (
+    WORKFLOW,
+    alive,
+    asynchronous,
+    kill,
+    server_pids,
+    stdio_servers,
+    wait_for,
+    write_json,
+)
+
+
+def _workflow(tmp_path: Path, text: str = WORKFLOW) -> Path:
+    path = tmp_path / "desk.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _results(events: list[Event] | tuple[Event, ...]) -> list[tuple[str, str, str]]:
+    return [(e.name, e.status, e.content) for e in events if isinstance(e, ToolResultEvent)]
+
+
+async def _send(session: Any, text: str) -> list[Event]:
+    return [e async for e in session.send(text)]
+
+
+@asynchronous
+async def test_tools_of_a_stdio_server_in_a_session(tmp_path: Path, pids: Path) -> None:
+    provider = ScriptedProvider([
+        {"calls": [{"demo.lookup": {"email": "ada@example.com"}},
+                   {"demo.fail": {"why": "not today"}},
+                   {"demo.lookup": {"email": 42}}]},
+        "Found Ada.",
+    ])
+    async with Agent(_workflow(tmp_path), provider,
+                     mcp=write_json(tmp_path / "servers.json", stdio_servers(pids))) as agent:
+        session = await agent.session("s1")
+        events = await _send(session, "I am ada@example.com")
+        [pid] = server_pids(pids)
+        assert alive(pid)
+        # the server's description and parameters are what the model is offered
+        offered = {t.name: t for t in provider.requests[0].tools}
+        assert set(offered) == {"demo.lookup", "demo.fail", "demo.slow", "demo.pid",
+                                "demo.grow", "demo.shrink"}
+        assert offered["demo.lookup"].description == "Find a customer by email."
+        assert offered["demo.lookup"].parameters["required"] == ["email"]
+        results = {(name, status): content for name, status, content in _results(events)}
+        ok = results[("demo.lookup", "ok")]
+        assert json.loads(ok) == {"customer_id": "C-ada", "name": "Ada"}
+        # isError: an error result the model sees, with the server's message
+        assert "McpToolError: Error executing tool fail: refused: not today" in results[
+            ("demo.fail", "error")]
+        # arguments are checked against the server's schema before any call
+        assert results[("demo.lookup", "refused")] == (
+            "Invalid arguments for demo.lookup: 'email' must be a string, got integer")
+        # the catalogue's writes: the structured content's key is written to the state
+        assert session.state["customer_id"] == "C-ada"
+        assert [e.reply for e in events if isinstance(e, TurnFinished)] == ["Found Ada."]
+    assert not alive(pid)  # closing the agent stopped the server
+
+
+@asynchronous
+async def test_a_killed_server_is_started_again_for_the_next_call(tmp_path: Path,
+                                                                  pids: Path) -> None:
+    provider = ScriptedProvider([
+        {"calls": [{"demo.slow": {"seconds": 30}}]}, "It broke.",
+        {"calls": [{"demo.pid": {}}]}, "Working again.",
+    ])
+    async with Agent(_workflow(tmp_path), provider, mcp=stdio_servers(pids)) as agent:
+        session = await agent.session("s1")
+        [first] = server_pids(pids)
+
+        async def killer() -> None:
+            await asyncio.to_thread(wait_for, pids / "slow-started")
+            kill(first)
+
+        killing = asyncio.create_task(killer())
+        events = await _send(session, "go slowly")
+        await killing
+        [(name, status, content)] = _results(events)
+        assert (name, status) == ("demo.slow", "error")
+        assert "stopped during the call, so its outcome is unknown" in content
+        events = await _send(session, "again")
+        [(name, status, content)] = _results(events)
+        assert status == "ok"
+        second = int(content)
+        assert second != first and server_pids(pids) == {first, second}
+        assert agent.mcp.links["demo"].connections == 2
+    assert not alive(second)
+
+
+@asynchronous
+async def test_the_tool_list_follows_the_server(tmp_path: Path, pids: Path) -> None:
+    provider = ScriptedProvider([
+        {"calls": [{"demo.grow": {}}]}, "Grown.",
+        {"calls": [{"demo.shrink": {}}]}, "Shrunk.",
+        {"calls": [{"demo.lookup": {"email": "ada@example.com"}}]}, "Gone.",
+    ])
+    async with Agent(_workflow(tmp_path), provider, mcp=stdio_servers(pids)) as agent:
+        link = agent.mcp.links["demo"]
+        session = await agent.session("s1")
+        await _send(session, "grow")
+        deadline = time.monotonic() + 30
+        while "fresh" not in agent.mcp.tools("demo") and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert "fresh" in agent.mcp.tools("demo")
+        listings = link.listings
+        assert listings >= 2
+        await _send(session, "shrink")
+        while "lookup" in agent.mcp.tools("demo") and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert "lookup" not in agent.mcp.tools("demo")
+        events = await _send(session, "look her up")
+        [(name, status, content)] = _results(events)
+        assert (name, status) == ("demo.lookup", "error")
+        assert "MCP server 'demo' does not offer tool 'lookup' now" in content
+        assert link.connections == 1  # refreshed on the notice, not reconnected
+
+
+@asynchronous
+async def test_cancelling_a_turn_during_a_call(tmp_path: Path, pids: Path,
+                                              capfd: pytest.CaptureFixture[str],
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    # (the cancelled turn never asks for the text after its calls)
+    provider = ScriptedProvider([{"calls": [{"demo.slow": {"seconds": 30}}]},
+                                 {"calls": [{"demo.pid": {}}]}, "Still here."])
+    agent = Agent(_workflow(tmp_path), provider, mcp=stdio_servers(pids))
+    try:
+        session = await agent.session("s1")
+
+        async def cancel_when_started() -> None:
+            await asyncio.to_thread(wait_for, pids / "slow-started")
+            session.cancel()
+
+        cancelling = asyncio.create_task(cancel_when_started())
+        started = time.monotonic()
+        events = await _send(session, "go slowly")
+        await cancelling
+        assert time.monotonic() - started < 25  # not the 30 s the call would take
+        assert [e.status for e in events if isinstance(e, TurnFinished)] == ["cancelled"]
+        assert [r[1] for r in _results(events)] == ["cancelled"]
+        # the connection survived the cancellation: the next call uses it
+        events = await _send(session, "again")
+        assert [r[1] for r in _results(events)] == ["ok"]
+        assert agent.mcp.links["demo"].connections == 1
+    finally:
+        await agent.aclose()
+    await agent.aclose()  # twice: nothing happens
+    # no teardown errors: nothing printed, nothing logged as a warning or worse
+    assert "Traceback" not in capfd.readouterr().err
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_server_that_does_not_start_is_refused_by_name(tmp_path: Path, pids: Path) -> None:
+    provider = ScriptedProvider(["Hi."])
+    workflow = _workflow(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        Agent(workflow, provider, mcp=stdio_servers(pids, "crash", name="broken"))
+    message = str(raised.value)
+    assert "MCP server 'broken'" in message and "did not start" in message
+    assert "the test server refuses to start (crash mode)" in message  # its stderr
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"MCP server 'demo' .* did not answer within 2 s"):
+        Agent(workflow, provider, mcp=stdio_servers(pids, "hang", timeout=2))
+    assert time.monotonic() - started < 20
+    with pytest.raises(ConfigError, match=r"MCP server 'demo' \(/no/such/server\) did not "
+                                          r"start: no such command"):
+        Agent(workflow, provider, mcp={"mcpServers": {"demo": {"command": "/no/such/server"}}})
+
+
+def test_catalogue_mistakes_are_refused_at_start(tmp_path: Path, pids: Path) -> None:
+    provider = ScriptedProvider(["Hi."])
+    missing = _workflow(tmp_path, WORKFLOW.replace("demo.fail: {}", "demo.fial: {}").replace(
+        "demo.*", "demo.lookup"))
+    with pytest.raises(ConfigError, match="catalogue tool 'demo.fial': MCP server 'demo' has "
+                                          "no tool 'fial'"):
+        Agent(missing, provider, mcp=stdio_servers(pids))
+
+    def lookup(email: str) -> str:
+        return email
+
+    with pytest.raises(ConfigError, match="'demo.lookup' is given as a host tool"):
+        Agent(_workflow(tmp_path), provider, tools={"demo.lookup": lookup},
+              mcp=stdio_servers(pids))
+
+
+def test_sync_use_and_no_catalogue(tmp_path: Path, pids: Path) -> None:
+    """Without a catalogue every server tool is offered as NAME.TOOL; the synchronous
+    twins work too (each on a loop of its own, the servers on theirs)."""
+    text = WORKFLOW.split("tools:\n")[0] + "phases:" + WORKFLOW.split("phases:")[1]
+    workflow = load_workflow(str(_workflow(tmp_path, text)))
+    provider = ScriptedProvider([{"calls": [{"demo.pid": {}}]}, "Done.", "Bye."])
+    with Agent(workflow, provider, mcp=stdio_servers(pids)) as agent:
+        assert {"demo.lookup", "demo.pid", "demo.fail"} <= set(agent.tools)
+        session = agent.session_sync("s1")
+        assert session.reply_sync("pid please") == "Done."
+        assert session.reply_sync("thanks") == "Bye."
+        [pid] = server_pids(pids)
+        with contextlib.suppress(Exception):
+            assert alive(pid)
+    assert not alive(pid)
