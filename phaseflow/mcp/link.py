@@ -211,8 +211,10 @@ class Link:
             self._wake.set()
 
     def _break(self, client: Client, why: str) -> None:
-        """The connection of ``client`` is no good: the task closes it."""
+        """The connection of ``client`` is no good: no call uses it from now on (they wait
+        for the next one), and the task closes it."""
         if self._client is client:
+            self._client = None
             self._broken = True
             self._poke()
 

@@ -2,9 +2,8 @@
 
 Run as a script: ``python mcp_server.py stdio`` (a subprocess speaking MCP on its standard
 input and output), ``python mcp_server.py http PORT`` (Streamable HTTP on 127.0.0.1), or
-``python mcp_server.py legacy-http PORT IDLE`` (Streamable HTTP that only speaks the
-``initialize`` handshake of 2025 servers, with sessions that expire after IDLE seconds
-without a request). ``crash`` writes a line to standard error and exits 3; ``hang``
+``python mcp_server.py legacy-http PORT`` (Streamable HTTP that only speaks the
+``initialize`` handshake of 2025 servers, whose sessions expire on ``POST /expire``). ``crash`` writes a line to standard error and exits 3; ``hang``
 never answers.
 
 When ``MCP_TEST_PIDS`` names a folder, the server writes a file named by its process id
@@ -18,6 +17,7 @@ changed) and ``shrink()`` (removes ``lookup``, and says so).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -71,10 +71,8 @@ def pid() -> int:
 
 async def _changed(ctx: Context) -> None:
     await ctx.notify_tools_changed()  # 2026 connections: subscriptions/listen
-    try:  # 2025 connections: the notification on the session
+    with contextlib.suppress(Exception):  # 2025 connections: on the session
         await ctx.request_context.session.send_tool_list_changed()
-    except Exception:
-        pass
 
 
 @server.tool()
@@ -95,19 +93,42 @@ async def shrink(ctx: Context) -> str:
 
 def _legacy_only(app: Any) -> Any:
     """An ASGI wrapper that refuses the 2026 protocol (a request with a version header the
-    2025 handshake does not know), as a server from before it would."""
+    2025 handshake does not know), as a server from before it would, and whose sessions
+    expire on demand: after ``POST /expire`` every session it gave out so far answers 404,
+    as a server answers a session it has forgotten (idle too long, restarted)."""
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+    given: set[bytes] = set()
+    expired: set[bytes] = set()
+
+    async def answer(send: Any, status: int, body: bytes) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": body})
+
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
-            if version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-                await send({"type": "http.response.start", "status": 400,
-                            "headers": [(b"content-type", b"text/plain")]})
-                await send({"type": "http.response.body", "body": b"unsupported version"})
-                return
-        await app(scope, receive, send)
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if scope["path"] == "/expire":
+            expired.update(given)
+            await answer(send, 200, b"expired")
+            return
+        headers = dict(scope["headers"])
+        version = headers.get(b"mcp-protocol-version", b"").decode("latin-1")
+        if version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await answer(send, 400, b"unsupported protocol version")
+            return
+        if headers.get(b"mcp-session-id") in expired:
+            await answer(send, 404, b"session not found")
+            return
+
+        async def recording(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                given.update(v for k, v in message.get("headers", []) if k == b"mcp-session-id")
+            await send(message)
+
+        await app(scope, receive, recording)
 
     return wrapped
 
@@ -128,10 +149,11 @@ def main(argv: list[str]) -> None:
 
     port = int(argv[1])
     if mode == "legacy-http":
-        app = _legacy_only(server.streamable_http_app(session_idle_timeout=float(argv[2])))
+        app = _legacy_only(server.streamable_http_app())
     else:
         app = server.streamable_http_app()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning",
+                timeout_graceful_shutdown=1)
 
 
 if __name__ == "__main__":

@@ -69,8 +69,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server(*args: str, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The test server on Streamable HTTP (``http`` or ``legacy-http IDLE``), running
+def http_server(*args: str, port: int | None = None
+                ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test server on Streamable HTTP (``http`` or ``legacy-http``), running
     until the block ends; its URL and process."""
     port = port or free_port()
     mode, *rest = args or ("http",)
