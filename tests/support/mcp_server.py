@@ -3,8 +3,8 @@
 Run as a script: ``python mcp_server.py stdio`` (a subprocess speaking MCP on its standard
 input and output), ``python mcp_server.py http PORT`` (Streamable HTTP on 127.0.0.1), or
 ``python mcp_server.py legacy-http PORT`` (Streamable HTTP that only speaks the
-``initialize`` handshake of 2025 servers, whose sessions expire on ``POST /expire``). ``crash`` writes a line to standard error and exits 3; ``hang``
-never answers.
+``initialize`` handshake of 2025 servers, whose sessions expire on ``POST /expire``).
+``crash`` writes a line to standard error and exits 3; ``hang`` never answers.
 
 When ``MCP_TEST_PIDS`` names a folder, the server writes a file named by its process id
 there, so a test can check that no server outlives the agent that started it.
