@@ -1,0 +1,157 @@
+"""``--mcp FILE`` on the command line: ``phaseflow run`` (a real process, a scripted
+model, the test MCP server as its subprocess), ``validate`` and ``sessions recover``; the
+server never outlives the command, whether it ends, fails, or is stopped by a signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.mcp_servers import (
+    WORKFLOW,
+    server_pids,
+    stdio_servers,
+    wait_for,
+    wait_gone,
+    write_json,
+)
+from tests.support.run_cli import clean_env, events
+
+
+def _project(tmp_path: Path, pids: Path, script: str, mode: str = "stdio") -> Path:
+    (tmp_path / "desk.yaml").write_text(WORKFLOW, encoding="utf-8")
+    (tmp_path / "script.yaml").write_text(script, encoding="utf-8")
+    write_json(tmp_path / "servers.json", stdio_servers(pids, mode))
+    return tmp_path
+
+
+def _phaseflow(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args], cwd=cwd,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, check=False, env=clean_env())
+
+
+LOOKUP = """\
+- calls: [{demo.lookup: {email: ada@example.com}}, {demo.fail: {why: no reason}}]
+- Found Ada.
+"""
+
+RUN = ("run", "desk.yaml", "--mcp", "servers.json", "--provider", "scripted:script.yaml",
+       "--store", "memory")
+
+
+def test_run_calls_the_servers_tools(tmp_path: Path, pids: Path) -> None:
+    cwd = _project(tmp_path, pids, LOOKUP)
+    proc = _phaseflow(cwd, *RUN, "--json", "--message", "I am ada@example.com")
+    assert proc.returncode == 0, proc.stderr
+    results = {(e["name"], e["status"]): e["content"] for e in events(proc.stdout)
+               if e["type"] == "tool_result"}
+    assert json.loads(results[("demo.lookup", "ok")])["customer_id"] == "C-ada"
+    assert "refused: no reason" in results[("demo.fail", "error")]
+    assert [e["reply"] for e in events(proc.stdout) if e["type"] == "turn_finished"] == [
+        "Found Ada."]
+    assert len(server_pids(pids)) == 1
+    # the transcript too, as a person sees it
+    proc = _phaseflow(cwd, *RUN, "--message", "I am ada@example.com")
+    assert proc.returncode == 0, proc.stderr
+    assert "demo.lookup" in proc.stdout and "Found Ada." in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_refuses_a_bad_file_and_a_server_that_does_not_start(tmp_path: Path,
+                                                                 pids: Path) -> None:
+    cwd = _project(tmp_path, pids, LOOKUP)
+    write_json(cwd / "bad.json", {"mcpServers": {"demo": {"command": "x", "args": "a"}}})
+    proc = _phaseflow(cwd, *RUN[:3], "bad.json", *RUN[4:], "--message", "hi")
+    assert proc.returncode == 2
+    assert proc.stderr == ("phaseflow run: error: bad.json: mcpServers.demo.args: expected a "
+                           "list of strings, got a string\n")
+    write_json(cwd / "servers.json", stdio_servers(pids, "crash"))
+    proc = _phaseflow(cwd, *RUN, "--message", "hi")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("phaseflow run: error: MCP server 'demo' (")
+    assert "did not start" in proc.stderr and "crash mode" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _stopped_by(sig: int, tmp_path: Path, pids: Path) -> subprocess.Popen[str]:
+    cwd = _project(tmp_path, pids, "- calls: [{demo.slow: {seconds: 60}}]\n- Never.\n")
+    process = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", *RUN, "--message",
+                                "go slowly"], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=clean_env())
+    try:
+        wait_for(pids / "slow-started", 60)
+        [server] = server_pids(pids)
+        os.kill(process.pid, sig)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert not wait_gone({server}), "the MCP server outlived phaseflow run"
+    return process
+
+
+def test_sigterm_stops_run_and_its_servers(tmp_path: Path, pids: Path) -> None:
+    process = _stopped_by(signal.SIGTERM, tmp_path, pids)
+    assert process.returncode == 128 + signal.SIGTERM
+
+
+def test_ctrl_c_stops_run_and_its_servers(tmp_path: Path, pids: Path) -> None:
+    process = _stopped_by(signal.SIGINT, tmp_path, pids)
+    assert process.returncode == 130  # the turn cancelled, as a Ctrl-C does
+
+
+def test_validate_offline_and_with_the_servers(tmp_path: Path, pids: Path) -> None:
+    cwd = _project(tmp_path, pids, LOOKUP)
+    text = WORKFLOW.replace("  demo.pid: {}\n", "  demo.pdi: {}\n").replace(
+        "  demo.fail: {}\n",
+        "  demo.fail:\n    parameters:\n      type: object\n      properties:\n"
+        "        why: {type: integer}\n        extra: {type: string}\n")
+    (cwd / "desk.yaml").write_text(text, encoding="utf-8")
+    offline = _phaseflow(cwd, "validate", "desk.yaml")
+    assert offline.returncode == 0, offline.stdout
+    assert server_pids(pids) == set()  # nothing started without --mcp
+    proc = _phaseflow(cwd, "validate", "desk.yaml", "--mcp", "servers.json")
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines == [
+        "desk.yaml:9:3: error PF411 tool 'demo.fail': its parameters disagree with MCP "
+        "server 'demo''s tool 'fail': the server takes no argument 'extra' (it takes: why); "
+        "the server requires 'why', which is declared optional; 'why' is declared integer, "
+        "the server takes string; fix the catalogue's parameters or leave them out to use "
+        "the server's",
+        "desk.yaml:16:3: error PF410 tool 'demo.pdi': MCP server 'demo' has no tool 'pdi'; "
+        "did you mean 'demo.pid'? its tools: fail, grow, lookup, pid, shrink, slow",
+        "1 files checked: 2 errors, 0 warnings",
+    ]
+    as_json = json.loads(_phaseflow(cwd, "validate", "desk.yaml", "--mcp", "servers.json",
+                                    "--format", "json").stdout)
+    assert [(d["code"], d["line"], d["column"]) for d in as_json["diagnostics"]] == [
+        ("PF411", 9, 3), ("PF410", 16, 3)]
+    write_json(cwd / "servers.json", stdio_servers(pids, "crash"))
+    proc = _phaseflow(cwd, "validate", "desk.yaml", "--mcp", "servers.json")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("phaseflow validate: error: MCP server 'demo' (")
+
+
+def test_sessions_recover_takes_mcp(tmp_path: Path, pids: Path) -> None:
+    cwd = _project(tmp_path, pids, LOOKUP)
+    proc = _phaseflow(cwd, *RUN[:5], "scripted:script.yaml", "--store", "s.db",
+                      "--message", "I am ada@example.com", "--session", "one")
+    assert proc.returncode == 0, proc.stderr
+    proc = _phaseflow(cwd, "sessions", "recover", "--workflow", "desk.yaml", "--store", "s.db",
+                      "--mcp", "servers.json", "--provider", "scripted:script.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "nothing to recover: no session of mcp-desk is running\n"
+    assert len(server_pids(pids)) == 2  # the run's server and recover's, both stopped
+    write_json(cwd / "servers.json", stdio_servers(pids, "crash"))
+    proc = _phaseflow(cwd, "sessions", "recover", "--workflow", "desk.yaml", "--store", "s.db",
+                      "--mcp", "servers.json", "--provider", "scripted:script.yaml")
+    assert proc.returncode == 2
+    assert "MCP server 'demo'" in proc.stderr and "did not start" in proc.stderr
