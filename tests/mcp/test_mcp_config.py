@@ -96,3 +96,44 @@ def test_a_header_value_is_never_shown(tmp_path: Path) -> None:
         read_servers(path)
     assert "s3cret" not in str(raised.value)
     assert "control character" in str(raised.value)
+
+
+def _python(code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120).stdout.splitlines()
+
+
+def test_mcp_is_imported_only_when_servers_are_given(tmp_path: Path) -> None:
+    workflow = tmp_path / "w.yaml"
+    workflow.write_text("phaseflow: 1\nname: w\ninitial: a\nphases:\n  a: {goal: G, terminal: "
+                        "true}\n", encoding="utf-8")
+    out = _python(
+        "import sys, contextlib, io\n"
+        "from phaseflow import Agent, ScriptedProvider\n"
+        "from phaseflow.cli.main import main\n"
+        f"Agent({str(workflow)!r}, ScriptedProvider(['hi'])).close()\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['validate', {str(workflow)!r}])\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', "
+        "'mcp_types', 'phaseflow.mcp'))))\n")
+    assert out == ["[]"]
+
+
+def test_without_the_extra_the_refusal_says_what_to_install(tmp_path: Path) -> None:
+    workflow = tmp_path / "w.yaml"
+    workflow.write_text("phaseflow: 1\nname: w\ninitial: a\nphases:\n  a: {goal: G, terminal: "
+                        "true}\n", encoding="utf-8")
+    out = _python(
+        "import sys\n"
+        "sys.modules['mcp'] = None  # as if the package were not installed\n"
+        "from phaseflow import Agent, ScriptedProvider\n"
+        "from phaseflow.errors import ConfigError\n"
+        "try:\n"
+        f"    Agent({str(workflow)!r}, ScriptedProvider(['hi']),\n"
+        "          mcp={'mcpServers': {'s': {'command': 'x'}}})\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n")
+    assert out == ["MCP servers need the 'mcp' package: pip install 'phaseflow[mcp]'"]

@@ -24,6 +24,7 @@ from tests.support.mcp_servers import (
     server_pids,
     stdio_servers,
     wait_for,
+    wait_gone,
     write_json,
 )
 
@@ -216,3 +217,29 @@ def test_sync_use_and_no_catalogue(tmp_path: Path, pids: Path) -> None:
         [pid] = server_pids(pids)
         assert alive(pid)
     assert not alive(pid)
+
+
+def test_a_host_killed_outright_leaves_no_server(tmp_path: Path, pids: Path) -> None:
+    """SIGKILL runs no cleanup at all: the server sees its input end, and exits."""
+    import subprocess
+    import sys
+
+    servers = write_json(tmp_path / "servers.json", stdio_servers(pids))
+    code = ("import sys, time\n"
+            "from phaseflow import Agent, ScriptedProvider\n"
+            f"agent = Agent({str(_workflow(tmp_path))!r}, ScriptedProvider(['hi']), "
+            f"mcp={str(servers)!r})\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(120)\n")
+    host = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert host.stdout is not None and host.stdout.readline() == "ready\n"
+        [server] = server_pids(pids)
+        assert alive(server)
+        kill(host.pid)
+        host.wait(60)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+    assert not wait_gone({server}), "the server outlived its killed host"
