@@ -69,7 +69,9 @@ class HttpServer:
 
     @property
     def where(self) -> str:
-        return self.url.split("?", 1)[0][:200]
+        """How a message names it: the URL without credentials or query (either may hold
+        a token)."""
+        return re.sub(r"//[^/@]*@", "//", self.url.split("?", 1)[0].split("#", 1)[0])[:200]
 
 
 ServerConfig = StdioServer | HttpServer

@@ -268,7 +268,8 @@ class Link:
     def _failure(self, exc: Exception, ready: bool) -> str:
         if ready:
             return f"MCP server {self.name!r}: the connection failed: {_reason(exc)}"
-        return (f"MCP server {self.name!r} ({self.server.where}) did not start: "
+        what = "did not start" if isinstance(self.server, StdioServer) else "could not be reached"
+        return (f"MCP server {self.name!r} ({self.server.where}) {what}: "
                 f"{_reason(exc)}{self._stderr_tail()}")
 
     async def _serve(self, client: Client) -> str:

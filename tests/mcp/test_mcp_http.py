@@ -10,7 +10,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from phaseflow import Agent
+from phaseflow.errors import ConfigError
 from phaseflow.providers.scripted import ScriptedProvider
 from phaseflow.session.events import ToolResultEvent
 from tests.support.mcp_servers import WORKFLOW, asynchronous, free_port, http_server
@@ -84,3 +87,16 @@ async def test_a_restarted_http_server_is_reached_again(tmp_path: Path) -> None:
             assert time.monotonic() - started < 30
     finally:
         await agent.aclose()
+
+
+def test_a_server_that_cannot_be_reached_is_refused_without_its_secrets(tmp_path: Path
+                                                                       ) -> None:
+    url = f"http://user:s3cret@127.0.0.1:{free_port()}/mcp?token=t0ken"
+    with pytest.raises(ConfigError) as raised:
+        Agent(_workflow(tmp_path), ScriptedProvider(["Hi."]),
+              mcp={"mcpServers": {"demo": {"url": url, "headers": {"Authorization": "h1dden"},
+                                           "timeout": 10}}})
+    message = str(raised.value)
+    assert message.startswith("MCP server 'demo' (http://127.0.0.1:")
+    assert "could not be reached" in message
+    assert not any(secret in message for secret in ("s3cret", "t0ken", "h1dden"))
