@@ -113,3 +113,9 @@ class McpHub:
     async def _close_all(self) -> None:
         await asyncio.gather(*(link.close() for link in self.links.values()),
                              return_exceptions=True)
+        # a call still waiting here would never be answered once the loop stops: its
+        # caller gets the cancellation instead of waiting for ever
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)

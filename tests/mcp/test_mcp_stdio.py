@@ -243,3 +243,28 @@ def test_a_host_killed_outright_leaves_no_server(tmp_path: Path, pids: Path) -> 
             host.kill()
             host.wait()
     assert not wait_gone({server}), "the server outlived its killed host"
+
+
+@asynchronous
+async def test_approval_and_timeout_come_from_the_catalogue(tmp_path: Path,
+                                                           pids: Path) -> None:
+    text = WORKFLOW.replace("  demo.pid: {}\n", "  demo.pid: {approval: always}\n").replace(
+        "  demo.slow: {timeout: 60}\n", "  demo.slow: {timeout: 1}\n")
+    provider = ScriptedProvider([
+        {"calls": [{"demo.slow": {"seconds": 30}}]}, "Too slow.",
+        {"calls": [{"demo.pid": {}}]}, "Approved.",
+    ])
+    async with Agent(_workflow(tmp_path, text), provider, mcp=stdio_servers(pids)) as agent:
+        session = await agent.session("s1")
+        started = time.monotonic()
+        [(name, status, content)] = _results(await _send(session, "slow"))
+        assert (name, status, content) == ("demo.slow", "error", "demo.slow timed out after 1 s")
+        assert time.monotonic() - started < 20
+        reply = await session.reply("my pid?")
+        assert reply.status == "awaiting_approval" and reply.approval is not None
+        assert reply.approval.name == "demo.pid"
+        events = [e async for e in session.resolve(reply.approval.call_id, "approve")]
+        [(name, status, content)] = _results(events)
+        assert (name, status) == ("demo.pid", "ok")
+        assert int(content) in server_pids(pids)
+        assert agent.mcp.links["demo"].connections == 1  # the timeout cancelled one call only
