@@ -63,13 +63,14 @@ class McpHub:
         """Server ``server``'s tools as last listed (refreshed when it says they changed)."""
         return dict(self.links[server].tools)
 
-    async def call(self, server: str, tool: str, arguments: Mapping[str, Any]
-                   ) -> mcp_types.CallToolResult:
-        """Call ``tool`` of ``server`` from any event loop (see the module docstring)."""
+    async def call(self, server: str, tool: str, arguments: Mapping[str, Any], *,
+                   meta: Mapping[str, Any] | None = None) -> mcp_types.CallToolResult:
+        """Call ``tool`` of ``server`` from any event loop (see the module docstring);
+        ``meta``: the request's ``_meta``."""
         if self._closed:
             raise McpCallError(f"MCP server {server!r} is closed (the agent was closed)")
-        future = asyncio.run_coroutine_threadsafe(self.links[server].call(tool, arguments),
-                                                  self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self.links[server].call(tool, arguments, meta=meta), self._loop)
         return await asyncio.wrap_future(future)
 
     def close(self) -> None:

@@ -111,8 +111,10 @@ class Link:
         except McpCallError as exc:
             raise McpServerError(str(exc)) from None
 
-    async def call(self, tool: str, arguments: Mapping[str, Any]) -> mcp_types.CallToolResult:
-        """Call ``tool`` with ``arguments``; the server's result (``is_error`` included).
+    async def call(self, tool: str, arguments: Mapping[str, Any], *,
+                   meta: Mapping[str, Any] | None = None) -> mcp_types.CallToolResult:
+        """Call ``tool`` with ``arguments`` (``meta``: the request's ``_meta``); the
+        server's result (``is_error`` included).
         :class:`McpCallError` when the server cannot be reached or the connection drops
         during the call."""
         for attempt in (1, 2):
@@ -122,7 +124,9 @@ class Link:
                 raise McpCallError(f"MCP server {self.name!r} does not offer tool {tool!r} "
                                    f"now (its tools: {offered})")
             try:
-                return await client.call_tool(tool, dict(arguments))
+                return await client.call_tool(
+                    tool, dict(arguments),
+                    meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None)
             except MCPError as exc:
                 if exc.code == mcp_types.INVALID_REQUEST and "session terminated" in (
                         exc.message or "").lower() and attempt == 1:

@@ -26,10 +26,16 @@ from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.mcp.config import McpConfigError
 from phaseflow.mcp.hub import McpHub
 from phaseflow.spec.model import Workflow
-from phaseflow.tools.function import FunctionTool, ToolResult, tool
+from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.tools.schema import tool_name_problem
 
-__all__ = ["McpToolError", "content_text", "mcp_tools", "result_value", "split_name"]
+__all__ = ["IDEMPOTENCY_KEY", "McpToolError", "content_text", "mcp_tools", "result_value",
+           "split_name"]
+
+#: the ``_meta`` key of every call's request: the call's idempotency key
+#: (``session_id:call_id``, the same when a recovered session calls it again), so that a
+#: server whose tool has side effects can make them once
+IDEMPOTENCY_KEY = "phaseflow/idempotency-key"
 
 
 class McpToolError(PhaseflowError):
@@ -81,8 +87,9 @@ def _tool(hub: McpHub, name: str, server: str, listed: mcp_types.Tool,
     schema = parameters if parameters is not None else _server_schema(listed.input_schema)
     remote = listed.name
 
-    async def call_mcp_tool(**arguments: Any) -> Any:
-        result = await hub.call(server, remote, arguments)
+    async def call_mcp_tool(context: ToolContext, **arguments: Any) -> Any:
+        meta = {IDEMPOTENCY_KEY: context.idempotency_key}
+        result = await hub.call(server, remote, arguments, meta=meta)
         return result_value(result, writes)
 
     call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{server}_{remote}"

@@ -208,11 +208,17 @@ def test_sync_use_and_no_catalogue(tmp_path: Path, pids: Path) -> None:
     twins work too (each on a loop of its own, the servers on theirs)."""
     text = WORKFLOW.split("tools:\n")[0] + "phases:" + WORKFLOW.split("phases:")[1]
     workflow = load_workflow(str(_workflow(tmp_path, text)))
-    provider = ScriptedProvider([{"calls": [{"demo.pid": {}}]}, "Done.", "Bye."])
+    provider = ScriptedProvider([{"calls": [{"demo.meta": {}}]}, "Done.", "Bye."])
     with Agent(workflow, provider, mcp=stdio_servers(pids)) as agent:
-        assert {"demo.lookup", "demo.pid", "demo.fail"} <= set(agent.tools)
+        assert {"demo.lookup", "demo.pid", "demo.fail", "demo.meta"} <= set(agent.tools)
         session = agent.session_sync("s1")
-        assert session.reply_sync("pid please") == "Done."
+        assert session.reply_sync("meta please") == "Done."
+        # every call carries the session's idempotency key in its request's _meta
+        [call] = [c for m in session.history for c in getattr(m, "tool_calls", ())]
+        [result] = [m for m in session.history if getattr(m, "call_id", None) == call.id]
+        assert isinstance(result.content, str)
+        sent = json.loads(result.content)
+        assert sent["phaseflow/idempotency-key"] == f"s1:{call.id}"
         assert session.reply_sync("thanks") == "Bye."
         [pid] = server_pids(pids)
         assert alive(pid)

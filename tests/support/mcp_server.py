@@ -11,8 +11,9 @@ there, so a test can check that no server outlives the agent that started it.
 
 Its tools: ``lookup(email)`` (a customer, as text and structured content), ``fail(why)``
 (an ``isError`` result), ``slow(seconds)`` (sleeps; writes ``MCP_TEST_PIDS/slow-started``
-when it starts), ``pid()``, ``grow()`` (adds a tool ``fresh`` and says the list
-changed) and ``shrink()`` (removes ``lookup``, and says so).
+when it starts), ``pid()``, ``meta()`` (its request's ``_meta``), ``grow()`` (adds a
+tool ``fresh`` and says the list changed) and ``shrink()`` (removes ``lookup``, and says
+so).
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ async def slow(seconds: float) -> str:
     _mark("slow-started")
     await anyio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool()
+def meta(ctx: Context) -> dict[str, Any]:
+    """The ``_meta`` of this call's request."""
+    return dict(ctx.request_context.meta or {})
 
 
 @server.tool()
