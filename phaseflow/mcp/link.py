@@ -93,6 +93,7 @@ class Link:
         self._wanted = False
         self._stale = False
         self._broken = False
+        self._why = ""  # why the connection was found broken
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self._stderr: TextIO | None = None
@@ -136,10 +137,13 @@ class Link:
                     continue
                 if exc.code == mcp_types.CONNECTION_CLOSED:
                     self._break(client, "the connection closed during a call")
+                    again = ("the server is started again" if isinstance(self.server,
+                                                                         StdioServer)
+                             else "the connection is made again")
                     raise McpCallError(
                         f"MCP server {self.name!r} stopped during the call, so its outcome "
-                        "is unknown (it may have run): do not assume it failed; the server "
-                        "is started again for the next call") from None
+                        f"is unknown (it may have run): do not assume it failed; {again} "
+                        "for the next call") from None
                 raise McpCallError(f"MCP server {self.name!r} refused the call: "
                                    f"{exc.message}") from None
             except (OSError, EOFError) as exc:
@@ -220,6 +224,7 @@ class Link:
         if self._client is client:
             self._client = None
             self._broken = True
+            self._why = why
             self._poke()
 
     # --- the connection task ----------------------------------------------------------------
@@ -257,6 +262,7 @@ class Link:
                     self.connections += 1
                     self._client = client
                     self._broken = self._stale = False
+                    self._why = ""
                     await self._set("ready")
                     reason = await self._serve(client)
             except Exception as exc:
@@ -291,7 +297,7 @@ class Link:
                 if self._closing:
                     return ""
                 if self._broken or _closed(client):
-                    return f"MCP server {self.name!r}: the connection closed"
+                    return f"MCP server {self.name!r}: {self._why or 'the connection closed'}"
                 if self._stale:
                     self._stale = False
                     try:
@@ -320,6 +326,7 @@ class Link:
                     self._stale = True
                     self._poke()
         except SubscriptionLost:
+            self._why = "the connection was lost"
             self._broken = True
             self._poke()
         except Exception:

@@ -85,6 +85,7 @@ async def test_a_restarted_http_server_is_reached_again(tmp_path: Path) -> None:
             assert (status, int(second)) == ("ok", process.pid)
             assert int(second) != int(first)
             assert time.monotonic() - started < 30
+            assert agent.mcp.links["demo"].connections == 2
     finally:
         await agent.aclose()
 
