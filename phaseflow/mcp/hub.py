@@ -21,7 +21,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import mcp_types
@@ -38,7 +38,10 @@ class McpHub:
     """Connected MCP servers, by name. Thread-safe to call; :meth:`close` once done."""
 
     def __init__(self, servers: Mapping[str, ServerConfig]) -> None:
-        self.links = {name: Link(server, timeout=server.timeout)
+        #: called with a server's name, on the hub's thread, when its tool list changed
+        #: (the agent's tools follow it: :func:`phaseflow.mcp.attach.attach`)
+        self.listeners: list[Callable[[str], None]] = []
+        self.links = {name: Link(server, timeout=server.timeout, listeners=self.listeners)
                       for name, server in servers.items()}
         #: the longest a server may take to start or stop
         self.timeout = max((s.timeout for s in servers.values()), default=30.0)

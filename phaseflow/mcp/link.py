@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TextIO, cast
 
 from phaseflow.errors import ConfigError, PhaseflowError
@@ -48,6 +49,8 @@ from phaseflow.expr.describe import describe_exception
 from phaseflow.mcp.config import HttpServer, ServerConfig, StdioServer
 
 __all__ = ["Link", "McpCallError", "McpServerError"]
+
+logger = logging.getLogger(__name__)
 
 #: how many bytes of a server's standard error a "did not start" message quotes
 _STDERR_TAIL = 600
@@ -75,10 +78,14 @@ def _closed(client: Client) -> bool:
 class Link:
     """One server: its connection task, its cached tool list, its calls."""
 
-    def __init__(self, server: ServerConfig, *, timeout: float) -> None:
+    def __init__(self, server: ServerConfig, *, timeout: float,
+                 listeners: list[Callable[[str], None]] | None = None) -> None:
         self.server = server
         self.name = server.name
         self.timeout = timeout
+        #: called with the server's name, on the hub's loop, when a new listing differs
+        #: from the one before (a change notice, a reconnection to a changed server)
+        self.listeners = listeners if listeners is not None else []
         #: the server's tools by name, as last listed
         self.tools: dict[str, mcp_types.Tool] = {}
         #: how many times the tool list was read (a change notice reads it again)
@@ -349,8 +356,14 @@ class Link:
             cursor = listed.next_cursor
             if cursor is None:
                 break
-        self.tools = tools
+        before, self.tools = self.tools, tools
         self.listings += 1
+        if self.listings > 1 and tools != before:
+            for listener in list(self.listeners):
+                try:
+                    listener(self.name)
+                except Exception:  # a listener's failure must not end the connection
+                    logger.exception("MCP server %r: a tool-list listener failed", self.name)
 
     # --- transports ---------------------------------------------------------------------------
 

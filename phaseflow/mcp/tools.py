@@ -4,8 +4,10 @@
 Each becomes a :class:`~phaseflow.tools.function.FunctionTool` like a host's own, so the
 phase's tool filter, approvals, argument checks, timeouts and the call ledger treat it as
 any tool. What the model is shown: the catalogue's ``description`` and ``parameters``
-when it gives them, the server's otherwise (read when the agent connects). A workflow
-without a catalogue gets every tool of every server, as ``NAME.TOOL``.
+when it gives them, the server's otherwise. A workflow without a catalogue gets every
+tool of every server, as ``NAME.TOOL``. When a server's list changes while the agent
+runs, :func:`server_tools` gives that server's tools anew (the agent's follow it: see
+:mod:`phaseflow.mcp.attach`).
 
 What a call returns to the session (:func:`result_value`): the text of the result's
 content (text blocks as they are; an image, audio or a resource as a one-line note, never
@@ -25,12 +27,12 @@ import mcp_types
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.mcp.config import McpConfigError
 from phaseflow.mcp.hub import McpHub
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import Tool, Workflow
 from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.tools.schema import tool_name_problem
 
 __all__ = ["IDEMPOTENCY_KEY", "McpToolError", "content_text", "mcp_tools", "result_value",
-           "split_name"]
+           "server_tools", "split_name"]
 
 #: the ``_meta`` key of every call's request: the call's idempotency key
 #: (``session_id:call_id``, the same when a recovered session calls it again), so that a
@@ -58,26 +60,43 @@ def mcp_tools(workflow: Workflow, hub: McpHub) -> dict[str, FunctionTool]:
     start, not at the model's first call). Names whose prefix is no server are left to
     the host's tools."""
     out: dict[str, FunctionTool] = {}
+    for server in hub.links:
+        out.update(server_tools(workflow, hub, server, strict=True))
+    return out
+
+
+def server_tools(workflow: Workflow, hub: McpHub, server: str, *, strict: bool = False
+                 ) -> dict[str, FunctionTool]:
+    """The tools server ``server`` implements for ``workflow`` now, from its cached list.
+    ``strict`` (at start): a catalogue tool the server lacks, or a server schema that is
+    not a usable JSON Schema, is an :class:`McpConfigError`; otherwise (a list that
+    changed while the agent runs) such a tool is left out, so it is not offered."""
+    out: dict[str, FunctionTool] = {}
+    listed = hub.tools(server)
     catalogue = workflow.tools
+    wanted: list[tuple[str, str, Tool | None]] = []  # (catalogue name, tool, its entry)
     if catalogue is None:
-        for server in hub.links:
-            for listed in hub.tools(server).values():
-                name = f"{server}.{listed.name}"
-                if tool_name_problem(name) is None:
-                    out[name] = _tool(hub, name, server, listed, None, None, ())
-        return out
-    for name, entry in catalogue.items():
-        parts = split_name(name)
-        if parts is None or parts[0] not in hub.links:
+        wanted = [(f"{server}.{t}", t, None) for t in listed
+                  if tool_name_problem(f"{server}.{t}") is None]
+    else:
+        wanted = [(name, parts[1], entry) for name, entry in catalogue.items()
+                  if (parts := split_name(name)) is not None and parts[0] == server]
+    for name, tool_name, entry in wanted:
+        remote = listed.get(tool_name)
+        if remote is None:
+            if strict:
+                offered = ", ".join(sorted(listed)) or "none"
+                raise McpConfigError(f"catalogue tool {name!r}: MCP server {server!r} has no "
+                                     f"tool {tool_name!r} (its tools: {offered})")
             continue
-        server, tool_name = parts
-        found = hub.tools(server).get(tool_name)
-        if found is None:
-            offered = ", ".join(sorted(hub.tools(server))) or "none"
-            raise McpConfigError(f"catalogue tool {name!r}: MCP server {server!r} has no tool "
-                                 f"{tool_name!r} (its tools: {offered})")
-        out[name] = _tool(hub, name, server, found, entry.description,
-                          entry.parameters_json(), entry.writes)
+        try:
+            out[name] = _tool(hub, name, server, remote,
+                              entry.description if entry is not None else None,
+                              entry.parameters_json() if entry is not None else None,
+                              entry.writes if entry is not None else ())
+        except McpConfigError:
+            if strict:
+                raise
     return out
 
 

@@ -233,6 +233,8 @@ class Agent:
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
         )
+        if self.mcp is not None:  # a server's tools changed: offered anew from the next request
+            self.mcp.listeners.append(lambda _server: self.config.views.phases.clear())
 
     def close(self) -> None:
         """Stop what the agent started: its MCP servers (nothing else needs closing)."""

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ async def test_tools_of_a_stdio_server_in_a_session(tmp_path: Path, pids: Path) 
         # the server's description and parameters are what the model is offered
         offered = {t.name: t for t in provider.requests[0].tools}
         assert set(offered) == {"demo.lookup", "demo.fail", "demo.slow", "demo.pid",
-                                "demo.grow", "demo.shrink"}
+                                "demo.grow", "demo.retitle", "demo.shrink"}
         assert offered["demo.lookup"].description == "Find a customer by email."
         assert offered["demo.lookup"].parameters["required"] == ["email"]
         results = {(name, status): content for name, status, content in _results(events)}
@@ -108,32 +109,55 @@ async def test_a_killed_server_is_started_again_for_the_next_call(tmp_path: Path
     assert not alive(second)
 
 
+async def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.02)
+
+
 @asynchronous
-async def test_the_tool_list_follows_the_server(tmp_path: Path, pids: Path) -> None:
+async def test_the_offered_tools_follow_the_server(tmp_path: Path, pids: Path) -> None:
+    """The server says its list changed: the list is read again (same connection), and
+    the next request offers what the server offers now."""
     provider = ScriptedProvider([
-        {"calls": [{"demo.grow": {}}]}, "Grown.",
+        {"calls": [{"demo.retitle": {}}]}, "Retitled.",
         {"calls": [{"demo.shrink": {}}]}, "Shrunk.",
-        {"calls": [{"demo.lookup": {"email": "ada@example.com"}}]}, "Gone.",
+        {"calls": [{"demo.lookup": {"email": "ada@example.com"}}]}, "Refused.",
     ])
     async with Agent(_workflow(tmp_path), provider, mcp=stdio_servers(pids)) as agent:
         link = agent.mcp.links["demo"]
         session = await agent.session("s1")
-        await _send(session, "grow")
-        deadline = time.monotonic() + 30
-        while "fresh" not in agent.mcp.tools("demo") and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert "fresh" in agent.mcp.tools("demo")
-        listings = link.listings
-        assert listings >= 2
+        assert agent.tools["demo.lookup"].description == "Find a customer by email."
+        await _send(session, "retitle")
+        await _until(lambda: agent.tools["demo.lookup"].description
+                     == "Look a customer up (v2)." and not agent.config.views.phases)
         await _send(session, "shrink")
-        while "lookup" in agent.mcp.tools("demo") and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        offered = {t.name: t.description for t in provider.requests[2].tools}
+        assert offered["demo.lookup"] == "Look a customer up (v2)."
+        await _until(lambda: "demo.lookup" not in agent.tools
+                     and not agent.config.views.phases)
         assert "lookup" not in agent.mcp.tools("demo")
         events = await _send(session, "look her up")
+        assert "demo.lookup" not in {t.name for t in provider.requests[4].tools}
         [(name, status, content)] = _results(events)
-        assert (name, status) == ("demo.lookup", "error")
-        assert "MCP server 'demo' does not offer tool 'lookup' now" in content
-        assert link.connections == 1  # refreshed on the notice, not reconnected
+        assert (name, status) == ("demo.lookup", "refused")  # never sent to the server
+        assert "demo.lookup" in content
+        assert link.connections == 1 and link.listings == 3  # read again, not reconnected
+
+
+@asynchronous
+async def test_a_new_tool_is_offered_without_a_catalogue(tmp_path: Path, pids: Path) -> None:
+    text = WORKFLOW.split("tools:\n")[0] + "phases:" + WORKFLOW.split("phases:")[1]
+    provider = ScriptedProvider([{"calls": [{"demo.grow": {}}]}, "Grown.",
+                                 {"calls": [{"demo.fresh": {}}]}, "Fresh."])
+    async with Agent(_workflow(tmp_path, text), provider, mcp=stdio_servers(pids)) as agent:
+        session = await agent.session("s1")
+        assert "demo.fresh" not in agent.tools
+        await _send(session, "grow")
+        await _until(lambda: "demo.fresh" in agent.tools and not agent.config.views.phases)
+        [(name, status, content)] = _results(await _send(session, "fresh"))
+        assert (name, status, content) == ("demo.fresh", "ok", "fresh!")
 
 
 @asynchronous

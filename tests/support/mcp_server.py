@@ -12,8 +12,8 @@ there, so a test can check that no server outlives the agent that started it.
 Its tools: ``lookup(email)`` (a customer, as text and structured content), ``fail(why)``
 (an ``isError`` result), ``slow(seconds)`` (sleeps; writes ``MCP_TEST_PIDS/slow-started``
 when it starts), ``pid()``, ``meta()`` (its request's ``_meta``), ``grow()`` (adds a
-tool ``fresh`` and says the list changed) and ``shrink()`` (removes ``lookup``, and says
-so).
+tool ``fresh`` and says the list changed), ``retitle()`` (a new description for
+``lookup``, and says so) and ``shrink()`` (removes ``lookup``, and says so).
 """
 
 from __future__ import annotations
@@ -88,6 +88,15 @@ async def grow(ctx: Context) -> str:
     server.add_tool(lambda: "fresh!", name="fresh", description="A new tool.")
     await _changed(ctx)
     return "grown"
+
+
+@server.tool()
+async def retitle(ctx: Context) -> str:
+    """Give the tool 'lookup' a new description."""
+    server.remove_tool("lookup")
+    server.add_tool(_lookup, name="lookup", description="Look a customer up (v2).")
+    await _changed(ctx)
+    return "retitled"
 
 
 @server.tool()

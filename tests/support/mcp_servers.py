@@ -34,6 +34,7 @@ tools:
   demo.slow: {timeout: 60}
   demo.pid: {}
   demo.grow: {}
+  demo.retitle: {}
   demo.shrink: {}
 phases:
   work:
