@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
@@ -43,6 +43,9 @@ from phaseflow.tools.function import tool as make_tool
 from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import ApprovalDecision, PromptKind
 from phaseflow.turn.messages import Content, Message, content_from_json, content_to_json
+
+if TYPE_CHECKING:
+    from phaseflow.mcp.hub import McpHub
 
 T = TypeVar("T")
 
@@ -216,7 +219,7 @@ class Agent:
         self.busy: Busy = busy
         #: the MCP servers' connections (``mcp=``: a servers file or its mapping; see
         #: docs/mcp.md): their tools join the host's; ``close()`` stops the servers
-        self.mcp: Any = None
+        self.mcp: McpHub | None = None
         if mcp is not None:
             from phaseflow.mcp.attach import attach
 
