@@ -92,6 +92,8 @@ class Link:
         self.listings = 0
         #: connections made (the first, and every reconnection)
         self.connections = 0
+        #: listings that differed from the one before, their listeners all called
+        self.changes = 0
         self._client: Client | None = None
         self._state = "down"  # down | connecting | ready | closed
         self._error = ""
@@ -364,6 +366,7 @@ class Link:
                     listener(self.name)
                 except Exception:  # a listener's failure must not end the connection
                     logger.exception("MCP server %r: a tool-list listener failed", self.name)
+            self.changes += 1
 
     # --- transports ---------------------------------------------------------------------------
 
