@@ -183,6 +183,7 @@ async def test_cancelling_a_turn_during_a_call(tmp_path: Path, pids: Path,
         assert time.monotonic() - started < 25  # not the 30 s the call would take
         assert [e.status for e in events if isinstance(e, TurnFinished)] == ["cancelled"]
         assert [r[1] for r in _results(events)] == ["cancelled"]
+        await asyncio.to_thread(wait_for, pids / "slow-cancelled")  # on the server too
         # the connection survived the cancellation: the next call uses it
         events = await _send(session, "again")
         assert [r[1] for r in _results(events)] == ["ok"]
@@ -291,6 +292,7 @@ async def test_approval_and_timeout_come_from_the_catalogue(tmp_path: Path,
         [(name, status, content)] = _results(await _send(session, "slow"))
         assert (name, status, content) == ("demo.slow", "error", "demo.slow timed out after 1 s")
         assert time.monotonic() - started < 20
+        await asyncio.to_thread(wait_for, pids / "slow-cancelled")  # cancelled on the server
         reply = await session.reply("my pid?")
         assert reply.status == "awaiting_approval" and reply.approval is not None
         assert reply.approval.name == "demo.pid"

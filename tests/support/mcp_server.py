@@ -11,7 +11,7 @@ there, so a test can check that no server outlives the agent that started it.
 
 Its tools: ``lookup(email)`` (a customer, as text and structured content), ``fail(why)``
 (an ``isError`` result), ``slow(seconds)`` (sleeps; writes ``MCP_TEST_PIDS/slow-started``
-when it starts), ``pid()``, ``meta()`` (its request's ``_meta``), ``grow()`` (adds a
+when it starts, ``slow-cancelled`` when the client cancels it), ``pid()``, ``meta()`` (its request's ``_meta``), ``grow()`` (adds a
 tool ``fresh`` and says the list changed), ``retitle()`` (a new description for
 ``lookup``, and says so) and ``shrink()`` (removes ``lookup``, and says so).
 """
@@ -60,7 +60,11 @@ async def slow(seconds: float) -> str:
     import anyio
 
     _mark("slow-started")
-    await anyio.sleep(seconds)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        _mark("slow-cancelled")  # the client cancelled the request
+        raise
     return f"slept {seconds}"
 
 
