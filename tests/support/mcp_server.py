@@ -11,9 +11,10 @@ there, so a test can check that no server outlives the agent that started it.
 
 Its tools: ``lookup(email)`` (a customer, as text and structured content), ``fail(why)``
 (an ``isError`` result), ``slow(seconds)`` (sleeps; writes ``MCP_TEST_PIDS/slow-started``
-when it starts, ``slow-cancelled`` when the client cancels it), ``pid()``, ``meta()`` (its request's ``_meta``), ``grow()`` (adds a
-tool ``fresh`` and says the list changed), ``retitle()`` (a new description for
-``lookup``, and says so) and ``shrink()`` (removes ``lookup``, and says so).
+when it starts, ``slow-cancelled`` when the client cancels it), ``pid()``, ``meta()``
+(its request's ``_meta``), ``grow()`` (adds a tool ``fresh`` and says the list changed),
+``retitle()`` (a new description for ``lookup``, and says so) and ``shrink()`` (removes
+``lookup``, and says so).
 """
 
 from __future__ import annotations
