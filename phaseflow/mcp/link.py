@@ -105,6 +105,7 @@ class Link:
         self._why = ""  # why the connection was found broken
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._connecting: Any = None  # the connection being made: an anyio CancelScope
         self._stderr: TextIO | None = None
 
     # --- the caller's side --------------------------------------------------------------
@@ -169,6 +170,8 @@ class Link:
         task = self._task
         if task is None:
             return
+        if self._connecting is not None:
+            self._connecting.cancel()
         self._poke()
         try:
             # the SDK's own shutdown of a stdio server waits a few seconds at most
@@ -261,12 +264,14 @@ class Link:
         ready = False
         reason = ""
         with anyio.CancelScope() as scope:
+            self._connecting = scope  # close() cancels a connection still being made
             timer = loop.call_later(self.timeout, scope.cancel)
             try:
                 async with Client(self._transport(), mode="auto",
                                   message_handler=self._on_message, cache=None) as client:
                     await self._list(client)
                     timer.cancel()
+                    self._connecting = None
                     ready = True
                     self.connections += 1
                     self._client = client
@@ -278,7 +283,10 @@ class Link:
                 reason = self._failure(exc, ready)
             finally:
                 timer.cancel()
+                self._connecting = None
                 self._client = None
+        if self._closing:
+            return ""
         if scope.cancelled_caught and not ready:
             reason = (f"MCP server {self.name!r} ({self.server.where}) did not answer within "
                       f"{self.timeout:g} s{self._stderr_tail()}")
