@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.support.mcp_servers import (
@@ -156,3 +157,31 @@ def test_sessions_recover_takes_mcp(tmp_path: Path, pids: Path) -> None:
                       "--mcp", "servers.json", "--provider", "scripted:script.yaml")
     assert proc.returncode == 2
     assert "MCP server 'demo'" in proc.stderr and "did not start" in proc.stderr
+
+
+def test_ctrl_c_while_a_server_hangs_at_start(tmp_path: Path, pids: Path) -> None:
+    """Interrupted while it waits for a server that never answers: run ends at once (not
+    after the server's timeout), and the server is stopped."""
+    cwd = _project(tmp_path, pids, LOOKUP, mode="hang")
+    write_json(cwd / "servers.json", stdio_servers(pids, "hang", timeout=120))
+    process = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", *RUN, "--message",
+                                "hi"], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=clean_env())
+    try:
+        deadline = time.monotonic() + 60
+        while not server_pids(pids):
+            assert time.monotonic() < deadline, "the server never started"
+            time.sleep(0.05)
+        [server] = server_pids(pids)
+        started = time.monotonic()
+        os.kill(process.pid, signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+        assert time.monotonic() - started < 40  # well before the server's 120 s
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130
+    assert "Traceback" not in err
+    assert not wait_gone({server})
