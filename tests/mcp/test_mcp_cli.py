@@ -56,10 +56,6 @@ def test_run_calls_the_servers_tools(tmp_path: Path, pids: Path) -> None:
     assert [e["reply"] for e in events(proc.stdout) if e["type"] == "turn_finished"] == [
         "Found Ada."]
     assert len(server_pids(pids)) == 1
-    # the transcript too, as a person sees it
-    proc = _phaseflow(cwd, *RUN, "--message", "I am ada@example.com")
-    assert proc.returncode == 0, proc.stderr
-    assert "demo.lookup" in proc.stdout and "Found Ada." in proc.stdout
     assert "Traceback" not in proc.stderr
 
 
@@ -132,10 +128,6 @@ def test_validate_offline_and_with_the_servers(tmp_path: Path, pids: Path) -> No
         "slow",
         "1 files checked: 2 errors, 0 warnings",
     ]
-    as_json = json.loads(_phaseflow(cwd, "validate", "desk.yaml", "--mcp", "servers.json",
-                                    "--format", "json").stdout)
-    assert [(d["code"], d["line"], d["column"]) for d in as_json["diagnostics"]] == [
-        ("PF411", 9, 3), ("PF410", 16, 3)]
     write_json(cwd / "servers.json", stdio_servers(pids, "crash"))
     proc = _phaseflow(cwd, "validate", "desk.yaml", "--mcp", "servers.json")
     assert proc.returncode == 2
@@ -152,11 +144,6 @@ def test_sessions_recover_takes_mcp(tmp_path: Path, pids: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "nothing to recover: no session of mcp-desk is running\n"
     assert len(server_pids(pids)) == 2  # the run's server and recover's, both stopped
-    write_json(cwd / "servers.json", stdio_servers(pids, "crash"))
-    proc = _phaseflow(cwd, "sessions", "recover", "--workflow", "desk.yaml", "--store", "s.db",
-                      "--mcp", "servers.json", "--provider", "scripted:script.yaml")
-    assert proc.returncode == 2
-    assert "MCP server 'demo'" in proc.stderr and "did not start" in proc.stderr
 
 
 def test_ctrl_c_while_a_server_hangs_at_start(tmp_path: Path, pids: Path) -> None:
