@@ -107,23 +107,40 @@ def mcp_option(path: str | None) -> str | None:
     return path
 
 
+#: exit status after SIGTERM (128 + 15), as shells report it
+TERMINATED = 143
+
+
+class Terminated:
+    """Whether SIGTERM arrived in a :func:`sigterm_quits` block."""
+
+    received = False
+
+
 @contextlib.contextmanager
-def sigterm_exits(wanted: bool) -> Iterator[None]:
-    """While the block runs, SIGTERM ends the command as Ctrl-C would: ``SystemExit``
-    (status 143) in the main thread, so the ``finally`` blocks that stop the MCP servers
-    run. Without ``wanted`` (no servers) nothing changes."""
+def sigterm_quits(wanted: bool) -> Iterator[Terminated]:
+    """While the block runs, SIGTERM quits the command as a second Ctrl-C does (a
+    ``KeyboardInterrupt`` in the main thread: a turn is abandoned, the ``finally`` blocks
+    that stop the MCP servers run), and the block ends quietly with ``received`` set:
+    the caller exits with :data:`TERMINATED`. Without ``wanted`` (no servers to stop)
+    nothing changes: SIGTERM ends the process at once, as it always did."""
     import signal
     import threading
 
+    state = Terminated()
     if not wanted or threading.current_thread() is not threading.main_thread():
-        yield
+        yield state
         return
 
     def stop(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signal.SIGTERM)
+        state.received = True
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
-        yield
+        yield state
+    except KeyboardInterrupt:
+        if not state.received:
+            raise
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -105,11 +105,12 @@ def _run(args: argparse.Namespace) -> int:
     import os
 
     from phaseflow.cli.agent_options import (
+        TERMINATED,
         hooks_option,
         mcp_option,
         positive_integer,
         seconds,
-        sigterm_exits,
+        sigterm_quits,
         tools_option,
     )
     from phaseflow.cli.common import load_or_report
@@ -140,18 +141,22 @@ def _run(args: argparse.Namespace) -> int:
 
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
     try:
-        with sigterm_exits(mcp is not None):
+        with sigterm_quits(mcp is not None) as term:
             agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
                           model=args.model, store=store, mcp=mcp, **options)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
+    if term.received:
+        return TERMINATED  # while the servers started (those that did are stopped)
     _warn_missing(agent)
     _warn_script(agent, provider)
     loop = asyncio.new_event_loop()
     chat = Chat(agent, loop, args, new_store=new_store)
     try:
-        with sigterm_exits(mcp is not None):
-            return chat.start()
+        code = TERMINATED
+        with sigterm_quits(mcp is not None) as term:
+            code = chat.start()
+        return TERMINATED if term.received else code
     finally:
         agent.close()  # stops the MCP servers it started (Ctrl-C and SIGTERM too)
         closing = getattr(provider, "aclose", None)

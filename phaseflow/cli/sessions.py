@@ -128,10 +128,12 @@ def run(args: argparse.Namespace) -> int:
             reconfigure(errors="replace")
     command = f"{PROG} {args.action}"
     try:
-        from phaseflow.cli.agent_options import sigterm_exits
+        from phaseflow.cli.agent_options import TERMINATED, sigterm_quits
 
-        with sigterm_exits(getattr(args, "mcp", None) is not None):
-            return asyncio.run(_main(args))
+        code = TERMINATED
+        with sigterm_quits(getattr(args, "mcp", None) is not None) as term:
+            code = asyncio.run(_main(args))
+        return TERMINATED if term.received else code
     except Misuse as problem:
         print(f"{command}: error: {problem}", file=sys.stderr)
         return 2

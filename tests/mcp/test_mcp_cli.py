@@ -75,33 +75,50 @@ def test_run_refuses_a_bad_file_and_a_server_that_does_not_start(tmp_path: Path,
     assert "Traceback" not in proc.stderr
 
 
-def _stopped_by(sig: int, tmp_path: Path, pids: Path) -> subprocess.Popen[str]:
-    cwd = _project(tmp_path, pids, "- calls: [{demo.slow: {seconds: 60}}]\n- Never.\n")
-    process = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", *RUN, "--message",
-                                "go slowly"], cwd=cwd, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=clean_env())
+SLOW = "- calls: [{demo.slow: {seconds: 60}}]\n- Recovered after the interruption.\n"
+
+
+def _stopped_by(sig: int, cwd: Path, pids: Path, *store: str
+                ) -> tuple[subprocess.Popen[str], str]:
+    """``phaseflow run`` sent ``sig`` while the server runs a call; the process (ended)
+    and its standard error. The server must be gone."""
+    process = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", *RUN, *store,
+                                "--session", "one", "--message", "go slowly"],
+                               cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=clean_env())
     try:
         wait_for(pids / "slow-started", 60)
         [server] = server_pids(pids)
         os.kill(process.pid, sig)
-        process.communicate(timeout=60)
+        _out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
     assert not wait_gone({server}), "the MCP server outlived phaseflow run"
-    return process
+    return process, err
 
 
-def test_sigterm_stops_run_and_its_servers(tmp_path: Path, pids: Path) -> None:
-    process = _stopped_by(signal.SIGTERM, tmp_path, pids)
+def test_sigterm_stops_run_and_sessions_recover_finishes_the_turn(tmp_path: Path,
+                                                                 pids: Path) -> None:
+    cwd = _project(tmp_path, pids, SLOW)
+    process, err = _stopped_by(signal.SIGTERM, cwd, pids, "--store", "s.db")
     assert process.returncode == 128 + signal.SIGTERM
+    assert err == ""  # quietly: no traceback, no teardown noise
+    assert (pids / "slow-cancelled").exists()  # the server was told, then stopped
+    # the session was left running: recover finishes its turn, with the servers again
+    proc = _phaseflow(cwd, "sessions", "recover", "--workflow", "desk.yaml", "--store", "s.db",
+                      "--mcp", "servers.json", "--provider", "scripted:script.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ("one: recovered: turn 1 completed; now idle in phase work; 1 "
+                           "interrupted call(s) got 'outcome unknown' (not run again)\n")
+    assert len(server_pids(pids)) == 2  # run's server and recover's, both stopped
 
 
 def test_ctrl_c_stops_run_and_its_servers(tmp_path: Path, pids: Path) -> None:
-    process = _stopped_by(signal.SIGINT, tmp_path, pids)
+    process, err = _stopped_by(signal.SIGINT, _project(tmp_path, pids, SLOW), pids)
     assert process.returncode == 130  # the turn cancelled, as a Ctrl-C does
+    assert "Traceback" not in err
 
 
 def test_validate_offline_and_with_the_servers(tmp_path: Path, pids: Path) -> None:
@@ -132,18 +149,6 @@ def test_validate_offline_and_with_the_servers(tmp_path: Path, pids: Path) -> No
     proc = _phaseflow(cwd, "validate", "desk.yaml", "--mcp", "servers.json")
     assert proc.returncode == 2
     assert proc.stderr.startswith("phaseflow validate: error: MCP server 'demo' (")
-
-
-def test_sessions_recover_takes_mcp(tmp_path: Path, pids: Path) -> None:
-    cwd = _project(tmp_path, pids, LOOKUP)
-    proc = _phaseflow(cwd, *RUN[:5], "scripted:script.yaml", "--store", "s.db",
-                      "--message", "I am ada@example.com", "--session", "one")
-    assert proc.returncode == 0, proc.stderr
-    proc = _phaseflow(cwd, "sessions", "recover", "--workflow", "desk.yaml", "--store", "s.db",
-                      "--mcp", "servers.json", "--provider", "scripted:script.yaml")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "nothing to recover: no session of mcp-desk is running\n"
-    assert len(server_pids(pids)) == 2  # the run's server and recover's, both stopped
 
 
 def test_ctrl_c_while_a_server_hangs_at_start(tmp_path: Path, pids: Path) -> None:
