@@ -12,8 +12,10 @@ email; the server answers with text and structured content):
   the server's schema, ``FunctionTool.invoke``, the result made the model's text (and
   its writes).
 
-Rounds alternate the three so that machine noise spreads over all of them; the figure is
-the median (and 95th percentile) of every call's wall time. Run:
+Rounds alternate the three so that machine noise spreads over all of them; the figures
+are the median (and 95th percentile) of every call's wall time, and the process's CPU
+time per call (all its threads; the best round), which other processes' load moves much
+less than wall time. Run:
 
     python benchmarks/bench_mcp.py [--calls N] [--rounds R]
 """
@@ -56,16 +58,23 @@ phases:
 ARGUMENTS = {"email": "ada@example.com"}
 
 
-async def _timed(call: Callable[[], Awaitable[Any]], calls: int, into: list[float]) -> None:
+async def _timed(call: Callable[[], Awaitable[Any]], calls: int, into: list[float],
+                 cpu: list[float] | None = None) -> None:
+    """``calls`` calls one after the other: each one's wall time into ``into``, and the
+    process's CPU time per call (every thread: the hub's too) into ``cpu``."""
+    cpu_started = time.process_time()
     for _ in range(calls):
         started = time.perf_counter()
         await call()
         into.append(time.perf_counter() - started)
+    if cpu is not None:
+        cpu.append((time.process_time() - cpu_started) / calls)
 
 
 async def _measure(target: Any, servers: dict[str, Any], calls: int, rounds: int
-                   ) -> dict[str, list[float]]:
+                   ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     times: dict[str, list[float]] = {"direct": [], "hub": [], "tool": []}
+    cpu: dict[str, list[float]] = {"direct": [], "hub": [], "tool": []}
     hub = McpHub(read_servers(servers))
     try:
         workflow = load_workflow_text(WORKFLOW)
@@ -87,24 +96,28 @@ async def _measure(target: Any, servers: dict[str, Any], calls: int, rounds: int
             for call in (direct, via_hub, through_tool):  # warm up
                 await _timed(call, 20, [])
             for _ in range(rounds):
-                await _timed(direct, calls, times["direct"])
-                await _timed(via_hub, calls, times["hub"])
-                await _timed(through_tool, calls, times["tool"])
+                await _timed(direct, calls, times["direct"], cpu["direct"])
+                await _timed(via_hub, calls, times["hub"], cpu["hub"])
+                await _timed(through_tool, calls, times["tool"], cpu["tool"])
     finally:
         hub.close()
-    return times
+    return times, cpu
 
 
-def _row(transport: str, times: dict[str, list[float]]) -> list[str]:
+def _row(transport: str, times: dict[str, list[float]], cpu: dict[str, list[float]]
+         ) -> list[str]:
     lines = []
     floor = statistics.median(times["direct"])
+    cpu_floor = min(cpu["direct"])
     for name, values in times.items():
         values = sorted(values)
         median = statistics.median(values)
         p95 = values[int(len(values) * 0.95)]
-        extra = "" if name == "direct" else f"{(median - floor) * 1e6:+10.0f}"
-        lines.append(f"{transport:<6} {name:<7} {median * 1e6:>10.0f} {p95 * 1e6:>10.0f} "
-                     f"{extra:>12}")
+        extra = "" if name == "direct" else f"{(median - floor) * 1e6:+.0f}"
+        used = min(cpu[name])  # the least noisy round
+        cpu_extra = "" if name == "direct" else f"{(used - cpu_floor) * 1e6:+.0f}"
+        lines.append(f"{transport:<6} {name:<7} {median * 1e6:>8.0f} {p95 * 1e6:>8.0f} "
+                     f"{extra:>8} {used * 1e6:>8.0f} {cpu_extra:>8}")
     return lines
 
 
@@ -113,7 +126,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls per round and way")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (alternating the ways)")
     args = parser.parse_args()
-    results: dict[str, dict[str, list[float]]] = {}
+    results: dict[str, tuple[dict[str, list[float]], dict[str, list[float]]]] = {}
     stdio = {"mcpServers": {"demo": {"command": sys.executable, "args": [SERVER, "stdio"]}}}
     results["stdio"] = asyncio.run(_measure(
         StdioServerParameters(command=sys.executable, args=[SERVER, "stdio"]), stdio,
@@ -121,12 +134,16 @@ def main() -> None:
     with http_server("http") as (url, _process):
         results["http"] = asyncio.run(_measure(
             url, {"mcpServers": {"demo": {"url": url}}}, args.calls, args.rounds))
-    print(f"{args.rounds} rounds x {args.calls} calls per way; microseconds per call")
-    print(f"{'via':<6} {'way':<7} {'median':>10} {'p95':>10} {'over direct':>12}")
-    for transport, times in results.items():
-        print("\n".join(_row(transport, times)))
-    print(json.dumps({t: {w: statistics.median(v) * 1e6 for w, v in times.items()}
-                      for t, times in results.items()}))
+    print(f"{args.rounds} rounds x {args.calls} calls per way; microseconds per call: wall "
+          "time (median, 95th percentile, median over direct) and the process's CPU time "
+          "(best round, over direct)")
+    print(f"{'via':<6} {'way':<7} {'median':>8} {'p95':>8} {'+wall':>8} {'cpu':>8} "
+          f"{'+cpu':>8}")
+    for transport, (times, cpu) in results.items():
+        print("\n".join(_row(transport, times, cpu)))
+    print(json.dumps({t: {w: [statistics.median(v) * 1e6, min(c[w]) * 1e6]
+                          for w, v in times.items()}
+                      for t, (times, c) in results.items()}))
 
 
 if __name__ == "__main__":
