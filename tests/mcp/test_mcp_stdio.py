@@ -230,17 +230,28 @@ def test_catalogue_mistakes_are_refused_at_start(tmp_path: Path, pids: Path) -> 
 
 
 def test_sync_use_and_no_catalogue(tmp_path: Path, pids: Path) -> None:
-    """Without a catalogue every server tool is offered as NAME.TOOL; the synchronous
-    twins work too (each on a loop of its own, the servers on theirs)."""
-    text = WORKFLOW.split("tools:\n")[0] + "phases:" + WORKFLOW.split("phases:")[1]
+    """Without a catalogue every server tool is offered as NAME.TOOL, beside the host's
+    Python tools; the synchronous twins work too (each on a loop of its own, the servers
+    on theirs)."""
+    text = WORKFLOW.split("tools:\n")[0] + "phases:" + WORKFLOW.split("phases:")[1].replace(
+        '["demo.*"]', '["demo.*", "notes.*"]')
     workflow = load_workflow(str(_workflow(tmp_path, text)))
-    provider = ScriptedProvider([{"calls": [{"demo.meta": {}}]}, "Done.", "Bye."])
-    with Agent(workflow, provider, mcp=stdio_servers(pids)) as agent:
-        assert {"demo.lookup", "demo.pid", "demo.fail", "demo.meta"} <= set(agent.tools)
+    provider = ScriptedProvider([{"calls": [{"demo.meta": {}}, {"notes.add": {"text": "hi"}}]},
+                                 "Done.", "Bye."])
+
+    def add(text: str) -> str:
+        return f"noted: {text}"
+
+    with Agent(workflow, provider, tools={"notes.add": add}, mcp=stdio_servers(pids)) as agent:
+        assert {"demo.lookup", "demo.pid", "demo.fail", "demo.meta", "notes.add"} <= set(
+            agent.tools)
         session = agent.session_sync("s1")
         assert session.reply_sync("meta please") == "Done."
+        results = {m.call_id: m.content for m in session.history if hasattr(m, "call_id")}
+        assert "noted: hi" in results.values()
         # every call carries the session's idempotency key in its request's _meta
-        [call] = [c for m in session.history for c in getattr(m, "tool_calls", ())]
+        [call] = [c for m in session.history for c in getattr(m, "tool_calls", ())
+                  if c.name == "demo.meta"]
         [result] = [m for m in session.history if getattr(m, "call_id", None) == call.id]
         assert isinstance(result.content, str)
         sent = json.loads(result.content)
