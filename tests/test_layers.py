@@ -32,7 +32,8 @@ ALLOWED: dict[str, set[str]] = {
     "tools": {"errors", "expr", "spec", "machine", "providers"},
     "observe": {"errors", "turn", "stores", "providers"},
     "session": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
-                "observe"},
+                "observe", "mcp"},
+    "mcp": {"errors", "expr", "spec", "tools"},
     "api": {"errors", "spec", "machine"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib

@@ -1,5 +1,6 @@
 """The options that build an agent, read and checked once for ``phaseflow run`` and
-``phaseflow sessions recover``: ``--tools``, ``--hooks``, ``--lease``, ``--max-tokens``.
+``phaseflow sessions recover``: ``--tools``, ``--hooks``, ``--lease``, ``--max-tokens``,
+``--mcp`` (and how SIGTERM stops the MCP servers it starts).
 
 Each reader returns the checked value or raises :class:`ConfigError` naming the option
 and what is wrong with it (the command prints that one line and exits 2), before any
@@ -8,8 +9,9 @@ model is called or any file is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from phaseflow.cli.imports import import_attr
@@ -88,3 +90,57 @@ def seconds(value: str | None, option: str) -> float | None:
     if not (math.isfinite(number) and number > 0):
         raise ConfigError(f"{option}: expected a positive number of seconds, got {value!r}")
     return number
+
+
+#: the help of ``--mcp`` (run, sessions recover, validate)
+MCP_HELP = ("a JSON file of MCP servers ({\"mcpServers\": {NAME: {\"command\": ...} or "
+            "{\"url\": ...}}}): the workflow's catalogue tools NAME.TOOL are their tools")
+
+
+def mcp_option(path: str | None) -> str | None:
+    """``--mcp FILE``: the servers file, read and checked (nothing is started yet)."""
+    if path is None:
+        return None
+    from phaseflow.mcp.config import read_servers
+
+    read_servers(path)
+    return path
+
+
+#: exit status after SIGTERM (128 + 15), as shells report it
+TERMINATED = 143
+
+
+class Terminated:
+    """Whether SIGTERM arrived in a :func:`sigterm_quits` block."""
+
+    received = False
+
+
+@contextlib.contextmanager
+def sigterm_quits(wanted: bool) -> Iterator[Terminated]:
+    """While the block runs, SIGTERM quits the command as a second Ctrl-C does (a
+    ``KeyboardInterrupt`` in the main thread: a turn is abandoned, the ``finally`` blocks
+    that stop the MCP servers run), and the block ends quietly with ``received`` set:
+    the caller exits with :data:`TERMINATED`. Without ``wanted`` (no servers to stop)
+    nothing changes: SIGTERM ends the process at once, as it always did."""
+    import signal
+    import threading
+
+    state = Terminated()
+    if not wanted or threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        state.received = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield state
+    except KeyboardInterrupt:
+        if not state.received:
+            raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)

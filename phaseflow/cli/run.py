@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hooks", metavar="MODULE:ATTR",
         help="the callables of the workflow's 'call' effects: a mapping from name to callable")
+    from phaseflow.cli.agent_options import MCP_HELP
+
+    parser.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     parser.add_argument(
         "--provider", default="openai", metavar="openai|scripted:FILE",
         help="the model: 'openai' (default; any OpenAI-compatible server, OPENAI_API_KEY "
@@ -115,7 +118,15 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from phaseflow.cli.agent_options import hooks_option, positive_integer, seconds, tools_option
+    from phaseflow.cli.agent_options import (
+        TERMINATED,
+        hooks_option,
+        mcp_option,
+        positive_integer,
+        seconds,
+        sigterm_quits,
+        tools_option,
+    )
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.stores import DEFAULT_STORE, open_store
     from phaseflow.cli.telemetry import switch_on
@@ -139,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         tools = tools_option(args.tools)
         hooks = hooks_option(args.hooks)
+        mcp = mcp_option(args.mcp)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     provider = _provider(args, max_tokens)
@@ -152,17 +164,24 @@ def _run(args: argparse.Namespace) -> int:
     if max_history is not None:
         options["max_history_tokens"] = max_history
     try:
-        agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
-                      model=args.model, store=store, **options)
+        with sigterm_quits(mcp is not None) as term:
+            agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
+                          model=args.model, store=store, mcp=mcp, **options)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
+    if term.received:
+        return TERMINATED  # while the servers started (those that did are stopped)
     _warn_missing(agent)
     _warn_script(agent, provider)
     loop = asyncio.new_event_loop()
     chat = Chat(agent, loop, args, new_store=new_store)
     try:
-        return chat.start()
+        code = TERMINATED
+        with sigterm_quits(mcp is not None) as term:
+            code = chat.start()
+        return TERMINATED if term.received else code
     finally:
+        agent.close()  # stops the MCP servers it started (Ctrl-C and SIGTERM too)
         closing = getattr(provider, "aclose", None)
         if not chat.abandoned:
             from phaseflow.cli.stores import close_store

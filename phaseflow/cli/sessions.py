@@ -113,6 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "the path)")
     recover.add_argument("--hooks", metavar="MODULE:ATTR",
                          help="the callables of the workflow's 'call' effects: a mapping")
+    from phaseflow.cli.agent_options import MCP_HELP
+
+    recover.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     recover.add_argument("--provider", default="openai", metavar="openai|scripted:FILE",
                          help="the model that continues the turns (default: openai)")
     recover.add_argument("--model", metavar="M", help="the model name (required for openai)")
@@ -141,7 +144,12 @@ def run(args: argparse.Namespace) -> int:
             reconfigure(errors="replace")
     command = f"{PROG} {args.action}"
     try:
-        return asyncio.run(_main(args))
+        from phaseflow.cli.agent_options import TERMINATED, sigterm_quits
+
+        code = TERMINATED
+        with sigterm_quits(getattr(args, "mcp", None) is not None) as term:
+            code = asyncio.run(_main(args))
+        return TERMINATED if term.received else code
     except Misuse as problem:
         print(f"{command}: error: {problem}", file=sys.stderr)
         return 2
@@ -535,7 +543,13 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
 
 def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """The workflow, tools, hooks and provider of ``recover``, each checked (Misuse)."""
-    from phaseflow.cli.agent_options import hooks_option, positive_integer, seconds, tools_option
+    from phaseflow.cli.agent_options import (
+        hooks_option,
+        mcp_option,
+        positive_integer,
+        seconds,
+        tools_option,
+    )
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.providers import check_provider, make_provider
 
@@ -551,6 +565,7 @@ def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     try:
         tools = tools_option(args.tools)
         hooks = hooks_option(args.hooks)
+        args.mcp = mcp_option(args.mcp)
         provider = make_provider(args.provider, args.model, args.base_url,
                                  max_tokens=max_tokens)
     except ConfigError as exc:
@@ -564,10 +579,12 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
     from phaseflow.errors import PhaseflowError
     from phaseflow.session import Agent
 
+    agent: Agent | None = None
     try:
         try:
             agent = Agent(workflow, provider, tools=tools, hooks=hooks, store=store,
-                          system=args.system, model=args.model, lease=args.lease)
+                          system=args.system, model=args.model, lease=args.lease,
+                          mcp=args.mcp)
         except PhaseflowError as exc:
             raise Misuse(str(exc)) from None
         ids: list[str] = list(dict.fromkeys(args.ids))
@@ -594,6 +611,8 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
             failed += not ok
         return 1 if failed else 0
     finally:
+        if agent is not None:
+            await agent.aclose()  # stops the MCP servers it started
         await close_provider(provider)
 
 

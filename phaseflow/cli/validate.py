@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE:ATTR",
         help="check 'call' names against the mapping MODULE.ATTR (the host's registry)",
     )
+    parser.add_argument(
+        "--mcp",
+        metavar="FILE",
+        help="also connect to the MCP servers of FILE ({\"mcpServers\": ...}) and check "
+        "that every catalogue tool NAME.TOOL exists there and that declared parameters "
+        "agree with the server's (PF410, PF411); without it validate stays offline",
+    )
 
 
 def _registry(spec: str) -> Mapping[str, Any] | str:
@@ -57,6 +64,27 @@ def _registry(spec: str) -> Mapping[str, Any] | str:
             f"--hooks {spec}: expected a mapping of names to callables, got {type(value).__name__}"
         )
     return value
+
+
+def _mcp_diagnostics(path: str, results: list[CheckResult]) -> list[Any] | str:
+    """PF410/PF411 of every workflow that loaded, against the servers of ``path`` (all
+    connected once); the reason instead when the file is bad or a server does not
+    start or answer (a usage error: exit 2)."""
+    from phaseflow.errors import PhaseflowError
+
+    try:
+        from phaseflow.mcp.check import mcp_diagnostics
+        from phaseflow.mcp.config import read_servers
+        from phaseflow.mcp.hub import McpHub
+
+        hub = McpHub(read_servers(path))
+    except PhaseflowError as exc:
+        return str(exc)
+    try:
+        return [d for r in results if r.workflow is not None
+                for d in mcp_diagnostics(r.workflow, r.path, hub)]
+    finally:
+        hub.close()
 
 
 def _escape(value: str, property_value: bool = False) -> str:
@@ -106,7 +134,14 @@ def run(args: argparse.Namespace) -> int:
     results = [check_file(path, registry) for path in files]
     if STDIN in paths:
         results.append(_check_stdin(registry))
-    diagnostics = sorted((d for r in results for d in r.diagnostics), key=lambda d: d.sort_key())
+    found = [d for r in results for d in r.diagnostics]
+    if args.mcp:
+        online = _mcp_diagnostics(args.mcp, results)
+        if isinstance(online, str):
+            print(f"phaseflow validate: error: {online}", file=sys.stderr)
+            return 2
+        found.extend(online)
+    diagnostics = sorted(found, key=lambda d: d.sort_key())
     errors = sum(1 for d in diagnostics if d.severity == "error")
     warnings = len(diagnostics) - errors
     out = sys.stdout

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
@@ -57,6 +57,9 @@ from phaseflow.tools.function import tool as make_tool
 from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import ApprovalDecision, Mode, PromptKind, TurnExecution
 from phaseflow.turn.messages import Content, Message, ToolCall
+
+if TYPE_CHECKING:
+    from phaseflow.mcp.hub import McpHub
 
 T = TypeVar("T")
 
@@ -181,6 +184,7 @@ class Agent:
         compaction_prompt: str = DEFAULT_PROMPT,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        mcp: str | Path | Mapping[str, Any] | None = None,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -223,6 +227,13 @@ class Agent:
             raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
         #: the mode a new session starts in (a stored session keeps its own)
         self.mode = Mode(mode)
+        #: the MCP servers' connections (``mcp=``: a servers file or its mapping; see
+        #: docs/mcp.md): their tools join the host's; ``close()`` stops the servers
+        self.mcp: McpHub | None = None
+        if mcp is not None:
+            from phaseflow.mcp.attach import attach
+
+            self.mcp = attach(mcp, wf, self.tools)
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
         self.observer = observer_for(wf.name, self.store, tracer_provider, meter_provider)
@@ -241,6 +252,30 @@ class Agent:
             compaction_provider=compaction_provider, compaction_prompt=compaction_prompt,
             observer=self.observer,
         )
+        if self.mcp is not None:  # a server's tools changed: offered anew from the next request
+            self.mcp.listeners.append(lambda _server: self.config.views.phases.clear())
+
+    def close(self) -> None:
+        """Stop what the agent started: its MCP servers (nothing else needs closing)."""
+        if self.mcp is not None:
+            self.mcp.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from a coroutine (the servers stop without blocking the loop)."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def missing_tools(self) -> tuple[str, ...]:
         """Catalogue tools the host did not implement (never offered to the model)."""

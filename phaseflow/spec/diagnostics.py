@@ -48,6 +48,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF104": ("error", "a tool's parameters use a keyword JSON Schema does not have"),
     "PF408": ("error", "a catalogue tool has the name of a built-in tool"),
     "PF409": ("error", "a phase's tools names a built-in tool"),
+    # Reported by ``phaseflow validate --mcp`` only (it connects to the servers):
+    "PF410": ("error", "a catalogue tool NAME.TOOL names a tool its MCP server does not have"),
+    "PF411": ("error", "a catalogue tool's parameters disagree with its MCP server's"),
 }
 
 

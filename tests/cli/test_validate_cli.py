@@ -215,7 +215,8 @@ def test_fixtures_folder_end_to_end(phaseflow_cli: RunCli) -> None:
     assert data["files"] == len(yaml_files) - 1
     from phaseflow.spec.diagnostics import CODES
 
-    assert {d["code"] for d in data["diagnostics"]} == set(CODES)
+    # (PF410 and PF411 need MCP servers: validate --mcp, tested in tests/mcp)
+    assert {d["code"] for d in data["diagnostics"]} == set(CODES) - {"PF410", "PF411"}
     for d in data["diagnostics"]:
         assert Path(d["path"]).name[2:5] == d["code"][2:], d  # each file gives its own code
     assert (data["errors"], data["warnings"]) == (

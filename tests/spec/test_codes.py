@@ -116,10 +116,15 @@ def test_fixture_gives_exact_diagnostics(
         assert result.workflow.warnings == result.diagnostics
 
 
+#: codes only ``validate --mcp`` reports (it connects to servers): tested in tests/mcp
+ONLINE = {"PF410", "PF411"}
+
+
 def test_every_code_has_a_fixture() -> None:
     covered = {code for _, expected, _ in CASES for code, _, _ in expected} | {"PF405"}
-    assert covered == set(CODES)
-    assert {f"pf{c[2:]}" for c in CODES} <= {p.name[:5] for p in FIXTURES.glob("pf*")}
+    assert covered | ONLINE == set(CODES)
+    assert {f"pf{c[2:]}" for c in set(CODES) - ONLINE} <= {
+        p.name[:5] for p in FIXTURES.glob("pf*")}
 
 
 def test_pf405_unknown_call_with_a_registry() -> None:
