@@ -23,7 +23,7 @@ import asyncio
 import copy
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from phaseflow.errors import ConfigError, PhaseflowError
@@ -93,6 +93,8 @@ class _Model:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         run = self.run
         self.last_request = request
+        if run.offset:  # (a fork: the script's replies after its turn are not its own)
+            request = replace(request, folded_replies=request.folded_replies + run.offset)
         number = 1 + request.folded_replies + sum(
             isinstance(m, AssistantMessage) for m in request.history)
         if request.purpose == "compaction":
@@ -156,6 +158,11 @@ class _Conversation:
         self.seen_history = 0
         #: how the last turn ended (its status, or the step limit's message)
         self.ended = ""
+        #: the session the steps talk to (a fork's, after a ``fork`` step)
+        self.session_id = SESSION_ID
+        #: replies of the script that a fork's history does not hold (the turns after
+        #: the one it was forked at): the script goes on after them
+        self.offset = 0
         #: the task draining the turn in progress (a crash cancels it)
         self.drain: asyncio.Task[None] | None = None
         #: the last turn was stopped by a crash: the next replies are its resumption
@@ -299,7 +306,7 @@ class _Conversation:
         the scenario's ``state`` over them (as ``Agent.session(id, state=...)``)."""
         scenario = self.scenario
         try:
-            return await agent.session(SESSION_ID, state=scenario.state or None)
+            return await agent.session(self.session_id, state=scenario.state or None)
         except ConfigError as exc:  # a value of the wrong type: where that key is written
             line = next((spot.line for key, spot in scenario.state_spots.items()
                          if f"key {key!r}:" in str(exc)), scenario.line)
@@ -350,7 +357,7 @@ class _Conversation:
                 await self._reopen(step)
             elif step.kind == "wait":
                 self.now += step.value
-            elif step.kind in ("mode", "compact"):
+            elif step.kind in ("mode", "compact", "fork"):
                 await self._between_turns(step)
             self._raise_recorded()
 
@@ -360,10 +367,21 @@ class _Conversation:
         self.crashed = False
         self.session = None
         try:
-            self.session = await self.agent().session(SESSION_ID)
+            self.session = await self.agent().session(self.session_id)
         except PhaseflowError as error:
             raise self.fail(step, f"crash: the session cannot be reopened: "
                                   f"{error}") from None
+
+    async def _fork(self, session: Session, at: int) -> tuple[ev.Event, ...]:
+        """Go on in a fork of the session at the end of turn ``at``: the steps after
+        talk to the fork; its model's next reply is the next ``model:`` step written."""
+        fork = await session.fork(f"{SESSION_ID}~{self.session_id.count('~') + 1}",
+                                  at_turn=at)
+        held = sum(isinstance(m, AssistantMessage) for m in fork.transcript)
+        self.offset = self.model.furthest - held
+        self.session, self.session_id = fork, fork.id
+        self.seen_history = 0
+        return await fork.events()
 
     async def _between_turns(self, step: ScenarioStep) -> None:
         session = self.session
@@ -371,6 +389,8 @@ class _Conversation:
         try:
             if step.kind == "mode":
                 events = await session.set_mode(step.value)
+            elif step.kind == "fork":
+                events = await self._fork(session, step.value)
             else:
                 events = await session.compact()
         except PhaseflowError as error:

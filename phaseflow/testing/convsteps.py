@@ -29,10 +29,10 @@ __all__ = [
 ]
 
 CONVERSATION_STEPS = ("user", "model", "approve", "reject", "cancel", "crash", "wait",
-                      "expect", "steer", "interrupt", "mode", "compact")
+                      "expect", "steer", "interrupt", "mode", "compact", "fork")
 #: the steps that end the model's replies of a turn (the user side of the conversation)
 USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash", "wait", "mode",
-                       "compact"})
+                       "compact", "fork"})
 #: messages sent while a turn runs: the replies written after them go on in the same
 #: stream (the steered turn, or the turn the interrupt starts)
 INLINE = frozenset({"steer", "interrupt"})
@@ -139,6 +139,16 @@ class _Steps:
             if mode not in ("plan", "exec"):
                 raise self.fail(value, "mode takes plan or exec")
             return ScenarioStep(kind, line, mode, column=column)
+        if kind == "fork":
+            at = value.value if isinstance(value, Scalar) else None
+            if isinstance(value, Mapping):
+                fields = self.reader.mapping(value, "fork", frozenset({"at"}))
+                at_node = fields.get("at")
+                at = at_node.value if isinstance(at_node, Scalar) else None
+            if isinstance(at, bool) or not isinstance(at, int) or at < 1:
+                raise self.fail(value, "fork takes the turn to fork at: 'fork: {at: N}' "
+                                       "(N from 1)")
+            return ScenarioStep(kind, line, at, column=column)
         if kind == "compact":
             if not isinstance(value, Scalar) or value.value is not True:
                 raise self.fail(value, "compact takes true: 'compact: true'")

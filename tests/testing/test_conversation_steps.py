@@ -128,3 +128,31 @@ def test_a_crash_that_stops_no_turn_is_a_reopening(tmp_path: Path) -> None:
         - model: This reply is never asked for.
     """)
     assert "never asked for" in failure(result)
+
+
+def test_a_fork_goes_on_from_a_past_turn_and_the_script_goes_on(tmp_path: Path) -> None:
+    result = conversation(tmp_path, """
+        - user: I'm Ada
+        - model: {calls: [{record: {name: Ada}}]}
+        - model: Hello Ada.
+        - user: I'm C-1
+        - model: {calls: [{crm.lookup: {}}]}
+        - model: Found you.
+        - expect: {phase: pay, state: {customer_id: C-1}}
+        - fork: {at: 1}                 # back to the end of turn 1, in a new session
+        - expect: {phase: ask, state: {name: Ada, customer_id: null}, status: idle}
+        - user: I'd rather talk to a person
+        - model: {calls: [{go_to_phase: {phase: human}}]}
+        - model: A colleague will help you.
+        - expect: {phase: human, status: finished}
+    """)
+    _passes(result)
+
+
+def test_a_fork_of_a_turn_not_reached_fails_at_its_line(tmp_path: Path) -> None:
+    result = conversation(tmp_path, """
+        - user: hi
+        - model: Hello.
+        - fork: {at: 3}
+    """)
+    assert "fork" in failure(result) and "turn" in failure(result)
