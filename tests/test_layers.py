@@ -32,6 +32,8 @@ ALLOWED: dict[str, set[str]] = {
     "tools": {"errors", "expr", "spec", "machine", "providers"},
     "session": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools"},
     "api": {"errors", "spec", "machine"},
+    "serve": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
+              "session", "graph"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib
 }
