@@ -58,8 +58,8 @@ class Accepted:
 
     async def follow(self, *, whole_task: bool = False) -> AsyncIterator[ev.Event]:
         """The events from the first, as they come, until the turn ends (its
-        ``turn_finished``) or pauses (``approval_requested``), or with ``whole_task`` until the task is over (the turns
-        of messages queued meanwhile included)."""
+        ``turn_finished``) or pauses (``approval_requested``), or with ``whole_task``
+        until the task is over (the turns of messages queued meanwhile included)."""
         index = 0
         while True:
             await self.wait(index)
