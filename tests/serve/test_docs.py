@@ -53,7 +53,7 @@ def test_the_curl_examples_run_in_order(tmp_path: Path) -> None:
         call = session["pending_approval"]["call_id"]
         approved = json.loads(by_path[f"/v1/sessions/demo/approvals/{call}"])
         assert approved["status"] == "completed" and approved["phase"] == "done"
-        streamed = [out for line, out in outputs if "-H 'Last-Event-ID: 25'" in line][0]
+        streamed = next(out for line, out in outputs if "-H 'Last-Event-ID: 25'" in line)
         ids = [int(m) for m in re.findall(r"^id: (\d+)$", streamed, re.M)]
         assert ids and ids[0] == 26 and ids == list(range(26, 26 + len(ids)))
         history = json.loads(by_path["/v1/sessions/demo/history"])["messages"]
