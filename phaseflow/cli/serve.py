@@ -203,18 +203,19 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         raise Misuse(str(exc)) from None
     served: dict[str, Served] = {}
     options: dict[str, Any] = {} if lease is None else {"lease": lease}
-    worker, rejecting = new_worker_id(), new_worker_id()
     for workflow in workflows:
         mine = _tools_for(workflow, tools)
+
+        def make(busy: str, workflow: Any = workflow, mine: Any = mine) -> Agent:
+            return Agent(workflow, provider, tools=mine, hooks=hooks, store=store,
+                         system=args.system, model=args.model, worker=new_worker_id(),
+                         busy=busy, **options)  # type: ignore[arg-type]
+
         try:
-            agent = Agent(workflow, provider, tools=mine, hooks=hooks, store=store,
-                          system=args.system, model=args.model, worker=worker, **options)
-            refusing = Agent(workflow, provider, tools=mine, hooks=hooks, store=store,
-                             system=args.system, model=args.model, worker=rejecting,
-                             busy="reject", **options)
+            agent = make("queue")
         except PhaseflowError as exc:
             raise Misuse(f"{workflow.name}: {exc}") from None
-        served[workflow.name] = Served(workflow.name, agent, refusing,
+        served[workflow.name] = Served(workflow.name, agent, make,
                                        workflow_hash(agent.workflow))
     return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
                        max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,

@@ -2,12 +2,13 @@
 session that runs its turns here, the server-owned tasks, the followers of each
 session's events, the ``Idempotency-Key`` memory, and the graceful stop.
 
-One turn at a time per session holds across processes through the store's lease; inside
-this process, every message for a session goes to the same ``Session`` object while a
-turn runs, so a message arriving meanwhile joins that turn's queue (the Session API's
-own double-texting path). ``busy=reject`` uses a second agent of the same workflow with
-its own worker id: its sessions are refused by the store's lease exactly as a session of
-another process is, so a rejection is exact, and nothing is stored.
+One turn at a time per session holds through the store's lease, inside this process as
+across processes: every request gets a ``Session`` object of its own, from an agent with
+a worker id of its own (a pool per workflow, each agent lent to one task at a time). So
+a message for a session whose turn runs, here or in another worker, takes the Session
+API's multi-worker path: queued in the store for the holder of the lease, or refused
+(``busy=reject``, nothing stored). No two objects of one worker id ever hold one
+session.
 """
 
 from __future__ import annotations
@@ -44,15 +45,25 @@ FOLLOWER_BACKLOG = 1_000
 Action = Callable[[Session], AsyncIterator[ev.Event]]
 
 
-@dataclass
 class Served:
-    """A workflow this server serves: its agent (``busy=queue``), the agent that
-    refuses a busy session (``busy=reject``), and what ``GET /v1/workflows`` says."""
+    """A workflow this server serves: ``agent`` says what it is (its workflow, tools,
+    store, clock); ``make(busy)`` builds another agent of it with a new worker id, for
+    the pool of agents lent to the tasks (``busy`` is ``queue`` or ``reject``)."""
 
-    name: str
-    agent: Agent
-    rejecting: Agent
-    content_hash: str
+    def __init__(self, name: str, agent: Agent, make: Callable[[str], Agent],
+                 content_hash: str) -> None:
+        self.name = name
+        self.agent = agent
+        self.content_hash = content_hash
+        self._make = make
+        self._idle: dict[str, list[Agent]] = {"queue": [], "reject": []}
+
+    def take(self, busy: str) -> Agent:
+        idle = self._idle[busy]
+        return idle.pop() if idle else self._make(busy)
+
+    def give(self, agent: Agent) -> None:
+        self._idle[agent.busy].append(agent)
 
 
 @dataclass(eq=False)
@@ -70,11 +81,9 @@ class Hub:
         first = next(iter(served.values()))
         self.store = first.agent.store
         self.log = log
-        #: (session id, "queue" | "reject") -> the object running its turns here
-        self._sessions: dict[tuple[str, str], Session] = {}
-        self._running: dict[tuple[str, str], int] = {}
+        #: session id -> the objects of its tasks running here
+        self._objects: dict[str, set[Session]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._queued_here: dict[str, int] = {}
         self._keys: OrderedDict[tuple[str, str], tuple[float, Accepted]] = OrderedDict()
         self._followers: dict[str, set[Follower]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -106,7 +115,7 @@ class Hub:
     # --- what runs here -----------------------------------------------------------------
 
     def running_here(self, session_id: str) -> bool:
-        return any(self._running.get((session_id, role), 0) for role in ("queue", "reject"))
+        return bool(self._objects.get(session_id))
 
     def remembered(self, session_id: str, key: str) -> Accepted | None:
         entry = self._keys.get((session_id, key))
@@ -123,17 +132,15 @@ class Hub:
             self._keys.popitem(last=False)
 
     def live_sessions(self) -> set[str]:
-        """The sessions whose turns run here now."""
-        return {sid for sid, _role in self._sessions}
+        """The sessions with a task here now."""
+        return set(self._objects)
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the turn running here (``Session.cancel``); whether one was."""
         found = False
-        for role in ("queue", "reject"):
-            session = self._sessions.get((session_id, role))
-            if session is not None and self._running.get((session_id, role)):
-                session.cancel()
-                found = True
+        for session in self._objects.get(session_id, ()):
+            session.cancel()
+            found = True
         return found
 
     async def submit(self, served: Served, session_id: str, action: Action, *,
@@ -160,17 +167,16 @@ class Hub:
             if role == "reject" and self.running_here(session_id):
                 raise Problem(409, "session_busy", f"session {session_id!r} is running a "
                               "turn; busy=reject stores nothing", session_id=session_id)
-            session = self._sessions.get((session_id, role))
-            queued_behind = session is not None and bool(self._running.get((session_id,
-                                                                             role)))
-            if session is None:
-                agent = served.rejecting if role == "reject" else served.agent
+            agent = served.take(role)
+            try:
                 session = await self._open(agent, session_id)
-                self._sessions[(session_id, role)] = session
+            except BaseException:
+                served.give(agent)
+                raise
             accepted = Accepted(session_id, fingerprint, session.phase)
-            self._running[(session_id, role)] = self._running.get((session_id, role), 0) + 1
+            self._objects.setdefault(session_id, set()).add(session)
             task = asyncio.get_running_loop().create_task(
-                self._run(served, session, role, action, accepted, queued_behind))
+                self._run(served, agent, session, action, accepted))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
             if key is not None:
@@ -186,22 +192,13 @@ class Hub:
             raise Problem(503, "store_unavailable", f"the session store failed: {exc}",
                           headers={"Retry-After": "1"}) from None
 
-    async def _run(self, served: Served, session: Session, role: str, action: Action,
-                   accepted: Accepted, queued_behind: bool) -> None:
+    async def _run(self, served: Served, agent: Agent, session: Session, action: Action,
+                   accepted: Accepted) -> None:
         sid = accepted.session_id
-        turn_started = time.monotonic()
         try:
-            async for event in action(session):
-                if isinstance(event, ev.TurnStartedEvent):
-                    self._queued_here.pop(sid, None)
-                    turn_started = time.monotonic()
-                accepted.add(event)
-                self._publish(sid, event)
-                if isinstance(event, ev.TurnFinished):
-                    self.log.turn(sid, event.turn, event.status,
-                                  time.monotonic() - turn_started, served.name)
+            await self._drive(served, session, action, accepted)
             if not accepted.events:
-                accepted.queued = await self._position(sid, queued_behind)
+                accepted.queued = await self._position(sid)
         except SessionBusy as exc:
             accepted.problem = Problem(409, "session_busy", str(exc), session_id=sid)
         except SessionFinished as exc:
@@ -224,26 +221,33 @@ class Hub:
             accepted.problem = internal_problem()
         finally:
             accepted.finish()
-            key = (sid, role)
-            left = self._running.get(key, 1) - 1
-            if left:
-                self._running[key] = left
-            else:
-                self._running.pop(key, None)
-                self._sessions.pop(key, None)
-            if not self.running_here(sid):
-                lock = self._locks.get(sid)
-                if lock is not None and not lock.locked():
-                    del self._locks[sid]
+            objects = self._objects.get(sid)
+            if objects is not None:
+                objects.discard(session)
+                if not objects:
+                    del self._objects[sid]
+            served.give(agent)
+            lock = self._locks.get(sid)
+            if not self.running_here(sid) and lock is not None and not lock.locked():
+                del self._locks[sid]
 
-    async def _position(self, session_id: str, queued_behind: bool) -> int:
-        """The queued message's place (from 1): behind this process's running turn, in
-        the session's own queue (a turn waiting for approval), or in the store's queue
-        for another worker's turn."""
-        if queued_behind:
-            count = self._queued_here.get(session_id, 0) + 1
-            self._queued_here[session_id] = count
-            return count
+    async def _drive(self, served: Served, session: Session, action: Action,
+                     accepted: Accepted) -> None:
+        sid = accepted.session_id
+        turn_started = time.monotonic()
+        async for event in action(session):
+            if isinstance(event, ev.TurnStartedEvent):
+                turn_started = time.monotonic()
+            accepted.add(event)
+            self._publish(sid, event)
+            if isinstance(event, ev.TurnFinished):
+                self.log.turn(sid, event.turn, event.status, time.monotonic() - turn_started,
+                              served.name)
+
+    async def _position(self, session_id: str) -> int:
+        """The queued message's place (from 1): in the store's queue for the turn that
+        runs (here or in another worker), or in the session's own queue while it waits
+        for an approval."""
         try:
             return max(1, len(await self.store.queued(session_id)))
         except StoreError:
@@ -262,7 +266,7 @@ class Hub:
             _, pending = await asyncio.wait(pending, timeout=grace)
         if pending:
             self.log.line("stop", f"cancelling {len(pending)} turn(s) after the grace period")
-            for sid, _role in list(self._sessions):
+            for sid in list(self._objects):
                 self.cancel(sid)
             _, pending = await asyncio.wait(pending, timeout=30)
         for task in pending:

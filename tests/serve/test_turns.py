@@ -183,10 +183,10 @@ def test_messages_while_a_turn_runs(slow: tuple[Server, Path]) -> None:
         assert "rejected one" not in json.dumps(events)  # nothing stored
 
 
-def test_steering_goes_ahead_of_the_queue(slow: tuple[Server, Path]) -> None:
-    """What the Session API does with ``send(steering=True)`` today: the message waits
-    in the turn core's steering queue and starts the next turn ahead of the queued
-    messages (delivery into the running turn's next model request is issue 16)."""
+def test_steering_is_queued_for_the_next_turn(slow: tuple[Server, Path]) -> None:
+    """What the Session API does with ``send(steering=True)`` for a turn that another
+    object holds: the message waits in the session's queue and starts the next turn,
+    in order (delivery into the running turn's next model request is issue 16)."""
     server, _ = slow
     with httpx.Client(base_url=server.base, timeout=30) as client:
         sid = _new(client)
@@ -195,10 +195,11 @@ def test_steering_goes_ahead_of_the_queue(slow: tuple[Server, Path]) -> None:
         assert client.post(url, json={"text": "second"}).json()["position"] == 1
         steer = client.post(url, json={"text": "mind the budget", "busy": "steer"})
         assert steer.status_code == 202 and steer.json()["status"] == "queued"
+        assert steer.json()["position"] == 2
         events = _wait_for(client, sid, _finished(2))
         started = [e["message"] for e in events if e["type"] == "turn_started"]
         assert started[0] == "first" and len(started) == 2
-        assert started[1].index("mind the budget") < started[1].index("second")
+        assert started[1].index("second") < started[1].index("mind the budget")
 
 
 def test_cancel_the_running_turn(slow: tuple[Server, Path]) -> None:
