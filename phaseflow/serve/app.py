@@ -54,7 +54,9 @@ def routes() -> list[Route]:
 
 
 def _agui_routes() -> list[Route]:
-    return []
+    from phaseflow.serve.agui import run_agent
+
+    return [Route("/v1/ag-ui/{workflow}", run_agent, methods=["POST"])]
 
 
 async def _problem(request: Request, exc: Exception) -> Response:

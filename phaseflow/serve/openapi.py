@@ -207,6 +207,13 @@ def document() -> dict[str, Any]:
                 "202": _ok({"type": "object", "required": ["session_id", "status"]}),
                 "404": _problem("unknown session"),
                 "409": _problem("no turn runs here"), **COMMON}, params=sid)},
+            "/v1/ag-ui/{workflow}": {"post": _op("the AG-UI endpoint", {
+                "200": {"description": "AG-UI events", "content": {SSE: {
+                    "schema": {"type": "string"}}}},
+                "404": _problem("unknown workflow"), "409": _problem("busy or finished"),
+                "415": _problem("not JSON"), **COMMON},
+                params=[{"name": "workflow", "in": "path", "required": True,
+                         "schema": {"type": "string"}}], body=_ref("RunAgentInput"))},
         },
     }
 
