@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phaseflow.serve import resources as r
@@ -66,12 +66,18 @@ async def _problem(request: Request, exc: Exception) -> Response:
 
 async def _http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # every method of the path, not those of one route
+        allowed = {m for route in request.app.routes if isinstance(route, Route)
+                   and route.matches(request.scope)[0] is not Match.NONE
+                   for m in (route.methods or ())}
+        headers["Allow"] = ", ".join(sorted(allowed))
     codes = {404: "not_found", 405: "method_not_allowed"}
     problem = Problem(exc.status_code, codes.get(exc.status_code, "http_error"),
                       str(exc.detail) if exc.status_code not in (404, 405) else
                       ("no such resource" if exc.status_code == 404 else
                        f"{request.method} is not allowed here"),
-                      headers=dict(exc.headers or {}))
+                      headers=headers)
     return problem_response(problem)
 
 

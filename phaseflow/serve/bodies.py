@@ -119,7 +119,7 @@ def text_field(body: Mapping[str, Any], name: str, *, required: bool = False,
                choices: tuple[str, ...] | None = None) -> str | None:
     """A string field; 400 naming it when it is of another type or not one of
     ``choices``."""
-    if name not in body or body[name] is None:
+    if name not in body:
         if required:
             raise Problem(400, "missing_field", f"the field {name!r} is required", field=name)
         return default
@@ -143,9 +143,9 @@ def text_field(body: Mapping[str, Any], name: str, *, required: bool = False,
 
 def object_field(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
     """An optional JSON-object field; 400 naming it when it is of another type."""
-    value = body.get(name)
-    if value is None:
+    if name not in body:
         return None
+    value = body[name]
     if not isinstance(value, dict):
         raise Problem(400, "invalid_field",
                       f"the field {name!r} must be an object, not {_json_type(value)}",

@@ -59,12 +59,14 @@ TURN = {
 
 
 def _op(summary: str, responses: dict[str, Any], *, params: list[Any] | None = None,
-        body: dict[str, Any] | None = None, secured: bool = True) -> dict[str, Any]:
+        body: dict[str, Any] | None = None, secured: bool = True,
+        body_required: bool = True) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": responses}
     if params:
         op["parameters"] = params
     if body is not None:
-        op["requestBody"] = {"required": True, "content": {JSON: {"schema": body}}}
+        op["requestBody"] = {"required": body_required,
+                             "content": {JSON: {"schema": body}}}
     if not secured:
         op["security"] = []
     return op
@@ -134,7 +136,9 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def document() -> dict[str, Any]:
+def document(secured: bool = True) -> dict[str, Any]:
+    """The document; ``secured``: the server has tokens (every operation but the health
+    checks then needs a bearer token; without tokens, none does)."""
     from phaseflow import __version__
 
     s = "/v1/sessions/{session_id}"
@@ -146,7 +150,7 @@ def document() -> dict[str, Any]:
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{"bearer": []}],
+        "security": [{"bearer": []}] if secured else [],
         "paths": {
             "/healthz": {"get": _op("the process serves", {
                 "200": _ok({"type": "object"}), "503": _problem("stopping")}, secured=False)},
@@ -169,7 +173,7 @@ def document() -> dict[str, Any]:
                     "201": _ok(_ref("Session"), "created"),
                     "404": _problem("unknown workflow"),
                     "409": _problem("the id exists"), "415": _problem("not JSON"),
-                    **COMMON}, body=_ref("NewSession")),
+                    **COMMON}, body=_ref("NewSession"), body_required=False),
                 "get": _op("a page of sessions, newest first", {
                     "200": _ok(_ref("SessionPage")), **COMMON}, params=[
                     _query("workflow", {"type": "string"}),
@@ -219,4 +223,4 @@ def document() -> dict[str, Any]:
 
 
 async def openapi(request: Request) -> Response:
-    return JSONResponse(document())
+    return JSONResponse(document(bool(request.app.state.config.tokens)))

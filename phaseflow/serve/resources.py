@@ -98,8 +98,7 @@ async def create_session(request: Request) -> Response:
     if name not in hub.served:
         raise Problem(404, "workflow_not_found", f"no workflow {name!r} here (served: "
                       f"{', '.join(hub.served)})", field="workflow", workflow=name)
-    raw_id = body.get("id")
-    sid = uuid.uuid4().hex if raw_id is None else session_id(raw_id)
+    sid = session_id(body["id"]) if "id" in body else uuid.uuid4().hex
     state = object_field(body, "state")
     if hub.draining:
         raise Problem(503, "shutting_down", "the server is stopping; retry on another "
