@@ -143,11 +143,12 @@ def env_for(**extra: str) -> dict[str, str]:
 
 
 def start(args: list[str], log_path: Path, *, cwd: Path = ROOT,
-          env: dict[str, str] | None = None, timeout: float = 60) -> Server:
-    """Start ``phaseflow serve ARGS --port 0`` and wait for its address."""
+          env: dict[str, str] | None = None, timeout: float = 60, port: int = 0) -> Server:
+    """Start ``phaseflow serve ARGS --port PORT`` (0: a free one) and wait for its
+    address."""
     log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - the process writes it
     process = subprocess.Popen(
-        [sys.executable, "-m", "phaseflow.cli.main", "serve", *args, "--port", "0"],
+        [sys.executable, "-m", "phaseflow.cli.main", "serve", *args, "--port", str(port)],
         cwd=cwd, env=env or env_for(), stdout=subprocess.PIPE, stderr=log, text=True)
     log.close()
     assert process.stdout is not None
