@@ -141,3 +141,14 @@ def test_sigterm_cancels_a_turn_past_the_grace(tmp_path: Path) -> None:
     assert stored["events"][-1]["type"] == "turn_finished"
     assert stored["events"][-1]["status"] == "cancelled"
     assert stored["record"].status == "idle"
+
+
+def test_other_commands_do_not_import_the_server() -> None:
+    code = ("import sys\nfrom phaseflow.cli.main import main\n"
+            "main(['validate', 'workflows/refund-desk.yaml'])\n"
+            "import phaseflow\n"
+            "print(sorted(m for m in ('starlette', 'uvicorn', 'sse_starlette', "
+            "'phaseflow.serve') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env_for(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
