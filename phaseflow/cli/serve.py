@@ -280,7 +280,7 @@ def _serve(args: argparse.Namespace, config: ServeConfig, port: int) -> int:
         sock = _bind(args.host, port)
         _banner(args, _address(sock, args.host), bool(config.tokens), 1)
     app = create_app(config)
-    server = GracefulServer(uvicorn_config(app), app, config)
+    server = GracefulServer(uvicorn_config(app), app, config, supervised=args.fd is not None)
     asyncio.run(server.serve(sockets=[sock]))
     return 0
 

@@ -38,8 +38,11 @@ def uvicorn_config(app: Any) -> uvicorn.Config:
 
 
 class GracefulServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: Any, serve: ServeConfig) -> None:
+    def __init__(self, config: uvicorn.Config, app: Any, serve: ServeConfig, *,
+                 supervised: bool = False) -> None:
         super().__init__(config)
+        #: a worker of ``--workers N``: it stops when its supervisor is gone
+        self.supervised = supervised
         self.hub = app.hub
         self.serve_config = serve
         self._signals = 0
@@ -54,7 +57,7 @@ class GracefulServer(uvicorn.Server):
 
     async def on_tick(self, counter: int) -> bool:
         stop = await super().on_tick(counter)
-        if not self._signals and os.getppid() != self._parent:
+        if self.supervised and not self._signals and os.getppid() != self._parent:
             self._signals = 1  # the supervisor is gone: stop as if told to
         if self._signals and self._drain is None:
             log = self.serve_config.log
