@@ -39,8 +39,11 @@ def test_bad_configuration_is_refused_at_start(tmp_path: Path) -> None:
          "NOPE"),
         ([REFUND_DESK[0], *REFUND_DESK, *store], "two workflows are named 'refund-desk'"),
     ]
-    for args, said in cases:
-        done = _serve(*args)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:  # each a process of its own: run them together
+        results = list(pool.map(lambda case: _serve(*case[0]), cases))
+    for (args, said), done in zip(cases, results, strict=True):
         assert done.returncode == 2, (args, done.stderr)
         assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
     short = _serve(*REFUND_DESK, *store, env=env_for(PHASEFLOW_TOKENS="short"))

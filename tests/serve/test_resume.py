@@ -14,7 +14,7 @@ import httpx
 
 from tests.support.serve_server import env_for, frames, start, write_desk
 
-TURNS = 25
+TURNS = 15
 
 
 def _read_some(client: httpx.Client, sid: str, position: int, take: int,
@@ -22,12 +22,13 @@ def _read_some(client: httpx.Client, sid: str, position: int, take: int,
     """Up to ``take`` persisted events after ``position``, then the connection is cut."""
     got: list[tuple[int, dict]] = []
     headers = {"Last-Event-ID": str(position)} if position else {}
-    # a second without an event: nothing more for now (the stream itself stays open)
-    timeout = httpx.Timeout(30, read=1.0)
-    with client.stream("GET", f"/v1/sessions/{sid}/events", headers=headers,
-                       timeout=timeout) as response:
-        assert response.status_code == 200
-        try:
+    # a moment without an event: nothing more for now (the stream itself stays open;
+    # cutting early is only one more cut)
+    timeout = httpx.Timeout(30, read=0.3)
+    try:
+        with client.stream("GET", f"/v1/sessions/{sid}/events", headers=headers,
+                           timeout=timeout) as response:
+            assert response.status_code == 200
             for frame in frames(response.iter_lines()):
                 if not isinstance(frame.data, dict):
                     continue
@@ -37,8 +38,8 @@ def _read_some(client: httpx.Client, sid: str, position: int, take: int,
                 got.append((int(frame.id), frame.data))
                 if len(got) >= take:
                     break
-        except httpx.ReadTimeout:
-            pass
+    except httpx.ReadTimeout:
+        pass
     return got
 
 
@@ -103,7 +104,7 @@ def test_a_stream_cut_at_random_points_resumes_exactly(tmp_path: Path) -> None:
             assert live == stored
             # and again over what is stored, cut finer: hundreds of cuts in all
             cuts = live_cuts
-            for _ in range(2):
+            for _ in range(3):
                 again, n = _resume_until(client, sid, rng, done, total, most=2)
                 assert again == stored
                 cuts += n
