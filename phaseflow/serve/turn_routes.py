@@ -116,7 +116,13 @@ async def post_message(request: Request) -> Response:
         raise Problem(400, "busy_not_supported", "busy=interrupt is not supported yet: "
                       "cancel the running turn (POST .../cancel), then send", field="busy")
     repeat_of = hub.remembered(sid, key) if key is not None else None
-    if repeat_of is None:
+    if repeat_of is None and len(hub.served) == 1:
+        # one workflow: a cheap look at whether the session exists is enough (opening
+        # it reads it once; a finished one is refused by the Session as it opens)
+        served = next(iter(hub.served.values()))
+        if not hub.running_here(sid) and not await hub.store.version(sid):
+            raise Problem(404, "session_not_found", f"no session {sid!r}", session_id=sid)
+    elif repeat_of is None:
         record = await stored(hub, sid)
         served = served_for(hub, record)
         if record.status == "finished" and not hub.running_here(sid):
