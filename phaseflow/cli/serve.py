@@ -217,9 +217,12 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
             raise Misuse(f"{workflow.name}: {exc}") from None
         served[workflow.name] = Served(workflow.name, agent, make,
                                        workflow_hash(agent.workflow))
+    from phaseflow.cli.stores import is_postgres
+
+    notify = args.store if args.store and is_postgres(args.store) else None
     return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
                        max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
-                       sweep=sweep)
+                       sweep=sweep, notify_dsn=notify)
 
 
 def _tools_for(workflow: Any, tools: Any) -> Any:

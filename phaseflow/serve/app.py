@@ -126,6 +126,12 @@ def create_app(config: ServeConfig) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         sweeper = None
+        notifier = None
+        if config.notify_dsn:
+            from phaseflow.serve.notify import Notifier
+
+            notifier = Notifier(hub, config.notify_dsn)
+            notifier.start()
         if config.sweep > 0:
             import asyncio
 
@@ -139,6 +145,8 @@ def create_app(config: ServeConfig) -> ASGIApp:
                 sweeper.cancel()
             if not hub.draining:
                 await hub.drain(config.grace)
+            if notifier is not None:
+                await notifier.stop()
 
     app = Starlette(
         routes=routes(),

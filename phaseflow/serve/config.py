@@ -28,3 +28,5 @@ class ServeConfig:
     sweep: float = 0.0
     #: the longest text of a message, in characters
     max_text: int = 100_000
+    #: a PostgreSQL store's DSN: its workers wake each other's streams (LISTEN/NOTIFY)
+    notify_dsn: str | None = None

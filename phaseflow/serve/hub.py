@@ -73,6 +73,8 @@ class Follower:
     queue: asyncio.Queue[ev.Event] = field(
         default_factory=lambda: asyncio.Queue(FOLLOWER_BACKLOG))
     lagging: bool = False
+    #: set when another worker said it committed events of the session (read the store)
+    poked: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Hub:
@@ -90,6 +92,8 @@ class Hub:
         self.draining = False
         #: set when open event streams must end (a graceful stop)
         self.closing = asyncio.Event()
+        #: told the id of a session whose events this process committed (NOTIFY)
+        self.on_commit: Callable[[str], None] | None = None
 
     # --- followers ----------------------------------------------------------------------
 
@@ -105,7 +109,15 @@ class Hub:
             if not followers:
                 del self._followers[session_id]
 
+    def poke(self, session_id: str) -> None:
+        """Another worker committed events of ``session_id``: its streams here read the
+        store now."""
+        for follower in self._followers.get(session_id, ()):
+            follower.poked.set()
+
     def _publish(self, session_id: str, event: ev.Event) -> None:
+        if event.seq and self.on_commit is not None:
+            self.on_commit(session_id)
         for follower in self._followers.get(session_id, ()):
             try:
                 follower.queue.put_nowait(event)

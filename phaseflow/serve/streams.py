@@ -78,8 +78,15 @@ async def session_stream(hub: Hub, session_id: str, after: int, poll: float
                 if left <= 0:
                     break
                 getter = asyncio.ensure_future(follower.queue.get())
-                await asyncio.wait({getter, closing}, timeout=left,
+                poked = asyncio.ensure_future(follower.poked.wait())
+                await asyncio.wait({getter, closing, poked}, timeout=left,
                                    return_when=asyncio.FIRST_COMPLETED)
+                poked.cancel()
+                if follower.poked.is_set():
+                    follower.poked.clear()
+                    if not getter.done():
+                        getter.cancel()
+                        break  # another worker committed: read the store now
                 if not getter.done():
                     getter.cancel()
                     break

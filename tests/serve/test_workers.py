@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.serve_server import Server, env_for, start, write_desk
+from tests.support.serve_server import Server, env_for, frames, start, write_desk
 
 
 @pytest.fixture
@@ -48,11 +48,12 @@ def _wait(client: httpx.Client, sid: str, predicate, timeout: float = 90) -> lis
     raise AssertionError(f"timed out: {[(e['seq'], e['type']) for e in events]}")
 
 
-def _two(tmp_path: Path, dsn: str, delay: float) -> tuple[Server, Server, Path]:
+def _two(tmp_path: Path, dsn: str, delay: float, poll: str = "0.2"
+         ) -> tuple[Server, Server, Path]:
     args = write_desk(tmp_path)
     effects = tmp_path / "effects.txt"
     env = env_for(DESK_DELAY=str(delay), DESK_EFFECTS=str(effects))
-    common = [*args, "--store", dsn, "--poll", "0.2", "--sweep", "0.5", "--grace", "5"]
+    common = [*args, "--store", dsn, "--poll", poll, "--sweep", "0.5", "--grace", "5"]
     a = start(common, tmp_path / "a.log", cwd=tmp_path, env=env)
     b = start(common, tmp_path / "b.log", cwd=tmp_path, env=env)
     return a, b, effects
@@ -131,6 +132,33 @@ def test_a_killed_server_s_turn_is_finished_by_the_other(tmp_path: Path, pg: str
             after = cb.post(f"/v1/sessions/{sid}/messages", json={"text": "after"}).json()
             assert after["status"] == "completed" and after["turn"] == 2
         assert "recover" in b.log()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_stream_follows_a_turn_run_by_the_other_server(tmp_path: Path, pg: str) -> None:
+    """LISTEN/NOTIFY: with polling every 60 s, a stream on b still gets a's turn at
+    once (within 25 s, checked at every frame: heartbeats come every 15 s)."""
+    a, b, _ = _two(tmp_path, pg, delay=0.1, poll="60")
+    sid = f"s-{uuid.uuid4().hex[:8]}"
+    try:
+        with httpx.Client(base_url=a.base, timeout=60) as ca, \
+                httpx.Client(base_url=b.base, timeout=httpx.Timeout(60, read=30)) as cb:
+            ca.post("/v1/sessions", json={"id": sid})
+            with cb.stream("GET", f"/v1/sessions/{sid}/events") as response:
+                lines = response.iter_lines()
+                next(lines)  # the stream is open (its first frame): then the turn runs
+                ca.post(f"/v1/sessions/{sid}/messages", json={"text": "go"})
+                seen = []
+                deadline = time.monotonic() + 25
+                for frame in frames(lines):
+                    assert time.monotonic() < deadline, "no notification reached b"
+                    if isinstance(frame.data, dict):
+                        seen.append(frame.data)
+                        if frame.data["type"] == "turn_finished":
+                            break
+            assert seen == _events(ca, sid)
     finally:
         a.stop()
         b.stop()
