@@ -104,6 +104,9 @@ def supervise(sock: socket.socket, workers: int) -> int:
                       "another", file=sys.stderr, flush=True)
                 children[index] = start()
             elif code is not None:
-                worst = max(worst, code if code >= 0 else 1)
+                # a worker still starting when the stop came ends by the signal itself:
+                # stopped as asked, not failed
+                stopped = code == -signal.SIGTERM
+                worst = max(worst, 0 if stopped else code if code >= 0 else 1)
         time.sleep(0.1)
     return worst
