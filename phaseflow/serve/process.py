@@ -92,7 +92,6 @@ def supervise(sock: socket.socket, workers: int) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    worst = 0
     while True:
         alive = [c for c in children if c.poll() is None]
         if not alive and stopping:
@@ -103,10 +102,8 @@ def supervise(sock: socket.socket, workers: int) -> int:
                 print(f"phaseflow serve: worker {child.pid} exited ({code}); starting "
                       "another", file=sys.stderr, flush=True)
                 children[index] = start()
-            elif code is not None:
-                # a worker still starting when the stop came ends by the signal itself:
-                # stopped as asked, not failed
-                stopped = code == -signal.SIGTERM
-                worst = max(worst, 0 if stopped else code if code >= 0 else 1)
         time.sleep(0.1)
-    return worst
+    # a worker still starting when the stop came ends by the signal itself: stopped as
+    # asked, not failed
+    codes = [c.returncode for c in children]
+    return max(0 if code == -signal.SIGTERM else code if code >= 0 else 1 for code in codes)
