@@ -5,6 +5,7 @@ finish within --grace, then cancelled; leases released; no traceback in the log)
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -56,7 +57,8 @@ def test_bearer_tokens(tmp_path: Path) -> None:
     tokens.write_text(f"# the front end\n{TOKEN}\n\n", encoding="utf-8")
     other = "env-" + "z9" * 10
     server = start([*REFUND_DESK, "--store", str(tmp_path / "s.db"), "--token-file",
-                    str(tokens), "--host", "127.0.0.1"], tmp_path / "log",
+                    str(tokens), "--host", "127.0.0.1", "--log-format", "json"],
+                   tmp_path / "log",
                    env=env_for(PHASEFLOW_TOKENS=other))
     try:
         with httpx.Client(base_url=server.base, timeout=30) as client:
@@ -74,7 +76,10 @@ def test_bearer_tokens(tmp_path: Path) -> None:
     finally:
         assert server.stop() == 0
     log = server.log()
-    assert TOKEN not in log and other not in log and "status=401" in log
+    assert TOKEN not in log and other not in log
+    lines = [json.loads(line) for line in log.splitlines()]  # every line is JSON
+    denied = [r for r in lines if r["kind"] == "request" and r["status"] == 401]
+    assert len(denied) == 3 and all(r["path"] == "/v1/workflows" for r in denied)
 
 
 def _lease(db: Path, sid: str) -> object:
