@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
                 "observe", "mcp"},
     "mcp": {"errors", "expr", "spec", "tools"},
     "api": {"errors", "spec", "machine"},
+    "serve": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
+              "session", "graph"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib
 }

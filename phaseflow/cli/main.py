@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("testcmd", "run workflow test files (*.test.yaml)"),
     "run": ("run", "talk to a workflow's agent in the terminal, or send scripted messages"),
     "sessions": ("sessions", "list, show, delete and recover stored sessions"),
+    "serve": ("serve", "serve workflows' agents over HTTP (SSE, JSON, AG-UI)"),
 }
 
 

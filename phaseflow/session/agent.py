@@ -544,6 +544,13 @@ class Session:
         async for e in self._driver.run(None, force=force):
             yield e
 
+    async def save(self) -> None:
+        """Store a new session before its first message (``phaseflow serve``'s
+        ``POST /v1/sessions``); nothing for one already stored. ``StoreConflict`` when
+        another writer stored a session of this id first."""
+        if self._runner.version == 0:
+            await self._runner.commit(())
+
     def recover_sync(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         return _run(self.recover(force=force))
 

@@ -1,0 +1,203 @@
+"""A served turn's cost: ``phaseflow serve`` over HTTP (JSON and SSE) against the same
+turn in process (run by hand: ``python benchmarks/bench_serve.py``).
+
+The workload is the session benchmark's (``bench_session.py``): every turn one user
+message; the scripted model answers the first request with two tool calls
+(``lookup_customer``, ``find_order``) and the second with a text. The server is a real
+process on 127.0.0.1 (this script started again with ``--serve``: the same ``create_app``
+and uvicorn server as ``phaseflow serve``, with the benchmark's O(1) scripted provider,
+which ``--provider`` cannot name), on an SQLite store in a temporary folder; the client
+is httpx on the same machine.
+
+Measured, each over fresh sessions of 20 turns:
+
+* latency per turn, p50 and p95: in process (``await session.reply(text)`` on an
+  ``SQLiteStore``), over HTTP with ``Accept: application/json`` (one request, the
+  outcome), and over SSE (the events until ``turn_finished``);
+* the server's CPU time per turn (user + system of the server process, from
+  ``/proc/PID/stat``, over the JSON turns);
+* throughput: turns per second with 8 sessions talking at once (8 client threads, JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+import bench_session as workload  # noqa: E402 - the session benchmark's workload
+
+TURNS = 20
+
+
+def _agents(store_path: str) -> Any:
+    from phaseflow.api import load_workflow_text
+    from phaseflow.session import Agent
+    from phaseflow.session.workers import new_worker_id
+    from phaseflow.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(store_path)
+    workflow = load_workflow_text(workload.WORKFLOW)
+    provider = workload.ScriptProvider()
+
+    def make(busy: str) -> Any:
+        return Agent(workflow, provider, tools=[workload.lookup_customer, workload.find_order],
+                     store=store, system=workload.SYSTEM, worker=new_worker_id(),
+                     busy=busy)  # type: ignore[arg-type]
+
+    return workflow, make
+
+
+def serve(port_file: str, store_path: str) -> None:
+    """The server process: ``phaseflow serve``'s app and server, the benchmark's model."""
+    import socket
+
+    from phaseflow.serve.app import create_app
+    from phaseflow.serve.config import ServeConfig
+    from phaseflow.serve.hub import Served
+    from phaseflow.serve.logs import Log
+    from phaseflow.serve.process import GracefulServer, uvicorn_config
+    from phaseflow.session.agent import workflow_hash
+
+    workflow, make = _agents(store_path)
+    agent = make("queue")
+    served = {workflow.name: Served(workflow.name, agent, make, workflow_hash(workflow))}
+    log = Log("text", open(os.environ.get("BENCH_SERVE_LOG", os.devnull), "w"))  # noqa: SIM115
+    config = ServeConfig(served=served, log=log, grace=5)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    Path(port_file).write_text(str(sock.getsockname()[1]))
+    app = create_app(config)
+    asyncio.run(GracefulServer(uvicorn_config(app), app, config).serve(sockets=[sock]))
+
+
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def in_process(folder: Path, sessions: int) -> list[float]:
+    _, make = _agents(str(folder / "inproc.db"))
+    agent = make("queue")
+    times: list[float] = []
+
+    async def run() -> None:
+        for _ in range(sessions):
+            session = await agent.session(uuid.uuid4().hex)
+            for i in range(TURNS):
+                started = time.perf_counter()
+                reply = await session.reply(workload.question(i))
+                times.append(time.perf_counter() - started)
+                assert reply == workload.ANSWER
+
+    asyncio.run(run())
+    return times
+
+
+def over_http(base: str, sessions: int, stream: bool) -> list[float]:
+    import httpx
+
+    times: list[float] = []
+    with httpx.Client(base_url=base, timeout=60) as client:
+        for _ in range(sessions):
+            sid = uuid.uuid4().hex
+            client.post("/v1/sessions", json={"id": sid})
+            url = f"/v1/sessions/{sid}/messages"
+            for i in range(TURNS):
+                body = {"text": workload.question(i)}
+                started = time.perf_counter()
+                if stream:
+                    with client.stream("POST", url, json=body,
+                                       headers={"Accept": "text/event-stream"}) as r:
+                        for line in r.iter_lines():
+                            if '"turn_finished"' in line:
+                                break
+                else:
+                    out = client.post(url, json=body).json()
+                    assert out["reply"] == workload.ANSWER, out
+                times.append(time.perf_counter() - started)
+    return times
+
+
+def throughput(base: str, clients: int, turns: int) -> float:
+    import httpx
+
+    def talk() -> None:
+        with httpx.Client(base_url=base, timeout=120) as client:
+            sid = uuid.uuid4().hex
+            client.post("/v1/sessions", json={"id": sid})
+            for i in range(turns):
+                out = client.post(f"/v1/sessions/{sid}/messages",
+                                  json={"text": workload.question(i)}).json()
+                assert out["status"] == "completed", out
+
+    threads = [threading.Thread(target=talk) for _ in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return clients * turns / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "STORE"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--sessions", type=int, default=10,
+                        help="sessions of 20 turns per measurement (default 10)")
+    args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        port_file = folder / "port"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        server = subprocess.Popen([sys.executable, __file__, "--serve", str(port_file),
+                                   str(folder / "served.db")], env=env)
+        try:
+            while not port_file.exists() or not port_file.read_text():
+                time.sleep(0.05)
+            base = f"http://127.0.0.1:{port_file.read_text()}"
+            over_http(base, 1, False)  # warm up
+            local = in_process(folder, args.sessions)
+            cpu0 = _cpu(server.pid)
+            as_json = over_http(base, args.sessions, False)
+            cpu = (_cpu(server.pid) - cpu0) / len(as_json)
+            as_sse = over_http(base, args.sessions, True)
+            rate = throughput(base, 8, TURNS)
+        finally:
+            server.terminate()
+            server.wait(60)
+    print(f"{args.sessions} sessions x {TURNS} turns each; SQLite; server on 127.0.0.1")
+    print(f"{'':22}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}")
+    for name, values in (("in process", local), ("HTTP, JSON", as_json),
+                         ("HTTP, SSE", as_sse)):
+        print(f"{name:22}{_pct(values, 0.5) * 1000:9.2f}{_pct(values, 0.95) * 1000:9.2f}"
+              f"{statistics.mean(values) * 1000:9.2f}")
+    print(f"server CPU per JSON turn: {cpu * 1000:.2f} ms")
+    print(f"throughput, 8 sessions at once (JSON): {rate:.0f} turns/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""What a server is made of, checked by its command before it starts (``phaseflow
+serve``): the served workflows and the limits and timings of the HTTP layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from phaseflow.serve.hub import Served
+from phaseflow.serve.logs import Log
+
+#: the default body limit: 1 MiB
+MAX_BODY = 1 << 20
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    served: dict[str, Served]
+    log: Log
+    tokens: tuple[str, ...] = ()
+    max_body: int = MAX_BODY
+    #: seconds between heartbeat comments on an idle stream (at most 15)
+    heartbeat: float = 15.0
+    #: seconds between reads of the store for other workers' events
+    poll: float = 0.5
+    #: seconds running turns get to finish on a graceful stop
+    grace: float = 30.0
+    #: seconds between sweeps for sessions whose worker died (0: no sweep)
+    sweep: float = 0.0
+    #: the longest text of a message, in characters
+    max_text: int = 100_000
+    #: a PostgreSQL store's DSN: its workers wake each other's streams (LISTEN/NOTIFY)
+    notify_dsn: str | None = None

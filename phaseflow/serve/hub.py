@@ -1,0 +1,293 @@
+"""The sessions this process serves right now: the one :class:`Session` object per
+session that runs its turns here, the server-owned tasks, the followers of each
+session's events, the ``Idempotency-Key`` memory, and the graceful stop.
+
+One turn at a time per session holds through the store's lease, inside this process as
+across processes: every request gets a ``Session`` object of its own, from an agent with
+a worker id of its own (a pool per workflow, each agent lent to one task at a time). So
+a message for a session whose turn runs, here or in another worker, takes the Session
+API's multi-worker path: queued in the store for the holder of the lease, or refused
+(``busy=reject``, nothing stored). No two objects of one worker id ever hold one
+session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from phaseflow.errors import PhaseflowError
+from phaseflow.serve.logs import Log
+from phaseflow.serve.problems import Problem
+from phaseflow.serve.turns import Accepted
+from phaseflow.session import events as ev
+from phaseflow.session.agent import (
+    Agent,
+    Session,
+    SessionBusy,
+    SessionError,
+    SessionFinished,
+)
+from phaseflow.session.core import ResolutionRefused
+from phaseflow.stores.base import StoreError, StoreFenced
+
+#: how many Idempotency-Keys a process remembers (the oldest are forgotten first)
+KEYS_KEPT = 10_000
+#: how long an Idempotency-Key is remembered, in seconds
+KEY_SECONDS = 24 * 3600
+#: events a slow follower may fall behind before it reads the store instead
+FOLLOWER_BACKLOG = 1_000
+
+Action = Callable[[Session], AsyncIterator[ev.Event]]
+
+
+class Served:
+    """A workflow this server serves: ``agent`` says what it is (its workflow, tools,
+    store, clock); ``make(busy)`` builds another agent of it with a new worker id, for
+    the pool of agents lent to the tasks (``busy`` is ``queue`` or ``reject``)."""
+
+    def __init__(self, name: str, agent: Agent, make: Callable[[str], Agent],
+                 content_hash: str) -> None:
+        self.name = name
+        self.agent = agent
+        self.content_hash = content_hash
+        self._make = make
+        self._idle: dict[str, list[Agent]] = {"queue": [], "reject": []}
+
+    def take(self, busy: str) -> Agent:
+        idle = self._idle[busy]
+        return idle.pop() if idle else self._make(busy)
+
+    def give(self, agent: Agent) -> None:
+        self._idle[agent.busy].append(agent)
+
+
+@dataclass(eq=False)
+class Follower:
+    """One open events stream of a session: the live events of this process's turns."""
+
+    queue: asyncio.Queue[ev.Event] = field(
+        default_factory=lambda: asyncio.Queue(FOLLOWER_BACKLOG))
+    lagging: bool = False
+    #: set when another worker said it committed events of the session (read the store)
+    poked: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Hub:
+    def __init__(self, served: dict[str, Served], log: Log) -> None:
+        self.served = served
+        first = next(iter(served.values()))
+        self.store = first.agent.store
+        self.log = log
+        #: session id -> the objects of its tasks running here
+        self._objects: dict[str, set[Session]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._keys: OrderedDict[tuple[str, str], tuple[float, Accepted]] = OrderedDict()
+        self._followers: dict[str, set[Follower]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.draining = False
+        #: set when open event streams must end (a graceful stop)
+        self.closing = asyncio.Event()
+        #: told the id of a session whose events this process committed (NOTIFY)
+        self.on_commit: Callable[[str], None] | None = None
+
+    # --- followers ----------------------------------------------------------------------
+
+    def follow(self, session_id: str) -> Follower:
+        follower = Follower()
+        self._followers.setdefault(session_id, set()).add(follower)
+        return follower
+
+    def unfollow(self, session_id: str, follower: Follower) -> None:
+        followers = self._followers.get(session_id)
+        if followers is not None:
+            followers.discard(follower)
+            if not followers:
+                del self._followers[session_id]
+
+    def poke(self, session_id: str) -> None:
+        """Another worker committed events of ``session_id``: its streams here read the
+        store now."""
+        for follower in self._followers.get(session_id, ()):
+            follower.poked.set()
+
+    def _publish(self, session_id: str, event: ev.Event) -> None:
+        if event.seq and self.on_commit is not None:
+            self.on_commit(session_id)
+        for follower in self._followers.get(session_id, ()):
+            try:
+                follower.queue.put_nowait(event)
+            except asyncio.QueueFull:
+                follower.lagging = True  # it reads the store instead
+
+    # --- what runs here -----------------------------------------------------------------
+
+    def running_here(self, session_id: str) -> bool:
+        return bool(self._objects.get(session_id))
+
+    def remembered(self, session_id: str, key: str) -> Accepted | None:
+        entry = self._keys.get((session_id, key))
+        if entry is None:
+            return None
+        if time.monotonic() - entry[0] > KEY_SECONDS:
+            del self._keys[(session_id, key)]
+            return None
+        return entry[1]
+
+    def _remember(self, session_id: str, key: str, accepted: Accepted) -> None:
+        self._keys[(session_id, key)] = (time.monotonic(), accepted)
+        while len(self._keys) > KEYS_KEPT:
+            self._keys.popitem(last=False)
+
+    def live_sessions(self) -> set[str]:
+        """The sessions with a task here now."""
+        return set(self._objects)
+
+    def cancel(self, session_id: str) -> bool:
+        """Cancel the turn running here (``Session.cancel``); whether one was."""
+        found = False
+        for session in self._objects.get(session_id, ()):
+            session.cancel()
+            found = True
+        return found
+
+    async def submit(self, served: Served, session_id: str, action: Action, *,
+                     busy: str = "queue", key: str | None = None,
+                     fingerprint: str = "") -> tuple[Accepted, bool]:
+        """Start ``action`` on the session in a server-owned task; the
+        :class:`Accepted` and whether it is a repeat of an earlier request (same
+        ``key``)."""
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            if key is not None:
+                earlier = self.remembered(session_id, key)
+                if earlier is not None:
+                    if earlier.fingerprint != fingerprint:
+                        raise Problem(
+                            422, "idempotency_key_reused",
+                            "this Idempotency-Key was used for another request on this "
+                            "session", session_id=session_id)
+                    return earlier, True
+            if self.draining:
+                raise Problem(503, "shutting_down", "the server is stopping; retry on "
+                              "another worker", headers={"Retry-After": "1"})
+            role = "reject" if busy == "reject" else "queue"
+            if role == "reject" and self.running_here(session_id):
+                raise Problem(409, "session_busy", f"session {session_id!r} is running a "
+                              "turn; busy=reject stores nothing", session_id=session_id)
+            agent = served.take(role)
+            try:
+                session = await self._open(agent, session_id)
+            except BaseException:
+                served.give(agent)
+                raise
+            accepted = Accepted(session_id, fingerprint, session.phase)
+            self._objects.setdefault(session_id, set()).add(session)
+            task = asyncio.get_running_loop().create_task(
+                self._run(served, agent, session, action, accepted))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+            if key is not None:
+                self._remember(session_id, key, accepted)
+        return accepted, False
+
+    async def _open(self, agent: Agent, session_id: str) -> Session:
+        try:
+            return await agent.session(session_id)
+        except SessionError as exc:
+            raise Problem(409, "session_unusable", str(exc), session_id=session_id) from None
+        except StoreError as exc:
+            raise Problem(503, "store_unavailable", f"the session store failed: {exc}",
+                          headers={"Retry-After": "1"}) from None
+
+    async def _run(self, served: Served, agent: Agent, session: Session, action: Action,
+                   accepted: Accepted) -> None:
+        sid = accepted.session_id
+        try:
+            await self._drive(served, session, action, accepted)
+            if not accepted.events:
+                accepted.queued = await self._position(sid)
+        except SessionBusy as exc:
+            accepted.problem = Problem(409, "session_busy", str(exc), session_id=sid)
+        except SessionFinished as exc:
+            accepted.problem = Problem(409, "session_finished", str(exc), session_id=sid)
+        except ResolutionRefused as exc:
+            accepted.problem = Problem(409, "resolution_refused", str(exc), session_id=sid)
+        except SessionError as exc:
+            accepted.problem = Problem(409, "session_unusable", str(exc), session_id=sid)
+        except StoreFenced:
+            accepted.problem = Problem(
+                409, "turn_interrupted", f"session {sid!r}: another message interrupted "
+                "this turn and took it over; follow the session's events", session_id=sid)
+        except StoreError as exc:
+            accepted.problem = Problem(503, "store_unavailable",
+                                       f"the session store failed: {exc}", session_id=sid,
+                                       headers={"Retry-After": "1"})
+        except PhaseflowError as exc:
+            accepted.problem = Problem(400, "refused", str(exc), session_id=sid)
+        except Exception as exc:  # a bug: logged by type, never shown to a client
+            self.log.line("error", "a turn failed inside the server", session=sid,
+                          error=type(exc).__name__)
+            from phaseflow.serve.problems import internal_problem
+
+            accepted.problem = internal_problem()
+        finally:
+            accepted.finish()
+            objects = self._objects.get(sid)
+            if objects is not None:
+                objects.discard(session)
+                if not objects:
+                    del self._objects[sid]
+            served.give(agent)
+            lock = self._locks.get(sid)
+            if not self.running_here(sid) and lock is not None and not lock.locked():
+                del self._locks[sid]
+
+    async def _drive(self, served: Served, session: Session, action: Action,
+                     accepted: Accepted) -> None:
+        sid = accepted.session_id
+        turn_started = time.monotonic()
+        async for event in action(session):
+            if isinstance(event, ev.TurnStartedEvent):
+                turn_started = time.monotonic()
+            accepted.add(event)
+            self._publish(sid, event)
+            if isinstance(event, ev.TurnFinished):
+                self.log.turn(sid, event.turn, event.status, time.monotonic() - turn_started,
+                              served.name)
+
+    async def _position(self, session_id: str) -> int:
+        """The queued message's place (from 1): in the store's queue for the turn that
+        runs (here or in another worker), or in the session's own queue while it waits
+        for an approval."""
+        try:
+            return max(1, len(await self.store.queued(session_id)))
+        except StoreError:
+            return 1
+
+    # --- stopping -----------------------------------------------------------------------
+
+    async def drain(self, grace: float) -> None:
+        """A graceful stop: no new turn, open event streams closed (their clients
+        reconnect elsewhere), running turns get ``grace`` seconds, then are cancelled as
+        ``Session.cancel`` does (every call settled, the lease released)."""
+        self.draining = True
+        self.closing.set()
+        pending = set(self.tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=grace)
+        if pending:
+            self.log.line("stop", f"cancelling {len(pending)} turn(s) after the grace period")
+            for sid in list(self._objects):
+                self.cancel(sid)
+            _, pending = await asyncio.wait(pending, timeout=30)
+        for task in pending:
+            task.cancel()
+
+    def stats(self) -> dict[str, Any]:
+        return {"running": len(self.tasks), "followers": sum(map(len,
+                                                                 self._followers.values()))}

@@ -1,0 +1,230 @@
+"""The resources of a turn: a message, an approval's decision, a cancellation, and the
+session's events stream.
+
+A message or a decision is accepted into a server-owned task (:mod:`phaseflow.serve.hub`)
+and answered, by the request's ``Accept`` and ``Prefer`` headers, as the turn's events
+(SSE), as its outcome (JSON) or at once (202 and a ``Location`` to follow).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from phaseflow.observe.observer import trace_parent
+from phaseflow.serve.bodies import known_fields, read_object, text_field
+from phaseflow.serve.common import int_param, path_session, served_for, stored
+from phaseflow.serve.hub import Hub
+from phaseflow.serve.problems import Problem, problem_response
+from phaseflow.serve.resources import hub_of
+from phaseflow.serve.streams import event_frame, guarded, session_stream
+from phaseflow.serve.turns import Accepted, events_url
+from phaseflow.serve.views import event_json
+from phaseflow.session import events as ev
+from phaseflow.session.agent import Session
+
+#: what ``busy`` may be (see docs/http-api.md)
+BUSY = ("queue", "reject", "steer", "interrupt")
+DECISIONS = ("approve", "approve_turn", "approve_session", "reject")
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
+        raise Problem(400, "invalid_header", "Idempotency-Key must be 1 to 255 printable "
+                      "ASCII characters", field="Idempotency-Key")
+    return key
+
+
+def _fingerprint(request: Request, body: dict[str, Any]) -> str:
+    text = json.dumps([request.url.path, body], sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+def _wants_async(request: Request) -> bool:
+    prefer = request.headers.get("prefer", "")
+    return any(p.strip().lower() == "respond-async" for p in prefer.split(","))
+
+
+async def _last_seq(hub: Hub, sid: str) -> int:
+    events = await hub.store.events(sid, 0)
+    return events[-1].seq if events else 0
+
+
+async def answer(request: Request, accepted: Accepted, repeat: bool) -> Response:
+    """The response to an accepted message or decision (or to its repeat)."""
+    hub = hub_of(request)
+    await accepted.started_or_done()
+    sid = accepted.session_id
+    headers = {"Idempotent-Replayed": "true"} if repeat else {}
+    if not accepted.events:
+        if accepted.problem is not None:
+            return problem_response(accepted.problem)
+        position = accepted.queued if accepted.queued is not None else 0
+        url = events_url(sid, await _last_seq(hub, sid))
+        return JSONResponse({"session_id": sid, "status": "queued", "position": position,
+                             "events": url}, status_code=202,
+                            headers={**headers, "Location": url})
+    if _wants_async(request):
+        url = events_url(sid, max(accepted.first_seq() - 1, 0))
+        return JSONResponse({"session_id": sid, "status": "accepted", "events": url},
+                            status_code=202, headers={**headers, "Location": url,
+                                                      "Preference-Applied": "respond-async"})
+    if _wants_stream(request):
+        async def frames() -> AsyncIterator[ServerSentEvent]:
+            async for event in accepted.follow():
+                yield event_frame(event)
+
+        config = request.app.state.config
+        return EventSourceResponse(guarded(frames(), config.log, sid), ping=config.heartbeat,
+                                   headers=headers)
+    await accepted.until_turn_end()
+    outcome = accepted.outcome()
+    if accepted.problem is not None:
+        outcome["problem"] = accepted.problem.to_json()
+    return JSONResponse(outcome, headers=headers)
+
+
+def _trace_headers(request: Request) -> dict[str, str]:
+    """The caller's W3C trace context (``traceparent``, ``tracestate``), if it sent one."""
+    return {k: v for k, v in request.headers.items() if k in ("traceparent", "tracestate")}
+
+
+def _send(text: str, busy: Any) -> Callable[[Session], AsyncIterator[ev.Event]]:
+    def action(session: Session) -> AsyncIterator[ev.Event]:
+        return session.send(text, busy=busy)
+    return action
+
+
+async def post_message(request: Request) -> Response:
+    hub = hub_of(request)
+    config = request.app.state.config
+    sid = path_session(request)
+    key = _idempotency_key(request)
+    body = await read_object(request, config.max_body)
+    known_fields(body, ("text", "busy"))
+    text = text_field(body, "text", required=True, max_chars=config.max_text)
+    busy = text_field(body, "busy", default="queue", choices=BUSY)
+    assert text is not None and busy is not None
+    if busy == "interrupt" and hub.running_here(sid):
+        # the turn running here stops at once (its tools cancelled, as cancel() stops
+        # them); the interrupting message then takes the turn over (Session.send)
+        hub.cancel(sid)
+    repeat_of = hub.remembered(sid, key) if key is not None else None
+    if repeat_of is None and len(hub.served) == 1:
+        # one workflow: a cheap look at whether the session exists is enough (opening
+        # it reads it once; a finished one is refused by the Session as it opens)
+        served = next(iter(hub.served.values()))
+        if not hub.running_here(sid) and not await hub.store.version(sid):
+            raise Problem(404, "session_not_found", f"no session {sid!r}", session_id=sid)
+    elif repeat_of is None:
+        record = await stored(hub, sid)
+        served = served_for(hub, record)
+        if record.status == "finished" and not hub.running_here(sid):
+            raise Problem(409, "session_finished", f"session {sid!r} has finished (phase "
+                          f"{record.phase!r} is terminal); it takes no more messages",
+                          session_id=sid)
+    else:
+        served = next(iter(hub.served.values()))  # not used: the repeat is answered
+    with trace_parent(_trace_headers(request)):  # the turn continues the caller's trace
+        accepted, repeat = await hub.submit(served, sid, _send(text, busy),
+                                            busy=busy, key=key,
+                                            fingerprint=_fingerprint(request, body))
+    return await answer(request, accepted, repeat)
+
+
+async def post_approval(request: Request) -> Response:
+    hub = hub_of(request)
+    config = request.app.state.config
+    sid = path_session(request)
+    call_id = request.path_params["call_id"]
+    key = _idempotency_key(request)
+    body = await read_object(request, config.max_body)
+    known_fields(body, ("decision", "reason"))
+    decision = text_field(body, "decision", required=True, choices=DECISIONS)
+    reason = text_field(body, "reason", default="", max_chars=config.max_text) or ""
+    assert decision is not None
+    repeat_of = hub.remembered(sid, key) if key is not None else None
+    record = await stored(hub, sid)
+    served = served_for(hub, record)
+    if repeat_of is None:
+        pending = record.execution.pending_approval
+        if record.status != "awaiting_approval" or pending is None:
+            raise Problem(409, "no_pending_approval",
+                          f"session {sid!r} waits for no approval (status "
+                          f"{record.status})", session_id=sid)
+        if pending.call.id != call_id:
+            raise Problem(404, "call_not_found", f"session {sid!r} waits for a decision on "
+                          f"call {pending.call.id!r}, not {call_id!r}", session_id=sid,
+                          call_id=call_id)
+
+    def action(session: Session) -> AsyncIterator[ev.Event]:
+        return session.resolve(call_id, decision, reason=reason)
+
+    accepted, repeat = await hub.submit(served, sid, action, key=key,
+                                        fingerprint=_fingerprint(request, body))
+    return await answer(request, accepted, repeat)
+
+
+async def post_cancel(request: Request) -> Response:
+    hub = hub_of(request)
+    sid = path_session(request)
+    record = await stored(hub, sid)
+    served = served_for(hub, record)
+    if hub.cancel(sid):
+        return JSONResponse({"session_id": sid, "status": "cancelling"}, status_code=202)
+    if record.status == "awaiting_approval":
+        async def action(session: Session) -> AsyncIterator[ev.Event]:
+            for event in await session.cancel_pending():
+                yield event
+
+        await hub.submit(served, sid, action)
+        return JSONResponse({"session_id": sid, "status": "cancelling"}, status_code=202)
+    if record.status == "running":
+        raise Problem(409, "turn_elsewhere", f"session {sid!r}'s turn runs in another "
+                      "worker; cancel it there (a cancellation reaches the worker that runs "
+                      "the turn only)", session_id=sid)
+    raise Problem(409, "no_running_turn", f"session {sid!r} runs no turn (status "
+                  f"{record.status})", session_id=sid)
+
+
+def _position(request: Request) -> int:
+    header = request.headers.get("last-event-id")
+    if header is not None and header.strip():
+        text = header.strip()
+        if not text.isdigit() or len(text) > 16:
+            raise Problem(400, "invalid_header", "Last-Event-ID must be an event's seq (a "
+                          f"non-negative integer), not {header!r}", field="Last-Event-ID")
+        return int(text)
+    return int_param(request, "after", 0)
+
+
+async def get_events(request: Request) -> Response:
+    hub = hub_of(request)
+    sid = path_session(request)
+    after = _position(request)
+    follow = request.query_params.get("follow", "true")
+    if follow not in ("true", "false"):
+        raise Problem(400, "invalid_parameter", "?follow= is true or false", field="follow")
+    if not hub.running_here(sid) and not await hub.store.version(sid):
+        raise Problem(404, "session_not_found", f"no session {sid!r}", session_id=sid)
+    if follow == "false":
+        limit = int_param(request, "limit", 1000, low=1, high=10_000)
+        events = await hub.store.events(sid, after)
+        return JSONResponse([event_json(e) for e in events[:limit]])
+    config = request.app.state.config
+    return EventSourceResponse(
+        guarded(session_stream(hub, sid, after, config.poll), config.log, sid),
+        ping=config.heartbeat)

@@ -1,0 +1,123 @@
+"""What the resources answer: JSON views of stored sessions, their history and events,
+a page of sessions, the served workflows. Pure functions of stored values."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from phaseflow.serve.problems import Problem
+from phaseflow.stores.base import SessionRecord, SessionSummary, StoredEvent
+from phaseflow.turn.messages import (
+    AssistantMessage,
+    Message,
+    ToolResultMessage,
+    content_to_json,
+)
+
+#: the statuses a session may have (``?status=`` is one of them)
+STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+
+
+def pending_json(record: SessionRecord) -> dict[str, Any] | None:
+    """The call waiting for a human (as ``Session.pending_approval``)."""
+    from phaseflow.session.core import arguments_hash
+
+    pending = record.execution.pending_approval
+    if pending is None or record.status != "awaiting_approval":
+        return None
+    call = pending.call
+    return {"call_id": call.id, "name": call.name, "arguments": call.argument_value(),
+            "arguments_hash": arguments_hash(call), "reason": pending.reason}
+
+
+def session_json(record: SessionRecord) -> dict[str, Any]:
+    return {"id": record.session_id, "workflow": record.workflow, "status": record.status,
+            "phase": record.phase, "turn": record.turn, "state": dict(record.state),
+            "pending_approval": pending_json(record), "version": record.version,
+            "created_at": record.created_at, "updated_at": record.updated_at}
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """One model message as ``phaseflow sessions show --json`` prints it."""
+    out: dict[str, Any] = {"role": message.role.value}
+    if isinstance(message, ToolResultMessage):
+        out["tool_call_id"] = message.call_id
+        out["status"] = "error" if message.is_error else "ok"
+    out["content"] = content_to_json(message.content)
+    if isinstance(message, AssistantMessage):
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.argument_value()}
+                             for c in message.tool_calls]
+        if message.reasoning:
+            out["reasoning"] = message.reasoning
+    return out
+
+
+def history_json(record: SessionRecord) -> list[dict[str, Any]]:
+    from phaseflow.session.values import Core
+
+    core = Core(record.session_id, record.execution, record.progress, record.continuation)
+    return [message_json(m) for m in core.history().to_tuple()]
+
+
+def event_json(stored: StoredEvent) -> dict[str, Any]:
+    """A persisted event as the session emitted it (``seq`` the store's)."""
+    return {**stored.data, "seq": stored.seq}
+
+
+def summary_json(summary: SessionSummary) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": summary.session_id, "workflow": summary.workflow,
+                           "status": summary.status, "phase": summary.phase,
+                           "turn": summary.turn, "version": summary.version,
+                           "updated_at": summary.updated_at}
+    if summary.problem is not None:
+        out["problem"] = summary.problem
+    return out
+
+
+def encode_cursor(summary: SessionSummary) -> str:
+    raw = json.dumps([summary.updated_at, summary.session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+        at, sid = value
+        if isinstance(at, bool) or not isinstance(at, int | float) or not isinstance(sid, str):
+            raise ValueError
+        return float(at), sid
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise Problem(400, "invalid_parameter", "the cursor is not one this server gave",
+                      field="cursor") from None
+
+
+def page(summaries: Sequence[SessionSummary], *, workflow: str | None, status: str | None,
+         limit: int, cursor: str | None) -> dict[str, Any]:
+    """Newest first (by last update, then id), filtered, after ``cursor``."""
+    rows = [s for s in summaries
+            if (workflow is None or s.workflow == workflow)
+            and (status is None or s.status == status)]
+    rows.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
+    if cursor is not None:
+        at, sid = decode_cursor(cursor)
+        rows = [s for s in rows if (s.updated_at, s.session_id) < (at, sid)]
+    chosen = rows[:limit]
+    more = len(rows) > limit
+    return {"sessions": [summary_json(s) for s in chosen],
+            "next_cursor": encode_cursor(chosen[-1]) if more and chosen else None}
+
+
+def workflow_json(name: str, content_hash: str, workflow: Any,
+                  implemented: Mapping[str, Any]) -> dict[str, Any]:
+    catalogue = workflow.tools or {}
+    return {"name": name, "hash": content_hash, "initial": workflow.initial,
+            "description": workflow.description or "",
+            "phases": [{"name": p.name, "goal": p.goal, "terminal": p.terminal}
+                       for p in workflow.phases.values()],
+            "tools": [{"name": t, "implemented": t in implemented}
+                      for t in catalogue]}

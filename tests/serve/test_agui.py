@@ -1,0 +1,103 @@
+"""The AG-UI endpoint against the real server, read as an AG-UI client reads it: every
+event validated with the protocol's own published models (``ag-ui-protocol``), the
+refund desk's conversation through to an approval interrupt and its resume."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+
+import httpx
+from ag_ui.core import Event, EventType, RunAgentInput, UserMessage
+from pydantic import TypeAdapter
+
+from tests.support.serve_server import DEMO, Server, frames
+
+EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def _run(client: httpx.Client, thread: str, messages: list[UserMessage], *,
+         resume: list[dict] | None = None) -> list[Event]:
+    run = RunAgentInput(thread_id=thread, run_id=f"run-{uuid.uuid4().hex[:6]}", state={},
+                        messages=messages, tools=[], context=[], forwarded_props={})
+    body = run.model_dump(by_alias=True, exclude_none=True)
+    if resume is not None:
+        body["resume"] = resume
+    with client.stream("POST", "/v1/ag-ui/refund-desk", json=body,
+                       headers={"Accept": "text/event-stream"}) as response:
+        assert response.status_code == 200, response.read()
+        return [EVENTS.validate_python(f.data) for f in frames(response.iter_lines())
+                if f.data is not None]
+
+
+def _apply(state: dict, patch: list[dict]) -> dict:
+    out = copy.deepcopy(state)
+    for op in patch:
+        key = op["path"][1:].replace("~1", "/").replace("~0", "~")
+        if op["op"] == "remove":
+            del out[key]
+        else:
+            out[key] = op["value"]
+    return out
+
+
+def test_a_conversation_an_interrupt_and_its_resume(client: httpx.Client, desk: Server
+                                                    ) -> None:
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    messages: list[UserMessage] = []
+    state: dict = {}
+    for n, text in enumerate(DEMO):
+        messages.append(UserMessage(id=f"u{n}", content=text))
+        events = _run(client, thread, messages)
+        kinds = [e.type for e in events]
+        assert kinds[:3] == [EventType.RUN_STARTED, EventType.STATE_SNAPSHOT,
+                             EventType.STEP_STARTED]
+        assert events[0].thread_id == thread
+        state = events[1].snapshot
+        for e in events:
+            if e.type == EventType.STATE_DELTA:
+                state = _apply(state, [op.model_dump() if hasattr(op, "model_dump") else op
+                                       for op in e.delta])
+        assert kinds[-1] == EventType.RUN_FINISHED
+        starts = [e.tool_call_id for e in events if e.type == EventType.TOOL_CALL_START]
+        results = [e.tool_call_id for e in events if e.type == EventType.TOOL_CALL_RESULT]
+        if n < 3:
+            assert events[-1].outcome.type == "success"
+            assert sorted(starts) == sorted(results)
+            text_events = [e for e in events if e.type == EventType.TEXT_MESSAGE_CONTENT]
+            assert "".join(e.delta for e in text_events) == events[-1].result["reply"]
+            assert kinds.count(EventType.TEXT_MESSAGE_START) == kinds.count(
+                EventType.TEXT_MESSAGE_END) == 1
+    interrupt = events[-1].outcome
+    assert interrupt.type == "interrupt"
+    [pending] = interrupt.interrupts
+    session = client.get(f"/v1/sessions/{thread}").json()
+    assert pending.id == pending.tool_call_id == session["pending_approval"]["call_id"]
+    assert state == session["state"]  # the snapshot and the patches, applied
+    resumed = _run(client, thread, messages, resume=[{
+        "interruptId": pending.id, "status": "resolved", "payload": {"decision": "approve"}}])
+    kinds = [e.type for e in resumed]
+    assert EventType.TOOL_CALL_RESULT in kinds and kinds[-1] == EventType.RUN_FINISHED
+    steps = [e.step_name for e in resumed if e.type == EventType.STEP_STARTED]
+    assert steps[-1] == "done" and resumed[-1].outcome.type == "success"
+    assert resumed[-1].result["reply"].startswith("Done: refund R-77")
+    assert client.get(f"/v1/sessions/{thread}").json()["status"] == "finished"
+
+
+def test_bad_runs_are_problems(client: httpx.Client) -> None:
+    url = "/v1/ag-ui/refund-desk"
+    base = {"threadId": f"t-{uuid.uuid4().hex[:8]}", "runId": "r1",
+            "messages": [{"id": "1", "role": "user", "content": "hi"}]}
+    for body, field in (({**base, "threadId": 3}, "threadId"),
+                        ({**base, "messages": []}, "messages"),
+                        ({**base, "resume": [{"interruptId": "x", "status": "maybe"}]},
+                         "resume")):
+        r = client.post(url, json=body)
+        assert r.status_code == 400 and r.json()["field"] == field, r.text
+    assert client.post("/v1/ag-ui/nope", json=base).status_code == 404
+    # a resume for a call nobody waits for: the run is refused, as a problem
+    r = client.post(url, json={**base, "resume": [{"interruptId": "call_9", "status":
+                                                   "resolved"}]})
+    assert r.status_code == 409 and r.json()["code"] == "resolution_refused", r.text
+    assert json.loads(r.text)["session_id"] == base["threadId"]

@@ -1,0 +1,209 @@
+"""``phaseflow serve`` as the serve tests run it: a real process on 127.0.0.1 with an
+ephemeral port (``--port 0``; the address is read from the line it prints), stopped with
+a signal; plus a small project of its own (a slow tool, a tool that needs approval, a
+tool whose every run leaves a line in a file) for what the refund desk cannot show."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: the bundled refund desk, as the README's Quick start runs it
+REFUND_DESK = [
+    str(ROOT / "workflows" / "refund-desk.yaml"),
+    "--provider", f"scripted:{ROOT / 'examples' / 'demo' / 'refund-desk.script.yaml'}",
+    "--tools", "examples.demo.refund_desk:TOOLS",
+    "--hooks", "examples.demo.refund_desk:HOOKS",
+]
+
+#: the refund desk's four customer messages (the demo conversation)
+DEMO = ["Hi, I'm ada@example.com", "Rex", "Order O-9; the kettle arrived broken",
+        "Yes, please"]
+
+DESK = """\
+phaseflow: 1
+name: desk
+initial: work
+state:
+  paid: {type: boolean}
+tools:
+  pay:
+    description: Pay an amount
+    approval: always
+    writes: [paid]
+  slow.wait:
+    description: Wait DESK_DELAY seconds (async, so a cancellation stops it)
+  effect:
+    description: Do something once, leaving a line in DESK_EFFECTS
+phases:
+  work:
+    goal: Do the work.
+    tools: [pay, "slow.*", effect]
+    transitions:
+      - to: finished
+        when: state.paid
+        description: Paid
+  finished:
+    goal: Say goodbye.
+    terminal: true
+"""
+
+DESK_TOOLS = '''\
+import asyncio
+import os
+
+from phaseflow.tools import ToolContext, tool
+
+
+@tool
+def pay(amount: float) -> dict:
+    """Pay."""
+    return {"paid": True, "amount": amount}
+
+
+@tool(name="slow.wait")
+async def wait() -> str:
+    """Wait."""
+    await asyncio.sleep(float(os.environ.get("DESK_DELAY", "0")))
+    return "waited"
+
+
+@tool
+def effect(ctx: ToolContext) -> str:
+    """Leave a line."""
+    path = os.environ.get("DESK_EFFECTS")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{ctx.session_id} {ctx.call_id}\\n")
+    return "done"
+
+
+TOOLS = [pay, wait, effect]
+'''
+
+
+def desk_script(turns: int = 60) -> str:
+    """Every turn: the slow tool, the effect tool, then a reply naming the turn."""
+    lines = []
+    for n in range(1, turns + 1):
+        lines.append("- calls:\n    - slow.wait: {}\n    - effect: {}")
+        lines.append(f"- \"reply {n}\"")
+    return "\n".join(lines) + "\n"
+
+
+def write_desk(folder: Path, turns: int = 60) -> list[str]:
+    """The desk project in ``folder``; the serve arguments that run it (cwd: folder)."""
+    (folder / "desk.yaml").write_text(DESK, encoding="utf-8")
+    (folder / "desk_tools.py").write_text(DESK_TOOLS, encoding="utf-8")
+    (folder / "desk.script.yaml").write_text(desk_script(turns), encoding="utf-8")
+    return [str(folder / "desk.yaml"), "--provider",
+            f"scripted:{folder / 'desk.script.yaml'}", "--tools", "desk_tools:TOOLS"]
+
+
+@dataclass
+class Server:
+    """A running ``phaseflow serve``: its address, its process and its log."""
+
+    process: subprocess.Popen[str]
+    base: str
+    log_path: Path
+    banner: list[str] = field(default_factory=list)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            raise AssertionError("the server did not stop within "
+                                 f"{timeout} s; its log:\n{self.log()}") from None
+
+
+def env_for(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PHASEFLOW_TOKENS", "OPENAI_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)
+    env.update(extra)
+    return env
+
+
+def start(args: list[str], log_path: Path, *, cwd: Path = ROOT,
+          env: dict[str, str] | None = None, timeout: float = 60, port: int = 0) -> Server:
+    """Start ``phaseflow serve ARGS --port PORT`` (0: a free one) and wait for its
+    address."""
+    log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - the process writes it
+    process = subprocess.Popen(
+        [sys.executable, "-m", "phaseflow.cli.main", "serve", *args, "--port", str(port)],
+        cwd=cwd, env=env or env_for(), stdout=subprocess.PIPE, stderr=log, text=True)
+    log.close()
+    assert process.stdout is not None
+    banner: list[str] = []
+    found: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            banner.append(line)
+            if "listening on " in line and not found:
+                found.append(line.split("listening on ", 1)[1].split()[0])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while not found and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    if not found:
+        process.kill()
+        process.wait(10)
+        raise AssertionError("the server did not start:\n" + "".join(banner)
+                             + log_path.read_text(encoding="utf-8"))
+    return Server(process, found[0], log_path, banner)
+
+
+@dataclass
+class Frame:
+    """One SSE frame as it came over the wire: its own ``id:`` line (``None`` when it
+    has none; the spec's "last event id" carrying over is the client's business), its
+    ``data`` parsed as JSON, and comment lines (heartbeats)."""
+
+    id: str | None
+    data: object
+    comments: list[str]
+
+
+def frames(lines: Iterator[str]) -> Iterator[Frame]:
+    """The frames of an SSE stream's lines (``response.iter_lines()``), raw."""
+    import json
+
+    ident: str | None = None
+    data: list[str] = []
+    comments: list[str] = []
+    for line in lines:
+        if line == "":
+            if data or comments:
+                yield Frame(ident, json.loads("\n".join(data)) if data else None, comments)
+            ident, data, comments = None, [], []
+        elif line.startswith(":"):
+            comments.append(line[1:].strip())
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "id":
+                ident = value
+            elif name == "data":
+                data.append(value)
