@@ -120,3 +120,19 @@ def test_a_cut_stream_resumes_without_loss_or_repeat(desk: Server, client: httpx
     # the page's script itself reported nothing
     problems = [p for p in console_problems(browser) if p.get("source") != "network"]
     assert problems == [], problems
+
+
+def test_hostile_text_is_shown_as_text(desk: Server, client: httpx.Client,
+                                       browser: Any) -> None:
+    hostile = '<img src="/ui/static/x.png" onerror="window.__owned = 1"><b>bold</b>'
+    sid = _session(client, [hostile])
+    browser.get(desk.base + f"/ui/sessions/{sid}")
+    _text_in(browser, "#conversation", hostile)
+    assert browser.find_elements(By.CSS_SELECTOR, "#conversation img, #conversation b") == []
+    assert browser.execute_script("return window.__owned === undefined")
+    assert not any(u.endswith("/x.png") for u in requested_urls(browser))
+    # a mistyped address: a clear message, no script error
+    browser.get(desk.base + "/ui/sessions/no%E0such")
+    _text_in(browser, "#page-error", "No session")
+    problems = [p for p in console_problems(browser) if p.get("source") != "network"]
+    assert problems == [], problems

@@ -82,7 +82,9 @@ async def describe(request: Request) -> Response:
     if not isinstance(extra, dict):
         raise Problem(400, "invalid_parameter", "?state= must be a JSON object (keys to "
                       'values), such as {"amount": 120}', field="state")
-    return JSONResponse(describe_json(workflow, phase, extra))
+    # a default or an on_enter value YAML read as a date is shown as its text
+    body = json.loads(json.dumps(describe_json(workflow, phase, extra), default=str))
+    return JSONResponse(body)
 
 
 class _Static(StaticFiles):

@@ -146,6 +146,11 @@ const PF = (() => {
         await askToken();
         return;
       }
+      if (response.status === 404) {
+        stopped = true; // the session was deleted: nothing more will come
+        onState("the session is gone");
+        return;
+      }
       if (!response.ok || !response.body) throw new Error("HTTP " + response.status);
       onState("live");
       const reader = response.body.getReader();
@@ -185,5 +190,12 @@ const PF = (() => {
     return {stop() { stopped = true; }, get last() { return last; }};
   }
 
-  return {api, el, json, when, showError, follow, parseFrames, token, ApiError};
+  // The rest of the page's path after `prefix`, decoded (as typed when it is not valid
+  // percent-encoding, so a mistyped address shows "no such session", not a script error).
+  function pathPart(prefix) {
+    const raw = location.pathname.replace(prefix, "");
+    try { return decodeURIComponent(raw); } catch (e) { return raw; }
+  }
+
+  return {api, el, json, when, showError, follow, parseFrames, pathPart, token, ApiError};
 })();

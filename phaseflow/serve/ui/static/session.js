@@ -4,7 +4,7 @@
 
 (() => {
   const {api, el, json, when, showError, follow} = PF;
-  const sid = decodeURIComponent(location.pathname.replace(/^\/ui\/sessions\//, ""));
+  const sid = PF.pathPart(/^\/ui\/sessions\//);
   const path = "/v1/sessions/" + encodeURIComponent(sid);
   const conversation = document.getElementById("conversation");
   const timeline = document.getElementById("timeline");

@@ -5,7 +5,7 @@
 
 (() => {
   const {api, el, showError} = PF;
-  const name = decodeURIComponent(location.pathname.replace(/^\/ui\/workflows\//, ""));
+  const name = PF.pathPart(/^\/ui\/workflows\//);
   const base = "/v1/workflows/" + encodeURIComponent(name);
   const phaseSelect = document.getElementById("describe-phase");
   const stateInput = document.getElementById("describe-state");
