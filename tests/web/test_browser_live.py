@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -69,7 +70,7 @@ def test_with_a_token_asked_once(guarded: Server, browser: Any) -> None:
         _css(browser, '#graph [aria-current="step"]', "no current phase")
         _text_in(browser, "#conversation", DEMO[2])
         assert not browser.find_element(By.ID, "token-form").is_displayed()
-        _css(browser, "#approve", "no Approve button").click()
+        _css(browser, "#approve", "no Approve button").send_keys(Keys.ENTER)  # keyboard
         _text_in(browser, "#conversation", "Done: refund R-77")
         assert client.get(f"/v1/sessions/{sid}").json()["status"] == "finished"
     assert browser.execute_script("return sessionStorage.getItem('phaseflow.token')") == TOKEN
@@ -136,3 +137,21 @@ def test_hostile_text_is_shown_as_text(desk: Server, client: httpx.Client,
     _text_in(browser, "#page-error", "No session")
     problems = [p for p in console_problems(browser) if p.get("source") != "network"]
     assert problems == [], problems
+
+
+def test_reject_with_a_reason(desk: Server, client: httpx.Client, browser: Any) -> None:
+    sid = _session(client, DEMO)
+    browser.get(desk.base + f"/ui/sessions/{sid}")
+    _css(browser, "#reject", "no Reject button")
+    browser.find_element(By.ID, "approval-note").send_keys("amount looks wrong")
+    browser.find_element(By.ID, "reject").click()
+    _text_in(browser, "#conversation", "amount looks wrong")
+    _css(browser, ".entry.tool-result .badge.rejected", "the call is not shown rejected")
+    _until(browser, lambda b: b.find_element(By.ID, "session-status")
+           .get_attribute("data-status") != "awaiting_approval", "still awaiting approval")
+    assert not browser.find_element(By.ID, "approval").is_displayed()
+    stored = client.get(f"/v1/sessions/{sid}/events", params={"follow": "false"}).json()
+    [decided] = [e for e in stored if e["type"] == "approval_resolved"]
+    assert decided["decision"] == "reject" and decided["reason"] == "amount looks wrong"
+    assert not [e for e in stored if e["type"] == "state_changed"
+                and "refund_id" in e["keys"]], "the rejected refund ran"
