@@ -136,12 +136,24 @@ const PF = (() => {
   function follow(sessionId, onEvent, onState) {
     let last = 0;
     let stopped = false;
+    let controller = null;
     const path = "/v1/sessions/" + encodeURIComponent(sessionId) + "/events";
+    // A browser gives one server six connections: a page left behind must give its
+    // stream's back at once (a page kept in the back-forward cache would hold it).
+    window.addEventListener("pagehide", () => {
+      stopped = true;
+      if (controller) controller.abort();
+    });
+    window.addEventListener("pageshow", (event) => {
+      if (event.persisted) location.reload(); // back from the cache: start afresh
+    });
 
     async function once() {
       const extra = {"Accept": "text/event-stream"};
       if (last > 0) extra["Last-Event-ID"] = String(last);
-      const response = await fetch(path, {headers: headers(extra), cache: "no-store"});
+      controller = new AbortController();
+      const response = await fetch(path, {headers: headers(extra), cache: "no-store",
+                                          signal: controller.signal});
       if (response.status === 401) {
         await askToken();
         return;
@@ -187,7 +199,8 @@ const PF = (() => {
         await new Promise((r) => setTimeout(r, 1000));
       }
     })();
-    return {stop() { stopped = true; }, get last() { return last; }};
+    return {stop() { stopped = true; if (controller) controller.abort(); },
+            get last() { return last; }};
   }
 
   // The rest of the page's path after `prefix`, decoded (as typed when it is not valid
