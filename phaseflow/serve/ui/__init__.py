@@ -16,7 +16,7 @@ from __future__ import annotations
 from importlib import resources
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -48,45 +48,6 @@ async def workflow_page(request: Request) -> Response:
     return _html("workflow.html")
 
 
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-async def describe(request: Request) -> Response:
-    """``GET /v1/workflows/{name}/describe?phase=P&state=JSON``: what the model is told
-    in phase ``P`` for the declared defaults plus ``state`` (a JSON object)."""
-    import json
-
-    from phaseflow.expr.describe import did_you_mean
-    from phaseflow.serve.problems import Problem
-    from phaseflow.serve.ui.describe import describe_json
-
-    hub = request.app.state.hub
-    name = request.path_params["name"]
-    served = hub.served.get(name)
-    if served is None:
-        raise Problem(404, "workflow_not_found",
-                      f"no workflow {name!r} here (served: {', '.join(hub.served)})",
-                      workflow=name)
-    workflow = served.agent.workflow
-    phase = request.query_params.get("phase") or workflow.initial
-    if phase not in workflow.phases:
-        hint = did_you_mean(phase, workflow.phases) or f" (phases: {', '.join(workflow.phases)})"
-        raise Problem(404, "phase_not_found", f"no phase {phase!r}{hint}", field="phase")
-    raw = request.query_params.get("state") or "{}"
-    try:
-        extra = json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        raise Problem(400, "invalid_parameter", "?state= must be a JSON object, such as "
-                      '{"amount": 120}', field="state") from None
-    if not isinstance(extra, dict):
-        raise Problem(400, "invalid_parameter", "?state= must be a JSON object (keys to "
-                      'values), such as {"amount": 120}', field="state")
-    # a default or an on_enter value YAML read as a date is shown as its text
-    body = json.loads(json.dumps(describe_json(workflow, phase, extra), default=str))
-    return JSONResponse(body)
-
-
 class _Static(StaticFiles):
     """The package's static files, with the pages' security headers."""
 
@@ -98,6 +59,8 @@ class _Static(StaticFiles):
 
 def ui_routes() -> list[BaseRoute]:
     """The web view's routes, to mount beside the API's."""
+    from phaseflow.serve.ui.api import describe
+
     return [
         Route("/v1/workflows/{name}/describe", describe, methods=["GET"]),
         Mount("/ui", routes=[
