@@ -139,3 +139,24 @@ def test_package_data_ships_the_static_files() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert '"serve/ui/static/*"' in pyproject
     assert Path(STATIC / "favicon.svg").exists()
+
+
+@pytest.mark.parametrize("path", ["/ui/../v1/sessions", "/ui/%2e%2e/v1/sessions",
+                                  "/ui/static/../../../serve/app.py",
+                                  "/ui/static/%2e%2e/__init__.py"])
+def test_the_open_pages_open_nothing_else(guarded: Server, path: str) -> None:
+    """The token-free ``/ui/`` prefix reaches neither the API nor a file outside the
+    static folder, however the path is written (sent as is: no client normalizes it)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    address = urlsplit(guarded.base)
+    connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=30)
+    try:
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        body = answer.read()
+    finally:
+        connection.close()
+    assert answer.status == 404, (path, answer.status)
+    assert b"sessions" not in body and b"import" not in body
