@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "mcp": {"errors", "expr", "spec", "tools"},
     "api": {"errors", "spec", "machine"},
     "serve": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
-              "session", "graph"},
+              "session", "graph", "observe"},
     "cli": {"*"},
     "__init__": set(),  # re-exports lazily, by module name, through importlib
 }

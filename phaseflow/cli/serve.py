@@ -302,6 +302,7 @@ def _banner(args: argparse.Namespace, address: str, tokens: bool, workers: int) 
     print(f"phaseflow serve: listening on {address} (workflows: "
           f"{', '.join(os.path.basename(w) for w in args.workflows)}; store: "
           f"{store_name(args.store)}; workers: {workers})", flush=True)
+    print(f"phaseflow serve: web view at {address}/ui/", flush=True)
     if not tokens:
         print("phaseflow serve: no tokens: anyone on this machine may call (loopback only)",
               flush=True)

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Match, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from phaseflow.serve import resources as r
@@ -31,7 +31,7 @@ from phaseflow.serve.problems import Problem, internal_problem, problem_response
 S = "/v1/sessions/{session_id}"
 
 
-def routes() -> list[Route]:
+def routes() -> list[BaseRoute]:
     from phaseflow.serve.openapi import openapi
 
     return [
@@ -50,6 +50,7 @@ def routes() -> list[Route]:
         Route(S + "/approvals/{call_id}", t.post_approval, methods=["POST"]),
         Route(S + "/cancel", t.post_cancel, methods=["POST"]),
         *_agui_routes(),
+        *_ui_routes(),
     ]
 
 
@@ -57,6 +58,12 @@ def _agui_routes() -> list[Route]:
     from phaseflow.serve.agui import run_agent
 
     return [Route("/v1/ag-ui/{workflow}", run_agent, methods=["POST"])]
+
+
+def _ui_routes() -> list[BaseRoute]:
+    from phaseflow.serve.ui import ui_routes
+
+    return ui_routes()
 
 
 async def _problem(request: Request, exc: Exception) -> Response:

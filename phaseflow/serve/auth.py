@@ -3,7 +3,9 @@
 Tokens come from ``--token-file`` (one a line; blank lines and ``#`` comments ignored) or
 the ``PHASEFLOW_TOKENS`` environment variable (separated by commas or white space). A
 request needs ``Authorization: Bearer <token>`` matching one of them, except
-``/healthz`` and ``/readyz`` (a load balancer's probes carry no secret). A token is never
+``/healthz`` and ``/readyz`` (a load balancer's probes carry no secret) and the web
+view's pages and static files under ``/ui/`` (they hold no data: the page's own API
+calls carry the token). A token is never
 logged: the request log has the method, path and status only.
 """
 
@@ -71,7 +73,9 @@ class BearerAuth:
         self.tokens = tuple(t.encode("utf-8") for t in tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.tokens or scope["path"] in OPEN_PATHS:
+        path = scope["path"] if scope["type"] == "http" else ""
+        if (scope["type"] != "http" or not self.tokens or path in OPEN_PATHS
+                or path == "/ui" or path.startswith("/ui/")):
             await self.app(scope, receive, send)
             return
         header = None

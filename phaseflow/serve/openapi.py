@@ -167,7 +167,15 @@ def document(secured: bool = True) -> dict[str, Any]:
                 "404": _problem("unknown workflow"), **COMMON},
                 params=[{"name": "name", "in": "path", "required": True,
                          "schema": {"type": "string"}},
-                        _query("format", {"enum": ["mermaid", "dot"]})])},
+                        _query("format", {"enum": ["mermaid", "dot", "json"]})])},
+            "/v1/workflows/{name}/describe": {"get": _op("what the model is told in a phase", {
+                "200": _ok({"type": "object", "required": [
+                    "workflow", "phase", "instructions", "navigation", "notes"]}),
+                "404": _problem("unknown workflow or phase"), **COMMON},
+                params=[{"name": "name", "in": "path", "required": True,
+                         "schema": {"type": "string"}},
+                        _query("phase", {"type": "string"}),
+                        _query("state", {"type": "string"})])},
             "/v1/sessions": {
                 "post": _op("create a session", {
                     "201": _ok(_ref("Session"), "created"),

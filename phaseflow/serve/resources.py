@@ -77,10 +77,14 @@ async def graph(request: Request) -> Response:
     hub = hub_of(request)
     name = request.path_params["name"]
     _served(hub, name)
-    fmt = choice_param(request, "format", ("mermaid", "dot")) or "mermaid"
+    fmt = choice_param(request, "format", ("mermaid", "dot", "json")) or "mermaid"
     from phaseflow.graph import to_dot, to_mermaid
 
     workflow = hub.served[name].agent.workflow
+    if fmt == "json":
+        from phaseflow.serve.ui.describe import graph_json
+
+        return JSONResponse({"workflow": name, "format": fmt, "graph": graph_json(workflow)})
     text = to_mermaid(workflow) if fmt == "mermaid" else to_dot(workflow)
     return JSONResponse({"workflow": name, "format": fmt, "graph": text})
 

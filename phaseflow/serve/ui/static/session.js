@@ -1,0 +1,205 @@
+// phaseflow web view: one session. Built from its events (the stream replays the stored
+// log, then follows live), with the session resource for its status and pending approval.
+"use strict";
+
+(() => {
+  const {api, el, json, when, showError, follow} = PF;
+  const sid = PF.pathPart(/^\/ui\/sessions\//);
+  const path = "/v1/sessions/" + encodeURIComponent(sid);
+  const conversation = document.getElementById("conversation");
+  const timeline = document.getElementById("timeline");
+  const visited = new Set();
+  let session = null;
+  let graph = null;
+  let current = null;
+  let typing = null;
+  let refreshing = null;
+
+  document.getElementById("session-id").textContent = sid;
+  document.title = "Session " + sid + " · phaseflow";
+
+  function badge(status) {
+    return el("span", {class: "badge " + String(status).replace(/[^a-z_]/g, ""), text: status});
+  }
+
+  function item(kind, turn, ...children) {
+    const li = el("li", {class: "entry " + kind, dataset: {turn: String(turn)}}, ...children);
+    conversation.append(li);
+    return li;
+  }
+
+  function turnBlock(turn) {
+    let block = timeline.querySelector(`li[data-turn="${turn}"]`);
+    if (!block) {
+      block = el("li", {dataset: {turn: String(turn)}}, el("h3", {text: "Turn " + turn}),
+                 el("ul", {class: "steps"}));
+      timeline.append(block);
+    }
+    return block.querySelector("ul");
+  }
+
+  function step(turn, kind, ...children) {
+    turnBlock(turn).append(el("li", {class: "step " + kind}, ...children));
+  }
+
+  function stateChange(e) {
+    const rows = el("table", {class: "changes"},
+      el("thead", {}, el("tr", {}, el("th", {scope: "col", text: "key"}),
+        el("th", {scope: "col", text: "before"}), el("th", {scope: "col", text: "after"}))));
+    const body = el("tbody");
+    for (const key of e.keys || []) {
+      const old = e.old ? e.old[key] : undefined, now = e.new ? e.new[key] : undefined;
+      body.append(el("tr", {}, el("th", {scope: "row", text: key}),
+        el("td", {}, el("code", {text: old === undefined || old === null ? "—" : JSON.stringify(old)})),
+        el("td", {}, el("code", {text: now === undefined || now === null ? "—" : JSON.stringify(now)}))));
+    }
+    rows.append(body);
+    step(e.turn, "state", el("p", {}, "state written by ", el("strong", {text: e.source || "?"})), rows);
+  }
+
+  function markGraph() {
+    if (graph) graph.mark(visited, current);
+  }
+
+  function setPhase(name) {
+    if (!name) return;
+    current = name;
+    visited.add(name);
+    document.getElementById("session-phase").textContent = name;
+    markGraph();
+  }
+
+  function onEvent(e) {
+    const turn = e.turn || 0;
+    switch (e.type) {
+      case "turn_started":
+        item("user", turn, el("p", {class: "who", text: "User · turn " + turn}), el("p", {class: "text", text: e.message}));
+        step(turn, "started", "turn started " + when(e.at));
+        break;
+      case "text_delta":
+        if (!typing) typing = item("assistant typing", turn, el("p", {class: "who", text: "Assistant (typing)"}), el("p", {class: "text"}));
+        typing.querySelector(".text").append(e.text);
+        break;
+      case "tool_call":
+        item("tool-call", turn, el("p", {class: "who"}, "Tool call ", el("span", {class: "tool", text: e.name}), " ", el("code", {class: "muted", text: e.call_id})),
+             el("pre", {text: json(e.arguments)}));
+        break;
+      case "tool_result":
+        item("tool-result " + (e.status === "ok" ? "" : "bad"), turn,
+             el("p", {class: "who"}, "Result of ", el("span", {class: "tool", text: e.name}), " ", badge(e.status)),
+             el("pre", {text: e.content}));
+        step(turn, "tool", el("span", {class: "tool", text: e.name}), " ", badge(e.status));
+        break;
+      case "approval_requested":
+        item("approval-asked", turn, el("p", {class: "who"}, "Approval needed for ", el("span", {class: "tool", text: e.name})),
+             e.reason ? el("p", {class: "muted", text: e.reason}) : null, el("pre", {text: json(e.arguments)}));
+        step(turn, "approval", "approval requested: ", el("span", {class: "tool", text: e.name}));
+        break;
+      case "approval_resolved":
+        item("approval-done", turn, el("p", {class: "who"}, "Operator decision on ", el("span", {class: "tool", text: e.name}), ": ", badge(e.decision)),
+             e.reason ? el("p", {class: "muted", text: e.reason}) : null);
+        step(turn, "approval", "approval ", badge(e.decision), " for ", el("span", {class: "tool", text: e.name}));
+        break;
+      case "state_changed":
+        stateChange(e);
+        break;
+      case "phase_changed":
+        step(turn, "phase", "phase ", el("strong", {text: e.from_phase}), " → ", el("strong", {text: e.to_phase}),
+             e.trigger ? el("span", {class: "muted", text: " (" + e.trigger + ")"}) : null);
+        visited.add(e.from_phase);
+        setPhase(e.to_phase);
+        break;
+      case "retrying":
+        item("note", turn, el("p", {class: "muted", text: `retrying (attempt ${e.attempt}): ${e.message}`}));
+        break;
+      case "error":
+        item("error", turn, el("p", {}, badge("error"), " ", el("code", {text: e.code}), " ", e.message));
+        step(turn, "error", badge("error"), " ", e.code);
+        break;
+      case "turn_finished":
+        if (typing) { typing.remove(); typing = null; }
+        if (e.reply) item("assistant", turn, el("p", {class: "who", text: "Assistant · turn " + turn}), el("p", {class: "text", text: e.reply}));
+        item("finished", turn, el("p", {class: "muted"}, "turn " + turn + " ended: ", badge(e.status)));
+        step(turn, "finished", "turn ended: ", badge(e.status));
+        break;
+      default:
+        return;
+    }
+    if (e.type !== "text_delta") refresh();
+  }
+
+  function showSession(s) {
+    session = s;
+    const status = document.getElementById("session-status");
+    status.replaceChildren(badge(s.status));
+    status.dataset.status = s.status;
+    document.getElementById("session-turn").textContent = String(s.turn);
+    const link = document.getElementById("workflow-link");
+    link.textContent = s.workflow;
+    link.href = "/ui/workflows/" + encodeURIComponent(s.workflow);
+    setPhase(s.phase);
+    const box = document.getElementById("approval");
+    const pending = s.pending_approval;
+    if (pending) {
+      box.dataset.callId = pending.call_id;
+      document.getElementById("approval-name").textContent = pending.name;
+      document.getElementById("approval-reason").textContent = pending.reason || "";
+      document.getElementById("approval-arguments").textContent = json(pending.arguments);
+      for (const id of ["approve", "reject"]) document.getElementById(id).disabled = false;
+      box.hidden = false;
+    } else {
+      box.hidden = true;
+    }
+  }
+
+  // The session resource again (status, phase, pending approval), at most one at a time.
+  function refresh() {
+    if (refreshing) { refreshing.again = true; return; }
+    refreshing = {again: false};
+    api(path).then(showSession).catch((err) => showError(err.message)).finally(() => {
+      const again = refreshing.again;
+      refreshing = null;
+      if (again) refresh();
+    });
+  }
+
+  async function decide(decision) {
+    const box = document.getElementById("approval");
+    const callId = box.dataset.callId;
+    for (const id of ["approve", "reject"]) document.getElementById(id).disabled = true;
+    const note = document.getElementById("approval-note");
+    try {
+      await api(path + "/approvals/" + encodeURIComponent(callId), {
+        method: "POST", headers: {"Prefer": "respond-async"},
+        body: note.value ? {decision, reason: note.value} : {decision}});
+      note.value = "";
+      box.hidden = true;
+      showError("");
+    } catch (err) {
+      showError("The decision was not taken: " + err.message);
+      refresh();
+    }
+  }
+
+  document.getElementById("approve").addEventListener("click", () => decide("approve"));
+  document.getElementById("reject").addEventListener("click", () => decide("reject"));
+
+  async function start() {
+    try {
+      const s = await api(path);
+      showSession(s);
+      const g = await api("/v1/workflows/" + encodeURIComponent(s.workflow) + "/graph?format=json");
+      const initial = g.graph.initial;
+      visited.add(initial);
+      graph = PFGraph.draw(document.getElementById("graph"), g.graph);
+      markGraph();
+    } catch (err) {
+      showError(err.status === 404 ? "No session " + sid + " on this server." : "Cannot load the session: " + err.message);
+      if (!session) return;
+    }
+    const state = document.getElementById("stream-state");
+    follow(sid, onEvent, (what) => { state.textContent = what; });
+  }
+
+  start();
+})();
