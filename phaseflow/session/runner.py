@@ -352,6 +352,13 @@ class Runner:
         waiter = asyncio.ensure_future(self._cancel.wait())
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # the runner itself is stopped (its host's task cancelled): what it waited
+            # for stops too, and its outcome is collected (never left running, or
+            # reported as an exception nobody retrieved)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
         finally:
             waiter.cancel()
         if task.done():

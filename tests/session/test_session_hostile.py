@@ -631,3 +631,40 @@ def test_the_approval_policy_judges_a_call_under_the_id_the_session_gives_it() -
     assert pending.call_id == "call_1_1_0"
     history_ids = [c.id for m in session.history for c in getattr(m, "tool_calls", ())]
     assert history_ids == [pending.call_id]
+
+
+def test_a_host_task_cancelled_while_tools_run_stops_them_and_leaves_nothing_behind(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The host's own task is cancelled (a server shutting down, a client's request
+    dropped by its framework) while a tool group runs: the tools are cancelled with it,
+    not left running, and nothing is reported as an exception nobody retrieved."""
+    stopped = threading.Event()
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look something up, slowly."""
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            stopped.set()
+        return "never"
+
+    async def scenario() -> None:
+        provider = ScriptedProvider([{"calls": [{"lookup": {"q": "a"}},
+                                                {"lookup": {"q": "b"}}]}, "done"])
+        session = await Agent(workflow(), provider, tools=[pay, napper, lookup]).session("s")
+        turn = asyncio.ensure_future(collect_async(session.send("go")))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if session.status == "running" and session._runner.core.group is not None:
+                break
+        await asyncio.sleep(0.05)
+        turn.cancel()
+        await asyncio.gather(turn, return_exceptions=True)
+        assert stopped.is_set()
+
+    asyncio.run(scenario())
+    import gc
+
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
