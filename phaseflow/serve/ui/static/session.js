@@ -13,6 +13,9 @@
   let graph = null;
   let current = null;
   let typing = null;
+  // turns whose turn_finished was shown: a text delta of theirs that arrives late (a
+  // live delta queued while the stored events were read) is not shown again
+  const finishedTurns = new Set();
   let refreshing = null;
 
   document.getElementById("session-id").textContent = sid;
@@ -77,6 +80,7 @@
         step(turn, "started", "turn started " + when(e.at));
         break;
       case "text_delta":
+        if (finishedTurns.has(turn)) break;
         if (!typing) typing = item("assistant typing", turn, el("p", {class: "who", text: "Assistant (typing)"}), el("p", {class: "text"}));
         typing.querySelector(".text").append(e.text);
         break;
@@ -117,6 +121,7 @@
         step(turn, "error", badge("error"), " ", e.code);
         break;
       case "turn_finished":
+        finishedTurns.add(turn);
         if (typing) { typing.remove(); typing = null; }
         if (e.reply) item("assistant", turn, el("p", {class: "who", text: "Assistant · turn " + turn}), el("p", {class: "text", text: e.reply}));
         item("finished", turn, el("p", {class: "muted"}, "turn " + turn + " ended: ", badge(e.status)));
