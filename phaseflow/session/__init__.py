@@ -17,12 +17,7 @@ from phaseflow.session.agent import (
     SessionFinished,
     TurnFailed,
 )
-from phaseflow.session.core import (
-    CompactionRefused,
-    EditLimitRefused,
-    ModeRefused,
-    ResolutionRefused,
-)
+from phaseflow.session.core import ResolutionRefused
 from phaseflow.session.events import (
     ApprovalRequested,
     ApprovalResolvedEvent,
@@ -42,6 +37,7 @@ from phaseflow.session.events import (
     TurnStartedEvent,
     event_from_json,
 )
+from phaseflow.session.host_inputs import CompactionRefused, EditLimitRefused, ModeRefused
 
 __all__ = [
     "Agent",

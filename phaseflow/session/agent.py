@@ -25,7 +25,7 @@ from phaseflow.observe.switch import observer_for
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
-from phaseflow.session.core import CompactionRefused, ModeRefused, arguments_hash
+from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
 from phaseflow.session.fork import (
@@ -35,6 +35,7 @@ from phaseflow.session.fork import (
     free_branch_id,
     last_turn,
 )
+from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent

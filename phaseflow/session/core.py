@@ -26,6 +26,12 @@ from typing import Any
 from phaseflow.errors import PhaseflowError
 from phaseflow.session import events as ev
 from phaseflow.session.compaction import fold_point, history_chars, replies_in, visible
+from phaseflow.session.host_inputs import (
+    host_compaction_id,
+    on_compact_now,
+    on_limit_edits,
+    on_mode,
+)
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -86,7 +92,6 @@ from phaseflow.turn.messages import (
     TextPart,
     ToolCall,
     ToolOutcome,
-    UserMessage,
 )
 from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted
 from phaseflow.turn.rejections import Rejected
@@ -135,15 +140,15 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
     if isinstance(event, Resume):
         return _on_resume(core, event, limits)
     if isinstance(event, SetMode):
-        return _on_mode(core, event)
+        return on_mode(core, event)
     if isinstance(event, Interrupt):
         return _on_interrupt(core, event, limits)
     if isinstance(event, Compacted):
         return _on_compacted(core, event)
     if isinstance(event, CompactNow):
-        return _on_compact_now(core, event)
+        return on_compact_now(core, event)
     if isinstance(event, LimitEdits):
-        return _on_limit_edits(core, event)
+        return on_limit_edits(core, event)
     raise CoreError(f"not a session input: {type(event).__name__}")
 
 
@@ -246,39 +251,13 @@ def _call(core: Core) -> CallProvider:
                         compaction.replies if compaction is not None else 0)
 
 
-def _host_compaction_id(core: Core) -> str:
-    return f"{core.session_id}:{core.turn}:compact-now"
-
-
-def _on_compact_now(core: Core, event: CompactNow) -> Step:
-    """Fold everything before the last turn now (between turns). Nothing to fold (one
-    turn so far, or folded already): nothing happens."""
-    if core.status in ("running", "awaiting_approval"):
-        raise CompactionRefused(f"session {core.session_id!r}: a compaction asked by the "
-                                f"host waits for the turn to end (it is {core.status})")
-    history = core.history()
-    start = core.compaction.upto if core.compaction is not None else 0
-    recent = history.after(start)
-    last = max((i for i, m in enumerate(recent) if isinstance(m, UserMessage)), default=0)
-    if last <= 0:
-        return Step(core)
-    previous = core.compaction.summary if core.compaction is not None else ""
-    core = evolve(core, folding=start + last, sent=history)
-    return Step(core, (Compact(_host_compaction_id(core), recent[:last], previous,
-                               event.max_tokens),))
-
-
-class CompactionRefused(PhaseflowError):
-    """``Session.compact()`` while a turn runs or waits for a human."""
-
-
 def _on_compacted(core: Core, event: Compacted) -> Step:
     """The summary is in: the fold is committed with a ``history_compacted`` event,
     then the waiting request is sent (none, for the host's compaction between turns).
     A failed summary leaves the history as it was."""
     upto = core.folding
     between_turns = core.request_id is None and core.status not in (
-        "running", "awaiting_approval") and event.request_id == _host_compaction_id(core)
+        "running", "awaiting_approval") and event.request_id == host_compaction_id(core)
     in_turn = core.request_id is not None and core.status == "running" and (
         event.request_id == f"{core.request_id}:compact")
     if upto is None or not (between_turns or in_turn):
@@ -888,48 +867,6 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
         follow = _start_turn(core, joined_content(queued), limits)
         return Step(follow.core, (*commands, *follow.commands))
     return Step(core, tuple(commands))
-
-
-# --- modes ---------------------------------------------------------------------------------
-
-
-class ModeRefused(PhaseflowError):
-    """A mode switch asked while a turn runs or waits for a human: modes change between
-    turns (a call half-way through its approval keeps the mode it was planned in)."""
-
-
-def _on_mode(core: Core, event: SetMode) -> Step:
-    if core.status in ("running", "awaiting_approval"):
-        raise ModeRefused(f"session {core.session_id!r}: the mode changes between turns, and "
-                          f"a turn is {core.status.replace('_', ' ')}")
-    if core.execution.mode is event.mode:
-        return Step(core)
-    if event.mode is Mode.PLAN:
-        core = evolve(core, execution=core.execution.enter_plan(), plan=())
-    else:
-        core = evolve(core, execution=core.execution.enter_exec())
-    return Step(core, (Persist((ev.ModeChanged(mode=event.mode.value, turn=core.turn),)),))
-
-
-# --- edit limits ---------------------------------------------------------------------------
-
-
-def _on_limit_edits(core: Core, event: LimitEdits) -> Step:
-    """The turn core's edit ranges, set by the host: committed, and carried by every
-    tool's context from the next call on."""
-    if event.start is None:
-        execution = core.execution.clear_edit_range(event.path)
-    else:
-        limited = core.execution.set_edit_range(event.path, event.start,
-                                                event.end if event.end is not None else 0)
-        if isinstance(limited, Rejected):
-            raise EditLimitRefused(f"session {core.session_id!r}: {limited.detail}")
-        execution = limited
-    return Step(evolve(core, execution=execution), (Persist(),))
-
-
-class EditLimitRefused(PhaseflowError):
-    """An edit limit that is not one: a relative path, or lines that are not a range."""
 
 
 # --- resuming an interrupted turn ----------------------------------------------------------
