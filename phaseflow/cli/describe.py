@@ -10,7 +10,6 @@ there without entering it, so its entry effects are not applied (a note says so)
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import sys
 from typing import Any
@@ -81,36 +80,6 @@ def _state(value: str) -> dict[str, Any] | str:
     return data
 
 
-def _enter(phase: Any, state: dict[str, Any]) -> list[str]:
-    """Apply ``phase``'s entry to ``state`` in the machine's order (``clear_on_enter``,
-    then each ``on_enter`` effect in turn) without running host code; returns notes
-    saying what was applied and which calls were not run."""
-    from phaseflow.spec.model import CallEffect, SetEffect, UnsetEffect
-
-    notes: list[str] = []
-    if phase.clear_on_enter:
-        for key in phase.clear_on_enter:
-            state.pop(key, None)
-        notes.append(f"clear_on_enter applied: {', '.join(phase.clear_on_enter)}")
-    applied: list[str] = []
-    calls: list[str] = []
-    for effect in phase.on_enter:
-        if isinstance(effect, SetEffect):
-            state.update(copy.deepcopy(dict(effect.values)))
-            applied.append("set " + ", ".join(effect.values))
-        elif isinstance(effect, UnsetEffect):
-            for key in effect.keys:
-                state.pop(key, None)
-            applied.append("unset " + ", ".join(effect.keys))
-        elif isinstance(effect, CallEffect):
-            calls.append(effect.name)
-    if applied:
-        notes.append(f"on_enter applied: {'; '.join(applied)}")
-    if calls:
-        notes.append(f"on_enter calls (not run): {', '.join(calls)}")
-    return notes
-
-
 def run(args: argparse.Namespace) -> int:
     from phaseflow.cli.common import load_or_report
     from phaseflow.expr.describe import did_you_mean
@@ -148,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     elif not args.no_on_enter:
-        for note in _enter(shown, state):
+        from phaseflow.machine.preview import apply_entry
+
+        for note in apply_entry(shown, state):
             print(f"phaseflow describe: {note}", file=sys.stderr)
     machine = PhaseMachine(phase, workflow=workflow, clock=lambda: 0.0)
     instructions = machine.render_instructions(state)

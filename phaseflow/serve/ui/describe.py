@@ -9,12 +9,12 @@ conversation starts there (not entered).
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
 from phaseflow.machine import PhaseMachine
-from phaseflow.spec.model import CallEffect, SetEffect, Transition, UnsetEffect, Workflow
+from phaseflow.machine.preview import apply_entry
+from phaseflow.spec.model import Transition, Workflow
 
 _SPACE = re.compile(r"\s+")
 
@@ -47,28 +47,7 @@ def _enter(workflow: Workflow, phase: str, state: dict[str, Any]) -> list[str]:
             return ["as a conversation starts: the initial phase is not entered, so its "
                     "on_enter and clear_on_enter do not run"]
         return []
-    notes: list[str] = []
-    for key in shown.clear_on_enter:
-        state.pop(key, None)
-    if shown.clear_on_enter:
-        notes.append(f"clear_on_enter applied: {', '.join(shown.clear_on_enter)}")
-    applied: list[str] = []
-    calls: list[str] = []
-    for effect in shown.on_enter:
-        if isinstance(effect, SetEffect):
-            state.update(copy.deepcopy(dict(effect.values)))
-            applied.append("set " + ", ".join(effect.values))
-        elif isinstance(effect, UnsetEffect):
-            for key in effect.keys:
-                state.pop(key, None)
-            applied.append("unset " + ", ".join(effect.keys))
-        elif isinstance(effect, CallEffect):
-            calls.append(effect.name)
-    if applied:
-        notes.append(f"on_enter applied: {'; '.join(applied)}")
-    if calls:
-        notes.append(f"on_enter calls (not run): {', '.join(calls)}")
-    return notes
+    return apply_entry(shown, state)
 
 
 def describe_json(workflow: Workflow, phase: str, extra: dict[str, Any]) -> dict[str, Any]:
