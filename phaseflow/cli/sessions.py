@@ -36,9 +36,7 @@ from phaseflow.errors import ConfigError
 if TYPE_CHECKING:
     from phaseflow.session import Agent
     from phaseflow.session.events import Event
-    from phaseflow.session.values import Core
     from phaseflow.stores.base import SessionRecord, SessionSummary, Store, StoredEvent
-    from phaseflow.turn.messages import Message
 
 PROG = "phaseflow sessions"
 
@@ -314,8 +312,10 @@ async def _fork(store: Store, args: argparse.Namespace) -> int:
                                       now=time.time())
     except ForkRefused as exc:
         raise Failed(str(exc)) from None
+    from phaseflow.session.records import transcript
+
     print(f"forked session {args.id} at the end of turn {record.turn} as {record.session_id} "
-          f"({record.status}, phase {record.phase}, {len(history(record))} messages)")
+          f"({record.status}, phase {record.phase}, {len(transcript(record))} messages)")
     return 0
 
 
@@ -344,38 +344,9 @@ def event_json(stored: StoredEvent) -> dict[str, Any]:
     return {**stored.data, "seq": stored.seq, "session_id": stored.session_id}
 
 
-def message_json(message: Message) -> dict[str, Any]:
-    """One model message as ``show --json`` prints it (the roles of an OpenAI-style chat:
-    ``tool_calls`` with ``id``, ``name`` and the arguments as a JSON value; a result's
-    ``tool_call_id`` and ``status``)."""
-    from phaseflow.turn.messages import AssistantMessage, ToolResultMessage, content_to_json
-
-    out: dict[str, Any] = {"role": message.role.value}
-    if isinstance(message, ToolResultMessage):
-        out["tool_call_id"] = message.call_id
-        out["status"] = "error" if message.is_error else "ok"
-    out["content"] = content_to_json(message.content)
-    if isinstance(message, AssistantMessage):
-        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.argument_value()}
-                             for c in message.tool_calls]
-        if message.reasoning:
-            out["reasoning"] = message.reasoning
-    return out
-
-
-def pending_json(record: SessionRecord) -> dict[str, Any] | None:
-    """The call waiting for a human, as :class:`~phaseflow.session.PendingApproval`."""
-    from phaseflow.session.core import arguments_hash
-
-    pending = record.execution.pending_approval
-    if pending is None or record.status != "awaiting_approval":
-        return None
-    call = pending.call
-    return {"call_id": call.id, "name": call.name, "arguments": call.argument_value(),
-            "arguments_hash": arguments_hash(call), "reason": pending.reason}
-
-
 def record_json(record: SessionRecord) -> dict[str, Any]:
+    from phaseflow.session.records import history, message_json, pending_json, transcript
+
     return {
         "id": record.session_id,
         "workflow": record.workflow,
@@ -390,34 +361,6 @@ def record_json(record: SessionRecord) -> dict[str, Any]:
         "history": [message_json(m) for m in history(record)],
         "transcript": [message_json(m) for m in transcript(record)],
     }
-
-
-def _core(record: SessionRecord) -> Core:
-    from phaseflow.errors import PhaseflowError
-    from phaseflow.session.core_json import core_from_json
-    from phaseflow.session.values import Core
-
-    try:
-        return core_from_json(record.session_id, record.core, record.execution,
-                              record.progress, record.continuation)
-    except PhaseflowError:  # (shown as far as it can be; `recover` names the damage)
-        return Core(record.session_id, record.execution, record.progress,
-                    record.continuation)
-
-
-def history(record: SessionRecord) -> tuple[Message, ...]:
-    """The exact model messages the model sees now: what ``Session.history`` gives once
-    the session is opened (within a turn, the messages of its open request and tool
-    group too; with history compaction, the summary in place of what it folds)."""
-    from phaseflow.session.compaction import visible
-
-    core = _core(record)
-    return visible(core.history(), core.compaction).to_tuple()
-
-
-def transcript(record: SessionRecord) -> tuple[Message, ...]:
-    """Every message of a stored session, compacted or not (``Session.transcript``)."""
-    return _core(record).history().to_tuple()
 
 
 # --- the timeline ------------------------------------------------------------------------
@@ -525,6 +468,8 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
             lines.append(f"{heading}  {when(data.get('at'))}")
         label, text = describe(data)
         lines.append(f"  {label:<10} {text}".rstrip())
+    from phaseflow.session.records import pending_json
+
     pending = pending_json(record)
     lines.append("")
     if pending is not None:

@@ -10,28 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from phaseflow.serve.problems import Problem
+from phaseflow.session.records import history, message_json, pending_json
 from phaseflow.stores.base import SessionRecord, SessionSummary, StoredEvent
-from phaseflow.turn.messages import (
-    AssistantMessage,
-    Message,
-    ToolResultMessage,
-    content_to_json,
-)
 
 #: the statuses a session may have (``?status=`` is one of them)
 STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
-
-
-def pending_json(record: SessionRecord) -> dict[str, Any] | None:
-    """The call waiting for a human (as ``Session.pending_approval``)."""
-    from phaseflow.session.core import arguments_hash
-
-    pending = record.execution.pending_approval
-    if pending is None or record.status != "awaiting_approval":
-        return None
-    call = pending.call
-    return {"call_id": call.id, "name": call.name, "arguments": call.argument_value(),
-            "arguments_hash": arguments_hash(call), "reason": pending.reason}
 
 
 def session_json(record: SessionRecord) -> dict[str, Any]:
@@ -41,26 +24,10 @@ def session_json(record: SessionRecord) -> dict[str, Any]:
             "created_at": record.created_at, "updated_at": record.updated_at}
 
 
-def message_json(message: Message) -> dict[str, Any]:
-    """One model message as ``phaseflow sessions show --json`` prints it."""
-    out: dict[str, Any] = {"role": message.role.value}
-    if isinstance(message, ToolResultMessage):
-        out["tool_call_id"] = message.call_id
-        out["status"] = "error" if message.is_error else "ok"
-    out["content"] = content_to_json(message.content)
-    if isinstance(message, AssistantMessage):
-        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.argument_value()}
-                             for c in message.tool_calls]
-        if message.reasoning:
-            out["reasoning"] = message.reasoning
-    return out
-
-
 def history_json(record: SessionRecord) -> list[dict[str, Any]]:
-    from phaseflow.session.values import Core
-
-    core = Core(record.session_id, record.execution, record.progress, record.continuation)
-    return [message_json(m) for m in core.history().to_tuple()]
+    """The exact messages the model sees now (the summary in place of what a history
+    compaction folded)."""
+    return [message_json(m) for m in history(record)]
 
 
 def event_json(stored: StoredEvent) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def test_show_json_is_the_record_with_the_exact_history(store_path: Path) -> Non
 
 def test_show_json_of_the_same_session_agrees_with_the_api(store_path: Path, here: Any) -> None:
     """The history printed is the one the session holds, message for message."""
-    from phaseflow.cli.sessions import message_json
+    from phaseflow.session.records import message_json
 
     async def held() -> list[dict[str, Any]]:
         store = SQLiteStore(store_path)
