@@ -13,7 +13,9 @@ What a call returns to the session (:func:`result_value`): the text of the resul
 content (text blocks as they are; an image, audio or a resource as a one-line note, never
 its bytes); a result with ``isError`` is an :class:`McpToolError`, which the session
 turns into an error result the model sees. When the catalogue lets the tool write state
-keys, the result's ``structuredContent`` keys of those names are its writes.
+keys, the result's ``structuredContent`` keys of those names are its writes (or, when it
+has none, those of its text when that is one JSON object: what a server's tool returning
+a mapping without an output schema sends).
 """
 
 from __future__ import annotations
@@ -138,6 +140,14 @@ def result_value(result: mcp_types.CallToolResult, writes: tuple[str, ...] = ())
         raise McpToolError(text or "the tool reported an error without a message")
     if not text and structured is not None:
         text = json.dumps(structured, ensure_ascii=False)
+    if writes and structured is None:
+        # A server whose tool returns a mapping without declaring an output schema (a
+        # Python MCP server's `-> dict`) sends it as JSON text only: read as a Python
+        # tool's returned mapping is, its keys in `writes` are written.
+        try:
+            structured = json.loads(text) if text.lstrip().startswith("{") else None
+        except ValueError:
+            structured = None
     if writes and isinstance(structured, Mapping):
         return ToolResult(output=text, writes={k: structured[k] for k in writes
                                                if k in structured})
