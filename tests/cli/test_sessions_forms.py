@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 
 import phaseflow
 from phaseflow.cli.main import main
-from phaseflow.cli.sessions import LINE_CHARS, describe, message_json, one_line
+from phaseflow.cli.sessions import LINE_CHARS, describe, one_line
 from phaseflow.cli.stores import is_postgres, store_name
 from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent
+from phaseflow.session.records import message_json
 from phaseflow.stores import SQLiteStore
 from phaseflow.turn.messages import (
     AssistantMessage,

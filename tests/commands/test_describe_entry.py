@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phaseflow.cli.describe import _enter
 from phaseflow.machine import PhaseMachine, State
+from phaseflow.machine.preview import apply_entry
 from phaseflow.spec.loader import load_workflow_text
 from tests.support.commands import run_cli
 
@@ -121,7 +121,7 @@ def test_the_preview_is_the_state_the_machine_enters_with(
     state = State(dict(start))
     machine.goto_sync("target", state, turn=1)
     preview = dict(start)
-    notes = _enter(workflow.phases["target"], preview)
+    notes = apply_entry(workflow.phases["target"], preview)
     assert preview == dict(state)
     calls = sum(1 for e in effects if "call" in e)
     assert any(n.startswith("on_enter calls (not run): hook") for n in notes) == bool(calls)
