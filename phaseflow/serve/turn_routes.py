@@ -28,9 +28,10 @@ from phaseflow.serve.turns import Accepted, events_url
 from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
+from phaseflow.session.driver import BUSY_MODES
 
-#: what ``busy`` may be (see docs/http-api.md)
-BUSY = ("queue", "reject", "steer", "interrupt")
+#: what ``busy`` may be (see docs/http-api.md): the session's double-texting modes
+BUSY = BUSY_MODES
 DECISIONS = ("approve", "approve_turn", "approve_session", "reject")
 
 

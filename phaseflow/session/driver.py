@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Literal
+from typing import Literal, get_args
 
 from phaseflow.session import events as ev
 from phaseflow.session.core import (
@@ -45,7 +45,7 @@ from phaseflow.turn.messages import Content, content_from_json, content_to_json
 
 #: what a message does when a turn runs (double texting); see docs/sessions.md
 Busy = Literal["queue", "reject", "steer", "interrupt"]
-BUSY_MODES: tuple[str, ...] = ("queue", "reject", "steer", "interrupt")
+BUSY_MODES: tuple[str, ...] = get_args(Busy)
 
 
 def check_open(runner: Runner) -> None:
