@@ -27,7 +27,7 @@ from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
 from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
-from phaseflow.session.driver import BUSY_MODES, Busy, TurnDriver, check_open
+from phaseflow.session.driver import TurnDriver, check_open
 from phaseflow.session.fork import (
     ForkRefused,
     branches,
@@ -39,6 +39,7 @@ from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
+from phaseflow.session.turn_order import BUSY_MODES, Busy
 from phaseflow.session.values import (
     Cancel,
     CompactNow,

@@ -1,21 +1,10 @@
-"""A session's turns, driven: the one place that takes the lease, runs an input through
-the runner and lets the lease go.
+"""A session's turns, driven: the one place that executes the exactly-once order.
 
-The exactly-once order reads here top to bottom, for every way a turn starts
-(a message, a decision, a recovery):
-
-1. **take the lease** (:meth:`TurnDriver.run`): a store compare-and-set; a holder that
-   is a killed process of this machine is replaced at once; without the lease a message
-   is stored in the session's queue for the holder (or refused with ``busy="reject"``);
-2. **catch up** (:meth:`TurnDriver._catch_up`): another worker may have committed since
-   this object last did: the runner is reopened from the store;
-3. **finish a turn a stopped worker left** (the core's :class:`Resume` input decides
-   what each interrupted call becomes);
-4. **run the input**: the runner steps the pure core and performs its commands, in
-   order - ``Persist`` (the admission) strictly before ``RunTools`` (the effect); the
-   turn's last commit lets the lease go in the same transaction;
-5. **drain the queue**: messages other workers stored meanwhile start the next turn;
-6. **let go**: the lease is released if the last commit did not release it.
+The order itself - take the lease, catch up, finish a turn a stopped worker left, run the
+input, drain the queue, let go - is decided in :mod:`phaseflow.session.turn_order`, a
+pure plan of commands. :class:`TurnDriver` performs each command against the store and
+the runner and sends the answer back, as psycopg's ``waiting.py`` drives its
+``generators.py``: nothing here decides what comes next.
 
 The :class:`~phaseflow.session.agent.Session` is the host's door and decides nothing:
 it checks what the host asked, then hands it here. The runner
@@ -26,34 +15,45 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Literal, get_args
+from typing import Any
 
 from phaseflow.session import events as ev
-from phaseflow.session.core import (
-    ResolutionRefused,
-    check_resolution,
-    joined_content,
-    unanswered,
-)
-from phaseflow.session.refusals import SessionBusy, SessionFinished
 from phaseflow.session.runner import Runner
-from phaseflow.session.values import Input, Interrupt, Resolve, Resume, Send
+from phaseflow.session.turn_order import (
+    BUSY_MODES as BUSY_MODES,
+)
+from phaseflow.session.turn_order import (
+    Busy,
+    Command,
+    CommitEvents,
+    CommitNotes,
+    Hold,
+    Holder,
+    LetGo,
+    Message,
+    Now,
+    ReadHolder,
+    ReadQueue,
+    ReadVersion,
+    ResumeLeft,
+    Run,
+    StoreMessage,
+    TakeLease,
+    turn_order,
+)
+from phaseflow.session.turn_order import check_open as check_core_open
+from phaseflow.session.values import Input, Interrupt, Resume, Send
 from phaseflow.session.workers import holder_is_gone
-from phaseflow.stores.base import Lease, SessionRecord, Store
+from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.turn.execution import PromptKind
-from phaseflow.turn.messages import Content, content_from_json, content_to_json
+from phaseflow.turn.messages import Content, content_to_json
 
-#: what a message does when a turn runs (double texting); see docs/sessions.md
-Busy = Literal["queue", "reject", "steer", "interrupt"]
-BUSY_MODES: tuple[str, ...] = get_args(Busy)
+__all__ = ["BUSY_MODES", "Busy", "TurnDriver", "check_open"]
 
 
 def check_open(runner: Runner) -> None:
     """A finished session takes no more messages (:class:`SessionFinished`)."""
-    if runner.core.status == "finished":
-        raise SessionFinished(
-            f"session {runner.core.session_id!r} has finished (phase "
-            f"{runner.machine.current!r} is terminal); it takes no more messages")
+    check_core_open(runner.core, runner.machine.current)
 
 
 class TurnDriver:
@@ -129,154 +129,118 @@ class TurnDriver:
                 break
             await let_go.wait()
 
-    # --- 1. the lease ------------------------------------------------------------------
+    # --- the order, executed --------------------------------------------------------
 
     async def run(self, first: Input | None, *, force: bool = False, busy: Busy | None = None
                   ) -> AsyncIterator[ev.Event]:
         """Run ``first`` (and what it leads to) holding the session's lease: finish a
         turn a stopped worker left, then ``first``, then the messages other workers
-        queued meanwhile. Without the lease (another worker runs a turn) a message is
-        stored in the session's queue for that worker (or refused with
-        :class:`SessionBusy` when the agent has ``busy="reject"``), anything else is
+        queued meanwhile (the order: :func:`~phaseflow.session.turn_order.turn_order`).
+        Without the lease a message is stored for the worker that holds it (or refused
+        with :class:`SessionBusy` when the agent has ``busy="reject"``), anything else is
         refused with :class:`SessionBusy`."""
-        store, config = self.store, self.runner.config
-        sid = self.session_id
-        lease = await store.acquire(sid, config.worker, config.lease, config.clock(),
-                                    force=force)
-        if lease is None:
-            # A holder that is a killed process of this machine is replaced at once, not
-            # waited for until its lease expires (see phaseflow.session.workers).
-            held = await store.lease(sid)
-            if held is not None and holder_is_gone(held.owner):
-                lease = await store.acquire(sid, config.worker, config.lease,
-                                            config.clock(), replacing=held)
-        busy = busy or self.busy
-        if lease is None and isinstance(first, Interrupt):
-            # An interrupt takes the turn over: the holder's late writes are fenced, and
-            # its turn is cancelled here as it stood at its last commit.
-            lease = await store.acquire(sid, config.worker, config.lease, config.clock(),
-                                        force=True)
-        if lease is None:
-            if not (isinstance(first, Send) and busy in ("queue", "steer")):
-                raise SessionBusy(f"session {sid!r}: another worker is running its turn")
-            await store.enqueue(sid, {"content": content_to_json(first.content),
-                                      "kind": first.kind.value,
-                                      **config.observer.carrier(sid)})
-            # The holder may have looked at the queue for the last time before this
-            # message was stored, and let the turn go since: when the turn is free now,
-            # this worker takes it, so the message is never left behind.
-            lease = await store.acquire(sid, config.worker, config.lease, config.clock())
-            if lease is None:
-                return
-            first = None
+        plan = turn_order(first, self._now, busy=busy or self.busy, force=force,
+                          phase=lambda: self.runner.machine.current)
+        answer: Any = None
+        failure: BaseException | None = None
         while True:
-            async for e in self._holding(lease, first):
-                yield e
-            # A worker that found the turn taken may have stored its message after this
-            # one's last look at the queue: answered now, when the turn is still free.
-            if self.runner.core.status not in ("idle", "failed", "finished") or (
-                    not await store.queued(sid)):
+            try:
+                command = plan.send(answer) if failure is None else plan.throw(failure)
+            except StopIteration:
                 return
-            again = await store.acquire(sid, config.worker, config.lease, config.clock())
-            if again is None:
-                return  # its holder looks at the queue before it lets the turn go
-            lease, first = again, None
-
-    async def _holding(self, lease: Lease, first: Input | None) -> AsyncIterator[ev.Event]:
-        """Steps 2 to 6 with the session's lease held."""
-        self.running = True
-        self._let_go = asyncio.Event()
-        try:
-            await self._catch_up(lease.version)  # 2.
-            runner = self.runner
-            runner.hold(lease)
-            if isinstance(first, Resolve):
-                problem = check_resolution(runner.core, first)
-                if problem is not None:
-                    raise ResolutionRefused(f"session {self.session_id!r}: {problem}")
-            if isinstance(first, Send | Interrupt):
-                check_open(runner)
-            while self.notes:
-                for e in await runner.commit((self.notes.pop(0),)):
-                    yield e
-            if runner.core.status == "running" and not isinstance(first, Interrupt):  # 3.
-                if isinstance(first, Send):
-                    # The message takes its place in the queue first (committed), then
-                    # the interrupted turn is finished; its end sends what is queued.
-                    for e in await runner.feed(Send(first.content, runner.view(), first.kind)):
+            answer, failure = None, None
+            try:
+                if isinstance(command, Run | CommitNotes | CommitEvents):
+                    async for e in self._events_of(command):
                         yield e
-                    first = None
-                async for e in runner.drive(self._resume_input()):
-                    yield e
-            if first is not None and not (isinstance(first, Send)
-                                          and runner.core.status == "finished"):
-                if isinstance(first, Send):
-                    first = Send(first.content, runner.view(), first.kind)
-                elif isinstance(first, Interrupt):
-                    first = Interrupt(first.content, runner.view(), first.now)
-                async for e in runner.drive(first):  # 4.
-                    yield e
-            if not runner.released:
-                async for e in self._drain_queue():  # 5.
-                    yield e
-        finally:
+                else:
+                    answer = await self._perform(command)
+            except BaseException as exc:  # the plan lets the lease go, then re-raises
+                failure = exc
+
+    def _now(self) -> Now:
+        runner = self.runner
+        return Now(runner.core, runner.version, runner.released)
+
+    async def _perform(self, command: Command) -> Any:
+        """A command whose answer is a value (a lease, the queue, a version)."""
+        store, config, sid = self.store, self.runner.config, self.session_id
+        if isinstance(command, TakeLease):
+            return await store.acquire(sid, config.worker, config.lease, config.clock(),
+                                       force=command.force, replacing=command.replacing)
+        if isinstance(command, ReadHolder):
+            held = await store.lease(sid)
+            return Holder(held, held is not None and holder_is_gone(held.owner))
+        if isinstance(command, StoreMessage):
+            send = command.send
+            await store.enqueue(sid, {"content": content_to_json(send.content),
+                                      "kind": send.kind.value,
+                                      **config.observer.carrier(sid)})
+            return None
+        if isinstance(command, ReadQueue):
+            return tuple(await store.queued(sid))
+        if isinstance(command, ReadVersion):
+            return await store.version(sid)
+        if isinstance(command, Hold):
+            self.running = True
+            self._let_go = asyncio.Event()
+            if command.reopen:
+                record = await store.load(sid)
+                if record is not None:
+                    self.runner = self._reopen(record)
+            self.runner.hold(command.lease)
+            return None
+        if isinstance(command, LetGo):
             self.running = False
             let_go, self._let_go = self._let_go, None
             try:
-                held = self.runner.let_go(lease)
-                if held is not None:  # 6. the turn's last commit did not let it go
-                    await self.store.release(held)
+                held = self.runner.let_go(command.lease)
+                if held is not None:  # the turn's last commit did not let it go
+                    await store.release(held)
             finally:
-                let_go.set()
+                if let_go is not None:
+                    let_go.set()
+            return None
+        raise AssertionError(f"no executor for {command!r}")  # pragma: no cover
 
-    # --- 2. catching up ------------------------------------------------------------------
-
-    async def _catch_up(self, stored: int = -1) -> None:
-        """Another worker may have committed since this object last did: reopen from the
-        store. ``stored``: the version the lease was taken at (read in the same
-        transaction); -1 when not known, then it is read (one cheap read)."""
-        if stored < 0:
-            stored = await self.store.version(self.session_id)
-        if stored == self.runner.version:
-            return
-        record = await self.store.load(self.session_id)
-        if record is not None:
-            self.runner = self._reopen(record)
-
-    # --- 3. a turn a stopped worker left -------------------------------------------------
-
-    def _resume_input(self) -> Resume:
-        catalogue = self.runner.config.workflow.tools or {}
-        idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
-        return Resume(self.runner.view(), idempotent)
-
-    # --- 5. the queue --------------------------------------------------------------------
-
-    async def _drain_queue(self) -> AsyncIterator[ev.Event]:
-        """The messages other workers stored while this one held the turn: sent as the
-        next turn, in order, once the current one is over."""
-        runner, store, sid = self.runner, self.store, self.session_id
-        if runner.core.status == "finished" and not runner.released:
-            # Messages stored for a turn that then finished the session: taken out of
-            # the queue, recorded as unanswered (never left there unseen for good).
-            queued = await store.queued(sid)
-            if queued:
-                runner.consumed = queued[-1].id
-                contents = tuple(content_from_json(q.data.get("content")) for q in queued)
-                for e in await runner.commit((unanswered(contents, runner.core.turn),)):
+    async def _events_of(self, command: Run | CommitNotes | CommitEvents
+                         ) -> AsyncIterator[ev.Event]:
+        """A command whose answer is the events it commits (given to the caller)."""
+        runner = self.runner
+        if isinstance(command, CommitNotes):
+            while self.notes:
+                for e in await runner.commit((self.notes.pop(0),)):
                     yield e
             return
-        while runner.core.status in ("idle", "failed") and not runner.released:
-            # (a turn's last commit may have let the lease go: the caller takes it again
-            # before it looks at the queue once more)
-            queued = await store.queued(sid)
-            if not queued:
-                return
-            # steering messages first, each kind in order (as a finished turn's queue)
-            ordered = sorted(queued, key=lambda q: q.data.get("kind") != "steering")
-            contents = tuple(content_from_json(q.data.get("content")) for q in ordered)
-            runner.config.observer.queued(sid, [q.data for q in queued])
-            runner.consumed = queued[-1].id
-            content = contents[0] if len(contents) == 1 else joined_content(contents)
-            async for e in runner.drive(Send(content, runner.view())):
+        if isinstance(command, CommitEvents):
+            runner.consumed = command.consumed
+            for e in await runner.commit(command.events):
                 yield e
+            return
+        if command.queued:
+            runner.config.observer.queued(self.session_id, list(command.queued))
+        if command.consumed:
+            runner.consumed = command.consumed
+        first = self._fresh(command.input)
+        if command.feed:
+            for e in await runner.feed(first):
+                yield e
+            return
+        async for e in runner.drive(first):
+            yield e
+
+    def _fresh(self, what: Input | Message | ResumeLeft) -> Input:
+        """The input with the phase view of the moment it runs (the machine may have
+        moved, or been reopened, since it was asked)."""
+        runner = self.runner
+        if isinstance(what, Message):
+            return Send(what.content, runner.view(), PromptKind(what.kind))
+        if isinstance(what, ResumeLeft):
+            catalogue = runner.config.workflow.tools or {}
+            idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
+            return Resume(runner.view(), idempotent)
+        if isinstance(what, Send):
+            return Send(what.content, runner.view(), what.kind)
+        if isinstance(what, Interrupt):
+            return Interrupt(what.content, runner.view(), what.now)
+        return what
