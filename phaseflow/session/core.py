@@ -578,6 +578,35 @@ def _record_writes(arguments: Any, view: PhaseView
     return tuple(writes), ""
 
 
+def judged_writes(done: Done, call: ToolCall, view: PhaseView | None) -> Done:
+    """A host tool's result with the state writes it may make: only the keys its
+    catalogue entry lists (``writes``), each of its declared type. The others are
+    refused, and the host sees why beside the result (a ``write_refused`` event, before
+    the result's own); the model's view of the result is unchanged."""
+    if not done.writes:
+        return done
+    tool = view.tool(call.name) if view is not None else None
+    allowed = tool.writes if tool is not None else ()
+    types = tool.write_types if tool is not None else {}
+    writes: list[tuple[str, Any]] = []
+    problems: list[str] = []
+    for key, value in done.writes:
+        if key not in allowed:
+            problems.append(f"{key!r} is not in the tool's writes")
+            continue
+        declared = types.get(key)
+        problem = check_state_type(value, declared) if declared is not None else None
+        if problem is not None:
+            problems.append(f"{key!r}: {problem}")
+            continue
+        writes.append((key, value))
+    if not problems:
+        return done
+    refused = ev.ErrorEvent(code="write_refused", message=(
+        f"{call.name} ({call.id}): not written: {'; '.join(problems)}"))
+    return replace(done, writes=tuple(writes), notes=(*done.notes, refused))
+
+
 def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResultEvent]:
     """Give ``call`` its result in every value: the ledger (admitting it first when it
     was never run: the admission token is spent, so it can never run later), the
@@ -682,8 +711,9 @@ def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
     planned = next((p for p in group.calls if p.call.id == event.call_id), None)
     if planned is None or not group.admitted:
         return Step(core)
-    core, result_event = _settle(core, planned.call, event.done)
-    result_events = (*event.done.notes, evolve(result_event, duration=event.duration))
+    done = judged_writes(event.done, planned.call, core.view)
+    core, result_event = _settle(core, planned.call, done)
+    result_events = (*done.notes, evolve(result_event, duration=event.duration))
     execution = core.execution.tool_completed(event.call_id)
     if not isinstance(execution, Rejected):
         core = evolve(core, execution=execution)
@@ -826,8 +856,9 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
             continue
         planned = next((p for p in group.calls if p.call.id == done.call_id), None)
         if planned is not None and group.admitted:
-            core, settled = _settle(core, planned.call, done.done)
-            events.extend((*done.done.notes, evolve(settled, duration=done.duration)))
+            judged = judged_writes(done.done, planned.call, core.view)
+            core, settled = _settle(core, planned.call, judged)
+            events.extend((*judged.notes, evolve(settled, duration=done.duration)))
     group = core.group
     if group is not None:
         c = core.continuation

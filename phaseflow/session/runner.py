@@ -65,7 +65,6 @@ from phaseflow.session.view import ViewCache, phase_view, system_text, tool_spec
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
-from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome, UserMessage
@@ -615,25 +614,8 @@ class Runner:
         except Exception as exc:
             return Done(ToolOutcome.error(f"{call.name} returned a value that is not JSON: "
                                           f"{describe_exception(exc)}"), "error")
-        writes: list[tuple[str, Any]] = []
-        problems: list[str] = []
-        declared = self.config.workflow.state
-        for key, v in candidates.items():
-            if key not in allowed:
-                problems.append(f"{key!r} is not in the tool's writes")
-                continue
-            entry = declared.get(key)
-            problem = check_state_type(v, entry.type) if entry is not None else None
-            if problem is not None:
-                problems.append(f"{key!r}: {problem}")
-                continue
-            writes.append((key, v))
-        outcome = await self._present(text)
-        notes: tuple[ev.Event, ...] = ()
-        if problems:
-            notes = (ev.ErrorEvent(code="write_refused", message=(
-                f"{call.name} ({call.id}): not written: {'; '.join(problems)}")),)
-        return Done(outcome, "ok", tuple(writes), notes=notes)
+        # the writes asked for, as they came: the core judges them (catalogue, types)
+        return Done(await self._present(text), "ok", tuple(candidates.items()))
 
     async def _present(self, text: str) -> ToolOutcome:
         """The model's view of a tool's output, cut by the turn core's presentation rules

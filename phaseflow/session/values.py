@@ -62,6 +62,9 @@ class OfferedTool:
     read_only: bool = False
     #: the compiled check of ``parameters`` (compiled once per tool, not per request)
     check: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
+    #: the declared state types of the keys in ``writes`` (a key the workflow declares
+    #: no type for takes any JSON value)
+    write_types: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,8 +83,9 @@ def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, Funct
             approval = entry.approval == "always"
             writes = entry.writes
             read_only = entry.read_only
+        types = {k: workflow.state[k].type for k in writes if k in workflow.state}
         offered.append(OfferedTool(name, description or name, parameters, approval, writes,
-                                   read_only, check))
+                                   read_only, check, types))
     collect: dict[str, str] = {}
     if phase is not None and phase.collect:
         for key in phase.collect:
