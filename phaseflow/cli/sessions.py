@@ -243,8 +243,7 @@ async def _record(store: Store, session_id: str) -> SessionRecord:
     if record is None:
         raise Failed(f"no session {session_id!r} in the store")
     try:
-        core_from_json(session_id, record.core, record.execution, record.progress,
-                       record.continuation)
+        core_from_json(session_id, record.core, record.execution, record.continuation)
     except PhaseflowError as exc:
         raise Failed(str(exc)) from None
     return record

@@ -347,8 +347,7 @@ class Agent:
             machine = PhaseMachine.restore(wf, _aged(record, self.config.clock()),
                                            clock=self.phase_clock)
             state = State(dict(record.state))
-            core = core_from_json(sid, record.core, record.execution, record.progress,
-                                  record.continuation)
+            core = core_from_json(sid, record.core, record.execution, record.continuation)
             runner = Runner(self.config, core, machine, state, record.version,
                             record.created_at)
             runner.core = replace(runner.core, view=runner.view())

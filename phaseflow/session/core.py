@@ -8,10 +8,11 @@ number: those arrive in the inputs. So the exactly-once order is data that a tes
 read - ``[Persist(admission), RunTools(calls)]`` - and every rule of a turn is tested
 without a model, a store or an event loop (see ``tests/session/test_core*.py``).
 
-The values are the turn core's three (:class:`TurnExecution` for the run phase, queues,
-approvals and trust; :class:`TurnProgress` for the turn's identity and its result slots;
-:class:`Continuation` for the exact history and the tool ledger) plus the session's own:
-the user turn number, the requests made in this turn and the open tool group's plan.
+The values are the turn core's two (:class:`TurnExecution` for the run phase, queues,
+approvals and trust; :class:`Continuation` for the exact history and the tool ledger)
+plus the session's own: the user turn number (each request's turn id), the requests
+made in this turn and the open tool group's plan. The turn core's :class:`TurnProgress`
+stages are not mirrored here: the session's status and its group say where a turn is.
 The machine is not here: it runs host code (effects, preparations), so the runner owns
 it and reports what it did (:class:`BoundaryDone`) and where the conversation now is
 (:class:`PhaseView`).
@@ -93,7 +94,7 @@ from phaseflow.turn.messages import (
     ToolCall,
     ToolOutcome,
 )
-from phaseflow.turn.progress import StopReason, StreamEnded, ToolResultAccepted
+from phaseflow.turn.progress import TurnId
 from phaseflow.turn.rejections import Rejected
 
 #: the key the history keeps a call's arguments under when the model's text was not JSON
@@ -184,13 +185,12 @@ def _on_send(core: Core, event: Send, limits: Limits) -> Step:
 
 
 def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
-    started = _ok(core.progress.start_turn())
     turn = core.turn + 1
     request_id = f"{core.session_id}:{turn}"
-    continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, content))
+    continuation = _ok(core.continuation.begin_request(request_id, TurnId(turn), content))
     execution = _ok(core.execution.provider_started())
     core = evolve(
-        core, execution=execution, progress=started.progress, continuation=continuation,
+        core, execution=execution, continuation=continuation,
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0,
     )
@@ -286,15 +286,8 @@ def _on_compacted(core: Core, event: Compacted) -> Step:
 
 def _end_after_group(core: Core) -> Core:
     """Close the request after a tool group with no next generation to come (the step
-    limit, a cut reply): the progress waits for one, so it is ended too, or the next
-    turn could never start."""
-    core = _close_request(core)
-    turn_id = core.progress.turn_id
-    if turn_id is not None:
-        ended = core.progress.fail(turn_id)
-        if not isinstance(ended, Rejected):
-            core = evolve(core, progress=ended)
-    return core
+    limit, a cut reply)."""
+    return _close_request(core)
 
 
 def _end_at_step_limit(core: Core, limits: Limits) -> Step:
@@ -417,18 +410,9 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     if event.request_id != core.request_id or core.status != "running" or core.group:
         return Step(core)  # stale: a reply to a request that is no longer asked
     reply = event.reply
-    turn_id = core.progress.turn_id
-    assert turn_id is not None
-    progress = core.progress
-    if reply.text:
-        progress = _ok(progress.text_delta(turn_id, reply.text))
     calls = named_calls(reply.calls, core) if not core.final_request else []
-    for call in calls:
-        progress = _ok(progress.tool_call(turn_id, call))
-    stop = StopReason.TOOL_USE if calls else StopReason.END_TURN
-    ended: StreamEnded = _ok(progress.stream_ended(turn_id, stop))
     core = evolve(
-        core, progress=ended.progress, view=event.view, reply=reply.text or core.reply,
+        core, view=event.view, reply=reply.text or core.reply,
         input_tokens=core.input_tokens + reply.usage.input_tokens,
         output_tokens=core.output_tokens + reply.usage.output_tokens, request_id=None,
     )
@@ -608,9 +592,8 @@ def judged_writes(done: Done, call: ToolCall, view: PhaseView | None) -> Done:
 
 
 def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResultEvent]:
-    """Give ``call`` its result in every value: the ledger (admitting it first when it
-    was never run: the admission token is spent, so it can never run later), the
-    progress slots and the group."""
+    """Give ``call`` its result: in the ledger (admitting it first when it was never
+    run: the admission token is spent, so it can never run later) and in the group."""
     group = core.group
     assert group is not None
     request = core.continuation.request
@@ -620,9 +603,6 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
     if effect is not None and effect.state.value == "pending":
         c = _ok(c.admit_call(request.id, group.checkpoint_id, call))
     c = _ok(c.complete_call(request.id, group.checkpoint_id, call, done.outcome))
-    turn_id = core.progress.turn_id
-    assert turn_id is not None
-    accepted: ToolResultAccepted = _ok(core.progress.tool_result(turn_id, call.id, done.outcome))
     group = evolve(group, results=(*group.results, (call.id, done)))
     execution = core.execution
     if any(t.call_id == call.id for t in execution.active_tools):
@@ -633,7 +613,7 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
             core = evolve(core, execution=completed)
     event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
                                content=content_text(done.outcome.content), turn=core.turn)
-    return evolve(core, continuation=c, progress=accepted.progress, group=group), event
+    return evolve(core, continuation=c, group=group), event
 
 
 def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> Step:
@@ -754,10 +734,9 @@ def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
 def _final_request(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> Step:
     """The turn's last boundary entered a terminal phase: the model gets one last
     request there, with no tools, within the same user turn."""
-    started = _ok(core.progress.start_turn())
     request_id = f"{core.session_id}:{core.turn}:final"
-    continuation = _ok(core.continuation.begin_request(request_id, started.turn_id, None))
-    core = evolve(core, progress=started.progress, continuation=continuation,
+    continuation = _ok(core.continuation.begin_request(request_id, TurnId(core.turn), None))
+    core = evolve(core, continuation=continuation,
                    step=core.step + 1, attempt=0, request_id=request_id, final_request=True)
     return _ask(evolve(core, sent=core.history()), (Persist(events),), limits)
 
@@ -782,11 +761,6 @@ def _on_failed(core: Core, event: RequestFailed, limits: Limits) -> Step:
         if core.sent is None:
             core = evolve(core, sent=core.history())
         return Step(core, (Persist((retrying,)), Sleep(delay), _call(core)))
-    turn_id = core.progress.turn_id
-    if turn_id is not None:
-        failed = core.progress.fail(turn_id)
-        if not isinstance(failed, Rejected):
-            core = evolve(core, progress=failed)
     core = _close_request(core)
     execution = core.execution.fail(failure.message) if core.execution.active else core.execution
     core = evolve(core, execution=execution)
@@ -874,11 +848,6 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
             core, settled = _settle(core, p.call, done_)
             events.append(settled)
             c = core.continuation
-    turn_id = core.progress.turn_id
-    if turn_id is not None:
-        cancelled = core.progress.cancel(turn_id, event.now)
-        if not isinstance(cancelled, Rejected):
-            core = evolve(core, progress=_ok(cancelled.confirm_stopped(turn_id)))
     writes = core.group.writes() if core.group is not None else ()
     core = _close_request(core)
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,

@@ -24,7 +24,6 @@ from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
 from phaseflow.turn.jsonio import Malformed
 from phaseflow.turn.messages import ToolCall, ToolOutcome, content_from_json, content_to_json
-from phaseflow.turn.progress import TurnProgress
 from phaseflow.turn.rejections import Rejected
 
 
@@ -142,7 +141,7 @@ def _steer(session_id: str, data: Mapping[str, Any]) -> Any:
 
 
 def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExecution,
-                   progress: TurnProgress, continuation: Continuation) -> Core:
+                   continuation: Continuation) -> Core:
     """The core a record describes; :class:`CoreDataError` naming what is wrong."""
     try:
         raw_group = data["group"]
@@ -162,7 +161,7 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
         if status not in _STATUSES:
             raise CoreDataError(f"session {session_id!r}: stored status {status!r} is not "
                                 f"one of {', '.join(_STATUSES)}")
-        core = Core(session_id, execution, progress, continuation)
+        core = Core(session_id, execution, continuation)
         if group is not None:
             _check_one_call(session_id, group, continuation, execution)
         return replace(

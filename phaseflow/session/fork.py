@@ -79,8 +79,7 @@ async def fork_record(store: Store, session_id: str, new_id: str, at_turn: int, 
     record = replace(ended, session_id=new_id, version=1, created_at=now, updated_at=now,
                      core=_renamed(ended.core, new_id))
     try:
-        core_from_json(new_id, record.core, record.execution, record.progress,
-                       record.continuation)
+        core_from_json(new_id, record.core, record.execution, record.continuation)
     except PhaseflowError as exc:
         raise ForkRefused(f"the record of the end of turn {at_turn} of session "
                           f"{session_id!r} cannot be opened: {exc}") from None

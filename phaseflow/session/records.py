@@ -51,11 +51,9 @@ def stored_core(record: SessionRecord) -> Core:
     """The session core a record holds (as far as it can be read: damage is named by
     the commands that open the session, not here)."""
     try:
-        return core_from_json(record.session_id, record.core, record.execution,
-                              record.progress, record.continuation)
+        return core_from_json(record.session_id, record.core, record.execution, record.continuation)
     except PhaseflowError:
-        return Core(record.session_id, record.execution, record.progress,
-                    record.continuation)
+        return Core(record.session_id, record.execution, record.continuation)
 
 
 def history(record: SessionRecord) -> tuple[Message, ...]:

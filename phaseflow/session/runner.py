@@ -278,7 +278,7 @@ class Runner:
             session_id=core.session_id, workflow=self.config.workflow.name,
             workflow_hash=self.config.workflow_hash, version=self.version + 1,
             status=core.status, phase=self.machine.current, turn=core.turn,
-            execution=core.execution, progress=core.progress, continuation=core.continuation,
+            execution=core.execution, continuation=core.continuation,
             machine=self._machine_now(), state=self.state.to_dict(),
             core=core_to_json(core), created_at=self.created_at, updated_at=now,
         )

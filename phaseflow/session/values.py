@@ -1,8 +1,8 @@
 """The session core's vocabulary: its values, the inputs it is given and the commands it
 returns (the step function itself is :mod:`phaseflow.session.core`).
 
-``Core`` holds the turn core's three values (:class:`TurnExecution`, :class:`TurnProgress`,
-:class:`Continuation`) and the session's own (the user turn number, the requests made in
+``Core`` holds the turn core's two values (:class:`TurnExecution`, :class:`Continuation`)
+and the session's own (the user turn number, the requests made in
 this turn, the open tool group's plan: :class:`Group` of :class:`Planned` calls and their
 :class:`Done` results). :class:`PhaseView` is what the runner tells the core about the
 current phase. Inputs are what happened (:class:`Send`, :class:`Replied`, ...); commands
@@ -34,7 +34,6 @@ from phaseflow.turn.messages import (
     ToolOutcome,
     UserMessage,
 )
-from phaseflow.turn.progress import TurnProgress
 
 Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
 #: how a call's result is labelled for the host and for conversation tests
@@ -193,7 +192,6 @@ class Core:
 
     session_id: str
     execution: TurnExecution = field(default_factory=TurnExecution)
-    progress: TurnProgress = field(default_factory=TurnProgress)
     continuation: Continuation = field(default_factory=Continuation)
     status: Status = "idle"
     #: user turns so far (guards' ``turn``); 0 before the first message

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 from phaseflow.errors import PhaseflowError
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
-from phaseflow.turn.progress import TurnProgress
 
 
 class StoreError(PhaseflowError):
@@ -122,7 +121,6 @@ class SessionRecord:
     phase: str
     turn: int
     execution: TurnExecution
-    progress: TurnProgress
     continuation: Continuation
     machine: Mapping[str, Any]
     state: Mapping[str, Any]

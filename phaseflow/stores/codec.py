@@ -1,10 +1,11 @@
 """A session record as rows: what every durable store writes and reads.
 
 One record is one ``sessions`` row (its small JSON ``snapshot``: the turn core's run
-state and progress, the continuation without its history and marks, the machine, the
-state, the session core) plus append-only ``messages`` and ``marks`` rows. A commit writes
-the snapshot and only the messages and marks the session added since the last commit,
-so its cost does not grow with the conversation. Reading puts them back together and
+state, the continuation without its history and marks, the machine, the state, the
+session core; the ``progress`` part that older snapshots carry (the turn core's stages, no
+longer kept) is ignored) plus append-only ``messages`` and ``marks`` rows. A commit writes
+the snapshot and only the messages and marks the session added since the last commit, so
+its cost does not grow with the conversation. Reading puts them back together and
 checks every part through the turn core's own ``from_json`` (which validates every
 invariant), so a corrupted row is an error naming the session, never a wrong session.
 
@@ -46,7 +47,6 @@ from phaseflow.stores.base import (
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
 from phaseflow.turn.messages import History, message_to_json
-from phaseflow.turn.progress import TurnProgress
 from phaseflow.turn.rejections import Rejected
 
 #: the version of the stored form; a store refuses data of a later version. 2: the
@@ -245,7 +245,6 @@ def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
     snapshot = {
         "schema": SCHEMA_VERSION,
         "execution": record.execution.to_json(),
-        "progress": record.progress.to_json(),
         "continuation": continuation,
         "machine": record.machine,
         "state": record.state,
@@ -428,7 +427,6 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
         raw["marks"] = parsed_marks + list(raw.get("marks") or [])
         continuation = _value(Continuation.from_json(raw), sid, "history")
         execution = _value(TurnExecution.from_json(data["execution"]), sid, "run state")
-        progress = _value(TurnProgress.from_json(data["progress"]), sid, "turn progress")
         machine, state, core = data["machine"], data["state"], data["core"]
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreDataError(f"session {sid!r}: the stored snapshot is malformed "
@@ -441,7 +439,7 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
     record = SessionRecord(
         session_id=sid, workflow=row.workflow, workflow_hash=row.workflow_hash,
         version=row.version, status=row.status, phase=row.phase, turn=row.turn,
-        execution=execution, progress=progress, continuation=continuation,
+        execution=execution, continuation=continuation,
         machine=machine, state=state, core=core, created_at=row.created_at,
         updated_at=row.updated_at,
     )

@@ -101,7 +101,6 @@ DAMAGES: dict[str, Callable[[str], None]] = {
     "snapshot of a later schema": _snap(lambda s: s.update(schema=99)),
     "snapshot without its history part": _snap(lambda s: s.pop("continuation")),
     "run state garbage": _snap(lambda s: s.update(execution={"phase": "flying"})),
-    "progress garbage": _snap(lambda s: s.update(progress=[1])),
     "machine in a phase that does not exist": _snap(
         lambda s: s["machine"].update(current="nowhere")),
     "machine not an object": _snap(lambda s: s.update(machine="a")),

@@ -138,7 +138,7 @@ def _edited(snapshot: str, edit: str) -> str:
         del data["execution"]
     elif edit == "state is a list":
         data["state"] = [1, 2]
-    elif edit == "progress is garbage":
+    elif edit == "an old progress part":
         data["progress"] = {"what": "ever"}
     elif edit == "messages is a number":
         data["continuation"]["messages"] = 5
@@ -150,7 +150,7 @@ def _edited(snapshot: str, edit: str) -> str:
 @pytest.mark.parametrize("snapshot", [
     '{"schema": 99}', "TRUNCATE", "[]", '"x"', "null", '{"schema": 1}', "{}", "",
     "continuation is text",
-    "no execution", "state is a list", "progress is garbage", "messages is a number",
+    "no execution", "state is a list", "messages is a number",
 ])
 def test_a_corrupted_snapshot_is_an_error_naming_the_session(durable: Backend,
                                                             snapshot: str) -> None:
@@ -172,6 +172,21 @@ def test_a_corrupted_snapshot_is_an_error_naming_the_session(durable: Backend,
         if snapshot == '{"schema": 99}':
             assert "upgrade phaseflow" in str(caught.value)
         assert await fresh.load("good") == good  # the other session is untouched
+    durable.run(body)
+
+
+def test_the_progress_part_older_snapshots_carry_is_ignored(durable: Backend) -> None:
+    """Snapshots written before the session stopped mirroring the turn core's stages
+    carry a ``progress`` part: whatever it holds, the session opens as it was."""
+    async def body() -> None:
+        await _two_sessions(durable)
+        before = await (await durable.open()).load("bad")
+        text = await _snapshot(durable, "bad")
+        assert "progress" not in json.loads(text)  # no longer written
+        await durable.sql("UPDATE sessions SET snapshot = %s WHERE id = 'bad'",
+                          (_edited(text, "an old progress part"),))
+        after = await (await durable.open()).load("bad")
+        assert before is not None and after == before
     durable.run(body)
 
 

@@ -77,7 +77,7 @@ def comparable(record: SessionRecord) -> dict[str, Any]:
     return {
         "workflow": record.workflow, "workflow_hash": record.workflow_hash,
         "status": record.status, "phase": record.phase, "turn": record.turn,
-        "execution": record.execution.to_json(), "progress": record.progress.to_json(),
+        "execution": record.execution.to_json(),
         "continuation": record.continuation.to_json(), "machine": dict(record.machine),
         "state": dict(record.state), "core": dict(record.core),
     }
