@@ -15,7 +15,11 @@ processes on several machines:
   the compare-and-set on its version holds however many processes write; a first commit
   inserts the row with ``ON CONFLICT DO NOTHING``, so of two writers creating the same
   session one wins and the other gets ``StoreConflict``. The rule deciding on what was
-  read is :mod:`phaseflow.stores.rules`, the same for every store.
+  read is :mod:`phaseflow.stores.rules`, the same for every store; the commit and the
+  lease are :mod:`phaseflow.stores.operations`' steps, which this store drives with its
+  statements, and every call's checks and decoding are
+  :class:`~phaseflow.stores.durable.DurableStore`'s, as for SQLite: this module is the
+  I/O.
 - **Two round trips per commit and per lease**: the transaction is one pipeline, its
   ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
 - **The schema** is created when the store opens (or, for a store of an older schema

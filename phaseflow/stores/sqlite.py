@@ -23,7 +23,10 @@
   row edited by hand is an error naming the session, never another session.
 
 The blocking calls run on one thread of the store's own, so the event loop never waits
-on the disk; the connection lives on that thread.
+on the disk; the connection lives on that thread. This module is the I/O: the commit
+and the lease are :mod:`phaseflow.stores.operations`' steps, driven here with SQLite's
+statements, and every call's checks and decoding are
+:class:`~phaseflow.stores.durable.DurableStore`'s, the same as PostgreSQL's.
 """
 
 from __future__ import annotations
