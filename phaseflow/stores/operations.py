@@ -32,7 +32,7 @@ from phaseflow.stores.base import Lease, SessionRecord, StoreConflict, check_ses
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReadCommit:
     """Read (and, where the database can, lock) the session's row as
     :data:`codec.COMMIT_READ`; the answer: the row, or ``None``."""
@@ -40,7 +40,7 @@ class ReadCommit:
     session_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DropHistory:
     """Delete the session's message and mark rows and its turns' records (a commit that
     rewrites the history: those records name rows that are gone)."""
@@ -48,7 +48,7 @@ class DropHistory:
     session_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Append:
     """Insert ``rows`` into ``table`` (``messages``, ``marks`` or ``events``) at
     positions ``start, start + 1, ...`` of its ``key`` column."""
@@ -60,7 +60,7 @@ class Append:
     rows: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CreateSession:
     """Insert the session's row: ``values`` in the order of :data:`codec.SESSION_COLUMNS`,
     then its ``created_at``. The answer: whether the row was inserted (``False``: another
@@ -71,7 +71,7 @@ class CreateSession:
     created_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UpdateSession:
     """Update the session's row with ``values`` (as :class:`CreateSession`'s); a lease's
     placeholder gets ``created_at`` (``placeholder``), and ``release`` clears the lease
@@ -84,7 +84,7 @@ class UpdateSession:
     release: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Consume:
     """Delete the session's queued messages up to id ``upto``."""
 
@@ -92,7 +92,7 @@ class Consume:
     upto: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KeepTurn:
     """Insert or replace a ``turns`` row: ``values`` in the order of
     :data:`codec.TURN_COLUMNS`."""
@@ -100,7 +100,7 @@ class KeepTurn:
     values: tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LockLease:
     """Read the session's lease columns and version (``lease_owner, lease_expires,
     lease_epoch, version``), holding the row until the transaction ends, creating the
@@ -111,7 +111,7 @@ class LockLease:
     now: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SetLease:
     """Write the lease columns of the session's row."""
 
@@ -121,6 +121,9 @@ class SetLease:
     epoch: int
 
 
+# The steps are not frozen: one lives for a single send, and a frozen dataclass's
+# ``__init__`` (``object.__setattr__`` per field) costs about four times a plain one's,
+# six times a commit (measured: ~1.7 against ~0.4 microseconds each).
 Step = (ReadCommit | DropHistory | Append | CreateSession | UpdateSession | Consume
         | KeepTurn | LockLease | SetLease)
 

@@ -408,37 +408,71 @@ async def _do(conn: psycopg.AsyncConnection[Any], step: operations.Step) -> Any:
     """One step of an operation (:mod:`phaseflow.stores.operations`), as PostgreSQL runs
     it in the operation's pipeline: a step whose answer is read waits for the server
     (the locking read; the insert that may find the row created meanwhile), every other
-    one is only queued, to go out with the ``COMMIT``."""
-    match step:
-        case operations.ReadCommit(sid):
-            cur = await conn.execute(_READ_COMMIT, (sid,))
-            return await cur.fetchone()
-        case operations.CreateSession(sid, values, created_at):
-            cur = await conn.execute(_CREATE_SESSION, (*values, sid, created_at))
-            return await cur.fetchone() is not None
-        case operations.UpdateSession(sid, values, placeholder, created_at, release):
-            await conn.execute(_UPDATE_SESSION, (*values, placeholder, created_at, release,
-                                                 release, sid))
-        case operations.DropHistory(sid):
-            for statement in _DROP_HISTORY:
-                await conn.execute(statement, (sid,))
-        case operations.Append(table, key, sid, start, rows):
-            # one statement, whatever their number (an ``unnest`` of the texts)
-            await conn.execute(
-                f"INSERT INTO {table} (session_id, {key}, data) SELECT %s, %s + o - 1, d"
-                " FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, o)", (sid, start, list(rows)))
-        case operations.Consume(sid, upto):
-            await conn.execute(_CONSUME, (sid, upto))
-        case operations.KeepTurn(values):
-            await conn.execute(_KEEP_TURN, values)
-        case operations.LockLease(sid, now):
-            await conn.execute(_PLACEHOLDER, (sid, now, now))
-            cur = await conn.execute(_LOCK_LEASE, (sid,))
-            return await cur.fetchone()  # None: deleted between the two statements
-        case operations.SetLease(sid, owner, expires, epoch):
-            await conn.execute(_SET_LEASE, (owner, expires, epoch, sid))
-    return None
+    one is only queued, to go out with the ``COMMIT``. Dispatched by the step's type
+    through a table (cheaper than a ``match`` on nine class patterns)."""
+    return await _STEPS[type(step)](conn, step)
 
+
+async def _read_commit(conn: psycopg.AsyncConnection[Any], step: operations.ReadCommit
+                       ) -> Any:
+    cur = await conn.execute(_READ_COMMIT, (step.session_id,))
+    return await cur.fetchone()
+
+
+async def _create_session(conn: psycopg.AsyncConnection[Any],
+                          step: operations.CreateSession) -> bool:
+    cur = await conn.execute(_CREATE_SESSION, (*step.values, step.session_id,
+                                               step.created_at))
+    return await cur.fetchone() is not None
+
+
+async def _update_session(conn: psycopg.AsyncConnection[Any],
+                          step: operations.UpdateSession) -> None:
+    await conn.execute(_UPDATE_SESSION, (*step.values, step.placeholder, step.created_at,
+                                         step.release, step.release, step.session_id))
+
+
+async def _drop_history(conn: psycopg.AsyncConnection[Any], step: operations.DropHistory
+                        ) -> None:
+    for statement in _DROP_HISTORY:
+        await conn.execute(statement, (step.session_id,))
+
+
+async def _append(conn: psycopg.AsyncConnection[Any], step: operations.Append) -> None:
+    # one statement, whatever their number (an ``unnest`` of the texts)
+    await conn.execute(
+        f"INSERT INTO {step.table} (session_id, {step.key}, data) SELECT %s, %s + o - 1, d"
+        " FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, o)",
+        (step.session_id, step.start, list(step.rows)))
+
+
+async def _consume(conn: psycopg.AsyncConnection[Any], step: operations.Consume) -> None:
+    await conn.execute(_CONSUME, (step.session_id, step.upto))
+
+
+async def _keep_turn(conn: psycopg.AsyncConnection[Any], step: operations.KeepTurn) -> None:
+    await conn.execute(_KEEP_TURN, step.values)
+
+
+async def _lock_lease(conn: psycopg.AsyncConnection[Any], step: operations.LockLease
+                      ) -> Any:
+    await conn.execute(_PLACEHOLDER, (step.session_id, step.now, step.now))
+    cur = await conn.execute(_LOCK_LEASE, (step.session_id,))
+    return await cur.fetchone()  # None: deleted between the two statements
+
+
+async def _set_lease(conn: psycopg.AsyncConnection[Any], step: operations.SetLease) -> None:
+    await conn.execute(_SET_LEASE, (step.owner, step.expires, step.epoch, step.session_id))
+
+
+#: how PostgreSQL runs each kind of step
+_STEPS: dict[type[Any], Callable[[psycopg.AsyncConnection[Any], Any], Awaitable[Any]]] = {
+    operations.ReadCommit: _read_commit, operations.CreateSession: _create_session,
+    operations.UpdateSession: _update_session, operations.DropHistory: _drop_history,
+    operations.Append: _append, operations.Consume: _consume,
+    operations.KeepTurn: _keep_turn, operations.LockLease: _lock_lease,
+    operations.SetLease: _set_lease,
+}
 
 _pg = sql.for_psycopg
 _READ_COMMIT = _pg(sql.READ_COMMIT) + " FOR UPDATE"

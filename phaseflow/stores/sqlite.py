@@ -362,36 +362,69 @@ class SQLiteStore(DurableStore):
 def _do(conn: sqlite3.Connection, step: operations.Step) -> Any:
     """One step of an operation (:mod:`phaseflow.stores.operations`), as SQLite runs it
     inside the write transaction (``BEGIN IMMEDIATE``: nobody else writes until it
-    ends, so no row read here changes before the writes)."""
-    match step:
-        case operations.ReadCommit(sid):
-            return conn.execute(sql.READ_COMMIT, (sid,)).fetchone()
-        case operations.CreateSession(sid, values, created_at):
-            conn.execute(sql.INSERT_SESSION, (*values, sid, created_at))
-            return True  # the write lock was held since the read: nobody created it
-        case operations.UpdateSession(sid, values, placeholder, created_at, release):
-            conn.execute(sql.UPDATE_SESSION, (*values, placeholder, created_at, release,
-                                              release, sid))
-        case operations.DropHistory(sid):
-            for statement in sql.DROP_HISTORY:
-                conn.execute(statement, (sid,))
-        case operations.Append(table, key, sid, start, rows):
-            conn.executemany(f"INSERT INTO {table} (session_id, {key}, data) VALUES (?, ?, ?)",
-                             [(sid, start + k, data) for k, data in enumerate(rows)])
-        case operations.Consume(sid, upto):
-            conn.execute(sql.CONSUME, (sid, upto))
-        case operations.KeepTurn(values):
-            conn.execute(f"INSERT OR REPLACE INTO turns ({codec.TURN_COLUMNS}) VALUES"
-                         " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
-        case operations.LockLease(sid, now):
-            row = conn.execute(sql.READ_LEASE, (sid,)).fetchone()
-            if row is None:
-                conn.execute(sql.PLACEHOLDER, (sid, now, now))
-                row = (None, None, 0, 0)
-            return row
-        case operations.SetLease(sid, owner, expires, epoch):
-            conn.execute(sql.SET_LEASE, (owner, expires, epoch, sid))
-    return None
+    ends, so no row read here changes before the writes). Dispatched by the step's
+    type through a table: a ``match`` on nine class patterns costs a commit several
+    microseconds more."""
+    return _STEPS[type(step)](conn, step)
+
+
+def _read_commit(conn: sqlite3.Connection, step: operations.ReadCommit) -> Any:
+    return conn.execute(sql.READ_COMMIT, (step.session_id,)).fetchone()
+
+
+def _create_session(conn: sqlite3.Connection, step: operations.CreateSession) -> bool:
+    conn.execute(sql.INSERT_SESSION, (*step.values, step.session_id, step.created_at))
+    return True  # the write lock was held since the read: nobody created it
+
+
+def _update_session(conn: sqlite3.Connection, step: operations.UpdateSession) -> None:
+    conn.execute(sql.UPDATE_SESSION, (*step.values, step.placeholder, step.created_at,
+                                      step.release, step.release, step.session_id))
+
+
+def _drop_history(conn: sqlite3.Connection, step: operations.DropHistory) -> None:
+    for statement in sql.DROP_HISTORY:
+        conn.execute(statement, (step.session_id,))
+
+
+def _append(conn: sqlite3.Connection, step: operations.Append) -> None:
+    sid, start = step.session_id, step.start
+    conn.executemany(f"INSERT INTO {step.table} (session_id, {step.key}, data)"
+                     " VALUES (?, ?, ?)",
+                     [(sid, start + k, data) for k, data in enumerate(step.rows)])
+
+
+def _consume(conn: sqlite3.Connection, step: operations.Consume) -> None:
+    conn.execute(sql.CONSUME, (step.session_id, step.upto))
+
+
+def _keep_turn(conn: sqlite3.Connection, step: operations.KeepTurn) -> None:
+    conn.execute(_KEEP_TURN, step.values)
+
+
+def _lock_lease(conn: sqlite3.Connection, step: operations.LockLease) -> Any:
+    row = conn.execute(sql.READ_LEASE, (step.session_id,)).fetchone()
+    if row is None:
+        conn.execute(sql.PLACEHOLDER, (step.session_id, step.now, step.now))
+        row = (None, None, 0, 0)
+    return row
+
+
+def _set_lease(conn: sqlite3.Connection, step: operations.SetLease) -> None:
+    conn.execute(sql.SET_LEASE, (step.owner, step.expires, step.epoch, step.session_id))
+
+
+_KEEP_TURN = (f"INSERT OR REPLACE INTO turns ({codec.TURN_COLUMNS}) VALUES"
+              " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+#: how SQLite runs each kind of step
+_STEPS: dict[type[Any], Callable[[sqlite3.Connection, Any], Any]] = {
+    operations.ReadCommit: _read_commit, operations.CreateSession: _create_session,
+    operations.UpdateSession: _update_session, operations.DropHistory: _drop_history,
+    operations.Append: _append, operations.Consume: _consume,
+    operations.KeepTurn: _keep_turn, operations.LockLease: _lock_lease,
+    operations.SetLease: _set_lease,
+}
 
 
 def _history(conn: sqlite3.Connection, table: str, session_id: str,
