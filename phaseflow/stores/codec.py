@@ -340,6 +340,11 @@ def counts(sid: str, row: Sequence[Any]) -> tuple[int, ...]:
     return tuple(_count(sid, name, value) for name, value in zip(names, row, strict=False))
 
 
+#: the columns of the sessions row a commit writes, in the order of its values
+#: (:func:`phaseflow.stores.operations.commit`)
+SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
+                   " message_count, mark_count, event_count, updated_at")
+
 #: the columns of the sessions row a commit reads (:func:`stored`)
 COMMIT_READ = "version, message_count, mark_count, event_count, lease_epoch, lease_owner"
 

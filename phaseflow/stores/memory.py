@@ -23,6 +23,7 @@ from phaseflow.stores.base import (
     StoredEvent,
     check_session_id,
 )
+from phaseflow.stores.operations import CommitEntry, CommitRequest
 
 
 @dataclass(slots=True)
@@ -36,7 +37,7 @@ class _Entry:
     turns: dict[int, SessionRecord] = field(default_factory=dict)
 
 
-class MemoryStore:
+class MemoryStore(CommitEntry):
     """Sessions in a dict. Safe within one event loop (every method completes without
     awaiting, so a commit is atomic)."""
 
@@ -52,27 +53,25 @@ class MemoryStore:
         entry = self._sessions.get(session_id)
         return None if entry is None else entry.record
 
-    async def commit(
-        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
-        expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False, keep_turn: bool = False,
-    ) -> tuple[int, ...]:
-        sid = check_session_id(record.session_id)
+    async def _commit(self, record: SessionRecord, events: Sequence[Mapping[str, Any]],
+                      request: CommitRequest) -> tuple[int, ...]:
+        sid = record.session_id
         entry = self._sessions.get(sid)
         held = None if entry is None else entry.lease
         plan = rules.plan_commit(
             sid, None if entry is None else rules.Stored(
                 _version(entry), len(entry.events), None if held is None else held.owner,
                 entry.epoch),
-            version=record.version, expected_version=expected_version, lease=lease,
-            events=len(events), consumed=consumed, release=release)
+            version=record.version, expected_version=request.expected_version,
+            lease=request.lease, events=len(events), consumed=request.consumed,
+            release=request.release)
         if entry is None:
             entry = self._sessions[sid] = _Entry(record)
         else:
             if entry.record is not None and rewritten(entry.record, record):
                 entry.turns.clear()  # as a durable store, whose history rows it replaces
             entry.record = record
-        if keep_turn:
+        if request.keep_turn:
             entry.turns[record.turn] = record
         if plan.consumed:
             entry.queue = [q for q in entry.queue if q.id > plan.consumed]

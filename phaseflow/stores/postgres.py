@@ -15,7 +15,11 @@ processes on several machines:
   the compare-and-set on its version holds however many processes write; a first commit
   inserts the row with ``ON CONFLICT DO NOTHING``, so of two writers creating the same
   session one wins and the other gets ``StoreConflict``. The rule deciding on what was
-  read is :mod:`phaseflow.stores.rules`, the same for every store.
+  read is :mod:`phaseflow.stores.rules`, the same for every store; the commit and the
+  lease are :mod:`phaseflow.stores.operations`' steps, which this store drives with its
+  statements, and every call's checks and decoding are
+  :class:`~phaseflow.stores.durable.DurableStore`'s, as for SQLite: this module is the
+  I/O.
 - **Two round trips per commit and per lease**: the transaction is one pipeline, its
   ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
 - **The schema** is created when the store opens (or, for a store of an older schema
@@ -44,22 +48,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from phaseflow.stores import codec, rules
-from phaseflow.stores.base import (
-    Lease,
-    QueuedMessage,
-    SessionRecord,
-    SessionSummary,
-    StoreConflict,
-    StoredEvent,
-    StoreError,
-    check_session_id,
-)
+from phaseflow.stores import codec, operations, sql
+from phaseflow.stores.base import Lease, StoreError
 from phaseflow.stores.dsn import masked
+from phaseflow.stores.durable import DurableStore, LoadRow
+from phaseflow.stores.operations import Steps
 
 try:
     import psycopg
@@ -164,17 +160,13 @@ _FOUND = """SELECT c.relname::text, ARRAY(
     WHERE n.nspname = current_schema() AND c.relname = ANY(%s)
       AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"""
 
-_SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
-                    " message_count, mark_count, event_count, updated_at")
-
-
 def _message(exc: BaseException) -> str:
     """The server's or libpq's message, on one line."""
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
 
 
-class PostgresStore:
+class PostgresStore(DurableStore):
     """Sessions in the PostgreSQL database ``dsn`` (a libpq connection string or URL).
 
     ``pool_size``: at most this many connections (one is kept open). ``connect_timeout``:
@@ -201,9 +193,7 @@ class PostgresStore:
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._opening: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._known: dict[str, codec.Known] = {}
-        #: commits made by this store object (tests and benchmarks count them)
-        self.commits = 0
+        super().__init__()
 
     # --- opening and closing -------------------------------------------------------------
 
@@ -315,178 +305,55 @@ class PostgresStore:
         except (psycopg.Error, UnicodeError) as exc:
             raise StoreError(f"{self.where}: {_message(exc)}") from None
 
-    # --- the protocol ---------------------------------------------------------------------
+    # --- the I/O of the protocol (phaseflow.stores.durable) -------------------------------
 
-    async def load(self, session_id: str) -> SessionRecord | None:
-        check_session_id(session_id)
+    async def _read_session(self, session_id: str) -> LoadRow | None:
+        # One statement, so one snapshot: the row and the history rows it counts
+        # (separate statements could see a commit land between them).
+        return await self._one(_LOAD, (session_id,))
 
-        async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
-            # One statement, so one snapshot: the row and the history rows it counts
-            # (separate statements could see a commit land between them).
-            cur = await conn.execute(_LOAD, (session_id,))
-            row = await cur.fetchone()
-            if row is None or row[3] == 0:  # version 0: only a lease was taken
-                return None
-            messages = codec.complete("messages", session_id, row[10], row[12], row[13])
-            marks = codec.complete("marks", session_id, row[11], row[14], row[15])
-            record, known = codec.decode(codec.Row(*row[:10]), messages, marks)
-            self._known[session_id] = known
-            return record
-        return await self._run(read)
+    async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
+                            ) -> tuple[tuple[int, ...], codec.Known]:
+        async def write(conn: psycopg.AsyncConnection[Any]
+                        ) -> tuple[tuple[int, ...], codec.Known]:
+            return await operations.drive_async(steps, lambda step: _do(conn, step))
+        return await self._run(write, transaction=True, pipeline=True)
 
-    async def commit(
-        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
-        expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False, keep_turn: bool = False,
-    ) -> tuple[int, ...]:
-        sid = check_session_id(record.session_id)
-        written, known = codec.encode(record, self._known.get(sid))
-        event_rows = codec.encode_events(sid, events)
+    async def _read_turn(self, session_id: str, turn: int) -> Sequence[Any] | None:
+        return await self._one(_TURN, (session_id, turn))
 
-        async def write(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
-            return await self._write(conn, record, written, event_rows, expected_version,
-                                     lease, consumed, release, keep_turn)
+    async def _read_version(self, session_id: str) -> Sequence[Any] | None:
+        return await self._one(_pg(sql.VERSION), (session_id,))
 
-        try:
-            seqs = await self._run(write, transaction=True, pipeline=True)
-        except StoreConflict:
-            self._known.pop(sid, None)
-            raise
-        self._known[sid] = known
-        self.commits += 1
-        return seqs
+    async def _read_events(self, session_id: str, after: int
+                           ) -> tuple[object, Iterable[tuple[Any, Any]]]:
+        # One statement, so one snapshot: the count and the rows it counts.
+        row = await self._one(_EVENTS, {"id": session_id, "after": after})
+        count, seqs, rows = (None, [], []) if row is None else row
+        return count, zip(seqs, rows, strict=True)
 
-    @staticmethod
-    async def _write(conn: psycopg.AsyncConnection[Any], record: SessionRecord,
-                     written: codec.Written, event_rows: list[str], expected_version: int,
-                     lease: Lease | None, consumed: int, release: bool,
-                     keep_turn: bool) -> tuple[int, ...]:
-        """The commit rule (:func:`rules.plan_commit`) on the row as read (and locked),
-        carried out: the writes go out in the pipeline with the ``COMMIT``."""
-        sid = record.session_id
-        cur = await conn.execute(
-            f"SELECT {codec.COMMIT_READ} FROM sessions WHERE id = %s FOR UPDATE", (sid,))
-        plan = rules.plan_commit(
-            sid, codec.stored(sid, await cur.fetchone()), version=record.version,
-            expected_version=expected_version, lease=lease, events=len(event_rows),
-            history=written.history, consumed=consumed, release=release)
-        values = (record.workflow, record.workflow_hash, record.version, record.status,
-                  record.phase, record.turn, written.snapshot, plan.message_count,
-                  plan.mark_count, plan.event_count, record.updated_at)
-        if plan.create:
-            cur = await conn.execute(
-                f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (id) DO NOTHING RETURNING 1", (*values, sid, record.created_at))
-            if await cur.fetchone() is None:  # another writer created it meanwhile
-                raise rules.lost_creation(sid)
-        else:  # one statement: a placeholder's creation time, and a release, with it
-            await conn.execute(
-                "UPDATE sessions SET workflow = %s, workflow_hash = %s, version = %s,"
-                " status = %s, phase = %s, turn = %s, snapshot = %s, message_count = %s,"
-                " mark_count = %s, event_count = %s, updated_at = %s,"
-                " created_at = CASE WHEN %s THEN %s ELSE created_at END,"
-                " lease_owner = CASE WHEN %s THEN NULL ELSE lease_owner END,"
-                " lease_expires = CASE WHEN %s THEN NULL ELSE lease_expires END"
-                " WHERE id = %s", (*values, plan.placeholder, record.created_at,
-                                   plan.release, plan.release, sid))
-        async with conn.cursor() as c:
-            if plan.rewrite:
-                await c.execute("DELETE FROM messages WHERE session_id = %s", (sid,))
-                await c.execute("DELETE FROM marks WHERE session_id = %s", (sid,))
-                # the records of earlier turns' ends name history rows that are gone
-                await c.execute("DELETE FROM turns WHERE session_id = %s", (sid,))
-            await _insert_rows(c, "messages", "idx", sid, written.message_from,
-                               written.messages)
-            await _insert_rows(c, "marks", "idx", sid, written.mark_from, written.marks)
-            await _insert_rows(c, "events", "seq", sid, plan.event_from, event_rows)
-            if plan.consumed:
-                await c.execute("DELETE FROM inbox WHERE session_id = %s AND id <= %s",
-                                (sid, plan.consumed))
-            if keep_turn:  # in the pipeline with the COMMIT: no round trip of its own
-                await c.execute(_KEEP_TURN, codec.turn_values(
-                    record, written, plan.message_count, plan.mark_count))
-        return plan.seqs
+    async def _read_sessions(self) -> Iterable[Sequence[Any]]:
+        return await self._all(sql.SESSIONS, ())
 
-    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
-        check_session_id(session_id)
-        if not codec.is_turn(turn):
-            return None  # no turn a store holds (nor one its integers can name)
-
-        async def read(conn: psycopg.AsyncConnection[Any]) -> SessionRecord | None:
-            cur = await conn.execute(_TURN, (session_id, turn))
-            row = await cur.fetchone()
-            if row is None:
-                return None
-            return codec.turn_record(session_id, turn, row[:11], (row[11], row[12]),
-                                     (row[13], row[14]))
-        return await self._run(read)
-
-    async def version(self, session_id: str) -> int:
-        check_session_id(session_id)
-
-        async def read(conn: psycopg.AsyncConnection[Any]) -> int:
-            cur = await conn.execute("SELECT version FROM sessions WHERE id = %s",
-                                     (session_id,))
-            row = await cur.fetchone()
-            return 0 if row is None else int(row[0])
-        return await self._run(read)
-
-    async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
-        check_session_id(session_id)
-
-        async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[StoredEvent, ...]:
-            # One statement, so one snapshot: the count and the rows it counts.
-            cur = await conn.execute(_EVENTS, {"id": session_id, "after": after})
-            row = await cur.fetchone()
-            count, seqs, rows = (None, [], []) if row is None else row
-            return codec.stored_events(session_id, after, count, zip(seqs, rows, strict=True))
-        return await self._run(read)
-
-    async def sessions(self) -> tuple[SessionSummary, ...]:
-        async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[SessionSummary, ...]:
-            cur = await conn.execute(
-                "SELECT id, workflow, status, phase, turn, version, updated_at, snapshot"
-                " FROM sessions WHERE version != 0 ORDER BY updated_at DESC")
-            return tuple(codec.summary(r) for r in await cur.fetchall())
-        return await self._run(read)
-
-    async def delete(self, session_id: str) -> bool:
-        check_session_id(session_id)
-
+    async def _delete(self, session_id: str) -> bool:
         async def remove(conn: psycopg.AsyncConnection[Any]) -> bool:
             cur = await conn.execute("DELETE FROM sessions WHERE id = %s RETURNING version",
                                      (session_id,))
             row = await cur.fetchone()
-            for table in ("messages", "marks", "events", "inbox", "turns"):
-                await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
+            for statement in sql.DELETE_REST:
+                await conn.execute(_pg(statement), (session_id,))
             return row is not None and row[0] > 0  # a lease placeholder is no session
-        self._known.pop(session_id, None)
         return await self._run(remove, transaction=True)
 
-    async def put_capture(self, data: bytes) -> str:
-        reference = hashlib.sha256(data).hexdigest()
+    async def _put_capture(self, reference: str, data: bytes) -> None:
+        await self._all("INSERT INTO captures (sha256, data) VALUES (?, ?)"
+                        " ON CONFLICT (sha256) DO NOTHING", (reference, data))
 
-        async def put(conn: psycopg.AsyncConnection[Any]) -> None:
-            await conn.execute("INSERT INTO captures (sha256, data) VALUES (%s, %s)"
-                               " ON CONFLICT (sha256) DO NOTHING", (reference, bytes(data)))
-        await self._run(put)
-        return reference
+    async def _get_capture(self, reference: str) -> bytes | None:
+        row = await self._one(_pg(sql.GET_CAPTURE), (reference,))
+        return None if row is None else bytes(row[0])
 
-    async def get_capture(self, reference: str) -> bytes | None:
-        async def get(conn: psycopg.AsyncConnection[Any]) -> bytes | None:
-            cur = await conn.execute("SELECT data FROM captures WHERE sha256 = %s",
-                                     (reference,))
-            row = await cur.fetchone()
-            return None if row is None else bytes(row[0])
-        return await self._run(get)
-
-    # --- leases and the queue ---------------------------------------------------------
-
-    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
-        check_session_id(session_id)
-
+    async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
         async def take(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
             # Committed without waiting for the WAL flush: taking the turn is no commit
             # point of the session. A server crash may forget a lease taken just before
@@ -494,50 +361,16 @@ class PostgresStore:
             # any synchronous commit after it, of any worker, flushes it first (the WAL is
             # sequential), so nothing durable ever depends on a lease that was forgotten.
             await conn.execute("SET LOCAL synchronous_commit TO OFF")
-            await conn.execute(
-                "INSERT INTO sessions (id, workflow, workflow_hash, version, status, phase,"
-                " turn, snapshot, message_count, mark_count, event_count, created_at,"
-                " updated_at) VALUES (%s, '', '', 0, 'new', '', 0, '{}', 0, 0, 0, %s, %s)"
-                " ON CONFLICT (id) DO NOTHING", (session_id, now, now))
-            cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch, version"
-                                     " FROM sessions WHERE id = %s FOR UPDATE", (session_id,))
-            row = await cur.fetchone()
-            if row is None:  # deleted between the two statements
-                raise StoreConflict(f"session {session_id!r} was deleted while its lease "
-                                    "was being taken")
-            (version,) = codec.counts(session_id, row[3:])
-            epoch = rules.take_lease(*codec.lease(session_id, *row[:3]), owner=owner,
-                                     now=now, force=force, replacing=replacing)
-            if epoch is None:
-                return None
-            await conn.execute("UPDATE sessions SET lease_owner = %s, lease_expires = %s,"
-                               " lease_epoch = %s WHERE id = %s",
-                               (owner, now + ttl, epoch, session_id))
-            return Lease(session_id, owner, epoch, now + ttl, int(version))
+            return await operations.drive_async(steps, lambda step: _do(conn, step))
         return await self._run(take, transaction=True, pipeline=True)
 
-    async def release(self, lease: Lease) -> None:
-        check_session_id(lease.session_id)
+    async def _release(self, lease: Lease) -> None:
+        await self._all(sql.RELEASE, (lease.session_id, lease.owner, lease.epoch))
 
-        async def give_up(conn: psycopg.AsyncConnection[Any]) -> None:
-            await conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
-                               " WHERE id = %s AND lease_owner = %s AND lease_epoch = %s",
-                               (lease.session_id, lease.owner, lease.epoch))
-        await self._run(give_up)
+    async def _read_lease(self, session_id: str) -> Sequence[Any] | None:
+        return await self._one(_pg(sql.LEASE), (session_id,))
 
-    async def lease(self, session_id: str) -> Lease | None:
-        check_session_id(session_id)
-
-        async def read(conn: psycopg.AsyncConnection[Any]) -> Lease | None:
-            cur = await conn.execute("SELECT lease_owner, lease_expires, lease_epoch"
-                                     " FROM sessions WHERE id = %s", (session_id,))
-            row = await cur.fetchone()
-            return None if row is None else codec.stored_lease(session_id, *row)
-        return await self._run(read)
-
-    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
-        text = codec.encode_queued(check_session_id(session_id), data)
-
+    async def _enqueue(self, session_id: str, text: str) -> int:
         async def put(conn: psycopg.AsyncConnection[Any]) -> int:
             # Serialised per session until the insert commits: a session's ids become
             # visible in order, so "consumed up to N" never covers one committed later.
@@ -549,14 +382,107 @@ class PostgresStore:
             return 0 if row is None else int(row[0])
         return await self._run(put, transaction=True)
 
-    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
-        check_session_id(session_id)
+    async def _read_queue(self, session_id: str) -> Iterable[tuple[Any, Any]]:
+        return await self._all(sql.QUEUED, (session_id,))
 
-        async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[QueuedMessage, ...]:
-            cur = await conn.execute("SELECT id, data FROM inbox WHERE session_id = %s"
-                                     " ORDER BY id", (session_id,))
-            return codec.queued(session_id, await cur.fetchall())
+    async def _one(self, statement: str, params: Sequence[Any] | Mapping[str, Any]
+                   ) -> Sequence[Any] | None:
+        """The first row of one statement, written in psycopg's marks (``None``: no
+        row)."""
+        async def read(conn: psycopg.AsyncConnection[Any]) -> Sequence[Any] | None:
+            cur = await conn.execute(statement, params)
+            row: Sequence[Any] | None = await cur.fetchone()
+            return row
         return await self._run(read)
+
+    async def _all(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        """Every row of one statement written as :mod:`phaseflow.stores.sql` writes
+        them (none for a write)."""
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(_pg(statement), params)
+            return await cur.fetchall() if cur.description is not None else []
+        return await self._run(run)
+
+
+async def _do(conn: psycopg.AsyncConnection[Any], step: operations.Step) -> Any:
+    """One step of an operation (:mod:`phaseflow.stores.operations`), as PostgreSQL runs
+    it in the operation's pipeline: a step whose answer is read waits for the server
+    (the locking read; the insert that may find the row created meanwhile), every other
+    one is only queued, to go out with the ``COMMIT``. Dispatched by the step's type
+    through a table (cheaper than a ``match`` on nine class patterns)."""
+    return await _STEPS[type(step)](conn, step)
+
+
+async def _read_commit(conn: psycopg.AsyncConnection[Any], step: operations.ReadCommit
+                       ) -> Any:
+    cur = await conn.execute(_READ_COMMIT, (step.session_id,))
+    return await cur.fetchone()
+
+
+async def _create_session(conn: psycopg.AsyncConnection[Any],
+                          step: operations.CreateSession) -> bool:
+    cur = await conn.execute(_CREATE_SESSION, (*step.values, step.session_id,
+                                               step.created_at))
+    return await cur.fetchone() is not None
+
+
+async def _update_session(conn: psycopg.AsyncConnection[Any],
+                          step: operations.UpdateSession) -> None:
+    await conn.execute(_UPDATE_SESSION, (*step.values, step.placeholder, step.created_at,
+                                         step.release, step.release, step.session_id))
+
+
+async def _drop_history(conn: psycopg.AsyncConnection[Any], step: operations.DropHistory
+                        ) -> None:
+    for statement in _DROP_HISTORY:
+        await conn.execute(statement, (step.session_id,))
+
+
+async def _append(conn: psycopg.AsyncConnection[Any], step: operations.Append) -> None:
+    # one statement, whatever their number (an ``unnest`` of the texts)
+    await conn.execute(
+        f"INSERT INTO {step.table} (session_id, {step.key}, data) SELECT %s, %s + o - 1, d"
+        " FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, o)",
+        (step.session_id, step.start, list(step.rows)))
+
+
+async def _consume(conn: psycopg.AsyncConnection[Any], step: operations.Consume) -> None:
+    await conn.execute(_CONSUME, (step.session_id, step.upto))
+
+
+async def _keep_turn(conn: psycopg.AsyncConnection[Any], step: operations.KeepTurn) -> None:
+    await conn.execute(_KEEP_TURN, step.values)
+
+
+async def _lock_lease(conn: psycopg.AsyncConnection[Any], step: operations.LockLease
+                      ) -> Any:
+    await conn.execute(_PLACEHOLDER, (step.session_id, step.now, step.now))
+    cur = await conn.execute(_LOCK_LEASE, (step.session_id,))
+    return await cur.fetchone()  # None: deleted between the two statements
+
+
+async def _set_lease(conn: psycopg.AsyncConnection[Any], step: operations.SetLease) -> None:
+    await conn.execute(_SET_LEASE, (step.owner, step.expires, step.epoch, step.session_id))
+
+
+#: how PostgreSQL runs each kind of step
+_STEPS: dict[type[Any], Callable[[psycopg.AsyncConnection[Any], Any], Awaitable[Any]]] = {
+    operations.ReadCommit: _read_commit, operations.CreateSession: _create_session,
+    operations.UpdateSession: _update_session, operations.DropHistory: _drop_history,
+    operations.Append: _append, operations.Consume: _consume,
+    operations.KeepTurn: _keep_turn, operations.LockLease: _lock_lease,
+    operations.SetLease: _set_lease,
+}
+
+_pg = sql.for_psycopg
+_READ_COMMIT = _pg(sql.READ_COMMIT) + " FOR UPDATE"
+_CREATE_SESSION = _pg(sql.INSERT_SESSION) + " ON CONFLICT (id) DO NOTHING RETURNING 1"
+_UPDATE_SESSION = _pg(sql.UPDATE_SESSION)
+_DROP_HISTORY = tuple(_pg(s) for s in sql.DROP_HISTORY)
+_CONSUME = _pg(sql.CONSUME)
+_PLACEHOLDER = _pg(sql.PLACEHOLDER) + " ON CONFLICT (id) DO NOTHING"
+_LOCK_LEASE = _pg(sql.READ_LEASE) + " FOR UPDATE"
+_SET_LEASE = _pg(sql.SET_LEASE)
 
 
 async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
@@ -602,15 +528,3 @@ async def _found(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, list[str
         row = await cur.fetchone()
         version = None if row is None or row[0] is None else int(row[0])
     return found, version
-
-
-async def _insert_rows(cur: psycopg.AsyncCursor[Any], table: str, key: str, sid: str,
-                       start: int, rows: Sequence[str]) -> None:
-    """Append ``rows`` at positions ``start, start + 1, ...``: one statement, whatever
-    their number (an ``unnest`` of two arrays)."""
-    if not rows:
-        return
-    await cur.execute(
-        f"INSERT INTO {table} (session_id, {key}, data)"
-        " SELECT %s, %s + o - 1, d FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, o)",
-        (sid, start, list(rows)))

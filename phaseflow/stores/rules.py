@@ -1,24 +1,20 @@
 """The stores' commit and lease rules, each written once: pure decisions that every
 store (memory, SQLite, PostgreSQL) drives.
 
-A store reads what a rule needs (the session's row: its version, counts and lease
-columns, or the memory store's entry), hands it to the rule, and carries out what the
-rule decides: a :class:`CommitPlan` (which rows to write, from which positions, whether
+An operation reads what a rule needs (the session's row: its version, counts and
+lease columns, or the memory store's entry), hands it to the rule, and carries out what
+the rule decides: a :class:`CommitPlan` (which rows to write, from which positions, whether
 the row is created, whether the queue is trimmed and the lease let go), the epoch of a
 lease taken (:func:`take_lease`), or the error to raise (:class:`StoreConflict`,
 :class:`StoreFenced`). The rules do no I/O and know no SQL; the stores know no rule.
 
-Why plain functions and not a generator protocol (psycopg's ``generators.py`` driven by
-``waiting.py``): every operation here reads once, decides once, then writes, and what it
-writes never depends on a second read. A generator would only turn that one read into a
-``yield`` and each write into another, with a sync driver (SQLite's thread) and an async
-one (psycopg) stepping through them: the same three steps behind an indirection, and
-harder to pipeline (PostgreSQL sends a commit's writes and its ``COMMIT`` in one
-pipeline, which a driver fed one write at a time would have to rebuild). A function of
-what was read is testable without any driver, and each store keeps its own statement
-count (see ``docs/durability.md``). The one step that does depend on what comes back, a
-PostgreSQL insert that finds the row created meanwhile, has its own rule
-(:func:`lost_creation`).
+Why plain functions, with the I/O around them in :mod:`phaseflow.stores.operations`:
+a rule is a decision on what was read, testable without any store or driver, and the
+memory store asks the same rules of its entry, which has no I/O to sequence. The
+durable stores' sequence of reads and writes around a rule (psycopg's generator
+protocol, one operation driven by each backend) is written once there; the one step
+whose answer decides again, a PostgreSQL insert that finds the row created meanwhile,
+has its own rule (:func:`lost_creation`).
 """
 
 from __future__ import annotations

@@ -23,33 +23,28 @@
   row edited by hand is an error naming the session, never another session.
 
 The blocking calls run on one thread of the store's own, so the event loop never waits
-on the disk; the connection lives on that thread.
+on the disk; the connection lives on that thread. This module is the I/O: the commit
+and the lease are :mod:`phaseflow.stores.operations`' steps, driven here with SQLite's
+statements, and every call's checks and decoding are
+:class:`~phaseflow.stores.durable.DurableStore`'s, the same as PostgreSQL's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from phaseflow.stores import codec, rules
-from phaseflow.stores.base import (
-    Lease,
-    QueuedMessage,
-    SessionRecord,
-    SessionSummary,
-    StoreConflict,
-    StoredEvent,
-    StoreError,
-    check_session_id,
-)
+from phaseflow.stores import codec, operations, sql
+from phaseflow.stores.base import Lease, StoreError
+from phaseflow.stores.durable import DurableStore, LoadRow
+from phaseflow.stores.operations import Steps
 
 T = TypeVar("T")
 
@@ -99,17 +94,6 @@ _ADDED = {
     PRIMARY KEY (session_id, turn)) WITHOUT ROWID""",
 }
 
-_SESSION_COLUMNS = ("workflow, workflow_hash, version, status, phase, turn, snapshot,"
-                    " message_count, mark_count, event_count, updated_at")
-_SESSION_SET = ("workflow = ?, workflow_hash = ?, version = ?, status = ?, phase = ?,"
-                " turn = ?, snapshot = ?, message_count = ?, mark_count = ?,"
-                " event_count = ?, updated_at = ?")
-#: the rest of a commit's update: the creation time of a lease's placeholder (the
-#: session is created now), the lease cleared when the commit releases it
-_CREATED_RELEASED = ("created_at = CASE WHEN ? THEN ? ELSE created_at END,"
-                     " lease_owner = CASE WHEN ? THEN NULL ELSE lease_owner END,"
-                     " lease_expires = CASE WHEN ? THEN NULL ELSE lease_expires END")
-
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 #: how a lease is written when the store syncs every commit: to the log without waiting
@@ -121,7 +105,7 @@ _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
 _LEASE_SYNC = "NORMAL"
 
 
-class SQLiteStore:
+class SQLiteStore(DurableStore):
     """Sessions in the SQLite file ``path`` (created with its schema when missing)."""
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL",
@@ -133,10 +117,8 @@ class SQLiteStore:
         self._timeout = timeout
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="phaseflow-sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._known: dict[str, codec.Known] = {}
         self._lock = threading.Lock()
-        #: commits made by this store object (tests and benchmarks count them)
-        self.commits = 0
+        super().__init__()
 
     # --- the connection, on the store's thread ------------------------------------------
 
@@ -205,8 +187,7 @@ class SQLiteStore:
         """phaseflow's tables in an empty file, under the write lock; what was read
         before the lock is read again under it (another connection may have created
         them meanwhile, or written tables of its own)."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _writing(conn):
             if codec.must_create(self.path, *self._found(conn), whole=True):
                 for statement in _DDL.split(";"):
                     if statement.strip():
@@ -215,18 +196,13 @@ class SQLiteStore:
                     conn.execute(statement)
                 conn.execute("INSERT INTO phaseflow_schema (version) VALUES (?)",
                              (codec.SCHEMA_VERSION,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         """An older schema brought to this version under the write lock (read again
         under it: another connection may have migrated the file meanwhile): the tables it
         lacks are created and the version raised, in one transaction; no row of the older
         tables is touched."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _writing(conn):
             found, version = self._found(conn)
             codec.must_create(self.path, found, version, whole=True)
             if version is not None and codec.must_migrate(version):
@@ -234,10 +210,6 @@ class SQLiteStore:
                     conn.execute(_ADDED[table])
                 conn.execute("UPDATE phaseflow_schema SET version = ?",
                              (codec.SCHEMA_VERSION,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -260,117 +232,31 @@ class SQLiteStore:
                     self._conn = None
         self._executor.submit(shut).result()
 
-    # --- the protocol ---------------------------------------------------------------------
+    # --- the I/O of the protocol (phaseflow.stores.durable) -------------------------------
 
-    async def load(self, session_id: str) -> SessionRecord | None:
-        check_session_id(session_id)
-
-        def read(conn: sqlite3.Connection) -> SessionRecord | None:
-            conn.execute("BEGIN")  # one snapshot: a commit between the reads cannot mix in
-            try:
+    async def _read_session(self, session_id: str) -> LoadRow | None:
+        def read(conn: sqlite3.Connection) -> LoadRow | None:
+            with _reading(conn):  # one snapshot: a commit between the reads cannot mix in
                 row = conn.execute(
                     "SELECT id, workflow, workflow_hash, version, status, phase, turn, snapshot,"
                     " created_at, updated_at, message_count, mark_count FROM sessions"
                     " WHERE id = ?", (session_id,)).fetchone()
-                if row is None or row[3] == 0:  # version 0: only a lease was taken
+                if row is None:
                     return None
-                messages = conn.execute("SELECT idx, data FROM messages WHERE session_id = ?"
-                                        " ORDER BY idx", (session_id,)).fetchall()
-                marks = conn.execute("SELECT idx, data FROM marks WHERE session_id = ?"
-                                     " ORDER BY idx", (session_id,)).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            record, known = codec.decode(
-                codec.Row(*row[:10]),
-                codec.complete("messages", session_id, row[10], [i for i, _ in messages],
-                               [m for _, m in messages]),
-                codec.complete("marks", session_id, row[11], [i for i, _ in marks],
-                               [m for _, m in marks]))
-            self._known[session_id] = known
-            return record
+                return (*row, *_history(conn, "messages", session_id),
+                        *_history(conn, "marks", session_id))
         return await self._run(read)
 
-    async def commit(
-        self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
-        expected_version: int, lease: Lease | None = None, consumed: int = 0,
-        release: bool = False, keep_turn: bool = False,
-    ) -> tuple[int, ...]:
-        sid = check_session_id(record.session_id)
-        written, known = codec.encode(record, self._known.get(sid))
-        event_rows = codec.encode_events(sid, events)
+    async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
+                            ) -> tuple[tuple[int, ...], codec.Known]:
+        def write(conn: sqlite3.Connection) -> tuple[tuple[int, ...], codec.Known]:
+            with _writing(conn):
+                return operations.drive(steps, lambda step: _do(conn, step))
+        return await self._run(write)
 
-        def write(conn: sqlite3.Connection) -> tuple[int, ...]:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                seqs = self._write(conn, record, written, event_rows, expected_version,
-                                   lease, consumed, release, keep_turn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return seqs
-
-        try:
-            seqs = await self._run(write)
-        except StoreConflict:
-            self._known.pop(sid, None)
-            raise
-        self._known[sid] = known
-        self.commits += 1
-        return seqs
-
-    @staticmethod
-    def _write(conn: sqlite3.Connection, record: SessionRecord, written: codec.Written,
-               event_rows: list[str], expected_version: int, lease: Lease | None,
-               consumed: int, release: bool, keep_turn: bool) -> tuple[int, ...]:
-        """The commit rule (:func:`rules.plan_commit`) on the row as read, carried out."""
-        sid = record.session_id
-        plan = rules.plan_commit(
-            sid, codec.stored(sid, conn.execute(
-                f"SELECT {codec.COMMIT_READ} FROM sessions WHERE id = ?", (sid,)).fetchone()),
-            version=record.version, expected_version=expected_version, lease=lease,
-            events=len(event_rows), history=written.history, consumed=consumed,
-            release=release)
-        if plan.rewrite:
-            conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
-            conn.execute("DELETE FROM marks WHERE session_id = ?", (sid,))
-            # the records of earlier turns' ends name history rows that are gone
-            conn.execute("DELETE FROM turns WHERE session_id = ?", (sid,))
-        for table, key, start, rows in (
-                ("messages", "idx", written.message_from, written.messages),
-                ("marks", "idx", written.mark_from, written.marks),
-                ("events", "seq", plan.event_from, event_rows)):
-            conn.executemany(f"INSERT INTO {table} (session_id, {key}, data) VALUES (?, ?, ?)",
-                             [(sid, start + k, data) for k, data in enumerate(rows)])
-        values = (record.workflow, record.workflow_hash, record.version, record.status,
-                  record.phase, record.turn, written.snapshot, plan.message_count,
-                  plan.mark_count, plan.event_count, record.updated_at)
-        if plan.create:
-            conn.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}, id, created_at)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (*values, sid, record.created_at))
-        else:  # one statement: a placeholder's creation time, and a release, with it
-            conn.execute(f"UPDATE sessions SET {_SESSION_SET}, {_CREATED_RELEASED}"
-                         " WHERE id = ?", (*values, plan.placeholder, record.created_at,
-                                           plan.release, plan.release, sid))
-        if plan.consumed:
-            conn.execute("DELETE FROM inbox WHERE session_id = ? AND id <= ?",
-                         (sid, plan.consumed))
-        if keep_turn:
-            conn.execute(f"INSERT OR REPLACE INTO turns ({codec.TURN_COLUMNS}) VALUES"
-                         " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         codec.turn_values(record, written, plan.message_count,
-                                           plan.mark_count))
-        return plan.seqs
-
-    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
-        check_session_id(session_id)
-        if not codec.is_turn(turn):
-            return None  # no turn a store holds (nor one its integers can name)
-
-        def read(conn: sqlite3.Connection) -> SessionRecord | None:
-            conn.execute("BEGIN")  # one snapshot: the turn's row and the rows it counts
-            try:
+    async def _read_turn(self, session_id: str, turn: int) -> Sequence[Any] | None:
+        def read(conn: sqlite3.Connection) -> Sequence[Any] | None:
+            with _reading(conn):  # one snapshot: the turn's row and the rows it counts
                 row = conn.execute(
                     "SELECT t.version, t.workflow, t.workflow_hash, t.status, t.phase, t.turn,"
                     " t.snapshot, t.message_count, t.mark_count, t.updated_at, s.created_at"
@@ -378,92 +264,47 @@ class SQLiteStore:
                     " WHERE t.session_id = ? AND t.turn = ?", (session_id, turn)).fetchone()
                 if row is None:
                     return None
-                messages = conn.execute(
-                    "SELECT idx, data FROM messages WHERE session_id = ? AND idx < ?"
-                    " ORDER BY idx", (session_id, row[7])).fetchall()
-                marks = conn.execute(
-                    "SELECT idx, data FROM marks WHERE session_id = ? AND idx < ?"
-                    " ORDER BY idx", (session_id, row[8])).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            return codec.turn_record(session_id, turn, row,
-                                     ([i for i, _ in messages], [m for _, m in messages]),
-                                     ([i for i, _ in marks], [m for _, m in marks]))
+                return (*row, *_history(conn, "messages", session_id, row[7]),
+                        *_history(conn, "marks", session_id, row[8]))
         return await self._run(read)
 
-    async def version(self, session_id: str) -> int:
-        check_session_id(session_id)
+    async def _read_version(self, session_id: str) -> Sequence[Any] | None:
+        return await self._one(sql.VERSION, (session_id,))
 
-        def read(conn: sqlite3.Connection) -> int:
-            row = conn.execute("SELECT version FROM sessions WHERE id = ?",
-                               (session_id,)).fetchone()
-            return 0 if row is None else codec.counts(session_id, row)[0]
-        return await self._run(read)
-
-    async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
-        check_session_id(session_id)
-
-        def read(conn: sqlite3.Connection) -> tuple[StoredEvent, ...]:
-            conn.execute("BEGIN")  # the count and the rows it counts from one snapshot
-            try:
+    async def _read_events(self, session_id: str, after: int
+                           ) -> tuple[object, Iterable[tuple[Any, Any]]]:
+        def read(conn: sqlite3.Connection) -> tuple[object, Iterable[tuple[Any, Any]]]:
+            with _reading(conn):  # the count and the rows it counts from one snapshot
                 row = conn.execute("SELECT event_count FROM sessions WHERE id = ?",
                                    (session_id,)).fetchone()
                 rows = conn.execute("SELECT seq, data FROM events WHERE session_id = ? AND"
                                     " seq > ? ORDER BY seq", (session_id, after)).fetchall()
-            finally:
-                conn.execute("COMMIT")
-            return codec.stored_events(session_id, after, None if row is None else row[0],
-                                       rows)
+            return None if row is None else row[0], rows
         return await self._run(read)
 
-    async def sessions(self) -> tuple[SessionSummary, ...]:
-        def read(conn: sqlite3.Connection) -> tuple[SessionSummary, ...]:
-            return tuple(codec.summary(r) for r in conn.execute(
-                "SELECT id, workflow, status, phase, turn, version, updated_at, snapshot"
-                " FROM sessions WHERE version != 0 ORDER BY updated_at DESC"))
-        return await self._run(read)
+    async def _read_sessions(self) -> Iterable[Sequence[Any]]:
+        return await self._all(sql.SESSIONS, ())
 
-    async def delete(self, session_id: str) -> bool:
-        check_session_id(session_id)
-
+    async def _delete(self, session_id: str) -> bool:
         def remove(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _writing(conn):
                 gone = conn.execute("DELETE FROM sessions WHERE id = ? AND version > 0",
                                     (session_id,)).rowcount
                 conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-                for table in ("messages", "marks", "events", "inbox", "turns"):
-                    conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                for statement in sql.DELETE_REST:
+                    conn.execute(statement, (session_id,))
             return gone > 0
-        self._known.pop(session_id, None)
         return await self._run(remove)
 
-    async def put_capture(self, data: bytes) -> str:
-        reference = hashlib.sha256(data).hexdigest()
+    async def _put_capture(self, reference: str, data: bytes) -> None:
+        await self._all("INSERT OR IGNORE INTO captures (sha256, data) VALUES (?, ?)",
+                        (reference, data))
 
-        def put(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR IGNORE INTO captures (sha256, data) VALUES (?, ?)",
-                         (reference, bytes(data)))
-        await self._run(put)
-        return reference
+    async def _get_capture(self, reference: str) -> bytes | None:
+        row = await self._one(sql.GET_CAPTURE, (reference,))
+        return None if row is None else bytes(row[0])
 
-    async def get_capture(self, reference: str) -> bytes | None:
-        def get(conn: sqlite3.Connection) -> bytes | None:
-            row = conn.execute("SELECT data FROM captures WHERE sha256 = ?",
-                               (reference,)).fetchone()
-            return None if row is None else bytes(row[0])
-        return await self._run(get)
-
-    # --- leases and the queue ---------------------------------------------------------
-
-    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
-                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
-        check_session_id(session_id)
-
+    async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
         def take(conn: sqlite3.Connection) -> Lease | None:
             # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
             # session, and the log is sequential, so the turn's first commit, synced,
@@ -472,37 +313,11 @@ class SQLiteStore:
             if relaxed:
                 conn.execute(f"PRAGMA synchronous={_LEASE_SYNC}")
             try:
-                return _take(conn)
+                with _writing(conn):
+                    return operations.drive(steps, lambda step: _do(conn, step))
             finally:
                 if relaxed:
                     self._restore_sync(conn)
-
-        def _take(conn: sqlite3.Connection) -> Lease | None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch, version"
-                                   " FROM sessions WHERE id = ?", (session_id,)).fetchone()
-                if row is None:
-                    conn.execute(
-                        "INSERT INTO sessions (id, workflow, workflow_hash, version, status,"
-                        " phase, turn, snapshot, message_count, mark_count, event_count,"
-                        " created_at, updated_at) VALUES (?, '', '', 0, 'new', '', 0, '{}',"
-                        " 0, 0, 0, ?, ?)", (session_id, now, now))
-                    row = (None, None, 0, 0)
-                (version,) = codec.counts(session_id, row[3:])
-                epoch = rules.take_lease(*codec.lease(session_id, *row[:3]), owner=owner,
-                                         now=now, force=force, replacing=replacing)
-                if epoch is None:
-                    conn.execute("COMMIT")
-                    return None
-                conn.execute("UPDATE sessions SET lease_owner = ?, lease_expires = ?,"
-                             " lease_epoch = ? WHERE id = ?", (owner, now + ttl, epoch,
-                                                               session_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return Lease(session_id, owner, epoch, now + ttl, int(version))
         return await self._run(take)
 
     def _restore_sync(self, conn: sqlite3.Connection) -> None:
@@ -516,37 +331,131 @@ class SQLiteStore:
                 conn.close()
             raise
 
-    async def release(self, lease: Lease) -> None:
-        check_session_id(lease.session_id)
+    async def _release(self, lease: Lease) -> None:
+        await self._all(sql.RELEASE, (lease.session_id, lease.owner, lease.epoch))
 
-        def give_up(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
-                         " WHERE id = ? AND lease_owner = ? AND lease_epoch = ?",
-                         (lease.session_id, lease.owner, lease.epoch))
-        await self._run(give_up)
+    async def _read_lease(self, session_id: str) -> Sequence[Any] | None:
+        return await self._one(sql.LEASE, (session_id,))
 
-    async def lease(self, session_id: str) -> Lease | None:
-        check_session_id(session_id)
-
-        def read(conn: sqlite3.Connection) -> Lease | None:
-            row = conn.execute("SELECT lease_owner, lease_expires, lease_epoch FROM sessions"
-                               " WHERE id = ?", (session_id,)).fetchone()
-            return None if row is None else codec.stored_lease(session_id, *row)
-        return await self._run(read)
-
-    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
-        text = codec.encode_queued(check_session_id(session_id), data)
-
+    async def _enqueue(self, session_id: str, text: str) -> int:
         def put(conn: sqlite3.Connection) -> int:
             cursor = conn.execute("INSERT INTO inbox (session_id, data) VALUES (?, ?)",
                                   (session_id, text))
             return int(cursor.lastrowid or 0)
         return await self._run(put)
 
-    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
-        check_session_id(session_id)
+    async def _read_queue(self, session_id: str) -> Iterable[tuple[Any, Any]]:
+        return await self._all(sql.QUEUED, (session_id,))
 
-        def read(conn: sqlite3.Connection) -> tuple[QueuedMessage, ...]:
-            return codec.queued(session_id, conn.execute(
-                "SELECT id, data FROM inbox WHERE session_id = ? ORDER BY id", (session_id,)))
+    async def _one(self, statement: str, params: Sequence[Any]) -> Sequence[Any] | None:
+        """The first row of one statement (``None``: no row)."""
+        def read(conn: sqlite3.Connection) -> Sequence[Any] | None:
+            row: Sequence[Any] | None = conn.execute(statement, params).fetchone()
+            return row
         return await self._run(read)
+
+    async def _all(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        """Every row of one statement (none for a write)."""
+        return await self._run(lambda conn: conn.execute(statement, params).fetchall())
+
+
+def _do(conn: sqlite3.Connection, step: operations.Step) -> Any:
+    """One step of an operation (:mod:`phaseflow.stores.operations`), as SQLite runs it
+    inside the write transaction (``BEGIN IMMEDIATE``: nobody else writes until it
+    ends, so no row read here changes before the writes). Dispatched by the step's
+    type through a table: a ``match`` on nine class patterns costs a commit several
+    microseconds more."""
+    return _STEPS[type(step)](conn, step)
+
+
+def _read_commit(conn: sqlite3.Connection, step: operations.ReadCommit) -> Any:
+    return conn.execute(sql.READ_COMMIT, (step.session_id,)).fetchone()
+
+
+def _create_session(conn: sqlite3.Connection, step: operations.CreateSession) -> bool:
+    conn.execute(sql.INSERT_SESSION, (*step.values, step.session_id, step.created_at))
+    return True  # the write lock was held since the read: nobody created it
+
+
+def _update_session(conn: sqlite3.Connection, step: operations.UpdateSession) -> None:
+    conn.execute(sql.UPDATE_SESSION, (*step.values, step.placeholder, step.created_at,
+                                      step.release, step.release, step.session_id))
+
+
+def _drop_history(conn: sqlite3.Connection, step: operations.DropHistory) -> None:
+    for statement in sql.DROP_HISTORY:
+        conn.execute(statement, (step.session_id,))
+
+
+def _append(conn: sqlite3.Connection, step: operations.Append) -> None:
+    sid, start = step.session_id, step.start
+    conn.executemany(f"INSERT INTO {step.table} (session_id, {step.key}, data)"
+                     " VALUES (?, ?, ?)",
+                     [(sid, start + k, data) for k, data in enumerate(step.rows)])
+
+
+def _consume(conn: sqlite3.Connection, step: operations.Consume) -> None:
+    conn.execute(sql.CONSUME, (step.session_id, step.upto))
+
+
+def _keep_turn(conn: sqlite3.Connection, step: operations.KeepTurn) -> None:
+    conn.execute(_KEEP_TURN, step.values)
+
+
+def _lock_lease(conn: sqlite3.Connection, step: operations.LockLease) -> Any:
+    row = conn.execute(sql.READ_LEASE, (step.session_id,)).fetchone()
+    if row is None:
+        conn.execute(sql.PLACEHOLDER, (step.session_id, step.now, step.now))
+        row = (None, None, 0, 0)
+    return row
+
+
+def _set_lease(conn: sqlite3.Connection, step: operations.SetLease) -> None:
+    conn.execute(sql.SET_LEASE, (step.owner, step.expires, step.epoch, step.session_id))
+
+
+_KEEP_TURN = (f"INSERT OR REPLACE INTO turns ({codec.TURN_COLUMNS}) VALUES"
+              " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+#: how SQLite runs each kind of step
+_STEPS: dict[type[Any], Callable[[sqlite3.Connection, Any], Any]] = {
+    operations.ReadCommit: _read_commit, operations.CreateSession: _create_session,
+    operations.UpdateSession: _update_session, operations.DropHistory: _drop_history,
+    operations.Append: _append, operations.Consume: _consume,
+    operations.KeepTurn: _keep_turn, operations.LockLease: _lock_lease,
+    operations.SetLease: _set_lease,
+}
+
+
+def _history(conn: sqlite3.Connection, table: str, session_id: str,
+             below: object = None) -> tuple[list[Any], list[Any]]:
+    """A session's ``messages`` or ``marks`` rows (those with ``idx < below`` when
+    given) as their indexes and their texts."""
+    rows = conn.execute(
+        f"SELECT idx, data FROM {table} WHERE session_id = ?"
+        + (" ORDER BY idx" if below is None else " AND idx < ? ORDER BY idx"),
+        (session_id,) if below is None else (session_id, below)).fetchall()
+    return [i for i, _ in rows], [d for _, d in rows]
+
+
+@contextlib.contextmanager
+def _writing(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction: the write lock taken first (``BEGIN IMMEDIATE``: writers
+    queue instead of failing halfway), committed at the end, rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def _reading(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: the statements inside read one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")

@@ -1,0 +1,194 @@
+"""What the SQLite and PostgreSQL stores do alike, written once: every protocol method
+(:class:`~phaseflow.stores.base.Store`) as the checks, the rule and the decoding around
+one I/O hook that each backend implements.
+
+A method here checks the session id, asks its backend for rows (or drives an operation
+of :mod:`phaseflow.stores.operations` through it), and turns what comes back into the
+protocol's values with :mod:`phaseflow.stores.codec`, which checks everything read. The
+backend (:class:`~phaseflow.stores.sqlite.SQLiteStore`,
+:class:`~phaseflow.stores.postgres.PostgresStore`) keeps its connection, its statements
+and its transactions, and nothing else: a rule, a check or a decoding step written in
+one of them would be one the other could miss.
+
+The store remembers what it wrote per session (:class:`codec.Known`), so a commit
+writes only the history added since; what it remembers changes only when a commit's
+transaction has committed, and is forgotten on a conflict (another writer moved the
+session on: the next load reads it again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from phaseflow.stores import codec, operations
+from phaseflow.stores.base import (
+    Lease,
+    QueuedMessage,
+    SessionRecord,
+    SessionSummary,
+    StoreConflict,
+    StoredEvent,
+    check_session_id,
+)
+from phaseflow.stores.operations import CommitEntry, CommitRequest, Steps
+
+#: a row as a load reads it: the ten columns of :class:`codec.Row`, then
+#: ``message_count, mark_count``, the message rows' indexes and texts, the mark rows'
+#: indexes and texts
+LoadRow = Sequence[Any]
+
+
+class DurableStore(CommitEntry, ABC):
+    """The protocol on a database; a subclass gives the I/O (the ``_`` hooks below)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, codec.Known] = {}
+        #: commits made by this store object (tests and benchmarks count them)
+        self.commits = 0
+
+    # --- the hooks: one database's I/O ----------------------------------------------------
+
+    @abstractmethod
+    async def _read_session(self, session_id: str) -> LoadRow | None:
+        """The session's row and its history rows, from one snapshot (:data:`LoadRow`)."""
+
+    @abstractmethod
+    async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
+                            ) -> tuple[tuple[int, ...], codec.Known]:
+        """Run a commit's steps in one transaction (the write lock taken first)."""
+
+    @abstractmethod
+    async def _read_turn(self, session_id: str, turn: int) -> Sequence[Any] | None:
+        """The ``turns`` row as :func:`codec.turn_record` takes it (its eleven columns),
+        then the session's message indexes and texts below its count, and its mark
+        indexes and texts: from one snapshot."""
+
+    @abstractmethod
+    async def _read_version(self, session_id: str) -> Sequence[Any] | None:
+        """``(version,)`` of the session's row."""
+
+    @abstractmethod
+    async def _read_events(self, session_id: str, after: int
+                           ) -> tuple[object, Iterable[tuple[Any, Any]]]:
+        """The row's ``event_count`` (``None``: no row) and the event rows ``(seq,
+        data)`` after ``after``, in order, from one snapshot."""
+
+    @abstractmethod
+    async def _read_sessions(self) -> Iterable[Sequence[Any]]:
+        """The rows of :data:`sql.SESSIONS`."""
+
+    @abstractmethod
+    async def _delete(self, session_id: str) -> bool:
+        """Delete every row of the session; whether it was a session (not a lease's
+        placeholder)."""
+
+    @abstractmethod
+    async def _put_capture(self, reference: str, data: bytes) -> None:
+        """Keep ``data`` under ``reference`` unless it is kept already."""
+
+    @abstractmethod
+    async def _get_capture(self, reference: str) -> bytes | None:
+        ...
+
+    @abstractmethod
+    async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
+        """Run the lease's steps in one transaction, without waiting for the disk (a
+        lease is no commit point of the session)."""
+
+    @abstractmethod
+    async def _release(self, lease: Lease) -> None:
+        """Clear the lease columns where they still say ``lease``."""
+
+    @abstractmethod
+    async def _read_lease(self, session_id: str) -> Sequence[Any] | None:
+        """``(lease_owner, lease_expires, lease_epoch)`` of the session's row."""
+
+    @abstractmethod
+    async def _enqueue(self, session_id: str, text: str) -> int:
+        """Insert a queued message; its id."""
+
+    @abstractmethod
+    async def _read_queue(self, session_id: str) -> Iterable[tuple[Any, Any]]:
+        """The session's queued rows ``(id, data)``, in order of id."""
+
+    # --- the protocol ------------------------------------------------------------------
+
+    async def load(self, session_id: str) -> SessionRecord | None:
+        row = await self._read_session(check_session_id(session_id))
+        if row is None or row[3] == 0:  # version 0: only a lease was taken
+            return None
+        record, known = codec.decode(
+            codec.Row(*row[:10]),
+            codec.complete("messages", session_id, row[10], row[12], row[13]),
+            codec.complete("marks", session_id, row[11], row[14], row[15]))
+        self._known[session_id] = known
+        return record
+
+    async def _commit(self, record: SessionRecord, events: Sequence[Mapping[str, Any]],
+                      request: CommitRequest) -> tuple[int, ...]:
+        sid = record.session_id
+        steps = operations.commit(record, events, self._known.get(sid), request)
+        try:
+            seqs, known = await self._drive_commit(steps)
+        except StoreConflict:
+            self._known.pop(sid, None)
+            raise
+        self._known[sid] = known
+        self.commits += 1
+        return seqs
+
+    async def turn_record(self, session_id: str, turn: int) -> SessionRecord | None:
+        check_session_id(session_id)
+        if not codec.is_turn(turn):
+            return None  # no turn a store holds (nor one its integers can name)
+        row = await self._read_turn(session_id, turn)
+        if row is None:
+            return None
+        return codec.turn_record(session_id, turn, row[:11], (row[11], row[12]),
+                                 (row[13], row[14]))
+
+    async def version(self, session_id: str) -> int:
+        row = await self._read_version(check_session_id(session_id))
+        return 0 if row is None else codec.counts(session_id, row)[0]
+
+    async def events(self, session_id: str, after: int = 0) -> tuple[StoredEvent, ...]:
+        count, rows = await self._read_events(check_session_id(session_id), after)
+        return codec.stored_events(session_id, after, count, rows)
+
+    async def sessions(self) -> tuple[SessionSummary, ...]:
+        return tuple(codec.summary(r) for r in await self._read_sessions())
+
+    async def delete(self, session_id: str) -> bool:
+        self._known.pop(check_session_id(session_id), None)
+        return await self._delete(session_id)
+
+    async def put_capture(self, data: bytes) -> str:
+        reference = hashlib.sha256(data).hexdigest()
+        await self._put_capture(reference, bytes(data))
+        return reference
+
+    async def get_capture(self, reference: str) -> bytes | None:
+        return await self._get_capture(reference)
+
+    async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
+                      force: bool = False, replacing: Lease | None = None) -> Lease | None:
+        return await self._drive_lease(operations.acquire(
+            check_session_id(session_id), owner, ttl, now, force=force, replacing=replacing))
+
+    async def release(self, lease: Lease) -> None:
+        check_session_id(lease.session_id)
+        await self._release(lease)
+
+    async def lease(self, session_id: str) -> Lease | None:
+        row = await self._read_lease(check_session_id(session_id))
+        return None if row is None else codec.stored_lease(session_id, *row)
+
+    async def enqueue(self, session_id: str, data: Mapping[str, Any]) -> int:
+        return await self._enqueue(session_id, codec.encode_queued(
+            check_session_id(session_id), data))
+
+    async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
+        return codec.queued(session_id, await self._read_queue(check_session_id(session_id)))
