@@ -53,7 +53,7 @@ from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.messages import AssistantMessage, ToolCall, UserMessage
-from tests.session.fakes import (
+from tests.support.session_fakes import (
     DESK_COLLECT,
     DESK_EFFECT_KEYS,
     DESK_IDEMPOTENT,
