@@ -1,15 +1,15 @@
-"""Shared test helper: run the real ``phaseflow`` command in a subprocess."""
+"""Fixtures every test directory may use: the real ``phaseflow`` command in a subprocess,
+a private PostgreSQL cluster, and the fake OpenAI-compatible server. What they hand a
+test (its types, its helpers) lives in ``tests/support``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
+from tests.support.fake_openai_server import FakeOpenAIServer
+from tests.support.phaseflow_cli import RunCli, run_phaseflow
 
 
 @pytest.fixture(scope="session")
@@ -21,21 +21,14 @@ def postgres_dsn() -> Iterator[str]:
     yield from start_postgres()
 
 
-def _run(
-    *args: str, cwd: Path | str | None = None, timeout: float = 60, input: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m phaseflow.cli.main ARGS`` as a user would run it; output as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        input=input,
-        check=False,
-    )
+@pytest.fixture
+def phaseflow_cli() -> RunCli:
+    return run_phaseflow
 
 
 @pytest.fixture
-def phaseflow_cli() -> RunCli:
-    return _run
+def fake_openai() -> Iterator[FakeOpenAIServer]:
+    """A started :class:`FakeOpenAIServer`, stopped after the test (the provider tests',
+    and ``phaseflow run``'s against an OpenAI-compatible server)."""
+    with FakeOpenAIServer() as server:
+        yield server

@@ -5,6 +5,10 @@ the top: what a module may need at run time is what it imports anywhere. Imports
 ``if TYPE_CHECKING:`` never run: they may name a higher layer for an annotation (the
 compiled model's ``Workflow.machine() -> PhaseMachine``), but inside one layer they count
 for cycles too, since a layer's modules must read top-down.
+
+The tests obey one rule of their own: a module under ``tests/`` imports nothing of
+``tests`` but ``tests.support``, so no test module depends on another's helpers and a test
+file can move or split without breaking its neighbours.
 """
 
 from __future__ import annotations
@@ -188,3 +192,71 @@ def test_the_checker_sees_function_level_imports(tmp_path: Path) -> None:
     through_package = tmp_path / "pkg.py"
     through_package.write_text("from phaseflow import PhaseMachine\n", encoding="utf-8")
     assert _imports(through_package, "phaseflow.spec.pkg") == {"phaseflow.machine"}
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _test_package(path: Path) -> str:
+    """The package a module under ``tests/`` sits in (what its relative imports start from)."""
+    parts = path.relative_to(TESTS.parent).with_suffix("").parts
+    return ".".join(parts[:-1])
+
+
+def _outside_support(source: str, package: str) -> list[str]:
+    """What a module of ``package`` imports of ``tests`` (or of a bare ``conftest``) that is
+    not ``tests.support`` or inside it: anywhere in the module (at the top, in a function),
+    absolutely or relatively. ``from tests import y`` names the module ``tests.y`` (so
+    ``from tests import support`` is allowed and ``from tests import conftest`` is not);
+    ``from tests.x import y`` is ``tests.x``'s, whatever ``y`` is."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            if target == "tests":
+                found.update(f"tests.{a.name}" for a in node.names)
+    ours = {m for m in found if m.split(".")[0] in ("tests", "conftest")}
+    return sorted(m for m in ours - {"tests", "tests.support"}
+                  if not m.startswith("tests.support."))
+
+
+def test_tests_import_only_tests_support() -> None:
+    wrong = [f"{p.relative_to(TESTS.parent)} imports {m}"
+             for p in sorted(TESTS.rglob("*.py"))
+             for m in _outside_support(p.read_text(encoding="utf-8"), _test_package(p))]
+    assert not wrong, ("a test module imports another (move what they share into "
+                       "tests/support):\n" + "\n".join(wrong))
+
+
+def test_the_test_import_checker_sees_every_form() -> None:
+    """The checker itself: every form a test module could import another by is found, at
+    the top or in a function, and tests.support's are not."""
+    source = (
+        "import tests.support.forks\n"
+        "from tests import support\n"
+        "from tests.support import session_fakes\n"
+        "from tests.support.phaseflow_cli import RunCli\n"
+        "from tests.providers import fake_openai_server\n"
+        "import tests.session.test_core as core\n"
+        "from ._support import render_in\n"
+        "from .. import conftest\n"
+        "from conftest import RunCli\n"
+        "def later():\n    from tests.conftest import postgres_dsn\n"
+    )
+    assert _test_package(TESTS / "template" / "test_example.py") == "tests.template"
+    assert _outside_support(source, "tests.template") == [
+        "conftest", "tests.conftest", "tests.providers", "tests.session.test_core",
+        "tests.template._support",
+    ]
+    assert _outside_support("from .. import conftest\n", "tests.template") == [
+        "tests.conftest"]
+    assert _outside_support("from tests.conftest import RunCli\n", "tests") == [
+        "tests.conftest"]

@@ -16,15 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.providers.fake_openai_server import (
+from tests.support.fake_openai_server import (
     Fail,
     FakeOpenAIServer,
-    fake_openai,
     text_reply,
 )
 from tests.support.run_cli import STORE_NOTICE, clean_env, project, run
-
-__all__ = ["fake_openai"]
 
 pytest.importorskip("openai")
 

@@ -8,15 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.providers.fake_openai_server import (
+from tests.support.fake_openai_server import (
     FakeOpenAIServer,
-    fake_openai,
     text_reply,
     tool_calls_reply,
 )
 from tests.support.run_cli import STORE_NOTICE, clean_env, project, run
-
-__all__ = ["fake_openai"]
 
 pytest.importorskip("openai")
 
@@ -51,7 +48,7 @@ def test_a_turn_through_the_openai_provider(tmp_path: Path,
 
 def test_a_server_error_fails_the_turn_with_exit_1(tmp_path: Path,
                                                    fake_openai: FakeOpenAIServer) -> None:
-    from tests.providers.fake_openai_server import Fail
+    from tests.support.fake_openai_server import Fail
 
     fake_openai.push(Fail(400, "model 'nope' does not exist", type="invalid_request_error"))
     cwd = project(tmp_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunCli
+from tests.support.phaseflow_cli import RunCli
 
 TESTS = Path(__file__).resolve().parents[1]
 INVALID = TESTS / "fixtures" / "invalid"

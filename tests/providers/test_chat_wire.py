@@ -17,7 +17,7 @@ from phaseflow.turn.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tests.providers.helpers import OBJECT, request
+from tests.support.provider_streams import OBJECT, request
 
 _names = st.sampled_from(["crm.lookup", "crm__lookup", "orders.search", "go_to_phase", "a b"])
 _text = st.text(max_size=12)

@@ -33,7 +33,7 @@ from phaseflow.turn.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tests.providers.fake_openai_server import (
+from tests.support.fake_openai_server import (
     Drop,
     Fail,
     FakeOpenAIServer,
@@ -46,7 +46,7 @@ from tests.providers.fake_openai_server import (
     tool_calls_reply,
     usage_chunk,
 )
-from tests.providers.helpers import assemble, collect, request
+from tests.support.provider_streams import assemble, collect, request
 
 
 def _provider(server: FakeOpenAIServer, **options: object) -> OpenAIProvider:

@@ -14,8 +14,8 @@ from phaseflow.providers import OpenAIProvider
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.providers.settings import header_problem, redact, shown_url, url_problem
 from phaseflow.turn.messages import UserMessage
-from tests.providers.fake_openai_server import Fail, FakeOpenAIServer, text_reply
-from tests.providers.helpers import assemble, collect, request
+from tests.support.fake_openai_server import Fail, FakeOpenAIServer, text_reply
+from tests.support.provider_streams import assemble, collect, request
 
 KEY = "sk-proj-Zq81xT0pS3cr3tK3y"
 

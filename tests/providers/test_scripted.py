@@ -19,7 +19,7 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
 )
 from phaseflow.turn.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from tests.providers.helpers import assemble, collect, request
+from tests.support.provider_streams import assemble, collect, request
 
 SCRIPT = [
     {"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]},

@@ -47,7 +47,7 @@ from phaseflow.turn.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from tests.session.fakes import (
+from tests.support.session_fakes import (
     Q_SCHEMA,
     Trace,
     call,

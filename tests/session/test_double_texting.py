@@ -34,7 +34,7 @@ from phaseflow.stores import SQLiteStore, StoreFenced
 from phaseflow.tools import tool
 from phaseflow.turn.execution import PromptKind
 from phaseflow.turn.messages import ToolOutcome, ToolResultMessage, UserMessage
-from tests.session.fakes import Trace, call, offered, reply, view
+from tests.support.session_fakes import Trace, call, offered, reply, view
 
 WORKFLOW = """\
 phaseflow: 1

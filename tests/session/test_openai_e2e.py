@@ -14,7 +14,7 @@ import pytest
 
 from phaseflow.session import Agent, TextDeltaEvent
 from phaseflow.tools import tool
-from tests.providers.fake_openai_server import (
+from tests.support.fake_openai_server import (
     FakeOpenAIServer,
     text_reply,
     tool_calls_reply,
@@ -133,7 +133,7 @@ def test_a_refund_conversation_through_the_openai_sdk() -> None:
 
 
 def test_a_429_is_retried_after_its_retry_after_and_a_stalled_stream_is_cancelled() -> None:
-    from tests.providers.fake_openai_server import Fail, Stall, chunk
+    from tests.support.fake_openai_server import Fail, Stall, chunk
 
     slept: list[float] = []
 

@@ -27,49 +27,32 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
-from phaseflow.session.compaction import SUMMARY_HEADING
 from phaseflow.session.core import ResolutionRefused
 from phaseflow.session.fork import ForkRefused
 from phaseflow.session.values import Core
-from phaseflow.spec.loader import load_workflow
-from phaseflow.spec.model import Workflow
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.turn.continuation import EffectState
-from phaseflow.turn.messages import AssistantMessage, ToolCall, UserMessage
-from tests.session.fakes import (
-    DESK_COLLECT,
-    DESK_EFFECT_KEYS,
-    DESK_IDEMPOTENT,
-    DESK_PHASES,
-    DESK_WRITES,
-    FORGED,
-    REFUND_PATH,
-    REFUND_PHASES,
-    DeskTools,
-    DrawnProvider,
-    Gate,
-    Plan,
-    RefundTools,
-    desk_workflow,
-    open_or_doubled,
-    refund_hooks,
+from phaseflow.turn.messages import AssistantMessage, UserMessage
+from tests.support.session_fakes import FORGED, DrawnProvider, Gate, Plan, open_or_doubled
+from tests.support.stateful_session import (
+    HALLUCINATED,
+    REFUND,
+    SCRIPT,
+    SMALL,
+    answered_at,
+    is_summary,
+    pick,
 )
 
 T = TypeVar("T")
@@ -78,106 +61,6 @@ EXAMPLES = int(os.environ.get("PHASEFLOW_HYPOTHESIS_EXAMPLES", "60"))
 SID = "s"
 HANG_SECONDS = 10.0
 STEPS = int(os.environ.get("PHASEFLOW_HYPOTHESIS_STEPS", "20"))
-
-
-@dataclass(frozen=True)
-class Desk:
-    """A workflow the machine runs, and what a test must know of it."""
-
-    name: str
-    workflow: Workflow
-    tools: Callable[[Gate], DeskTools]
-    phases: tuple[str, ...]
-    #: keys each source of state changes may write (``tools``: declared writes and
-    #: collected keys; ``effects``/``prepare``: the workflow's effects)
-    writes: Mapping[str, frozenset[str]]
-    idempotent: frozenset[str]
-    approval: frozenset[str]
-    valid: Mapping[str, list[Any]]
-    invalid: Mapping[str, list[str]]
-    records: list[dict[str, Any]]
-    policy: Callable[[ToolCall, Any], bool] | None = None
-    #: of a move's 12 choices, how many go to an offered target (the rest anywhere) and
-    #: how many of those to the furthest one (so that some runs reach the end)
-    offered_moves: int = 12
-    forward_moves: int = 8
-
-    @property
-    def catalogue(self) -> tuple[str, ...]:
-        return tuple(self.workflow.tools or {})
-
-    def needs_approval(self, name: str, arguments: str) -> bool:
-        """The workflow's ``approval: always``, or the host's policy."""
-        if name in self.approval:
-            return True
-        return self.policy is not None and self.policy(ToolCall("x", name, arguments), None)
-
-
-def secret_notes(call: ToolCall, ctx: Any) -> bool:
-    """The host's approval policy of the small desk: a secret note needs a human."""
-    return call.name == "add_note" and "secret" in call.arguments
-
-
-SMALL = Desk(
-    name="stateful-desk", workflow=desk_workflow(), tools=DeskTools, phases=DESK_PHASES,
-    writes={"tools": frozenset(k for ks in DESK_WRITES.values() for k in ks)
-            | frozenset(k for ks in DESK_COLLECT.values() for k in ks),
-            "effects": DESK_EFFECT_KEYS},
-    idempotent=DESK_IDEMPOTENT, approval=frozenset({"pay"}),
-    valid={"lookup": [{"q": "tea"}, {"q": "cake"}],
-           "add_note": [{"text": "hello"}, {"text": "secret"}, {"text": "boom"}],
-           "pay": [{}, {"n": 1}, {"n": 2}]},
-    invalid={"lookup": ["{}", '{"q": 5}', '{"q": "x", "z": 1}', "{nope"],
-             "add_note": ['{"text": 5}', '{"x": 1}', "[1"]},
-    records=[{"name": "Ada"}, {"name": 7}, {"topic": "x"}, {}],
-    policy=secret_notes,
-)
-
-REFUND = Desk(
-    name="refund-desk", workflow=load_workflow(REFUND_PATH, refund_hooks()),
-    tools=RefundTools, phases=REFUND_PHASES,
-    writes={"tools": frozenset({"customer_id", "customer", "verification_attempts", "order_id",
-                                "order", "amount", "approval_status", "refund_id",
-                                "refund_reason"}),
-            "effects": frozenset({"approval_status", "policy"}),
-            "prepare": frozenset({"policy"})},
-    idempotent=frozenset({"crm.lookup_customer", "orders.search", "payments.issue_refund"}),
-    approval=frozenset({"payments.issue_refund"}),
-    valid={"crm.lookup_customer": [{"email": "ada@example.com"}, {"phone": "+15550100"}],
-           "crm.verify_identity": [{"answer": "blue"}, {"answer": "wrong"}],
-           "orders.select": [{"order_id": "O-1"}, {"order_id": "O-big"}],
-           "payments.issue_refund": [{"order_id": "O-1", "amount": 120.0},
-                                     {"order_id": "O-big", "amount": 900.0}],
-           "helpdesk.add_note": [{"text": "over to you"}]},
-    invalid={"crm.lookup_customer": ["{}", '{"email": "x", "fax": 1}'],
-             "payments.issue_refund": ['{"order_id": "O-1"}', '{"order_id": "O-1", "amount": 0}',
-                                       '{"order_id": "O-1", "amount": "lots"}']},
-    records=[{"refund_reason": "broken"}, {"refund_reason": 3}, {"amount": 1}, {}],
-    offered_moves=2, forward_moves=0,
-)
-
-HALLUCINATED = ["delete_all", "crm.lookup", "pay "]
-
-
-#: one call of a drawn reply: how it is made, a choice among the candidates (taken
-#: modulo their number when the request is known), and how its id is made
-CALL = st.tuples(
-    st.sampled_from(["offered"] * 3 + ["invalid", "other_phase", "hallucinated", "move",
-                                       "move", "move_anywhere", "record"]),
-    st.integers(0, 11), st.integers(0, 11),
-    st.sampled_from(["fresh", "fresh", "fresh", "repeat", "empty"]))
-#: one drawn reply (every field drawn; each kind reads the ones it needs)
-REPLY = st.tuples(
-    st.sampled_from(["text"] * 4 + ["group"] * 8 + ["retryable"] * 2 + ["fatal", "raise"]
-                    + ["hang"] * 3),
-    st.lists(CALL, min_size=1, max_size=4),
-    st.sampled_from(["", "ok", "let me check"]),
-    st.sampled_from([None, 0.0, 2.5, 1e6]))
-SCRIPT = st.lists(REPLY, min_size=1, max_size=8)
-
-
-def pick(options: list[Any], n: int) -> Any:
-    return options[n % len(options)]
 
 
 class SessionMachine(RuleBasedStateMachine):
@@ -521,7 +404,7 @@ class SessionMachine(RuleBasedStateMachine):
         history = self.session.transcript
         for request in self.provider.requests:
             sent = tuple(request.history)
-            if request.folded_replies or (sent and _is_summary(sent[0])):
+            if request.folded_replies or (sent and is_summary(sent[0])):
                 rest = sent[1:]
                 assert any(history[i:i + len(rest)] == rest
                            for i in range(len(history) - len(rest) + 1)), request.request_id
@@ -589,7 +472,7 @@ class SessionMachine(RuleBasedStateMachine):
                 continue  # its group is still open (the turn waits): checked later
             k, call = where[inv.call_id]
             assert call.name == inv.name
-            asked = [r for r in self.provider.requests if _answered_at(r, history, k)]
+            asked = [r for r in self.provider.requests if answered_at(r, history, k)]
             assert asked, f"no request was answered by {inv.call_id}"
             assert inv.name in {t.name for t in asked[-1].tools}, (
                 f"{inv.name} ran but was not offered")
@@ -643,21 +526,6 @@ class SessionMachine(RuleBasedStateMachine):
     @invariant()
     def retries_never_wait_past_the_cap(self) -> None:
         assert all(0.0 <= s <= 30.0 for s in self.sleeps)
-
-
-def _answered_at(request: Any, history: tuple[Any, ...], k: int) -> bool:
-    """``request`` is the one the reply at position ``k`` of the transcript answered: it
-    carried the transcript up to ``k`` (after a summary of its start, when compacted)."""
-    sent = tuple(request.history)
-    if sent and _is_summary(sent[0]):
-        rest = sent[1:]
-        return len(rest) <= k and history[k - len(rest):k] == rest
-    return len(sent) == k and sent == history[:k]
-
-
-def _is_summary(message: Any) -> bool:
-    return isinstance(message, UserMessage) and isinstance(message.content, str) and (
-        message.content.startswith(SUMMARY_HEADING))
 
 
 class CompactingMachine(SessionMachine):

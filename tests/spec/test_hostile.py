@@ -16,7 +16,7 @@ import pytest
 
 from phaseflow.spec.diagnostics import CODES
 from phaseflow.spec.loader import check_text
-from tests.conftest import RunCli
+from tests.support.phaseflow_cli import RunCli
 
 SPEC_EXAMPLE = (Path(__file__).parent / "data" / "refund_desk.yaml").read_text()
 

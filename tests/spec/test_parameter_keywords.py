@@ -15,7 +15,7 @@ import pytest
 
 from phaseflow.spec.loader import check_text
 from phaseflow.spec.tool_parameters import SCHEMA_KEYWORDS
-from tests.conftest import RunCli
+from tests.support.phaseflow_cli import RunCli
 
 REPO = Path(__file__).resolve().parents[2]
 

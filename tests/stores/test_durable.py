@@ -266,7 +266,7 @@ def test_writers_in_several_processes_lose_no_update(durable: Backend) -> None:
     durable.run(body)
     target = str(getattr(durable, "path", None) or getattr(durable, "dsn", ""))
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "tests.stores.cas_worker", durable.name, target, "shared",
+        [sys.executable, "-m", "tests.support.store_cas_writer", durable.name, target, "shared",
          "6", f"p{k}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for k in range(3)]
     outputs = [p.communicate(timeout=120) for p in procs]

@@ -28,8 +28,7 @@ from phaseflow.template import (
 )
 from phaseflow.template.limits import MAX_ITERATIONS, MAX_OUTPUT
 from phaseflow.template.sandbox import REMOVED_FILTERS
-
-from ._support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
+from tests.support.templates import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
 
 CONTEXT: dict[str, Any] = {
     "state": {"n": 1, "s": "hi", "things": ["x", "y"], "none": None,

@@ -26,8 +26,7 @@ from phaseflow.template import (
     environment,
 )
 from phaseflow.template.limits import MAX_SOURCE, MAX_TOKENS, deep_work, plain_data
-
-from ._support import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
+from tests.support.templates import ADDRESS, ORIGINAL_INSTRUCTIONS, SPEC_EXAMPLE, render_in
 
 CONTEXT: dict[str, Any] = {
     "state": {"n": 1, "s": "hi", "things": ["x", "y"], "none": None,

@@ -15,9 +15,9 @@ response from a queue:
 
 Every request is recorded (``server.requests``: path, headers, JSON body) so a test can
 check the translated messages and tools. Use it as a context manager or through the
-``fake_openai`` fixture::
+``fake_openai`` fixture (``tests/conftest.py``)::
 
-    from tests.providers.fake_openai_server import FakeOpenAIServer, reply
+    from tests.support.fake_openai_server import FakeOpenAIServer, reply
 
     with FakeOpenAIServer() as server:
         server.push(reply({"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]}),
@@ -35,13 +35,11 @@ import socket
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-
-import pytest
 
 from phaseflow.providers.wire_names import readable_wire_name
 
@@ -54,7 +52,6 @@ __all__ = [
     "Stall",
     "Stream",
     "chunk",
-    "fake_openai",
     "reply",
     "text_reply",
     "tool_call",
@@ -373,10 +370,3 @@ class FakeOpenAIServer:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.stop()
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAIServer]:
-    """A started :class:`FakeOpenAIServer`, stopped after the test."""
-    with FakeOpenAIServer() as server:
-        yield server

@@ -1,4 +1,4 @@
-"""A writer process for the several-processes test: ``python -m tests.stores.cas_worker
+"""A writer process for the several-processes test: ``python -m tests.support.store_cas_writer
 KIND TARGET SESSION COUNT NAME`` adds COUNT turns to SESSION (load, commit with the version
 it read, retry on conflict) and prints how many commits it tried."""
 
