@@ -26,12 +26,12 @@ messages with them, and this is the lowest layer they share.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "MESSAGE_LIMIT", "clip", "closest", "closest_hint", "describe_exception", "did_you_mean",
-    "json_kind", "type_name"]
+    "did_you_mean_or_list", "json_kind", "type_name"]
 
 #: Longest text :func:`describe_exception` returns (type name included).
 MESSAGE_LIMIT = 500
@@ -116,6 +116,14 @@ def clip(text: str, limit: int = 80) -> str:
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """`"; did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
     return closest_hint(word, sorted(set(candidates)))
+
+
+def did_you_mean_or_list(word: str, candidates: Collection[str], plural: str) -> str:
+    """:func:`did_you_mean`, or when nothing is close every candidate in its order
+    (``" (phases: a, b)"``, ``plural`` naming them): the hint of a name that must be one
+    of a short, fixed list (a workflow's phases, a test file's step kinds), where the
+    whole list is the next best help."""
+    return did_you_mean(word, candidates) or f" ({plural}: {', '.join(candidates)})"
 
 
 def closest_hint(word: str, pool: Sequence[str]) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import did_you_mean_or_list
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import (
     Mapping,
@@ -159,7 +159,7 @@ class _Reader(BaseReader):
         others = [k for k in fields if k not in STEP_KINDS]
         for other in others:
             key = fields[other].key
-            hint = did_you_mean(str(other), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
+            hint = did_you_mean_or_list(str(other), STEP_KINDS, "steps")
             self.fail(key, f"unknown step '{other}'{hint}")
         if others:
             raise Bad()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from phaseflow.expr.describe import closest, did_you_mean, json_kind
+from phaseflow.expr.describe import closest, did_you_mean, did_you_mean_or_list, json_kind
 
 
 @pytest.mark.parametrize(("text", "words"), [
@@ -33,3 +33,10 @@ def test_closest_is_the_likely_typo_or_none() -> None:
 def test_did_you_mean_words_the_closest() -> None:
     assert did_you_mean("reivew", ["start", "review", "review"]) == "; did you mean 'review'?"
     assert did_you_mean("zzzz", ["review"]) == ""
+
+
+def test_did_you_mean_or_list_lists_every_candidate_in_order_when_none_is_close() -> None:
+    assert did_you_mean_or_list("reivew", ("start", "review"), "phases") == (
+        "; did you mean 'review'?")
+    assert did_you_mean_or_list("zzzz", {"start": 1, "done": 2}, "phases") == (
+        " (phases: start, done)")
