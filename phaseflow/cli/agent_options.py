@@ -16,12 +16,11 @@ from typing import Any
 
 from phaseflow.cli.imports import import_attr
 from phaseflow.errors import ConfigError
+from phaseflow.expr.describe import clip
 
 
 def _kind(value: Any) -> str:
-    text = repr(value)
-    shown = text if len(text) <= 40 else text[:37] + "..."
-    return f"{type(value).__name__} {shown}"
+    return f"{type(value).__name__} {clip(repr(value), 40)}"
 
 
 def tools_option(spec: str | None) -> Any:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from phaseflow.expr._runtime import HELPERS, WORK_LIMIT
 from phaseflow.expr.absence import absence_tested_in, may_test_absence
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.expr.types import Guard, GuardCompileError
 
 __all__ = [
@@ -433,8 +433,7 @@ class _Rewriter:
 
     def text(self, node: ast.AST) -> str:
         """The author's text of ``node`` (for messages), trimmed to a readable length."""
-        text = ast.unparse(node)
-        return text if len(text) <= 60 else text[:57] + "..."
+        return clip(ast.unparse(node), 60)
 
     def rewrite(self, node: ast.expr) -> tuple[ast.expr, _Kind]:
         method = getattr(self, "rewrite_" + type(node).__name__, None)
