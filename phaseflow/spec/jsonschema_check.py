@@ -126,6 +126,20 @@ _STRUCTURAL = (
 )
 
 
+def _every(kind: type[list[Any]] | type[dict[str, Any]], check: Check) -> Check:
+    """Holds for a value that is no ``kind``, or whose every member passes ``check``: an
+    array's items (``items``), an object's keys (``propertyNames``). A loop, not
+    ``all(...)``: no generator per value."""
+    def every(v: Any) -> bool:
+        if isinstance(v, kind):
+            for x in v:
+                if not check(x):
+                    return False
+        return True
+
+    return every
+
+
 def _checks(schema: dict[str, Any]) -> list[Check]:
     """The plain yes/no checks of ``schema``'s keywords on the value itself."""
     unknown = set(schema) - _SUPPORTED.get()
@@ -205,15 +219,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
         above = schema["exclusiveMinimum"]
         checks.append(lambda v: not is_type(v, "number") or not v <= above)
     if "items" in schema and not fused_items:
-        item = _compile_check(schema["items"])
-        def items(v: Any) -> bool:
-            if isinstance(v, list):
-                for x in v:
-                    if not item(x):
-                        return False
-            return True
-
-        checks.append(items)
+        checks.append(_every(list, _compile_check(schema["items"])))
     if schema.get("uniqueItems") is True:
         checks.append(_unique)
     if "required" in schema:
@@ -243,15 +249,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
         checks.append(lambda v: not isinstance(v, dict) or all(
             all(d in v for d in need) for k, need in depends.items() if k in v))
     if "propertyNames" in schema:
-        name_check = _compile_check(schema["propertyNames"])
-        def names_valid(v: Any) -> bool:
-            if isinstance(v, dict):
-                for k in v:
-                    if not name_check(k):
-                        return False
-            return True
-
-        checks.append(names_valid)
+        checks.append(_every(dict, _compile_check(schema["propertyNames"])))
     return checks
 
 
