@@ -91,6 +91,13 @@ def seconds(value: str | None, option: str) -> float | None:
     return number
 
 
+def given_options(**options: Any) -> dict[str, Any]:
+    """The :class:`~phaseflow.session.Agent` keywords of the options the command line
+    gave (``lease=``, ``mode=``, ``max_history_tokens=``...), without those it did not
+    (``None``): an option left out keeps the agent's own default, not ``None``."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 #: the help of ``--mcp`` (run, sessions recover, validate)
 MCP_HELP = ("a JSON file of MCP servers ({\"mcpServers\": {NAME: {\"command\": ...} or "
             "{\"url\": ...}}}): the workflow's catalogue tools NAME.TOOL are their tools")
