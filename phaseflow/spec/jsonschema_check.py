@@ -18,7 +18,7 @@ every checker of either caller shares (:func:`is_type`, :func:`json_equal`,
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from typing import Any
@@ -126,6 +126,22 @@ _STRUCTURAL = (
 )
 
 
+#: The size keywords: each bounds the length of one kind of value, and holds for others.
+_SIZE_BOUNDS: tuple[tuple[str, type[Sized], bool], ...] = (
+    ("minLength", str, True), ("maxLength", str, False),
+    ("minProperties", dict, True), ("maxProperties", dict, False),
+    ("minItems", list, True), ("maxItems", list, False),
+)
+
+
+def _size_bound(kind: type[Sized], least: bool, bound: int) -> Check:
+    """A value that is no ``kind`` passes; one that is has at least (``least``) or at
+    most ``bound`` characters, properties or items."""
+    if least:
+        return lambda v: not isinstance(v, kind) or len(v) >= bound
+    return lambda v: not isinstance(v, kind) or len(v) <= bound
+
+
 def _every(kind: type[list[Any]] | type[dict[str, Any]], check: Check) -> Check:
     """Holds for a value that is no ``kind``, or whose every member passes ``check``: an
     array's items (``items``), an object's keys (``propertyNames``). A loop, not
@@ -199,12 +215,9 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "pattern" in schema and not fused_pattern:
         search = re.compile(schema["pattern"]).search
         checks.append(lambda v: not isinstance(v, str) or search(v) is not None)
-    if "minLength" in schema and not fused_length:
-        least = schema["minLength"]
-        checks.append(lambda v: not isinstance(v, str) or len(v) >= least)
-    if "maxLength" in schema:
-        longest = schema["maxLength"]
-        checks.append(lambda v: not isinstance(v, str) or len(v) <= longest)
+    for keyword, kind, least in _SIZE_BOUNDS:
+        if keyword in schema and not (fused_length and keyword == "minLength"):
+            checks.append(_size_bound(kind, least, schema[keyword]))
     # Written as jsonschema tests them (the error case negated), so NaN agrees too.
     if "minimum" in schema:
         low = schema["minimum"]
@@ -232,18 +245,6 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             return True
 
         checks.append(has_required)
-    if "minProperties" in schema:
-        fewest = schema["minProperties"]
-        checks.append(lambda v: not isinstance(v, dict) or len(v) >= fewest)
-    if "maxProperties" in schema:
-        most = schema["maxProperties"]
-        checks.append(lambda v: not isinstance(v, dict) or len(v) <= most)
-    if "minItems" in schema:
-        fewest_items = schema["minItems"]
-        checks.append(lambda v: not isinstance(v, list) or len(v) >= fewest_items)
-    if "maxItems" in schema:
-        most_items = schema["maxItems"]
-        checks.append(lambda v: not isinstance(v, list) or len(v) <= most_items)
     if "dependentRequired" in schema:
         depends = {k: tuple(v) for k, v in schema["dependentRequired"].items()}
         checks.append(lambda v: not isinstance(v, dict) or all(
