@@ -18,20 +18,20 @@ that branch of the hierarchy for interpreter exit and cancellation, and a framew
 cancellation that a library swallowed would never arrive.
 
 :func:`clip`, :func:`did_you_mean` (with :func:`closest_hint`, and :func:`closest` for a
-message that words its hint itself) and :func:`json_kind` are here for the same reason:
-the validator, the templates, the machine, the MCP client and the CLI all word their
-messages with them, and this is the lowest layer they share.
+message that words its hint itself), :func:`json_type` and :func:`json_kind` are here for
+the same reason: the validator, the templates, the machine, the MCP client and the CLI
+all word their messages with them, and this is the lowest layer they share.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 __all__ = [
     "MESSAGE_LIMIT", "clip", "closest", "closest_hint", "describe_exception", "did_you_mean",
-    "did_you_mean_or_list", "json_kind", "type_name"]
+    "did_you_mean_or_list", "json_kind", "json_type", "type_name"]
 
 #: Longest text :func:`describe_exception` returns (type name included).
 MESSAGE_LIMIT = 500
@@ -50,25 +50,41 @@ def type_name(value: Any) -> str:
     return name if type(name) is str else "object"
 
 
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed JSON value (``integer`` for ``1``, ``number`` for
+    ``1.5``); the Python class name for anything else."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+#: A JSON type in the words of a message to the person who wrote the document.
+_JSON_KINDS = {
+    "null": "null", "boolean": "a boolean", "integer": "a number", "number": "a number",
+    "string": "a string", "array": "an array", "object": "an object",
+}
+
+
 def json_kind(value: Any) -> str:
     """What a parsed JSON value is, in a message's words (``"a string"``, ``"an array"``,
     ``"null"``), for "expected X, got Y" about a JSON document a person wrote (an MCP
     servers file, an HTTP request's body): an ``int`` and a ``float`` are both
     ``"a number"``, since JSON text has one number type; anything that is not JSON is
     named by its class. One wording for every such message, whatever reads the document."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type_name(value)
+    name = json_type(value)
+    return _JSON_KINDS.get(name, name)
 
 
 def _bounded(text: str, limit: int) -> str:

@@ -12,7 +12,8 @@ The compiler refuses any keyword it does not implement (:func:`compile_check` re
 ``None``), so a schema edit can never silently weaken validation: the caller then uses
 jsonschema. Property tests check that both give jsonschema's verdict. The JSON semantics
 every checker of either caller shares (:func:`is_type`, :func:`json_equal`,
-:func:`json_type`) live here too.
+:func:`json_type`, from :mod:`phaseflow.expr.describe`, where messages of lower
+layers use it too) live here too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Callable, Sized
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from typing import Any
+
+from phaseflow.expr.describe import json_type
 
 __all__ = [
     "ANNOTATIONS", "Check", "compile_check", "is_type", "json_equal", "json_type", "repeated_item",
@@ -53,26 +56,6 @@ class _Unsupported(Exception):
 
 
 # -- JSON semantics (draft 2020-12, as jsonschema reads it) --------------------------------
-
-def json_type(value: Any) -> str:
-    """The JSON type name of a parsed JSON value (``integer`` for ``1``, ``number`` for
-    ``1.5``); the Python class name for anything else."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
 
 def is_type(value: Any, name: str) -> bool:
     """Is ``value`` of JSON type ``name`` (``1.0`` is an integer, ``true`` no number)?"""
