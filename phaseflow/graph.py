@@ -9,17 +9,31 @@ glance what the engine takes by itself and what waits for the model to ask.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from phaseflow.spec.model import Transition, Workflow
+
+__all__ = ["drawn_edges", "edge_label", "to_dot", "to_mermaid"]
 
 _SPACE = re.compile(r"\s+")
 
 
-def _condition(transition: Transition) -> str:
+def edge_label(transition: Transition) -> str:
+    """An edge's label in every drawing (Mermaid, DOT, the web view's graph): its
+    condition on one line, ``always`` when it has none, ``model:`` before a model one."""
     text = _SPACE.sub(" ", transition.when.source.strip()) if transition.when else "always"
     if transition.trigger == "model":
         text = f"model: {text}" if transition.when else "model"
     return text
+
+
+def drawn_edges(workflow: Workflow) -> Iterator[tuple[str, Transition]]:
+    """``(phase, transition)`` for every transition a drawing shows, in the file's order:
+    one to an unknown phase (which validation reports) has no node to point at."""
+    for name, phase in workflow.phases.items():
+        for transition in phase.transitions:
+            if transition.to in workflow.phases:
+                yield name, transition
 
 
 def _mermaid_text(text: str) -> str:
@@ -46,13 +60,10 @@ def to_mermaid(workflow: Workflow) -> str:
             lines.append(f'  p_{name}["{label}"]')
     if workflow.initial in workflow.phases:
         lines.append(f"  start__ --> p_{workflow.initial}")
-    for name, phase in workflow.phases.items():
-        for transition in phase.transitions:
-            if transition.to not in workflow.phases:
-                continue
-            label = _mermaid_text(_condition(transition))
-            arrow = "-.->" if transition.trigger == "model" else "-->"
-            lines.append(f'  p_{name} {arrow}|"{label}"| p_{transition.to}')
+    for name, transition in drawn_edges(workflow):
+        label = _mermaid_text(edge_label(transition))
+        arrow = "-.->" if transition.trigger == "model" else "-->"
+        lines.append(f'  p_{name} {arrow}|"{label}"| p_{transition.to}')
     finals = [f"p_{n}" for n, p in workflow.phases.items() if p.terminal]
     if finals:
         lines.append("  classDef final stroke-width:3px")
@@ -80,12 +91,9 @@ def to_dot(workflow: Workflow) -> str:
         lines.append(f'  "{name}" [{attrs}];')
     if workflow.initial in workflow.phases:
         lines.append(f'  "__start__" -> "{workflow.initial}";')
-    for name, phase in workflow.phases.items():
-        for transition in phase.transitions:
-            if transition.to not in workflow.phases:
-                continue
-            style = ", style=dashed" if transition.trigger == "model" else ""
-            label = _dot_text(_condition(transition))
-            lines.append(f'  "{name}" -> "{transition.to}" [label="{label}"{style}];')
+    for name, transition in drawn_edges(workflow):
+        style = ", style=dashed" if transition.trigger == "model" else ""
+        label = _dot_text(edge_label(transition))
+        lines.append(f'  "{name}" -> "{transition.to}" [label="{label}"{style}];')
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -16,12 +16,11 @@ from typing import Any
 
 from phaseflow.cli.imports import import_attr
 from phaseflow.errors import ConfigError
+from phaseflow.expr.describe import clip
 
 
 def _kind(value: Any) -> str:
-    text = repr(value)
-    shown = text if len(text) <= 40 else text[:37] + "..."
-    return f"{type(value).__name__} {shown}"
+    return f"{type(value).__name__} {clip(repr(value), 40)}"
 
 
 def tools_option(spec: str | None) -> Any:
@@ -90,6 +89,13 @@ def seconds(value: str | None, option: str) -> float | None:
     if not (math.isfinite(number) and number > 0):
         raise ConfigError(f"{option}: expected a positive number of seconds, got {value!r}")
     return number
+
+
+def given_options(**options: Any) -> dict[str, Any]:
+    """The :class:`~phaseflow.session.Agent` keywords of the options the command line
+    gave (``lease=``, ``mode=``, ``max_history_tokens=``...), without those it did not
+    (``None``): an option left out keeps the agent's own default, not ``None``."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 #: the help of ``--mcp`` (run, sessions recover, validate)

@@ -82,7 +82,7 @@ def _state(value: str) -> dict[str, Any] | str:
 
 def run(args: argparse.Namespace) -> int:
     from phaseflow.cli.common import load_or_report
-    from phaseflow.expr.describe import did_you_mean
+    from phaseflow.expr.describe import did_you_mean_or_list
     from phaseflow.machine import PhaseMachine
 
     if args.workflow == STDIN and args.state == STDIN:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return workflow
     phase = args.phase or workflow.initial
     if phase not in workflow.phases:
-        hint = did_you_mean(phase, workflow.phases) or f" (phases: {', '.join(workflow.phases)})"
+        hint = did_you_mean_or_list(phase, workflow.phases, "phases")
         print(f"phaseflow describe: error: no phase '{phase}'{hint}", file=sys.stderr)
         return 2
     state = workflow.defaults()

@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any, Protocol, TextIO, cast
 
+from phaseflow.expr.describe import clip
 from phaseflow.session import events as ev
 
 #: longest value shown on one transcript line before it is cut with "..."
@@ -65,7 +66,7 @@ def one_line(value: Any, width: int = WIDTH, *, quote: bool = False) -> str:
         except (TypeError, ValueError):
             text = repr(value)
     text = visible(" ".join(text.split()))
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return clip(text, width)
 
 
 class Sink(Protocol):

@@ -22,7 +22,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from phaseflow.cli.render import Sink, Transcript
@@ -120,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from phaseflow.cli.agent_options import (
         TERMINATED,
+        given_options,
         hooks_option,
         mcp_option,
         positive_integer,
@@ -156,13 +157,8 @@ def _run(args: argparse.Namespace) -> int:
     provider = _provider(args, max_tokens)
     from phaseflow.session import Agent
 
-    options: dict[str, Any] = {} if lease is None else {"lease": lease}
-    if args.mode is not None:
-        options["mode"] = args.mode
-    if args.busy is not None:
-        options["busy"] = args.busy
-    if max_history is not None:
-        options["max_history_tokens"] = max_history
+    options = given_options(lease=lease, mode=args.mode, busy=args.busy,
+                            max_history_tokens=max_history)
     try:
         with sigterm_quits(mcp is not None) as term:
             agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,

@@ -175,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
             heartbeat: float, poll: float, grace: float, sweep: float) -> ServeConfig:
     from phaseflow.cli.agent_options import (
+        given_options,
         hooks_option,
         mcp_option,
         positive_integer,
@@ -221,11 +222,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     served: dict[str, Served] = {}
-    options: dict[str, Any] = {} if lease is None else {"lease": lease}
-    if max_history is not None:
-        options["max_history_tokens"] = max_history
-    if args.mode is not None:
-        options["mode"] = args.mode
+    options = given_options(lease=lease, max_history_tokens=max_history, mode=args.mode)
     for workflow in workflows:
         mine = _tools_for(workflow, tools)
         first: list[Agent] = []

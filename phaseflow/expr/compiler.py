@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from phaseflow.expr._runtime import HELPERS, WORK_LIMIT
 from phaseflow.expr.absence import absence_tested_in, may_test_absence
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.expr.types import Guard, GuardCompileError
 
 __all__ = [
@@ -329,9 +329,10 @@ def _check_depth(root: ast.expr, locator: _Locator) -> None:
                         stack.append((child, depth + 1 if isinstance(child, expr_type) else depth))
 
 
-def _build(body: ast.expr) -> Any:
-    """Compile the rewritten body into ``lambda state, _ctx: body``, once."""
-    arguments = ast.arguments(
+def _guard_parameters() -> ast.arguments:
+    """``(state, _ctx)``: what every compiled guard takes, lambda or metered function
+    alike (the evaluator calls both the same way)."""
+    return ast.arguments(
         posonlyargs=[],
         args=[ast.arg(arg="state"), ast.arg(arg="_ctx")],
         vararg=None,
@@ -340,7 +341,11 @@ def _build(body: ast.expr) -> Any:
         kwarg=None,
         defaults=[],
     )
-    tree = ast.Expression(body=ast.Lambda(args=arguments, body=body))
+
+
+def _build(body: ast.expr) -> Any:
+    """Compile the rewritten body into ``lambda state, _ctx: body``, once."""
+    tree = ast.Expression(body=ast.Lambda(args=_guard_parameters(), body=body))
     _locate(tree)
     code = compile(tree, "<guard>", "eval")
     return eval(code, _GLOBALS)  # evaluates the lambda expression only: returns the function
@@ -350,22 +355,13 @@ def _build_metered(body: ast.expr) -> Any:
     """Compile the rewritten body of a guard that calls a metered helper into
     ``def _guard(state, _ctx): _m = [WORK_LIMIT]; return body``: a fresh meter per
     evaluation (so concurrent evaluations never share one), and only for these guards."""
-    arguments = ast.arguments(
-        posonlyargs=[],
-        args=[ast.arg(arg="state"), ast.arg(arg="_ctx")],
-        vararg=None,
-        kwonlyargs=[],
-        kw_defaults=[],
-        kwarg=None,
-        defaults=[],
-    )
     meter = ast.Assign(
         targets=[ast.Name(id=_METER, ctx=ast.Store())],
         value=ast.List(elts=[ast.Constant(value=WORK_LIMIT)], ctx=ast.Load()),
     )
     function = ast.FunctionDef(
         name="_guard",
-        args=arguments,
+        args=_guard_parameters(),
         body=[meter, ast.Return(value=body)],
         decorator_list=[],
         returns=None,
@@ -433,8 +429,7 @@ class _Rewriter:
 
     def text(self, node: ast.AST) -> str:
         """The author's text of ``node`` (for messages), trimmed to a readable length."""
-        text = ast.unparse(node)
-        return text if len(text) <= 60 else text[:57] + "..."
+        return clip(ast.unparse(node), 60)
 
     def rewrite(self, node: ast.expr) -> tuple[ast.expr, _Kind]:
         method = getattr(self, "rewrite_" + type(node).__name__, None)

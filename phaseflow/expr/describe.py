@@ -17,19 +17,21 @@ What is caught where it is used is every :class:`Exception`, whatever it does; a
 that branch of the hierarchy for interpreter exit and cancellation, and a framework's
 cancellation that a library swallowed would never arrive.
 
-:func:`clip` and :func:`did_you_mean` (with :func:`closest_hint`) are here for the same
-reason: the validator, the templates, the machine and the CLI all word their messages
-with them, and this is the lowest layer they share.
+:func:`clip`, :func:`did_you_mean` (with :func:`closest_hint`, and :func:`closest` for a
+message that words its hint itself), :func:`json_type` and :func:`json_kind` are here for
+the same reason: the validator, the templates, the machine, the MCP client and the CLI
+all word their messages with them, and this is the lowest layer they share.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 __all__ = [
-    "MESSAGE_LIMIT", "clip", "closest_hint", "describe_exception", "did_you_mean", "type_name"]
+    "MESSAGE_LIMIT", "clip", "closest", "closest_hint", "describe_exception", "did_you_mean",
+    "did_you_mean_or_list", "json_kind", "json_type", "type_name"]
 
 #: Longest text :func:`describe_exception` returns (type name included).
 MESSAGE_LIMIT = 500
@@ -46,6 +48,43 @@ def type_name(value: Any) -> str:
     except Exception:  # pragma: no cover - type.__name__ of a class always works
         return "object"
     return name if type(name) is str else "object"
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed JSON value (``integer`` for ``1``, ``number`` for
+    ``1.5``); the Python class name for anything else."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+#: A JSON type in the words of a message to the person who wrote the document.
+_JSON_KINDS = {
+    "null": "null", "boolean": "a boolean", "integer": "a number", "number": "a number",
+    "string": "a string", "array": "an array", "object": "an object",
+}
+
+
+def json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in a message's words (``"a string"``, ``"an array"``,
+    ``"null"``), for "expected X, got Y" about a JSON document a person wrote (an MCP
+    servers file, an HTTP request's body): an ``int`` and a ``float`` are both
+    ``"a number"``, since JSON text has one number type; anything that is not JSON is
+    named by its class. One wording for every such message, whatever reads the document."""
+    name = json_type(value)
+    return _JSON_KINDS.get(name, name)
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -95,11 +134,28 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     return closest_hint(word, sorted(set(candidates)))
 
 
+def did_you_mean_or_list(word: str, candidates: Collection[str], plural: str) -> str:
+    """:func:`did_you_mean`, or when nothing is close every candidate in its order
+    (``" (phases: a, b)"``, ``plural`` naming them): the hint of a name that must be one
+    of a short, fixed list (a workflow's phases, a test file's step kinds), where the
+    whole list is the next best help."""
+    return did_you_mean(word, candidates) or f" ({plural}: {', '.join(candidates)})"
+
+
 def closest_hint(word: str, pool: Sequence[str]) -> str:
     """:func:`did_you_mean` over ``pool``, already sorted and without repeats: a check
     giving one hint per bad name sorts its candidates once, not once per hint (thousands
     of bad targets would otherwise sort every phase name thousands of times)."""
+    found = closest(word, pool)
+    return f"; did you mean '{found}'?" if found is not None else ""
+
+
+def closest(word: str, pool: Sequence[str]) -> str | None:
+    """The candidate of ``pool`` closest to ``word``, or ``None`` when none is close
+    enough to be a likely typo: the one judgement behind every "did you mean", whatever
+    the message around it. A word over 200 characters is no typo (and comparing it
+    would cost time quadratic in its length)."""
     if not pool or len(word) > 200:
-        return ""
+        return None
     close = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return close[0] if close else None

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from phaseflow.expr.describe import type_name
+from phaseflow.expr.describe import clip, type_name
 
 __all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "JsonCheck", "check_json", "check_json_object"]
 
@@ -120,7 +120,7 @@ def _key_text(key: Any) -> str:
     """A mapping key for a message: short, and never the host's own ``repr``."""
     if isinstance(key, str):
         text = _str_value(key)
-        return "." + (text if len(text) <= 40 else text[:37] + "...")
+        return "." + clip(text, 40)
     return f".<{type_name(key)}>"
 
 

@@ -6,30 +6,6 @@
 Importing this package never imports the optional libraries; building a machine does.
 """
 
-from phaseflow.interop.transitions import (
-    ADVANCE,
-    REQUEST_PREFIX,
-    TRACKER_ATTRIBUTE,
-    Tracker,
-    TransitionsNotInstalled,
-    WorkflowModel,
-    build_machine,
-    request,
-    request_trigger,
-    tracker_of,
-    turn_boundary,
-)
-
-__all__ = [
-    "ADVANCE",
-    "REQUEST_PREFIX",
-    "TRACKER_ATTRIBUTE",
-    "Tracker",
-    "TransitionsNotInstalled",
-    "WorkflowModel",
-    "build_machine",
-    "request",
-    "request_trigger",
-    "tracker_of",
-    "turn_boundary",
-]
+# the adapter's public names, listed once (in the adapter's own ``__all__``)
+from phaseflow.interop.transitions import *  # noqa: F403
+from phaseflow.interop.transitions import __all__ as __all__

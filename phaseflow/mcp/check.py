@@ -15,10 +15,10 @@ not looked at.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from phaseflow.expr.describe import closest
 from phaseflow.mcp.hub import McpHub
 from phaseflow.mcp.tools import split_name
 from phaseflow.spec.diagnostics import Diagnostic
@@ -40,8 +40,8 @@ def mcp_diagnostics(workflow: Workflow, path: str, hub: McpHub) -> list[Diagnost
         offered = hub.tools(server)
         listed = offered.get(tool_name)
         if listed is None:
-            close = difflib.get_close_matches(tool_name, list(offered), n=1)
-            hint = (f"did you mean '{server}.{close[0]}'? " if close else "")
+            close = closest(tool_name, sorted(offered))
+            hint = (f"did you mean '{server}.{close}'? " if close is not None else "")
             out.append(Diagnostic(
                 path, line, column, "PF410",
                 f"tool '{name}': MCP server '{server}' has no tool '{tool_name}'; {hint}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from phaseflow.errors import ConfigError
+from phaseflow.expr.describe import json_kind
 
 __all__ = ["HttpServer", "McpConfigError", "ServerConfig", "StdioServer", "read_servers"]
 
@@ -111,7 +112,7 @@ def _servers(origin: str, data: Any) -> dict[str, ServerConfig]:
     servers = data["mcpServers"]
     if not isinstance(servers, Mapping):
         raise McpConfigError(f"{origin}: mcpServers: expected an object (server name -> "
-                             f"server), got {_json_type(servers)}")
+                             f"server), got {json_kind(servers)}")
     out: dict[str, ServerConfig] = {}
     for name, entry in servers.items():
         if not isinstance(name, str) or not _SERVER_NAME.fullmatch(name):
@@ -126,7 +127,7 @@ def _servers(origin: str, data: Any) -> dict[str, ServerConfig]:
 def _server(origin: str, name: str, entry: Any) -> ServerConfig:
     where = f"{origin}: mcpServers.{name}"
     if not isinstance(entry, Mapping):
-        raise McpConfigError(f"{where}: expected an object, got {_json_type(entry)}")
+        raise McpConfigError(f"{where}: expected an object, got {json_kind(entry)}")
     kind = entry.get("type")
     if kind is not None and kind not in _TYPES:
         hint = (" (the old HTTP+SSE transport is not supported: use the server's "
@@ -153,7 +154,7 @@ def _server(origin: str, name: str, entry: Any) -> ServerConfig:
         args = entry.get("args", [])
         if not isinstance(args, list):
             raise McpConfigError(f"{where}.args: expected a list of strings, got "
-                                 f"{_json_type(args)}")
+                                 f"{json_kind(args)}")
         cwd = entry.get("cwd")
         return StdioServer(
             name, command, tuple(_text(a, f"{where}.args[{i}]", empty=True)
@@ -170,7 +171,7 @@ def _server(origin: str, name: str, entry: Any) -> ServerConfig:
 def _seconds(value: Any, where: str) -> float:
     if (isinstance(value, bool) or not isinstance(value, int | float)
             or not math.isfinite(value) or not 0 < value <= 3600):
-        shown = value if isinstance(value, int | float) else _json_type(value)
+        shown = value if isinstance(value, int | float) else json_kind(value)
         raise McpConfigError(f"{where}: expected a number of seconds (0 < seconds <= 3600), "
                              f"got {shown}")
     return float(value)
@@ -178,7 +179,7 @@ def _seconds(value: Any, where: str) -> float:
 
 def _text(value: Any, where: str, *, empty: bool = False) -> str:
     if not isinstance(value, str):
-        raise McpConfigError(f"{where}: expected a string, got {_json_type(value)}")
+        raise McpConfigError(f"{where}: expected a string, got {json_kind(value)}")
     if not empty and not value.strip():
         raise McpConfigError(f"{where}: must not be empty")
     if "\0" in value:
@@ -190,32 +191,16 @@ def _strings(value: Any, where: str, *, show: bool) -> dict[str, str]:
     """An object of strings (``env``, ``headers``); a header's value is never shown."""
     if not isinstance(value, Mapping):
         raise McpConfigError(f"{where}: expected an object of strings, got "
-                             f"{_json_type(value)}")
+                             f"{json_kind(value)}")
     out: dict[str, str] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key or "\0" in key or ("=" in key and show):
             raise McpConfigError(f"{where}: {str(key)[:40]!r} is not a usable name")
         if not isinstance(item, str):
-            raise McpConfigError(f"{where}.{key}: expected a string, got {_json_type(item)}"
+            raise McpConfigError(f"{where}.{key}: expected a string, got {json_kind(item)}"
                                  + ("" if show else " (the value is not shown)"))
         if "\0" in item or (not show and ("\n" in item or "\r" in item)):
             raise McpConfigError(f"{where}.{key}: contains a control character"
                                  + ("" if show else " (the value is not shown)"))
         out[key] = item
     return out
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__

@@ -23,7 +23,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from importlib.util import find_spec
@@ -421,24 +421,25 @@ class OpenAIProvider:
             await held[1].close()
 
 
+def _setting(given: str | None, argument: str, variable: str,
+             check: Callable[[str, str], object]) -> str | None:
+    """``given``, else environment ``variable`` (an empty one is unset, as the SDK reads
+    it), checked under the name it came from so the error points at what to fix."""
+    if given:
+        check(given, argument)
+        return given
+    value = os.environ.get(variable) or None
+    if value is not None:
+        check(value, variable)
+    return value
+
+
 def _client_options(base_url: str | None, api_key: str | None, timeout: float
                     ) -> dict[str, Any]:
     """The ``AsyncOpenAI`` arguments of the given settings and the SDK's environment
     variables, each checked (a :class:`ConfigError` names the one that cannot work)."""
-    if base_url:
-        check_base_url(base_url, "base_url")
-        base: str | None = base_url
-    else:
-        base = os.environ.get("OPENAI_BASE_URL") or None
-        if base is not None:
-            check_base_url(base, "OPENAI_BASE_URL")
-    if api_key:
-        check_header(api_key, "api_key")
-        key: str | None = api_key
-    else:
-        key = os.environ.get("OPENAI_API_KEY") or None
-        if key is not None:
-            check_header(key, "OPENAI_API_KEY")
+    base = _setting(base_url, "base_url", "OPENAI_BASE_URL", check_base_url)
+    key = _setting(api_key, "api_key", "OPENAI_API_KEY", check_header)
     for variable in _HEADER_VARIABLES:
         value = os.environ.get(variable)
         if value:

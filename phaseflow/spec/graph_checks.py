@@ -15,6 +15,7 @@ from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.edges import always_ready
 from phaseflow.spec.model import Workflow
 from phaseflow.spec.sourcemap import SourceMap
+from phaseflow.spec.yamlnodes import Node
 
 __all__ = [
     "check_graph",
@@ -69,8 +70,18 @@ def transition_checks(workflow: Workflow, source: SourceMap) -> list[Diagnostic]
     """PF201 (unknown target), PF207 (written twice) and PF206 (never taken: an earlier
     ``auto`` transition is always ready, by the edge rule read without a state)."""
     phases = workflow.phases
-    names: list[str] | None = None  # sorted once, when the first hint needs them
+    names: list[str] = []  # sorted once, when the first hint needs them
     found: list[Diagnostic] = []
+
+    def unknown_target(name: str, target: str, node: Node) -> None:
+        """PF201 at ``node``: phase ``name``'s transition to ``target``, no phase."""
+        if not names:
+            names.extend(sorted(phases))
+        found.append(source.diagnostic(
+            node, "PF201",
+            f"phase '{name}': transition to unknown phase '{clip(target)}'"
+            f"{closest_hint(target, names) or _phase_list(names)}"))
+
     for name, nodes in source.phases.items():
         written = nodes.transitions
         if len(written) == 1:
@@ -78,29 +89,13 @@ def transition_checks(workflow: Workflow, source: SourceMap) -> list[Diagnostic]
             # shadow it, so only its target is checked
             transition, item, to_node = written[0]
             if transition.to not in phases:
-                names = sorted(phases) if names is None else names
-                found.append(
-                    source.diagnostic(
-                        to_node or item,
-                        "PF201",
-                        f"phase '{name}': transition to unknown phase '{clip(transition.to)}'"
-                        f"{closest_hint(transition.to, names) or _phase_list(names)}",
-                    )
-                )
+                unknown_target(name, transition.to, to_node or item)
             continue
         seen: dict[tuple[str, str | None, str], int] = {}
         unconditional: int | None = None
         for index, (transition, item, to_node) in enumerate(written):
             if transition.to not in phases:
-                names = sorted(phases) if names is None else names
-                found.append(
-                    source.diagnostic(
-                        to_node or item,
-                        "PF201",
-                        f"phase '{name}': transition to unknown phase '{clip(transition.to)}'"
-                        f"{closest_hint(transition.to, names) or _phase_list(names)}",
-                    )
-                )
+                unknown_target(name, transition.to, to_node or item)
             if index in nodes.unchecked_transitions:
                 continue
             when_source = transition.when.source.strip() if transition.when else None

@@ -12,16 +12,19 @@ The compiler refuses any keyword it does not implement (:func:`compile_check` re
 ``None``), so a schema edit can never silently weaken validation: the caller then uses
 jsonschema. Property tests check that both give jsonschema's verdict. The JSON semantics
 every checker of either caller shares (:func:`is_type`, :func:`json_equal`,
-:func:`json_type`) live here too.
+:func:`json_type`, from :mod:`phaseflow.expr.describe`, where messages of lower
+layers use it too) live here too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from typing import Any
+
+from phaseflow.expr.describe import json_type
 
 __all__ = [
     "ANNOTATIONS", "Check", "compile_check", "is_type", "json_equal", "json_type", "repeated_item",
@@ -53,26 +56,6 @@ class _Unsupported(Exception):
 
 
 # -- JSON semantics (draft 2020-12, as jsonschema reads it) --------------------------------
-
-def json_type(value: Any) -> str:
-    """The JSON type name of a parsed JSON value (``integer`` for ``1``, ``number`` for
-    ``1.5``); the Python class name for anything else."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
 
 def is_type(value: Any, name: str) -> bool:
     """Is ``value`` of JSON type ``name`` (``1.0`` is an integer, ``true`` no number)?"""
@@ -124,6 +107,36 @@ _EMPTY: frozenset[str] = frozenset()
 _STRUCTURAL = (
     "properties", "additionalProperties", "allOf", "anyOf", "oneOf", "unevaluatedProperties"
 )
+
+
+#: The size keywords: each bounds the length of one kind of value, and holds for others.
+_SIZE_BOUNDS: tuple[tuple[str, type[Sized], bool], ...] = (
+    ("minLength", str, True), ("maxLength", str, False),
+    ("minProperties", dict, True), ("maxProperties", dict, False),
+    ("minItems", list, True), ("maxItems", list, False),
+)
+
+
+def _size_bound(kind: type[Sized], least: bool, bound: int) -> Check:
+    """A value that is no ``kind`` passes; one that is has at least (``least``) or at
+    most ``bound`` characters, properties or items."""
+    if least:
+        return lambda v: not isinstance(v, kind) or len(v) >= bound
+    return lambda v: not isinstance(v, kind) or len(v) <= bound
+
+
+def _every(kind: type[list[Any]] | type[dict[str, Any]], check: Check) -> Check:
+    """Holds for a value that is no ``kind``, or whose every member passes ``check``: an
+    array's items (``items``), an object's keys (``propertyNames``). A loop, not
+    ``all(...)``: no generator per value."""
+    def every(v: Any) -> bool:
+        if isinstance(v, kind):
+            for x in v:
+                if not check(x):
+                    return False
+        return True
+
+    return every
 
 
 def _checks(schema: dict[str, Any]) -> list[Check]:
@@ -185,12 +198,9 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
     if "pattern" in schema and not fused_pattern:
         search = re.compile(schema["pattern"]).search
         checks.append(lambda v: not isinstance(v, str) or search(v) is not None)
-    if "minLength" in schema and not fused_length:
-        least = schema["minLength"]
-        checks.append(lambda v: not isinstance(v, str) or len(v) >= least)
-    if "maxLength" in schema:
-        longest = schema["maxLength"]
-        checks.append(lambda v: not isinstance(v, str) or len(v) <= longest)
+    for keyword, kind, least in _SIZE_BOUNDS:
+        if keyword in schema and not (fused_length and keyword == "minLength"):
+            checks.append(_size_bound(kind, least, schema[keyword]))
     # Written as jsonschema tests them (the error case negated), so NaN agrees too.
     if "minimum" in schema:
         low = schema["minimum"]
@@ -205,15 +215,7 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
         above = schema["exclusiveMinimum"]
         checks.append(lambda v: not is_type(v, "number") or not v <= above)
     if "items" in schema and not fused_items:
-        item = _compile_check(schema["items"])
-        def items(v: Any) -> bool:
-            if isinstance(v, list):
-                for x in v:
-                    if not item(x):
-                        return False
-            return True
-
-        checks.append(items)
+        checks.append(_every(list, _compile_check(schema["items"])))
     if schema.get("uniqueItems") is True:
         checks.append(_unique)
     if "required" in schema:
@@ -226,32 +228,12 @@ def _checks(schema: dict[str, Any]) -> list[Check]:
             return True
 
         checks.append(has_required)
-    if "minProperties" in schema:
-        fewest = schema["minProperties"]
-        checks.append(lambda v: not isinstance(v, dict) or len(v) >= fewest)
-    if "maxProperties" in schema:
-        most = schema["maxProperties"]
-        checks.append(lambda v: not isinstance(v, dict) or len(v) <= most)
-    if "minItems" in schema:
-        fewest_items = schema["minItems"]
-        checks.append(lambda v: not isinstance(v, list) or len(v) >= fewest_items)
-    if "maxItems" in schema:
-        most_items = schema["maxItems"]
-        checks.append(lambda v: not isinstance(v, list) or len(v) <= most_items)
     if "dependentRequired" in schema:
         depends = {k: tuple(v) for k, v in schema["dependentRequired"].items()}
         checks.append(lambda v: not isinstance(v, dict) or all(
             all(d in v for d in need) for k, need in depends.items() if k in v))
     if "propertyNames" in schema:
-        name_check = _compile_check(schema["propertyNames"])
-        def names_valid(v: Any) -> bool:
-            if isinstance(v, dict):
-                for k in v:
-                    if not name_check(k):
-                        return False
-            return True
-
-        checks.append(names_valid)
+        checks.append(_every(dict, _compile_check(schema["propertyNames"])))
     return checks
 
 

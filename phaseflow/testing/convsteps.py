@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import did_you_mean_or_list
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence, to_python
 from phaseflow.testing.values import Bad, BaseReader, ScenarioStep, Spot, spot_of
@@ -128,8 +128,7 @@ class _Steps:
         ((key, value),) = node.pairs
         kind = str(key.value)
         if kind not in CONVERSATION_STEPS:
-            hint = did_you_mean(kind, CONVERSATION_STEPS) or (
-                f" (steps: {', '.join(CONVERSATION_STEPS)})")
+            hint = did_you_mean_or_list(kind, CONVERSATION_STEPS, "steps")
             raise self.fail(key, f"unknown conversation step '{kind}'{hint}")
         line, column = node.line, node.column
         if kind in ("user", "steer", "interrupt"):
@@ -317,8 +316,7 @@ class _Steps:
                 contains = self.text(fields["contains"], "contains") if (
                     "contains" in fields) else ""
             if status not in RESULT_STATUSES:
-                hint = did_you_mean(status, RESULT_STATUSES) or (
-                    f" (statuses: {', '.join(RESULT_STATUSES)})")
+                hint = did_you_mean_or_list(status, RESULT_STATUSES, "statuses")
                 raise self.fail(where, f"unknown result status '{status}'{hint}")
             out.append({"status": status, "contains": contains})
         return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import did_you_mean, did_you_mean_or_list
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.model import CallEffect, Workflow
 from phaseflow.testing.testfile import Scenario, ScenarioStep, Spot, TestFile, TestFileProblem
@@ -49,7 +49,7 @@ class _Checker:
     def phase(self, name: str, spot: Spot | None, step: ScenarioStep, what: str) -> None:
         phases = self.workflow.phases
         if name not in phases:
-            hint = did_you_mean(name, phases) or f" (phases: {', '.join(phases)})"
+            hint = did_you_mean_or_list(name, phases, "phases")
             self.report(spot, step, f"{what}: the workflow has no phase '{name}'{hint}", "error")
 
     def tool(self, name: str, spot: Spot | None, step: ScenarioStep) -> None:
@@ -128,7 +128,7 @@ class _Checker:
     def known_tool(self, name: str, spot: Spot | None, step: ScenarioStep, what: str) -> None:
         names = self.tool_names()
         if names is not None and name not in names:
-            hint = did_you_mean(name, names) or f" (tools: {', '.join(names)})"
+            hint = did_you_mean_or_list(name, names, "tools")
             self.report(spot, step, f"{what}: the workflow has no tool '{name}'{hint}",
                         "error")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from phaseflow.errors import PhaseflowError
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import did_you_mean_or_list
 from phaseflow.spec.schema import entries
 from phaseflow.spec.yamlnodes import (
     Mapping,
@@ -159,7 +159,7 @@ class _Reader(BaseReader):
         others = [k for k in fields if k not in STEP_KINDS]
         for other in others:
             key = fields[other].key
-            hint = did_you_mean(str(other), STEP_KINDS) or f" (steps: {', '.join(STEP_KINDS)})"
+            hint = did_you_mean_or_list(str(other), STEP_KINDS, "steps")
             self.fail(key, f"unknown step '{other}'{hint}")
         if others:
             raise Bad()
@@ -240,6 +240,20 @@ class _Reader(BaseReader):
                 continue
         return checks, spots
 
+    def mocks_and_tools(
+        self, fields: dict[str, Node]
+    ) -> tuple[dict[str, Mock], dict[str, StandIn]]:
+        """The ``mocks`` and ``tools`` of a file or a scenario: a mistake in either is
+        reported and reading goes on with none of that kind, so one pass finds every
+        mistake of the file."""
+        mocks: dict[str, Mock] = {}
+        with contextlib.suppress(Bad):
+            mocks = self.mocks(fields.get("mocks"))
+        tools: dict[str, StandIn] = {}
+        with contextlib.suppress(Bad):
+            tools = read_stand_ins(self, fields.get("tools"))
+        return mocks, tools
+
     def scenario(self, node: Node, index: int) -> Scenario:
         fields = self.mapping(node, f"scenario {index}", SCENARIO_KEYS)
         name = f"scenario {index}"
@@ -256,12 +270,7 @@ class _Reader(BaseReader):
         if not isinstance(state, dict):
             self.fail(fields["state"], "scenario state must be a mapping")
             state = {}
-        mocks: dict[str, Mock] = {}
-        with contextlib.suppress(Bad):
-            mocks = self.mocks(fields.get("mocks"))
-        tools: dict[str, StandIn] = {}
-        with contextlib.suppress(Bad):
-            tools = read_stand_ins(self, fields.get("tools"))
+        mocks, tools = self.mocks_and_tools(fields)
         if "conversation" in fields:
             if "steps" in fields:
                 self.fail(fields["steps"], f"scenario '{name}' has steps and a conversation: "
@@ -314,12 +323,7 @@ class _Reader(BaseReader):
             with contextlib.suppress(Bad):
                 workflow = self.string(fields["workflow"], "workflow")
         base = os.path.dirname(self.path)
-        mocks: dict[str, Mock] = {}
-        with contextlib.suppress(Bad):
-            mocks = self.mocks(fields.get("mocks"))
-        tools: dict[str, StandIn] = {}
-        with contextlib.suppress(Bad):
-            tools = read_stand_ins(self, fields.get("tools"))
+        mocks, tools = self.mocks_and_tools(fields)
         scenarios_node = fields.get("scenarios")
         if not isinstance(scenarios_node, Sequence) or not scenarios_node.items:
             raise self.fail(scenarios_node or root, "the test file needs a list of scenarios")

@@ -38,6 +38,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from phaseflow.errors import ConfigError
+from phaseflow.expr.describe import clip
 from phaseflow.spec.jsonschema_check import (
     compile_check,
     is_type,
@@ -133,8 +134,7 @@ def _show(value: Any) -> str:
     if isinstance(value, int):
         return str(value) if value.bit_length() < 128 else "a very large integer"
     if isinstance(value, str):
-        cut = value if len(value) <= _MAX_SHOWN else value[: _MAX_SHOWN - 3] + "..."
-        return json.dumps(cut, ensure_ascii=False)
+        return json.dumps(clip(value, _MAX_SHOWN), ensure_ascii=False)
     return _PHRASE.get(json_type(value), json_type(value))
 
 
@@ -143,7 +143,7 @@ def _show_schema_value(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):  # pragma: no cover - schemas are JSON
         text = repr(value)
-    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+    return clip(text, _MAX_SHOWN)
 
 
 def _types_phrase(types: Sequence[str]) -> str:
@@ -632,7 +632,7 @@ def _jsonschema_validator(schema: Any) -> ArgumentValidator:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:
         raise ConfigError(f"the tool's parameters are not a valid JSON Schema: "
-                          f"{_cut(str(error.message))}") from None
+                          f"{clip(str(error.message), 200)}") from None
     except RecursionError:
         raise ConfigError("the tool's parameters are nested too deeply to check") from None
     validator = Draft202012Validator(schema)
@@ -647,7 +647,7 @@ def _jsonschema_validator(schema: Any) -> ArgumentValidator:
         if error is None:
             return None
         path = tuple(p for p in error.absolute_path if isinstance(p, str | int))
-        message = _cut(_jsonschema_message(error))
+        message = clip(_jsonschema_message(error), 200)
         return message if not path else f"{_where(path)}: {message}"
 
     return validate
@@ -664,8 +664,3 @@ def _jsonschema_message(error: Any) -> str:
     if error.validator == "type":
         return f"must be {error.validator_value}, got {json_type(error.instance)}"
     return str(error.message)
-
-
-def _cut(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-

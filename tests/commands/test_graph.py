@@ -187,3 +187,21 @@ def test_every_edge_is_labelled_with_its_condition_and_terminals_are_marked(
                    if "-->" in line or "-.->" in line]
         assert len(m_edges) == edges + 1  # and the start arrow
         assert sum("-.->" in line for line in m_edges) == models
+
+
+def test_drawn_edges_skip_a_target_that_is_no_phase_and_labels_say_the_condition() -> None:
+    """What every drawing shares (the web view's graph too): an edge to an unknown phase
+    has nothing to point at; a label is the condition on one line, or always/model."""
+    from phaseflow.graph import drawn_edges, edge_label
+    from phaseflow.spec.model import Phase, Transition, Workflow
+
+    transitions = (Transition("nowhere"), Transition("b", "state.x\n   and state.y"),
+                   Transition("b", trigger="model"), Transition("b", "state.z", trigger="model"),
+                   Transition("a"))
+    workflow = Workflow("g", "a", {"a": Phase("a", transitions=transitions),
+                                   "b": Phase("b", terminal=True, transitions=(Transition("a"),))})
+    edges = list(drawn_edges(workflow))
+    assert [(name, t.to) for name, t in edges] == [("a", "b"), ("a", "b"), ("a", "b"),
+                                                    ("a", "a"), ("b", "a")]
+    assert [edge_label(t) for _, t in edges] == [
+        "state.x and state.y", "model", "model: state.z", "always", "always"]

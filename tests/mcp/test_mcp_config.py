@@ -32,7 +32,7 @@ def test_the_shared_form_is_read(tmp_path: Path) -> None:
 BAD: list[tuple[Any, str]] = [
     ([], 'expected an object with "mcpServers"'),
     ({"servers": {}}, 'expected an object with "mcpServers"'),
-    ({"mcpServers": []}, "mcpServers: expected an object (server name -> server), got a list"),
+    ({"mcpServers": []}, "mcpServers: expected an object (server name -> server), got an array"),
     ({"mcpServers": {"a.b": {"command": "x"}}}, "'a.b' is not a usable server name"),
     ({"mcpServers": {"s": "x"}}, "mcpServers.s: expected an object, got a string"),
     ({"mcpServers": {"s": {}}}, "mcpServers.s: give either \"command\""),
