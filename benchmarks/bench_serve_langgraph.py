@@ -298,9 +298,10 @@ def lone(server: Server, sessions: int, turns: int = TURNS) -> tuple[list[float]
     return times, cpu
 
 
-def concurrent(server: Server, clients: int) -> tuple[float, float]:
+def concurrent(server: Server, clients: int) -> tuple[float, float, float]:
     """Turns per second with ``clients`` sessions talking at once (a thread and a fresh
-    session each, 20 turns), and the server's CPU seconds per turn over the run."""
+    session each, 20 turns), and the server's and the client's (this process's) CPU
+    seconds per turn over the run: both share the machine's cores."""
     import httpx
 
     failures: list[BaseException] = []
@@ -315,17 +316,18 @@ def concurrent(server: Server, clients: int) -> tuple[float, float]:
             failures.append(exc)
 
     threads = [threading.Thread(target=talk) for _ in range(clients)]
-    cpu0 = tree_cpu(server.process.pid)
+    cpu0, mine0 = tree_cpu(server.process.pid), time.process_time()
     started = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
-    cpu = tree_cpu(server.process.pid) - cpu0
+    cpu, mine = tree_cpu(server.process.pid) - cpu0, time.process_time() - mine0
     if failures:
         raise SystemExit(f"{server.name}, {clients} sessions: {failures[0]!r}")
-    return clients * TURNS / elapsed, cpu / (clients * TURNS)
+    turns = clients * TURNS
+    return turns / elapsed, cpu / turns, mine / turns
 
 
 # --- the run --------------------------------------------------------------------------
@@ -339,6 +341,7 @@ class Figures:
     cpu: list[float] = field(default_factory=list)
     rate8: list[float] = field(default_factory=list)
     cpu8: list[float] = field(default_factory=list)
+    client8: list[float] = field(default_factory=list)
     rate32: list[float] = field(default_factory=list)
 
 
@@ -368,9 +371,10 @@ def measure(key: str, command: str, sessions: int, wide: int, into: dict[str, Fi
             times, cpu = lone(server, sessions)
             figures.times += times
             figures.cpu.append(cpu)
-            rate, cpu8 = concurrent(server, 8)
+            rate, cpu8, client8 = concurrent(server, 8)
             figures.rate8.append(rate)
             figures.cpu8.append(cpu8)
+            figures.client8.append(client8)
             if wide:
                 figures.rate32.append(concurrent(server, wide)[0])
         finally:
@@ -440,15 +444,16 @@ def main() -> None:
           "turns/s and CPU: median of the rounds")
     wide = f" {args.wide} sessions turns/s |" if args.wide else ""
     print(f"| server | lone p50 ms | lone p95 ms | CPU ms/turn (lone) | 8 sessions "
-          f"turns/s | CPU ms/turn (8) |{wide}")
-    print("|---|---|---|---|---|---|" + ("---|" if args.wide else ""))
+          f"turns/s | CPU ms/turn (8) | client CPU ms/turn (8) |{wide}")
+    print("|---|---|---|---|---|---|---|" + ("---|" if args.wide else ""))
     for key in keys:
         f = figures[key]
         row = (f"| {names[key]} | {bench_serve._pct(f.times, 0.5) * 1e3:.1f} | "
                f"{bench_serve._pct(f.times, 0.95) * 1e3:.1f} | "
                f"{statistics.median(f.cpu) * 1e3:.2f} | "
                f"{statistics.median(f.rate8):.0f} ({', '.join(f'{x:.0f}' for x in f.rate8)})"
-               f" | {statistics.median(f.cpu8) * 1e3:.2f} |")
+               f" | {statistics.median(f.cpu8) * 1e3:.2f} | "
+               f"{statistics.median(f.client8) * 1e3:.2f} |")
         if args.wide:
             row += f" {statistics.median(f.rate32):.0f} |"
         print(row)

@@ -2,9 +2,10 @@
 
 As shipped, the queue's loop (``langgraph_runtime_inmem.queue.queue``) asks
 ``Runs.next(wait=True)`` for work whenever its previous pass found none, and that call
-starts with an unconditional ``asyncio.sleep(0.5)``: a run created while the queue is idle
-waits for the rest of that half second before it starts, which puts a lone client's turn
-near the poll's period rather than near the graph's cost.
+starts with an unconditional ``asyncio.sleep(0.5)``. ``Runs.next`` also reads the clock
+*before* that sleep and takes only runs created before that instant, so a run created
+during a sleep is skipped by the pass that sleep belongs to and started by the next one,
+after another full 0.5 s: a lone client's turn takes about 1 s whatever the graph costs.
 
 The patch keeps the queue's logic and its 0.5 s ceiling and only ends the sleep early:
 ``Runs.put`` (which appends the new run to the store) sets an event, and the waiting
