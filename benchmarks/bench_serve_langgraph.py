@@ -362,6 +362,9 @@ DEFAULT = ("lg", "lg-patched", "phaseflow", "phaseflow-normal")
 
 def measure(key: str, command: str, sessions: int, wide: int, into: dict[str, Figures],
             names: dict[str, str]) -> None:
+    """One round of one server: started in a temporary folder of its own (its store, its
+    snapshots, its log), warmed up, measured, stopped, so no server runs while another
+    is measured and none carries a previous round's state."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{key}-") as tmp:
         server = VARIANTS[key](Path(tmp), command)
         names[key] = server.name
