@@ -40,8 +40,24 @@ def _done_json(done: Done) -> dict[str, Any]:
             "writes": _pairs(done.writes), "move": done.move}
 
 
+def _made_calls(continuation: Continuation) -> dict[str, ToolCall]:
+    """The calls the ledger's open checkpoint holds, by id (what the model made)."""
+    checkpoint = continuation.checkpoint
+    return {e.call.id: e.call for e in checkpoint.effects} if checkpoint is not None else {}
+
+
+def _call_json(call: ToolCall, made: Mapping[str, ToolCall]) -> dict[str, Any]:
+    """A group's call as stored: only its id when the ledger's checkpoint holds the same
+    call (one stored copy of a call, read back from the ledger), else the call itself."""
+    known = made.get(call.id)
+    if known is call or known == call:
+        return {"id": call.id}
+    return {"call": call.to_json()}
+
+
 def core_to_json(core: Core) -> dict[str, Any]:
     group = core.group
+    made = _made_calls(core.continuation) if group is not None else {}
     return {
         "status": core.status,
         "turn": core.turn,
@@ -61,7 +77,7 @@ def core_to_json(core: Core) -> dict[str, Any]:
         **({"tokens_per_char": core.tokens_per_char} if core.tokens_per_char != 0.25 else {}),
         "group": None if group is None else {
             "checkpoint_id": group.checkpoint_id,
-            "calls": [{"call": p.call.to_json(), "kind": p.kind, "note": p.note,
+            "calls": [{**_call_json(p.call, made), "kind": p.kind, "note": p.note,
                        "writes": _pairs(p.writes)} for p in group.calls],
             "results": [[cid, _done_json(d)] for cid, d in group.results],
             "approved": list(group.approved),
@@ -88,6 +104,17 @@ def _done(data: Mapping[str, Any]) -> Done:
 
 
 _STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+
+
+def _stored_call(data: Mapping[str, Any], made: Mapping[str, ToolCall]) -> ToolCall:
+    """A group's stored call: by id from the ledger's checkpoint, or written out (what
+    older records and a call the checkpoint does not hold store)."""
+    if "call" in data:
+        return cast(ToolCall, _value(ToolCall.from_json(data["call"]), "tool call"))
+    call = made.get(str(data["id"]))
+    if call is None:
+        raise ValueError(f"call {data['id']!r} is not in the call ledger")
+    return call
 
 
 def _check_one_call(session_id: str, group: Group, continuation: Continuation,
@@ -146,11 +173,12 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
     try:
         raw_group = data["group"]
         group = None
+        made = _made_calls(continuation) if raw_group is not None else {}
         if raw_group is not None:
             group = Group(
                 str(raw_group["checkpoint_id"]),
-                tuple(Planned(_value(ToolCall.from_json(p["call"]), "tool call"),
-                              cast(CallKind, p["kind"]), str(p["note"]), _writes(p["writes"]))
+                tuple(Planned(_stored_call(p, made), cast(CallKind, p["kind"]),
+                              str(p["note"]), _writes(p["writes"]))
                       for p in raw_group["calls"]),
                 tuple((str(cid), _done(d)) for cid, d in raw_group["results"]),
                 tuple(str(c) for c in raw_group["approved"]),
