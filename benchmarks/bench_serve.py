@@ -14,9 +14,14 @@ Measured, each over fresh sessions of 20 turns:
 * latency per turn, p50 and p95: in process (``await session.reply(text)`` on an
   ``SQLiteStore``), over HTTP with ``Accept: application/json`` (one request, the
   outcome), and over SSE (the events until ``turn_finished``);
-* the server's CPU time per turn (user + system of the server process, from
-  ``/proc/PID/stat``, over the JSON turns);
-* throughput: turns per second with 8 sessions talking at once (8 client threads, JSON).
+* CPU time per turn: the in-process turns' (this process, its store threads included),
+  and the server's for a JSON turn and for an SSE turn (user + system of the server
+  process, from ``/proc/PID/stat``): the difference is what serving adds;
+* throughput: turns per second with 8 and with 32 sessions talking at once (a client
+  thread each, JSON).
+
+``BENCH_SERVE_PROFILE=FILE`` runs the server under cProfile (written to FILE when it
+stops; read it with ``python -m pstats FILE``): where a served turn's CPU goes.
 """
 
 from __future__ import annotations
@@ -82,7 +87,22 @@ def serve(port_file: str, store_path: str) -> None:
     sock.listen(1024)
     Path(port_file).write_text(str(sock.getsockname()[1]))
     app = create_app(config)
-    asyncio.run(GracefulServer(uvicorn_config(app), app, config).serve(sockets=[sock]))
+    server = GracefulServer(uvicorn_config(app), app, config)
+    profile = os.environ.get("BENCH_SERVE_PROFILE")
+    if not profile:
+        asyncio.run(server.serve(sockets=[sock]))
+        return
+    # where the server's CPU goes (``BENCH_SERVE_PROFILE=out.prof``): cProfile over the
+    # whole server process, written when it stops; read with ``python -m pstats``
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile)
 
 
 def _cpu(pid: int) -> float:
@@ -180,12 +200,17 @@ def main() -> None:
                 time.sleep(0.05)
             base = f"http://127.0.0.1:{port_file.read_text()}"
             over_http(base, 1, False)  # warm up
+            over_http(base, 1, True)
+            cpu0 = time.process_time()
             local = in_process(folder, args.sessions)
+            local_cpu = (time.process_time() - cpu0) / len(local)
             cpu0 = _cpu(server.pid)
             as_json = over_http(base, args.sessions, False)
-            cpu = (_cpu(server.pid) - cpu0) / len(as_json)
+            json_cpu = (_cpu(server.pid) - cpu0) / len(as_json)
+            cpu0 = _cpu(server.pid)
             as_sse = over_http(base, args.sessions, True)
-            rate = throughput(base, 8, TURNS)
+            sse_cpu = (_cpu(server.pid) - cpu0) / len(as_sse)
+            rates = {n: throughput(base, n, TURNS) for n in (8, 32)}
         finally:
             server.terminate()
             server.wait(60)
@@ -195,8 +220,10 @@ def main() -> None:
                          ("HTTP, SSE", as_sse)):
         print(f"{name:22}{_pct(values, 0.5) * 1000:9.2f}{_pct(values, 0.95) * 1000:9.2f}"
               f"{statistics.mean(values) * 1000:9.2f}")
-    print(f"server CPU per JSON turn: {cpu * 1000:.2f} ms")
-    print(f"throughput, 8 sessions at once (JSON): {rate:.0f} turns/s")
+    print(f"CPU per turn: in process {local_cpu * 1000:.2f} ms, server for a JSON turn "
+          f"{json_cpu * 1000:.2f} ms, for an SSE turn {sse_cpu * 1000:.2f} ms")
+    for n, rate in rates.items():
+        print(f"throughput, {n} sessions at once (JSON): {rate:.0f} turns/s")
 
 
 if __name__ == "__main__":

@@ -126,9 +126,11 @@ async def post_message(request: Request) -> Response:
     repeat_of = hub.remembered(sid, key) if key is not None else None
     if repeat_of is None and len(hub.served) == 1:
         # one workflow: a cheap look at whether the session exists is enough (opening
-        # it reads it once; a finished one is refused by the Session as it opens)
+        # it reads it once; a finished one is refused by the Session as it opens); a
+        # session kept open here is looked at as its object is checked (hub.submit)
         served = next(iter(hub.served.values()))
-        if not hub.running_here(sid) and not await hub.store.version(sid):
+        if not hub.running_here(sid) and not hub.kept(sid) and not await \
+                hub.store.version(sid):
             raise Problem(404, "session_not_found", f"no session {sid!r}", session_id=sid)
     elif repeat_of is None:
         record = await stored(hub, sid)
