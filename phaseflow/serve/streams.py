@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from sse_starlette import ServerSentEvent
 
@@ -26,6 +26,9 @@ from phaseflow.serve.logs import Log
 from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
 from phaseflow.stores.base import StoreError
+
+#: a stream's items: frames, or frames already encoded together (bytes)
+T = TypeVar("T")
 
 #: the reconnection delay a browser's EventSource is told to use, in milliseconds
 RETRY_MS = 1000
@@ -41,8 +44,7 @@ def event_frame(event: ev.Event) -> ServerSentEvent:
     return frame(event.to_json(), event.seq)
 
 
-async def guarded(frames: AsyncIterator[ServerSentEvent], log: Log, session_id: str
-                  ) -> AsyncIterator[ServerSentEvent]:
+async def guarded(frames: AsyncIterator[T], log: Log, session_id: str) -> AsyncIterator[T]:
     """``frames``, ending the stream with one log line (never a traceback) should the
     server fail while it streams; the client reconnects and resumes."""
     try:
