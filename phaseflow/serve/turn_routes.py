@@ -23,7 +23,7 @@ from phaseflow.serve.common import int_param, path_session, served_for, stored
 from phaseflow.serve.hub import Hub
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
-from phaseflow.serve.streams import event_frame, guarded, session_stream
+from phaseflow.serve.streams import TurnStream, guarded, session_stream
 from phaseflow.serve.turns import Accepted, events_url
 from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
@@ -88,15 +88,8 @@ async def answer(request: Request, accepted: Accepted, repeat: bool) -> Response
                             status_code=202, headers={**headers, "Location": url,
                                                       "Preference-Applied": "respond-async"})
     if _wants_stream(request):
-        async def frames() -> AsyncIterator[bytes]:
-            # the events that came together go out in one write (a commit brings
-            # several at once): one send through the server per batch, not per event
-            async for batch in accepted.batches():
-                yield b"".join(event_frame(event).encode() for event in batch)
-
         config = request.app.state.config
-        return EventSourceResponse(guarded(frames(), config.log, sid), ping=config.heartbeat,
-                                   headers=headers)
+        return TurnStream(accepted, config.heartbeat, config.log, headers)
     await accepted.until_turn_end()
     outcome = accepted.outcome()
     if accepted.problem is not None:

@@ -77,24 +77,6 @@ class Accepted:
             if isinstance(event, ev.TurnFinished | ev.ApprovalRequested) and not whole_task:
                 return  # the turn ended, or pauses until a human decides
 
-    async def batches(self) -> AsyncIterator[list[ev.Event]]:
-        """:meth:`follow`'s events, those already there taken together: each batch is
-        what came since the previous one (the last batch ends with the turn's end or
-        its pause)."""
-        index = 0
-        while True:
-            await self.wait(index)
-            if index >= len(self.events):
-                return
-            batch: list[ev.Event] = []
-            for event in self.events[index:]:
-                batch.append(event)
-                if isinstance(event, ev.TurnFinished | ev.ApprovalRequested):
-                    yield batch
-                    return
-            index += len(batch)
-            yield batch
-
     async def until_turn_end(self) -> None:
         async for _ in self.follow():
             pass
