@@ -192,7 +192,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         port_file = folder / "port"
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        # uvicorn parses HTTP with httptools when it can import it, else with h11
+        parser = "h11" if subprocess.run([sys.executable, "-c", "import httptools"],
+                                         env=env, capture_output=True).returncode else \
+            "httptools"
         server = subprocess.Popen([sys.executable, __file__, "--serve", str(port_file),
                                    str(folder / "served.db")], env=env)
         try:
@@ -214,7 +219,8 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(60)
-    print(f"{args.sessions} sessions x {TURNS} turns each; SQLite; server on 127.0.0.1")
+    print(f"{args.sessions} sessions x {TURNS} turns each; SQLite; server on 127.0.0.1 "
+          f"(HTTP parser: {parser}); load average {os.getloadavg()[0]:.1f}")
     print(f"{'':22}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}")
     for name, values in (("in process", local), ("HTTP, JSON", as_json),
                          ("HTTP, SSE", as_sse)):
