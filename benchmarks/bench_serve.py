@@ -133,6 +133,91 @@ def in_process(folder: Path, sessions: int) -> list[float]:
     return times
 
 
+async def _asgi(app: Any, method: str, path: str, body: dict[str, Any] | None = None,
+                accept: str = "application/json") -> bytes:
+    """One request through the ASGI application itself: no socket, no HTTP parser."""
+    import json
+
+    raw = json.dumps(body).encode() if body is not None else b""
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
+             "http_version": "1.1", "method": method, "scheme": "http", "path": path,
+             "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"accept", accept.encode()),
+                         (b"content-length", str(len(raw)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    asked = False
+    out: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        if not asked:
+            asked = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await asyncio.Event().wait()  # the client never leaves
+        raise AssertionError
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            out.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return b"".join(out)
+
+
+def through_app(folder: Path, sessions: int) -> dict[str, tuple[list[float], float]]:
+    """The same turns in one process three ways, session by session in turn (so that a
+    change of the machine's load falls on all three alike): ``session.reply``, and
+    through the server's ASGI application as JSON and as SSE (``phaseflow serve``'s own
+    HTTP layer, without uvicorn and the sockets); each one's latencies and CPU a turn."""
+    from phaseflow.serve.app import create_app
+    from phaseflow.serve.config import ServeConfig
+    from phaseflow.serve.hub import Served
+    from phaseflow.serve.logs import Log
+    from phaseflow.session.agent import workflow_hash
+
+    workflow, make = _agents(str(folder / "app.db"))
+    agent = make("queue")
+    served = {workflow.name: Served(workflow.name, agent, make, workflow_hash(workflow))}
+    log = Log("text", open(os.devnull, "w"))  # noqa: SIM115
+    app = create_app(ServeConfig(served=served, log=log))
+    times: dict[str, list[float]] = {"reply": [], "json": [], "sse": []}
+    cpu = dict.fromkeys(times, 0.0)
+
+    async def one(way: str) -> None:
+        sid = uuid.uuid4().hex
+        session = None
+        if way == "reply":
+            session = await agent.session(sid)
+        else:
+            await _asgi(app, "POST", "/v1/sessions", {"id": sid})
+        for i in range(TURNS):
+            text = workload.question(i)
+            started, cpu0 = time.perf_counter(), time.process_time()
+            if session is not None:
+                assert await session.reply(text) == workload.ANSWER
+            else:
+                accept = "text/event-stream" if way == "sse" else "application/json"
+                body = await _asgi(app, "POST", f"/v1/sessions/{sid}/messages",
+                                   {"text": text}, accept)
+                assert b"turn_finished" in body or workload.ANSWER.encode() in body
+            times[way].append(time.perf_counter() - started)
+            cpu[way] += time.process_time() - cpu0
+
+    async def run() -> None:
+        for way in times:  # warm up
+            await one(way)
+        for values in times.values():
+            values.clear()
+        for key in cpu:
+            cpu[key] = 0.0
+        for _ in range(sessions):
+            for way in times:
+                await one(way)
+
+    asyncio.run(run())
+    return {way: (values, cpu[way] / len(values)) for way, values in times.items()}
+
+
 def over_http(base: str, sessions: int, stream: bool) -> list[float]:
     import httpx
 
@@ -185,9 +270,24 @@ def main() -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--sessions", type=int, default=10,
                         help="sessions of 20 turns per measurement (default 10)")
+    parser.add_argument("--app-only", action="store_true",
+                        help="only the ASGI application in this process against "
+                             "session.reply (what phaseflow's HTTP layer adds, no sockets)")
     args = parser.parse_args()
     if args.serve:
         serve(*args.serve)
+        return
+    if args.app_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            ways = through_app(Path(tmp), args.sessions)
+        print(f"{args.sessions} sessions x {TURNS} turns each, one process, SQLite; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        print(f"{'':26}{'p50 ms':>9}{'p95 ms':>9}{'CPU ms':>9}")
+        for way, name in (("reply", "session.reply"), ("json", "ASGI app, JSON"),
+                          ("sse", "ASGI app, SSE")):
+            values, spent = ways[way]
+            print(f"{name:26}{_pct(values, 0.5) * 1000:9.2f}{_pct(values, 0.95) * 1000:9.2f}"
+                  f"{spent * 1000:9.2f}")
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
