@@ -128,7 +128,7 @@ class RequestLog:
 
 def create_app(config: ServeConfig) -> ASGIApp:
     """The server's ASGI application for ``config``."""
-    hub = Hub(config.served, config.log)
+    hub = Hub(config.served, config.log, kept=config.kept_sessions)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:

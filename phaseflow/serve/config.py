@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from phaseflow.serve.hub import Served
+from phaseflow.serve.idle import KEPT
 from phaseflow.serve.logs import Log
 
 #: the default body limit: 1 MiB
@@ -30,3 +31,6 @@ class ServeConfig:
     max_text: int = 100_000
     #: a PostgreSQL store's DSN: its workers wake each other's streams (LISTEN/NOTIFY)
     notify_dsn: str | None = None
+    #: idle sessions a worker keeps open between requests (0: none; each message then
+    #: reads its session from the store), the least recently used dropped first
+    kept_sessions: int = KEPT

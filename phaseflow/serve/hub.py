@@ -9,6 +9,11 @@ a message for a session whose turn runs, here or in another worker, takes the Se
 API's multi-worker path: queued in the store for the holder of the lease, or refused
 (``busy=reject``, nothing stored). No two objects of one worker id ever hold one
 session.
+
+Between requests, the objects of the sessions served last are kept open
+(:mod:`phaseflow.serve.idle`, with the agent that opened each): the next message of such
+a session reuses its object once a cheap read of the store shows nobody else committed
+since, instead of reading the whole session again.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phaseflow.errors import PhaseflowError
+from phaseflow.serve.idle import KEPT, Idle, IdleSessions, Mark
 from phaseflow.serve.logs import Log
 from phaseflow.serve.problems import Problem
 from phaseflow.serve.turns import Accepted
@@ -78,15 +84,17 @@ class Follower:
 
 
 class Hub:
-    def __init__(self, served: dict[str, Served], log: Log) -> None:
+    def __init__(self, served: dict[str, Served], log: Log, *, kept: int = KEPT) -> None:
         self.served = served
         first = next(iter(served.values()))
         self.store = first.agent.store
         self.log = log
-        #: session id -> the objects of its tasks running here
-        self._objects: dict[str, set[Session]] = {}
+        #: session id -> the objects of its tasks running here, with what each accepted
+        self._objects: dict[str, dict[Session, Accepted]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._keys: OrderedDict[tuple[str, str], tuple[float, Accepted]] = OrderedDict()
+        #: the sessions served last, kept open between requests (at most ``kept``)
+        self.idle = IdleSessions(kept)
         self._followers: dict[str, set[Follower]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.draining = False
@@ -175,18 +183,14 @@ class Hub:
             if self.draining:
                 raise Problem(503, "shutting_down", "the server is stopping; retry on "
                               "another worker", headers={"Retry-After": "1"})
+            await self._past_turn_ends(session_id)
             role = "reject" if busy == "reject" else "queue"
             if role == "reject" and self.running_here(session_id):
                 raise Problem(409, "session_busy", f"session {session_id!r} is running a "
                               "turn; busy=reject stores nothing", session_id=session_id)
-            agent = served.take(role)
-            try:
-                session = await self._open(agent, session_id)
-            except BaseException:
-                served.give(agent)
-                raise
+            agent, session = await self._checkout(served, session_id, role)
             accepted = Accepted(session_id, fingerprint, session.phase)
-            self._objects.setdefault(session_id, set()).add(session)
+            self._objects.setdefault(session_id, {})[session] = accepted
             task = asyncio.get_running_loop().create_task(
                 self._run(served, agent, session, action, accepted))
             self.tasks.add(task)
@@ -194,6 +198,61 @@ class Hub:
             if key is not None:
                 self._remember(session_id, key, accepted)
         return accepted, False
+
+    async def _past_turn_ends(self, session_id: str) -> None:
+        """Tasks of the session here whose turn is over (or waits for a human) and
+        which are only letting it go (a last look at the queue, the lease released):
+        waited for, so that a message sent as soon as the previous answer came finds the
+        session free and its object kept, as if it had come a moment later. A task that
+        starts another turn meanwhile (messages queued by other workers) is not waited
+        for: the message meets that turn as its busy mode says."""
+        for accepted in list(self._objects.get(session_id, {}).values()):
+            while not accepted.done and accepted.turn_over():
+                await accepted.wait(len(accepted.events))
+
+    def kept(self, session_id: str) -> bool:
+        """This worker keeps an idle object of the session (its next message checks it
+        against the store instead of reading the whole session)."""
+        return session_id in self.idle
+
+    def forget(self, session_id: str) -> None:
+        """Drop the kept object of a session (deleted here: never reused)."""
+        idle = self.idle.take(session_id)
+        if idle is not None:
+            idle.served.give(idle.agent)
+
+    async def _checkout(self, served: Served, session_id: str, role: str
+                        ) -> tuple[Agent, Session]:
+        """An agent of ``served`` and its object of the session, for one task: the kept
+        one while it is still the session as stored, else a new one opened from the
+        store."""
+        idle = self.idle.take(session_id)
+        if idle is not None:
+            if idle.served is served and idle.agent.busy == role and await self._current(
+                    idle, session_id):
+                return idle.agent, idle.session
+            idle.served.give(idle.agent)
+        agent = served.take(role)
+        try:
+            return agent, await self._open(agent, session_id)
+        except BaseException:
+            served.give(agent)
+            raise
+
+    async def _current(self, idle: Idle, session_id: str) -> bool:
+        """Whether the kept object is still the session as stored (see
+        :mod:`phaseflow.serve.idle`); 404 when the session is gone."""
+        try:
+            stored = await self.store.events(session_id, idle.mark.seq - 1)
+            if idle.mark.is_last(stored):
+                return True
+            if not stored and not await self.store.version(session_id):
+                raise Problem(404, "session_not_found", f"no session {session_id!r}",
+                              session_id=session_id)
+        except StoreError as exc:
+            raise Problem(503, "store_unavailable", f"the session store failed: {exc}",
+                          headers={"Retry-After": "1"}) from None
+        return False
 
     async def _open(self, agent: Agent, session_id: str) -> Session:
         try:
@@ -207,10 +266,12 @@ class Hub:
     async def _run(self, served: Served, agent: Agent, session: Session, action: Action,
                    accepted: Accepted) -> None:
         sid = accepted.session_id
+        reusable = False
         try:
             await self._drive(served, session, action, accepted)
             if not accepted.events:
                 accepted.queued = await self._position(sid)
+            reusable = True
         except SessionBusy as exc:
             accepted.problem = Problem(409, "session_busy", str(exc), session_id=sid)
         except SessionFinished as exc:
@@ -239,13 +300,27 @@ class Hub:
             accepted.finish()
             objects = self._objects.get(sid)
             if objects is not None:
-                objects.discard(session)
+                objects.pop(session, None)
                 if not objects:
                     del self._objects[sid]
-            served.give(agent)
+            self._release(served, agent, session, accepted, reusable)
             lock = self._locks.get(sid)
             if not self.running_here(sid) and lock is not None and not lock.locked():
                 del self._locks[sid]
+
+    def _release(self, served: Served, agent: Agent, session: Session,
+                 accepted: Accepted, reusable: bool) -> None:
+        """After a task: its object kept for the session's next message when the task
+        ended well and committed an event here (what it will be checked by), else its
+        agent back to the pool."""
+        mark = Mark.last_of(accepted.events) if reusable else None
+        if (mark is None or accepted.problem is not None or self.draining
+                or session.status == "running"):
+            served.give(agent)
+            return
+        for dropped in self.idle.keep(accepted.session_id,
+                                      Idle(served, agent, session, mark)):
+            dropped.served.give(dropped.agent)
 
     async def _drive(self, served: Served, session: Session, action: Action,
                      accepted: Accepted) -> None:

@@ -166,5 +166,6 @@ async def delete_session(request: Request) -> Response:
     clock = hub.served[record.workflow].agent.config.clock
     if lease is not None and lease.expires > clock():
         raise busy
+    hub.forget(sid)  # its kept object is of the session deleted: never reused
     await hub.store.delete(sid)
     return Response(status_code=204)

@@ -2,8 +2,8 @@
 
 Every persisted event goes out with ``id: SEQ`` (the store's sequence), so a client's
 position is the standard ``Last-Event-ID``; text deltas go out without an id (they are
-live only, and never move the position). sse-starlette writes the frames and the
-heartbeat comments; nothing here formats SSE by hand.
+live only, and never move the position). sse-starlette's ``ServerSentEvent`` encodes
+every frame and heartbeat comment; nothing here formats SSE by hand.
 
 A session's stream sends what the store has after the client's position, then what
 happens: the turns of this process announce their events at once; the store is read
@@ -15,17 +15,25 @@ twice and none lost, whichever worker runs the turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from sse_starlette import ServerSentEvent
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from phaseflow.serve.hub import Hub
 from phaseflow.serve.logs import Log
+from phaseflow.serve.turns import Accepted
 from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
 from phaseflow.stores.base import StoreError
+
+#: a stream's items: frames, or frames already encoded together (bytes)
+T = TypeVar("T")
 
 #: the reconnection delay a browser's EventSource is told to use, in milliseconds
 RETRY_MS = 1000
@@ -41,8 +49,7 @@ def event_frame(event: ev.Event) -> ServerSentEvent:
     return frame(event.to_json(), event.seq)
 
 
-async def guarded(frames: AsyncIterator[ServerSentEvent], log: Log, session_id: str
-                  ) -> AsyncIterator[ServerSentEvent]:
+async def guarded(frames: AsyncIterator[T], log: Log, session_id: str) -> AsyncIterator[T]:
     """``frames``, ending the stream with one log line (never a traceback) should the
     server fail while it streams; the client reconnects and resumes."""
     try:
@@ -51,6 +58,69 @@ async def guarded(frames: AsyncIterator[ServerSentEvent], log: Log, session_id: 
     except Exception as exc:
         log.line("error", "a stream failed inside the server", session=session_id,
                  error=type(exc).__name__)
+
+
+class TurnStream(Response):
+    """A turn's events as the answer to its message (``Accept: text/event-stream``):
+    the frames of the events that came together written in one send, a heartbeat
+    comment after ``heartbeat`` quiet seconds, the end with the turn's end or pause.
+
+    Written directly, not by sse-starlette's response: that one runs four tasks per
+    response (the stream, the heartbeat, the client's disconnect, the server's exit)
+    under an anyio task group, and a timeout scope around every send - most of what an
+    SSE turn cost beyond a JSON one. None of it is needed here: the turn belongs to the
+    server (a client that leaves only stops being written to: the server drops what is
+    sent to a closed connection) and the stream ends with the turn, also when the
+    server stops (running turns get their grace period). The frames are still
+    sse-starlette's (:class:`ServerSentEvent`)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, accepted: Accepted, heartbeat: float, log: Log,
+                 headers: Mapping[str, str] | None = None) -> None:
+        self.accepted = accepted
+        self.heartbeat = heartbeat
+        self.log = log
+        self.status_code = 200
+        self.background = None
+        # sse-starlette's headers: no cache may keep it, no proxy may buffer it
+        self.init_headers({**(headers or {}), "Cache-Control": "no-store",
+                           "Connection": "keep-alive", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        try:
+            async for chunk in self._chunks():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except OSError:
+            return  # the client has gone: the turn goes on without it
+        except Exception as exc:  # as guarded(): one log line, never a traceback
+            self.log.line("error", "a stream failed inside the server",
+                          session=self.accepted.session_id, error=type(exc).__name__)
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        accepted, index = self.accepted, 0
+        while True:
+            try:
+                async with asyncio.timeout(self.heartbeat):
+                    await accepted.wait(index)
+            except TimeoutError:
+                yield ServerSentEvent(comment=f"ping - {datetime.now(UTC)}").encode()
+                continue
+            events = accepted.events[index:]
+            if not events:
+                return  # the task is over
+            batch = []
+            for event in events:
+                batch.append(event_frame(event).encode())
+                if isinstance(event, ev.TurnFinished | ev.ApprovalRequested):
+                    yield b"".join(batch)
+                    return  # the turn ended, or pauses until a human decides
+            index += len(batch)
+            yield b"".join(batch)
 
 
 async def session_stream(hub: Hub, session_id: str, after: int, poll: float

@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -23,7 +23,7 @@ from phaseflow.serve.common import int_param, path_session, served_for, stored
 from phaseflow.serve.hub import Hub
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
-from phaseflow.serve.streams import event_frame, guarded, session_stream
+from phaseflow.serve.streams import TurnStream, guarded, session_stream
 from phaseflow.serve.turns import Accepted, events_url
 from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
@@ -45,7 +45,11 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
-def _fingerprint(request: Request, body: dict[str, Any]) -> str:
+def _fingerprint(request: Request, body: dict[str, Any], key: str | None) -> str:
+    """What a repeat with the same ``Idempotency-Key`` must match; nothing to compute
+    for a request without one (the common case: it is never compared)."""
+    if key is None:
+        return ""
     text = json.dumps([request.url.path, body], sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -84,13 +88,8 @@ async def answer(request: Request, accepted: Accepted, repeat: bool) -> Response
                             status_code=202, headers={**headers, "Location": url,
                                                       "Preference-Applied": "respond-async"})
     if _wants_stream(request):
-        async def frames() -> AsyncIterator[ServerSentEvent]:
-            async for event in accepted.follow():
-                yield event_frame(event)
-
         config = request.app.state.config
-        return EventSourceResponse(guarded(frames(), config.log, sid), ping=config.heartbeat,
-                                   headers=headers)
+        return TurnStream(accepted, config.heartbeat, config.log, headers)
     await accepted.until_turn_end()
     outcome = accepted.outcome()
     if accepted.problem is not None:
@@ -126,9 +125,11 @@ async def post_message(request: Request) -> Response:
     repeat_of = hub.remembered(sid, key) if key is not None else None
     if repeat_of is None and len(hub.served) == 1:
         # one workflow: a cheap look at whether the session exists is enough (opening
-        # it reads it once; a finished one is refused by the Session as it opens)
+        # it reads it once; a finished one is refused by the Session as it opens); a
+        # session kept open here is looked at as its object is checked (hub.submit)
         served = next(iter(hub.served.values()))
-        if not hub.running_here(sid) and not await hub.store.version(sid):
+        if not hub.running_here(sid) and not hub.kept(sid) and not await \
+                hub.store.version(sid):
             raise Problem(404, "session_not_found", f"no session {sid!r}", session_id=sid)
     elif repeat_of is None:
         record = await stored(hub, sid)
@@ -142,7 +143,7 @@ async def post_message(request: Request) -> Response:
     with trace_parent(_trace_headers(request)):  # the turn continues the caller's trace
         accepted, repeat = await hub.submit(served, sid, _send(text, busy),
                                             busy=busy, key=key,
-                                            fingerprint=_fingerprint(request, body))
+                                            fingerprint=_fingerprint(request, body, key))
     return await answer(request, accepted, repeat)
 
 
@@ -175,7 +176,7 @@ async def post_approval(request: Request) -> Response:
         return session.resolve(call_id, decision, reason=reason)
 
     accepted, repeat = await hub.submit(served, sid, action, key=key,
-                                        fingerprint=_fingerprint(request, body))
+                                        fingerprint=_fingerprint(request, body, key))
     return await answer(request, accepted, repeat)
 
 

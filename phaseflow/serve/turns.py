@@ -52,6 +52,12 @@ class Accepted:
         while len(self.events) <= index and not self.done:
             await self._signal.wait()
 
+    def turn_over(self) -> bool:
+        """The task's last event ends a turn or pauses it for a human: what remains of
+        the task, unless another turn starts, is letting the session go."""
+        return bool(self.events) and isinstance(self.events[-1],
+                                                ev.TurnFinished | ev.ApprovalRequested)
+
     async def started_or_done(self) -> None:
         """Until the first event, or the end of a task that produced none."""
         await self.wait(0)

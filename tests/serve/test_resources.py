@@ -4,6 +4,7 @@ server."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
@@ -162,7 +163,14 @@ def test_openapi_document_equals_the_routes(client: httpx.Client) -> None:
 def test_one_log_line_per_request_and_turn(client: httpx.Client, desk: Server) -> None:
     sid = _new(client)
     client.post(f"/v1/sessions/{sid}/messages", json={"text": DEMO[0]})
-    lines = [line for line in desk.log().splitlines() if f"session={sid}" in line]
+    # a request's line is written when its response is over: a moment after the client
+    # has read it
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [line for line in desk.log().splitlines() if f"session={sid}" in line]
+        if sum(" request " in line for line in lines) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert any(" request " in line and "path=/v1/sessions/" + sid + "/messages" in line
                and "status=200" in line for line in lines)
     assert any(" turn " in line and "turn=1" in line and "status=completed" in line

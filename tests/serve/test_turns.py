@@ -247,3 +247,24 @@ def test_heartbeats_keep_an_idle_stream_open(slow: tuple[Server, Path]) -> None:
                 if len(comments) >= 2:
                     break
         assert len(comments) >= 2
+
+
+def test_a_turn_s_stream_has_heartbeats_while_a_tool_runs(slow: tuple[Server, Path]) -> None:
+    server, _ = slow
+    with httpx.Client(base_url=server.base, timeout=30) as client:
+        sid = _new(client)
+        with client.stream("POST", f"/v1/sessions/{sid}/messages", json={"text": "go"},
+                           headers={"Accept": "text/event-stream"}) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+            assert response.headers["cache-control"] == "no-store"
+            assert response.headers["x-accel-buffering"] == "no"
+            got = list(frames(response.iter_lines()))  # until the server ends it
+    pings = [c for f in got for c in f.comments if c.startswith("ping")]
+    assert len(pings) >= 2  # the slow tool takes DELAY seconds, a heartbeat every 0.2
+    events = [f for f in got if f.data is not None]
+    assert events[-1].data["type"] == "turn_finished"  # and the stream ends with it
+    assert events[-1].data["reply"] == "reply 1"
+    ids = [int(f.id) for f in events if f.id is not None]
+    assert ids == list(range(1, len(ids) + 1))
+    assert ids == [f.data["seq"] for f in events if f.data["seq"]]
