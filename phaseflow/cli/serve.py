@@ -85,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", default="10", metavar="SECONDS",
                         help="how often a worker looks for turns whose worker died "
                         "(expired leases) and finishes them (default 10; 0: never)")
+    parser.add_argument("--kept-sessions", default=None, metavar="N",
+                        help="idle sessions a worker keeps open between requests, checked "
+                        "against the store before each use (default 256; 0: none)")
     parser.add_argument("--fd", type=int, default=None, help=argparse.SUPPRESS)
 
 
@@ -252,10 +255,14 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
                                        workflow_hash(agent.workflow))
     from phaseflow.cli.stores import is_postgres
 
+    kept = None if args.kept_sessions is None else int(_number(
+        args.kept_sessions, "--kept-sessions", low=0, high=1_000_000, integer=True))
+
     notify = args.store if args.store and is_postgres(args.store) else None
     return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
                        max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
-                       sweep=sweep, notify_dsn=notify)
+                       sweep=sweep, notify_dsn=notify,
+                       **({} if kept is None else {"kept_sessions": kept}))
 
 
 def _tools_for(workflow: Any, tools: Any) -> Any:

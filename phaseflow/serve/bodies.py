@@ -16,6 +16,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from phaseflow.expr.describe import json_kind
 from phaseflow.serve.problems import Problem
 
 #: how deep a body's objects and arrays may nest
@@ -85,24 +86,10 @@ async def read_object(request: Request, limit: int, *, empty_ok: bool = False
         raise Problem(400, "invalid_json", f"the body is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise Problem(400, "invalid_json",
-                      f"the body must be a JSON object, not {_json_type(value)}")
+                      f"the body must be a JSON object, not {json_kind(value)}")
     if not _depth(value, MAX_DEPTH):
         raise Problem(400, "invalid_json", f"the JSON nests deeper than {MAX_DEPTH} levels")
     return value
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 def known_fields(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
@@ -126,7 +113,7 @@ def text_field(body: Mapping[str, Any], name: str, *, required: bool = False,
     value = body[name]
     if not isinstance(value, str):
         raise Problem(400, "invalid_field",
-                      f"the field {name!r} must be a string, not {_json_type(value)}",
+                      f"the field {name!r} must be a string, not {json_kind(value)}",
                       field=name)
     if required and not value:
         raise Problem(400, "invalid_field", f"the field {name!r} must not be empty",
@@ -148,6 +135,6 @@ def object_field(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
     value = body[name]
     if not isinstance(value, dict):
         raise Problem(400, "invalid_field",
-                      f"the field {name!r} must be an object, not {_json_type(value)}",
+                      f"the field {name!r} must be an object, not {json_kind(value)}",
                       field=name)
     return value

@@ -35,9 +35,20 @@ def _pairs(items: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
     return [[k, v] for k, v in items]
 
 
-def _done_json(done: Done) -> dict[str, Any]:
-    return {"outcome": done.outcome.to_json(), "label": done.label,
-            "writes": _pairs(done.writes), "move": done.move}
+def _done_json(done: Done, kept: ToolOutcome | None) -> dict[str, Any]:
+    """A call's result as stored; its outcome only when the ledger does not keep the same
+    one (``kept``: the outcome the checkpoint's effect holds for the call)."""
+    outcome = {} if kept is done.outcome or kept == done.outcome else {
+        "outcome": done.outcome.to_json()}
+    return {**outcome, "label": done.label, "writes": _pairs(done.writes), "move": done.move}
+
+
+def _kept_outcomes(continuation: Continuation) -> dict[str, ToolOutcome]:
+    """The outcomes the ledger's open checkpoint holds, by call id."""
+    checkpoint = continuation.checkpoint
+    if checkpoint is None:
+        return {}
+    return {e.call.id: e.result for e in checkpoint.effects if e.result is not None}
 
 
 def _made_calls(continuation: Continuation) -> dict[str, ToolCall]:
@@ -58,6 +69,7 @@ def _call_json(call: ToolCall, made: Mapping[str, ToolCall]) -> dict[str, Any]:
 def core_to_json(core: Core) -> dict[str, Any]:
     group = core.group
     made = _made_calls(core.continuation) if group is not None else {}
+    kept = _kept_outcomes(core.continuation) if group is not None else {}
     return {
         "status": core.status,
         "turn": core.turn,
@@ -79,7 +91,7 @@ def core_to_json(core: Core) -> dict[str, Any]:
             "checkpoint_id": group.checkpoint_id,
             "calls": [{**_call_json(p.call, made), "kind": p.kind, "note": p.note,
                        "writes": _pairs(p.writes)} for p in group.calls],
-            "results": [[cid, _done_json(d)] for cid, d in group.results],
+            "results": [[cid, _done_json(d, kept.get(cid))] for cid, d in group.results],
             "approved": list(group.approved),
             "admitted": group.admitted,
             **({"cut": True} if group.cut else {}),
@@ -97,8 +109,14 @@ def _writes(data: Any) -> tuple[tuple[str, Any], ...]:
     return tuple((str(k), v) for k, v in data)
 
 
-def _done(data: Mapping[str, Any]) -> Done:
-    outcome = _value(ToolOutcome.from_json(data["outcome"]), "tool outcome")
+def _done(data: Mapping[str, Any], kept: Mapping[str, ToolOutcome], call_id: str) -> Done:
+    """A stored result: its outcome written out, or the one the ledger keeps."""
+    if "outcome" in data:
+        outcome = _value(ToolOutcome.from_json(data["outcome"]), "tool outcome")
+    elif call_id in kept:
+        outcome = kept[call_id]
+    else:
+        raise ValueError(f"the outcome of call {call_id!r} is not in the call ledger")
     return Done(outcome, cast(ResultLabel, data["label"]), _writes(data["writes"]),
                 data.get("move"))
 
@@ -174,13 +192,14 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
         raw_group = data["group"]
         group = None
         made = _made_calls(continuation) if raw_group is not None else {}
+        kept = _kept_outcomes(continuation) if raw_group is not None else {}
         if raw_group is not None:
             group = Group(
                 str(raw_group["checkpoint_id"]),
                 tuple(Planned(_stored_call(p, made), cast(CallKind, p["kind"]),
                               str(p["note"]), _writes(p["writes"]))
                       for p in raw_group["calls"]),
-                tuple((str(cid), _done(d)) for cid, d in raw_group["results"]),
+                tuple((str(cid), _done(d, kept, str(cid))) for cid, d in raw_group["results"]),
                 tuple(str(c) for c in raw_group["approved"]),
                 bool(raw_group["admitted"]),
                 bool(raw_group.get("cut", False)),

@@ -35,6 +35,7 @@ def test_bad_configuration_is_refused_at_start(tmp_path: Path) -> None:
         ([*REFUND_DESK, *store, "--token-file", str(tmp_path / "none")], "cannot read it"),
         ([*REFUND_DESK, *store, "--port", "70000"], "--port"),
         ([*REFUND_DESK, *store, "--max-body", "lots"], "--max-body"),
+        ([*REFUND_DESK, *store, "--kept-sessions", "-1"], "--kept-sessions"),
         ([str(tmp_path / "missing.yaml"), *REFUND_DESK[1:], *store], "no such file"),
         ([*REFUND_DESK[:-2], *store, "--hooks", "examples.demo.refund_desk:NOPE"],
          "NOPE"),

@@ -10,7 +10,7 @@ import json
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from phaseflow.expr.describe import did_you_mean
+from phaseflow.expr.describe import did_you_mean_or_list
 from phaseflow.serve.problems import Problem
 from phaseflow.serve.ui.describe import describe_json
 
@@ -32,7 +32,7 @@ async def describe(request: Request) -> Response:
     workflow = served.agent.workflow
     phase = request.query_params.get("phase") or workflow.initial
     if phase not in workflow.phases:
-        hint = did_you_mean(phase, workflow.phases) or f" (phases: {', '.join(workflow.phases)})"
+        hint = did_you_mean_or_list(phase, workflow.phases, "phases")
         raise Problem(404, "phase_not_found", f"no phase {phase!r}{hint}", field="phase")
     raw = request.query_params.get("state") or "{}"
     try:

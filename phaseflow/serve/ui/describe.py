@@ -9,32 +9,20 @@ conversation starts there (not entered).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from phaseflow.graph import drawn_edges, edge_label
 from phaseflow.machine import PhaseMachine
 from phaseflow.machine.preview import apply_entry
-from phaseflow.spec.model import Transition, Workflow
-
-_SPACE = re.compile(r"\s+")
-
-
-def _condition(transition: Transition) -> str:
-    """An edge's label as the Mermaid and DOT drawings write it."""
-    text = _SPACE.sub(" ", transition.when.source.strip()) if transition.when else "always"
-    if transition.trigger == "model":
-        text = f"model: {text}" if transition.when else "model"
-    return text
+from phaseflow.spec.model import Workflow
 
 
 def graph_json(workflow: Workflow) -> dict[str, Any]:
     """The phase graph as nodes and edges: what ``?format=json`` answers."""
     phases = [{"name": p.name, "goal": p.goal, "terminal": p.terminal,
                "initial": p.name == workflow.initial} for p in workflow.phases.values()]
-    edges = [{"from": name, "to": t.to, "condition": _condition(t), "trigger": t.trigger,
-              "description": t.description or ""}
-             for name, phase in workflow.phases.items() for t in phase.transitions
-             if t.to in workflow.phases]
+    edges = [{"from": name, "to": t.to, "condition": edge_label(t), "trigger": t.trigger,
+              "description": t.description or ""} for name, t in drawn_edges(workflow)]
     return {"initial": workflow.initial, "phases": phases, "edges": edges}
 
 
