@@ -37,7 +37,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,6 +119,9 @@ class SQLiteStore(DurableStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="phaseflow-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        #: commits waiting for the store's thread: the next batch takes them all
+        self._waiting: list[_Waiting] = []
+        self._waiting_lock = threading.Lock()
         super().__init__()
 
     # --- the connection, on the store's thread ------------------------------------------
@@ -249,10 +253,50 @@ class SQLiteStore(DurableStore):
 
     async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
                             ) -> tuple[tuple[int, ...], codec.Known]:
-        def write(conn: sqlite3.Connection) -> tuple[tuple[int, ...], codec.Known]:
-            with _writing(conn):
-                return operations.drive(steps, lambda step: _do(conn, step))
-        return await self._run(write)
+        """Group commit: the commits that wait for the store's thread together (several
+        sessions' turns at once) are written in one transaction, each inside a savepoint
+        of its own, so they share one wait for the disk. Each is still all or nothing
+        (a refused one is rolled back to its savepoint alone) and is answered only once
+        the transaction holding it is durable; one alone is written as before."""
+        waiting = _Waiting(steps, Future())
+        with self._waiting_lock:
+            self._waiting.append(waiting)
+            first = len(self._waiting) == 1
+        if first:  # else a batch already asked for takes this commit too
+            self._executor.submit(self._commit_waiting)
+        try:
+            result: tuple[tuple[int, ...], codec.Known] = await asyncio.wrap_future(
+                waiting.done)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        return result
+
+    def _commit_waiting(self) -> None:
+        """On the store's thread: every commit waiting now, in one transaction."""
+        with self._waiting_lock:
+            batch, self._waiting = self._waiting, []
+        # a commit whose caller gave up before it was written is not written
+        batch = [w for w in batch if w.done.set_running_or_notify_cancel()]
+        if not batch:
+            return
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            with self._lock:
+                conn = self._connection()
+                with _writing(conn):
+                    for w in batch:
+                        outcomes.append(_in_savepoint(conn, w.steps))
+        except BaseException as exc:  # the transaction failed: no commit of it landed
+            for w in batch:
+                w.done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for w, (ok, value) in zip(batch, outcomes, strict=True):
+            if ok:
+                w.done.set_result(value)
+            else:
+                w.done.set_exception(value)
 
     async def _read_turn(self, session_id: str, turn: int) -> Sequence[Any] | None:
         def read(conn: sqlite3.Connection) -> Sequence[Any] | None:
@@ -357,6 +401,28 @@ class SQLiteStore(DurableStore):
     async def _all(self, statement: str, params: Sequence[Any]) -> list[Any]:
         """Every row of one statement (none for a write)."""
         return await self._run(lambda conn: conn.execute(statement, params).fetchall())
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A commit waiting for the store's thread, and where its answer goes."""
+
+    steps: Steps[tuple[tuple[int, ...], codec.Known]]
+    done: Future[tuple[tuple[int, ...], codec.Known]]
+
+
+def _in_savepoint(conn: sqlite3.Connection, steps: Steps[Any]) -> tuple[bool, Any]:
+    """One commit of a batch, all or nothing: ``(True, its result)``, or ``(False, the
+    exception)`` with its writes rolled back and the batch's others kept."""
+    conn.execute("SAVEPOINT phaseflow_commit")
+    try:
+        value = operations.drive(steps, lambda step: _do(conn, step))
+    except Exception as exc:
+        conn.execute("ROLLBACK TO phaseflow_commit")
+        conn.execute("RELEASE phaseflow_commit")
+        return False, exc
+    conn.execute("RELEASE phaseflow_commit")
+    return True, value
 
 
 def _do(conn: sqlite3.Connection, step: operations.Step) -> Any:
