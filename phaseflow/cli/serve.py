@@ -190,8 +190,8 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     from phaseflow.cli.stores import open_store
     from phaseflow.errors import ConfigError, PhaseflowError
     from phaseflow.serve.config import ServeConfig
-    from phaseflow.serve.hub import Served
     from phaseflow.serve.logs import Log
+    from phaseflow.serve.served import Served
     from phaseflow.session import Agent
     from phaseflow.session.agent import workflow_hash
     from phaseflow.session.workers import new_worker_id

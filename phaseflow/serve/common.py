@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from phaseflow.serve.hub import Hub, Served
+from phaseflow.serve.hub import Hub
 from phaseflow.serve.problems import Problem
+from phaseflow.serve.served import Served
 from phaseflow.stores.base import InvalidSessionId, SessionRecord, StoreError, check_session_id
 
 

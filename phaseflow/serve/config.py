@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from phaseflow.serve.hub import Served
 from phaseflow.serve.idle import KEPT
 from phaseflow.serve.logs import Log
+from phaseflow.serve.served import Served
 
 #: the default body limit: 1 MiB
 MAX_BODY = 1 << 20

@@ -29,6 +29,7 @@ from phaseflow.errors import PhaseflowError
 from phaseflow.serve.idle import KEPT, Idle, IdleSessions, Mark
 from phaseflow.serve.logs import Log
 from phaseflow.serve.problems import Problem
+from phaseflow.serve.served import Served
 from phaseflow.serve.turns import Accepted
 from phaseflow.session import events as ev
 from phaseflow.session.agent import (
@@ -49,27 +50,6 @@ KEY_SECONDS = 24 * 3600
 FOLLOWER_BACKLOG = 1_000
 
 Action = Callable[[Session], AsyncIterator[ev.Event]]
-
-
-class Served:
-    """A workflow this server serves: ``agent`` says what it is (its workflow, tools,
-    store, clock); ``make(busy)`` builds another agent of it with a new worker id, for
-    the pool of agents lent to the tasks (``busy`` is ``queue`` or ``reject``)."""
-
-    def __init__(self, name: str, agent: Agent, make: Callable[[str], Agent],
-                 content_hash: str) -> None:
-        self.name = name
-        self.agent = agent
-        self.content_hash = content_hash
-        self._make = make
-        self._idle: dict[str, list[Agent]] = {"queue": [], "reject": []}
-
-    def take(self, busy: str) -> Agent:
-        idle = self._idle[busy]
-        return idle.pop() if idle else self._make(busy)
-
-    def give(self, agent: Agent) -> None:
-        self._idle[agent.busy].append(agent)
 
 
 @dataclass(eq=False)

@@ -36,7 +36,7 @@ from phaseflow.session.agent import Agent, Session
 from phaseflow.stores.base import StoredEvent
 
 if TYPE_CHECKING:
-    from phaseflow.serve.hub import Served
+    from phaseflow.serve.served import Served
 
 #: how many idle sessions a worker keeps by default
 KEPT = 256

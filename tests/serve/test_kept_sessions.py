@@ -184,8 +184,8 @@ def _worker(db: Path) -> Any:
     from phaseflow.api import load_workflow_text
     from phaseflow.serve.app import create_app
     from phaseflow.serve.config import ServeConfig
-    from phaseflow.serve.hub import Served
     from phaseflow.serve.logs import Log
+    from phaseflow.serve.served import Served
     from phaseflow.session import Agent
     from phaseflow.session.agent import workflow_hash
     from phaseflow.stores.sqlite import SQLiteStore
