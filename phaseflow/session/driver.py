@@ -139,8 +139,7 @@ class TurnDriver:
         Without the lease a message is stored for the worker that holds it (or refused
         with :class:`SessionBusy` when the agent has ``busy="reject"``), anything else is
         refused with :class:`SessionBusy`."""
-        plan = turn_order(first, self._now, busy=busy or self.busy, force=force,
-                          phase=lambda: self.runner.machine.current)
+        plan = turn_order(first, self._now, busy=busy or self.busy, force=force)
         answer: Any = None
         failure: BaseException | None = None
         while True:
@@ -160,7 +159,7 @@ class TurnDriver:
 
     def _now(self) -> Now:
         runner = self.runner
-        return Now(runner.core, runner.version, runner.released)
+        return Now(runner.core, runner.machine.current, runner.version, runner.released)
 
     async def _perform(self, command: Command) -> Any:
         """A command whose answer is a value (a lease, the queue, a version)."""

@@ -64,6 +64,8 @@ class Now:
     """The session's values as the plan may read them between commands."""
 
     core: Core
+    #: the machine's current phase (named when a finished session refuses a message)
+    phase: str
     #: the stored version this process's runner last committed (or opened)
     version: int
     #: the last commit let the lease go (a turn's last commit does)
@@ -190,10 +192,10 @@ def check_open(core: Core, phase: str) -> None:
 
 
 def turn_order(first: Input | None, now: Callable[[], Now], *, busy: Busy,
-               force: bool = False, phase: Callable[[], str] = lambda: "?") -> Plan:
+               force: bool = False) -> Plan:
     """Run ``first`` (and what it leads to) holding the session's lease, then the
     messages other workers queued meanwhile; ``first`` None: only finish what a stopped
-    worker left and drain the queue. ``phase``: the current phase's name, for messages."""
+    worker left and drain the queue."""
     lease: Lease | None = yield TakeLease(force=force)
     if lease is None:
         holder: Holder = yield ReadHolder()
@@ -216,7 +218,7 @@ def turn_order(first: Input | None, now: Callable[[], Now], *, busy: Busy,
             return
         first = None
     while True:
-        yield from _holding(lease, first, now, phase)
+        yield from _holding(lease, first, now)
         # A worker that found the turn taken may have stored its message after this
         # one's last look at the queue: answered now, when the turn is still free.
         if now().core.status not in ("idle", "failed", "finished"):
@@ -230,8 +232,7 @@ def turn_order(first: Input | None, now: Callable[[], Now], *, busy: Busy,
         lease, first = again, None
 
 
-def _holding(lease: Lease, first: Input | None, now: Callable[[], Now],
-             phase: Callable[[], str]) -> Plan:
+def _holding(lease: Lease, first: Input | None, now: Callable[[], Now]) -> Plan:
     """Steps 2 to 6 with the session's lease held. The lease is let go whatever happens
     (the driver throws a failed command's exception in here)."""
     try:
@@ -239,13 +240,14 @@ def _holding(lease: Lease, first: Input | None, now: Callable[[], Now],
         if stored < 0:  # the store could not say it with the lease: one cheap read
             stored = yield ReadVersion()
         yield Hold(lease, reopen=stored != now().version)  # 2.
-        core = now().core
+        seen = now()
+        core = seen.core
         if isinstance(first, Resolve):
             problem = check_resolution(core, first)
             if problem is not None:
                 raise ResolutionRefused(f"session {core.session_id!r}: {problem}")
         if isinstance(first, Send | Interrupt):
-            check_open(core, phase())
+            check_open(core, seen.phase)
         yield CommitNotes()
         if now().core.status == "running" and not isinstance(first, Interrupt):  # 3.
             if isinstance(first, Send):
