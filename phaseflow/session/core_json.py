@@ -43,18 +43,16 @@ def _done_json(done: Done, kept: ToolOutcome | None) -> dict[str, Any]:
     return {**outcome, "label": done.label, "writes": _pairs(done.writes), "move": done.move}
 
 
-def _kept_outcomes(continuation: Continuation) -> dict[str, ToolOutcome]:
-    """The outcomes the ledger's open checkpoint holds, by call id."""
+def _ledger(continuation: Continuation
+            ) -> tuple[dict[str, ToolCall], dict[str, ToolOutcome]]:
+    """What the ledger's open checkpoint holds, by call id: the calls the model made, and
+    the outcomes of those that have one."""
     checkpoint = continuation.checkpoint
     if checkpoint is None:
-        return {}
-    return {e.call.id: e.result for e in checkpoint.effects if e.result is not None}
-
-
-def _made_calls(continuation: Continuation) -> dict[str, ToolCall]:
-    """The calls the ledger's open checkpoint holds, by id (what the model made)."""
-    checkpoint = continuation.checkpoint
-    return {e.call.id: e.call for e in checkpoint.effects} if checkpoint is not None else {}
+        return {}, {}
+    made = {e.call.id: e.call for e in checkpoint.effects}
+    kept = {e.call.id: e.result for e in checkpoint.effects if e.result is not None}
+    return made, kept
 
 
 def _call_json(call: ToolCall, made: Mapping[str, ToolCall]) -> dict[str, Any]:
@@ -68,8 +66,7 @@ def _call_json(call: ToolCall, made: Mapping[str, ToolCall]) -> dict[str, Any]:
 
 def core_to_json(core: Core) -> dict[str, Any]:
     group = core.group
-    made = _made_calls(core.continuation) if group is not None else {}
-    kept = _kept_outcomes(core.continuation) if group is not None else {}
+    made, kept = _ledger(core.continuation) if group is not None else ({}, {})
     return {
         "status": core.status,
         "turn": core.turn,
@@ -141,8 +138,7 @@ def _check_one_call(session_id: str, group: Group, continuation: Continuation,
     model made) and, while it waits for a human, the pending approval (what the human
     is shown). They must be one call: a stored session whose copies differ was altered,
     and approving what was shown would run something else. Refused as damage."""
-    checkpoint = continuation.checkpoint
-    made = {e.call.id: e.call for e in checkpoint.effects} if checkpoint is not None else {}
+    made, _ = _ledger(continuation)
     planned = {p.call.id: p.call for p in group.calls}
     for call_id, call in planned.items():
         if made.get(call_id, call) != call:
@@ -191,8 +187,7 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
     try:
         raw_group = data["group"]
         group = None
-        made = _made_calls(continuation) if raw_group is not None else {}
-        kept = _kept_outcomes(continuation) if raw_group is not None else {}
+        made, kept = _ledger(continuation) if raw_group is not None else ({}, {})
         if raw_group is not None:
             group = Group(
                 str(raw_group["checkpoint_id"]),
