@@ -83,7 +83,6 @@ from phaseflow.turn.execution import (
     Queued,
     SendNext,
     SendNow,
-    ToolStarted,
     TurnExecution,
 )
 from phaseflow.turn.inputs import evolve
@@ -603,14 +602,9 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
     if effect is not None and effect.state.value == "pending":
         c = _ok(c.admit_call(request.id, group.checkpoint_id, call))
     c = _ok(c.complete_call(request.id, group.checkpoint_id, call, done.outcome))
-    group = evolve(group, results=(*group.results, (call.id, done)))
-    execution = core.execution
-    if any(t.call_id == call.id for t in execution.active_tools):
-        # a call marked running gets its result: it is running no more (whether it
-        # finished, was cancelled, or was interrupted with its worker)
-        completed = execution.tool_completed(call.id)
-        if not isinstance(completed, Rejected):
-            core = evolve(core, execution=completed)
+    entry = group.entry(call.id)
+    assert entry is not None
+    group = group.with_entry(evolve(entry, ended=done.ended))
     event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
                                content=content_text(done.outcome.content), turn=core.turn)
     return evolve(core, continuation=c, group=group), event
@@ -622,12 +616,11 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
     group = core.group
     assert group is not None
     for p in group.calls:
-        if p.kind == "approval" and p.call.id not in group.approved and not group.result(
-                p.call.id):
+        if p.kind == "approval" and not p.approved and p.ended is None:
             if core.execution.trusted_scope(p.call) is not None:
                 # trusted since the reply came: an approve_turn / approve_session of an
                 # identical call earlier in this group
-                group = evolve(group, approved=(*group.approved, p.call.id))
+                group = group.with_entry(evolve(p, approved=True))
                 core = evolve(core, group=group)
                 continue
             approval = ApprovalRequest(p.call, f"{p.call.name} needs approval")
@@ -639,18 +632,14 @@ def _continue_group(core: Core, events: tuple[ev.Event, ...], limits: Limits) ->
             return Step(core, (Persist((*events, asked)), Pause()))
     if not group.admitted:
         runnable = tuple(p for p in group.calls if (p.kind in ("run", "move") or (
-            p.kind == "approval" and p.call.id in group.approved)) and not group.result(
-                p.call.id))
+            p.kind == "approval" and p.approved)) and p.ended is None)
         if runnable:
             c = core.continuation
             request = c.request
             assert request is not None
-            execution = core.execution
             for p in runnable:
                 c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
-                started: ToolStarted = _ok(execution.tool_started(p.call.id, p.call.name))
-                execution = started.execution
-            core = evolve(core, continuation=c, execution=execution, status="running",
+            core = evolve(core, continuation=c, status="running",
                            group=evolve(group, admitted=True))
             return Step(core, (Persist(events), RunTools(runnable, not limits.parallel_tools)))
         core = evolve(core, group=evolve(group, admitted=True))
@@ -665,7 +654,8 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
     with the results: one commit, not two."""
     group = core.group
     assert group is not None
-    move = next((d.move for _, d in group.results if d.move is not None), None)
+    move = next((p.ended.move for p in group.calls
+                 if p.ended is not None and p.ended.move is not None), None)
     events = (*core.pending, *events)
     boundary = RunBoundary(group.writes(), move, final=group.cut)
     if core.view is not None and core.view.quiet:
@@ -686,17 +676,12 @@ def arguments_hash(call: ToolCall) -> str:
 
 def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
     group = core.group
-    if group is None or group.result(event.call_id) is not None:
+    planned = group.entry(event.call_id) if group is not None and group.admitted else None
+    if planned is None or planned.ended is not None:
         return Step(core)  # stale or a second result: the first one wins
-    planned = next((p for p in group.calls if p.call.id == event.call_id), None)
-    if planned is None or not group.admitted:
-        return Step(core)
     done = judged_writes(event.done, planned.call, core.view)
     core, result_event = _settle(core, planned.call, done)
     result_events = (*done.notes, evolve(result_event, duration=event.duration))
-    execution = core.execution.tool_completed(event.call_id)
-    if not isinstance(execution, Rejected):
-        core = evolve(core, execution=execution)
     assert core.group is not None
     if core.group.complete:
         return _close_group(core, result_events)
@@ -807,7 +792,9 @@ def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
     group = core.group
     assert group is not None
     if resolved.approved:
-        core = evolve(core, group=evolve(group, approved=(*group.approved, call.id)))
+        entry = group.entry(call.id)
+        assert entry is not None
+        core = evolve(core, group=group.with_entry(evolve(entry, approved=True)))
     else:
         why = f": {event.reason}" if event.reason else ""
         core, settled = _settle(core, call, Done(ToolOutcome.error(
@@ -826,10 +813,8 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     core = evolve(core, pending=())
     for done in event.done:
         group = core.group
-        if group is None or group.result(done.call_id) is not None:
-            continue
-        planned = next((p for p in group.calls if p.call.id == done.call_id), None)
-        if planned is not None and group.admitted:
+        planned = group.entry(done.call_id) if group is not None and group.admitted else None
+        if planned is not None and planned.ended is None:
             judged = judged_writes(done.done, planned.call, core.view)
             core, settled = _settle(core, planned.call, judged)
             events.extend((*judged.notes, evolve(settled, duration=done.duration)))
@@ -837,7 +822,7 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     if group is not None:
         c = core.continuation
         for p in group.calls:
-            if group.result(p.call.id) is not None:
+            if p.ended is not None:
                 continue
             effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
             if effect is not None and effect.state.value == "admitted":
@@ -898,7 +883,7 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
         rerun: list[Planned] = []
         pending: list[Planned] = []
         for p in group.calls:
-            if group.result(p.call.id) is not None:
+            if p.ended is not None:
                 continue
             effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
             if effect is not None and effect.state.value == "admitted":
@@ -918,13 +903,6 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
                 c = _ok(c.admit_call(request.id, group.checkpoint_id, p.call))
             core = evolve(core, continuation=c)
         runnable = tuple(rerun + pending)
-        assert core.group is not None
-        execution = core.execution
-        for p in runnable:
-            started = execution.tool_started(p.call.id, p.call.name)
-            if not isinstance(started, Rejected):
-                execution = started.execution
-        core = evolve(core, execution=execution)
         if runnable:
             return Step(core, (Persist(tuple(events)), RunTools(runnable,
                                                                 not limits.parallel_tools)))

@@ -14,7 +14,7 @@ from phaseflow.session.values import (
     CallKind,
     Compaction,
     Core,
-    Done,
+    Ended,
     Group,
     Planned,
     ResultLabel,
@@ -35,12 +35,9 @@ def _pairs(items: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
     return [[k, v] for k, v in items]
 
 
-def _done_json(done: Done, kept: ToolOutcome | None) -> dict[str, Any]:
-    """A call's result as stored; its outcome only when the ledger does not keep the same
-    one (``kept``: the outcome the checkpoint's effect holds for the call)."""
-    outcome = {} if kept is done.outcome or kept == done.outcome else {
-        "outcome": done.outcome.to_json()}
-    return {**outcome, "label": done.label, "writes": _pairs(done.writes), "move": done.move}
+def _ended_json(ended: Ended) -> dict[str, Any]:
+    """How a call ended, as stored: its outcome is the ledger's (stored there, once)."""
+    return {"label": ended.label, "writes": _pairs(ended.writes), "move": ended.move}
 
 
 def _ledger(continuation: Continuation
@@ -66,7 +63,7 @@ def _call_json(call: ToolCall, made: Mapping[str, ToolCall]) -> dict[str, Any]:
 
 def core_to_json(core: Core) -> dict[str, Any]:
     group = core.group
-    made, kept = _ledger(core.continuation) if group is not None else ({}, {})
+    made, _ = _ledger(core.continuation) if group is not None else ({}, {})
     return {
         "status": core.status,
         "turn": core.turn,
@@ -88,8 +85,9 @@ def core_to_json(core: Core) -> dict[str, Any]:
             "checkpoint_id": group.checkpoint_id,
             "calls": [{**_call_json(p.call, made), "kind": p.kind, "note": p.note,
                        "writes": _pairs(p.writes)} for p in group.calls],
-            "results": [[cid, _done_json(d, kept.get(cid))] for cid, d in group.results],
-            "approved": list(group.approved),
+            "results": [[p.call.id, _ended_json(p.ended)] for p in group.calls
+                        if p.ended is not None],
+            "approved": [p.call.id for p in group.calls if p.approved],
             "admitted": group.admitted,
             **({"cut": True} if group.cut else {}),
         },
@@ -106,16 +104,30 @@ def _writes(data: Any) -> tuple[tuple[str, Any], ...]:
     return tuple((str(k), v) for k, v in data)
 
 
-def _done(data: Mapping[str, Any], kept: Mapping[str, ToolOutcome], call_id: str) -> Done:
-    """A stored result: its outcome written out, or the one the ledger keeps."""
-    if "outcome" in data:
-        outcome = _value(ToolOutcome.from_json(data["outcome"]), "tool outcome")
-    elif call_id in kept:
-        outcome = kept[call_id]
-    else:
+def _ended(data: Mapping[str, Any], kept: Mapping[str, ToolOutcome], call_id: str) -> Ended:
+    """A stored result. Its outcome must be in the ledger; an older record also wrote it
+    out beside the result, and it must be the same one."""
+    if call_id not in kept:
         raise ValueError(f"the outcome of call {call_id!r} is not in the call ledger")
-    return Done(outcome, cast(ResultLabel, data["label"]), _writes(data["writes"]),
-                data.get("move"))
+    if "outcome" in data and _value(ToolOutcome.from_json(data["outcome"]),
+                                    "tool outcome") != kept[call_id]:
+        raise ValueError(f"the outcome of call {call_id!r} differs from the call ledger's")
+    return Ended(cast(ResultLabel, data["label"]), _writes(data["writes"]), data.get("move"))
+
+
+def _group(data: Mapping[str, Any], continuation: Continuation) -> Group:
+    """A stored group: each call's entry with its approval and how it ended (stored as
+    lists of ids and results beside the calls, the format every version wrote)."""
+    made, kept = _ledger(continuation)
+    ended = {str(cid): _ended(d, kept, str(cid)) for cid, d in data["results"]}
+    approved = {str(c) for c in data["approved"]}
+    calls = tuple(Planned(call, cast(CallKind, p["kind"]), str(p["note"]), _writes(p["writes"]),
+                          call.id in approved, ended.pop(call.id, None))
+                  for p in data["calls"] for call in (_stored_call(p, made),))
+    if ended:
+        raise ValueError(f"results for calls not in the group: {', '.join(sorted(ended))}")
+    return Group(str(data["checkpoint_id"]), calls, bool(data["admitted"]),
+                 bool(data.get("cut", False)))
 
 
 _STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
@@ -181,24 +193,24 @@ def _steer(session_id: str, data: Mapping[str, Any]) -> Any:
                             f"invalid: {exc}") from None
 
 
+def _no_running_marks(execution: TurnExecution) -> TurnExecution:
+    """Older records also marked a group's running calls in the turn core's activity
+    (``ToolExecution``); which calls run is the ledger's to say now (admitted, no
+    outcome), so the marks are cleared and a turn ends as any other."""
+    for running in execution.active_tools:
+        cleared = execution.tool_completed(running.call_id)
+        if not isinstance(cleared, Rejected):
+            execution = cleared
+    return execution
+
+
 def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExecution,
                    continuation: Continuation) -> Core:
     """The core a record describes; :class:`CoreDataError` naming what is wrong."""
+    execution = _no_running_marks(execution)
     try:
         raw_group = data["group"]
-        group = None
-        made, kept = _ledger(continuation) if raw_group is not None else ({}, {})
-        if raw_group is not None:
-            group = Group(
-                str(raw_group["checkpoint_id"]),
-                tuple(Planned(_stored_call(p, made), cast(CallKind, p["kind"]),
-                              str(p["note"]), _writes(p["writes"]))
-                      for p in raw_group["calls"]),
-                tuple((str(cid), _done(d, kept, str(cid))) for cid, d in raw_group["results"]),
-                tuple(str(c) for c in raw_group["approved"]),
-                bool(raw_group["admitted"]),
-                bool(raw_group.get("cut", False)),
-            )
+        group = None if raw_group is None else _group(raw_group, continuation)
         status = data["status"]
         if status not in _STATUSES:
             raise CoreDataError(f"session {session_id!r}: stored status {status!r} is not "

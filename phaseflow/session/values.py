@@ -2,12 +2,13 @@
 returns (the step function itself is :mod:`phaseflow.session.core`).
 
 ``Core`` holds the turn core's two values (:class:`TurnExecution`, :class:`Continuation`)
-and the session's own (the user turn number, the requests made in
-this turn, the open tool group's plan: :class:`Group` of :class:`Planned` calls and their
-:class:`Done` results). :class:`PhaseView` is what the runner tells the core about the
-current phase. Inputs are what happened (:class:`Send`, :class:`Replied`, ...); commands
-are what the runner must do, in order (:class:`Persist`, :class:`CallProvider`, ...).
-All immutable, all plain data: a test builds and compares them without I/O.
+and the session's own (the user turn number, the requests made in this turn, the open
+tool group: :class:`Group` of :class:`Planned` calls, each with how it :class:`Ended`;
+the ledger keeps each call's admission and outcome, once). :class:`PhaseView` is what the
+runner tells the core about the current phase. Inputs are what happened (:class:`Send`,
+:class:`Replied`, ...); commands are what the runner must do, in order
+(:class:`Persist`, :class:`CallProvider`, ...). All immutable, all plain data: a test
+builds and compares them without I/O.
 """
 
 from __future__ import annotations
@@ -125,20 +126,39 @@ CallKind = Literal["run", "move", "approval", "refused", "ignored", "record", "p
 
 
 @dataclass(frozen=True, slots=True)
+class Ended:
+    """How a call ended for the session: its label (for the host and conversation tests),
+    the state writes it asks and the move it made. Its outcome (what the model reads) is
+    the ledger's: the continuation's checkpoint keeps it, with the admission, once."""
+
+    label: ResultLabel
+    writes: tuple[tuple[str, Any], ...] = ()
+    move: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Planned:
-    """One call of a group and what the loop decided for it when the reply arrived."""
+    """One call of a group, its whole life on the session's side: what the loop decided
+    when the reply arrived (``kind``, ``note``, a ``record``'s ``writes``), whether a
+    human approved it, and how it ended. The exactly-once facts (admitted, the outcome)
+    are the continuation's checkpoint's :class:`ToolEffect` for the same call, never
+    copied here: the two together are the call's one record."""
 
     call: ToolCall
     kind: CallKind
     note: str = ""
     writes: tuple[tuple[str, Any], ...] = ()
+    approved: bool = False
+    ended: Ended | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """A call's result: what the model sees, its label, and the state writes it asks.
-    ``notes``: what the host should see beside the result (writes refused, the state a
-    move's preparations fetched), committed just before the result's event."""
+    """A call's result as the runner reports it (the input :class:`ToolDone` carries):
+    what the model sees, its label, and the state writes it asks. ``notes``: what the
+    host should see beside the result (writes refused, the state a move's preparations
+    fetched), committed just before the result's event. The core keeps its outcome in
+    the ledger and the rest as the call's :class:`Ended`."""
 
     outcome: ToolOutcome
     label: ResultLabel
@@ -146,40 +166,51 @@ class Done:
     move: str | None = None
     notes: tuple[ev.Event, ...] = field(default=(), compare=False)
 
+    @property
+    def ended(self) -> Ended:
+        return Ended(self.label, self.writes, self.move)
+
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """The tool group being worked through. ``approved`` and ``results`` grow as humans
-    decide and tools finish; ``admitted`` says the runnable calls were admitted (and
-    persisted) and handed to the runner."""
+    """The tool group being worked through, one :class:`Planned` per call in the model's
+    order; each grows as a human decides and its tool finishes. ``admitted`` says the
+    runnable calls were admitted (and persisted) and handed to the runner."""
 
     checkpoint_id: str
     calls: tuple[Planned, ...]
-    results: tuple[tuple[str, Done], ...] = ()
-    approved: tuple[str, ...] = ()
     admitted: bool = False
     #: the group of a reply cut at the model's output limit: none of its calls runs,
     #: and its boundary ends the turn
     cut: bool = False
 
-    def result(self, call_id: str) -> Done | None:
-        for cid, done in self.results:
-            if cid == call_id:
-                return done
+    def entry(self, call_id: str) -> Planned | None:
+        for p in self.calls:
+            if p.call.id == call_id:
+                return p
         return None
+
+    def ended(self, call_id: str) -> Ended | None:
+        entry = self.entry(call_id)
+        return entry.ended if entry is not None else None
+
+    def with_entry(self, entry: Planned) -> Group:
+        """This group with ``entry`` in place of the call's entry of the same id."""
+        cid = entry.call.id
+        calls = tuple(entry if p.call.id == cid else p for p in self.calls)
+        return Group(self.checkpoint_id, calls, self.admitted, self.cut)
 
     @property
     def complete(self) -> bool:
-        return len(self.results) == len(self.calls)
+        return all(p.ended is not None for p in self.calls)
 
     def writes(self) -> tuple[tuple[str, str, str, Any], ...]:
         """The state writes the results ask for, ``(call id, tool, key, value)``, in the
         model's call order (whatever order the calls finished in)."""
         out: list[tuple[str, str, str, Any]] = []
         for p in self.calls:
-            done = self.result(p.call.id)
-            if done is not None:
-                out.extend((p.call.id, p.call.name, k, v) for k, v in done.writes)
+            if p.ended is not None:
+                out.extend((p.call.id, p.call.name, k, v) for k, v in p.ended.writes)
         return tuple(out)
 
 

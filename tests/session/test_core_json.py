@@ -6,12 +6,18 @@ the same."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+
+import pytest
 
 from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent
-from phaseflow.session.core_json import core_from_json
+from phaseflow.session.core_json import CoreDataError, core_from_json
 from phaseflow.stores import MemoryStore
 from phaseflow.stores.base import SessionRecord
+from phaseflow.turn.execution import ApprovalDecision
+from phaseflow.turn.messages import ToolOutcome
+from phaseflow.turn.rejections import Rejected
 from tests.support.hostile_desk import TOOLS, workflow
 
 
@@ -45,3 +51,65 @@ def test_a_group_that_wrote_its_calls_out_opens_the_same() -> None:
         {"call": p.call.to_json(), **{k: v for k, v in c.items() if k != "id"}}
         for p, c in zip(now.group.calls, record.core["group"]["calls"], strict=True)]}
     assert core_from_json("s", older, record.execution, record.continuation) == now
+
+
+def _refused_then_waiting() -> SessionRecord:
+    """A group whose first call was refused at once (it has its result) and whose second
+    waits for a human."""
+    store = MemoryStore()
+    provider = ScriptedProvider([{"calls": [{"nope": {}}, {"pay": {"amount": 50}}]}, "ok"])
+    session = Agent(workflow(), provider, tools=TOOLS, store=store).session_sync("s")
+    assert session.reply_sync("pay 50").status == "awaiting_approval"
+    record = asyncio.run(store.load("s"))
+    assert record is not None
+    return record
+
+
+def test_a_result_is_stored_without_its_outcome_which_the_ledger_keeps() -> None:
+    record = _refused_then_waiting()
+    [[call_id, stored]] = record.core["group"]["results"]
+    assert set(stored) == {"label", "writes", "move"} and stored["label"] == "refused"
+    effect = record.continuation.checkpoint.effect(call_id)
+    assert effect is not None and effect.result is not None
+    assert "not available" in str(effect.result.content)
+    core = core_from_json("s", record.core, record.execution, record.continuation)
+    assert core.group is not None
+    entry = core.group.entry(call_id)
+    assert entry is not None and entry.ended is not None and entry.ended.label == "refused"
+
+
+def test_an_older_result_that_wrote_its_outcome_out_opens_the_same_or_is_refused() -> None:
+    record = _refused_then_waiting()
+    now = core_from_json("s", record.core, record.execution, record.continuation)
+    [[call_id, stored]] = record.core["group"]["results"]
+    effect = record.continuation.checkpoint.effect(call_id)
+    assert effect is not None and effect.result is not None
+
+    def older(outcome: dict[str, object]) -> dict[str, object]:
+        group = {**record.core["group"], "results": [[call_id, {**stored, "outcome": outcome}]]}
+        return {**record.core, "group": group}
+
+    same = older(effect.result.to_json())
+    assert core_from_json("s", same, record.execution, record.continuation) == now
+    other = older(ToolOutcome.ok("something else").to_json())
+    with pytest.raises(CoreDataError, match="differs from the call ledger"):
+        core_from_json("s", other, record.execution, record.continuation)
+
+
+def test_an_older_record_that_marked_running_calls_in_the_turn_core_opens_without_them() -> None:
+    """Earlier versions also marked a group's running calls in the turn core's activity;
+    the ledger says which calls run now, so the marks are cleared when a record opens (a
+    turn left with them would not end as a turn does: its queued messages would wait)."""
+    record = _waiting_for_approval()
+    marked = record.execution.tool_started("call_x", "lookup")
+    assert not isinstance(marked, Rejected)
+    assert marked.execution.active_tools
+    now = core_from_json("s", record.core, record.execution, record.continuation)
+    opened = core_from_json("s", record.core, marked.execution, record.continuation)
+    assert opened.execution.active_tools == ()
+    assert replace(opened, execution=now.execution) == now
+    # once the human decides, the turn can end as any other (not refused as "tools are
+    # still executing", which would drop the queued messages)
+    resolved = opened.execution.resolve_approval(None, ApprovalDecision.APPROVE)
+    assert not isinstance(resolved, Rejected)
+    assert not isinstance(resolved.execution.begin_completion(), Rejected)
