@@ -27,7 +27,7 @@ from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
 from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
-from phaseflow.session.driver import TurnDriver, check_open
+from phaseflow.session.driver import TurnDriver
 from phaseflow.session.fork import (
     ForkRefused,
     branches,
@@ -39,7 +39,7 @@ from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
-from phaseflow.session.turn_order import BUSY_MODES, Busy
+from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (
     Cancel,
     CompactNow,
@@ -521,7 +521,7 @@ class Session:
         mode = busy if busy is not None else ("steer" if steering else driver.busy)
         if mode not in BUSY_MODES:
             raise ConfigError(f"busy must be one of {', '.join(BUSY_MODES)}, not {mode!r}")
-        check_open(driver.runner)
+        check_open(driver.runner.core, driver.runner.machine.current)
         is_busy = driver.running or driver.runner.core.status == "awaiting_approval"
         if is_busy and mode == "reject":
             raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")

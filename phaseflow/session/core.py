@@ -167,7 +167,8 @@ def joined_content(contents: tuple[Content, ...]) -> Content:
     return tuple(parts)
 
 
-def content_text(content: Content) -> str:
+def plain_text(content: Content) -> str:
+    """A message's text parts, joined (what events and the unanswered record show)."""
     if isinstance(content, str):
         return content
     return "".join(p.text for p in content if isinstance(p, TextPart))
@@ -194,7 +195,7 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
         final_request=False, reply="", input_tokens=0, output_tokens=0,
     )
     events: tuple[ev.Event, ...] = (
-        ev.TurnStartedEvent(message=content_text(content), turn=turn),)
+        ev.TurnStartedEvent(message=plain_text(content), turn=turn),)
     nxt = _next_request(core, limits)
     return Step(nxt.core, (Persist(events), *nxt.commands))
 
@@ -214,7 +215,7 @@ def _next_request(core: Core, limits: Limits) -> Step:
         content = joined_content(steering)
         core = evolve(core, steer=content,
                       execution=evolve(core.execution, steering=()))
-        first = (Persist((ev.MessageSteered(message=content_text(content), turn=core.turn),)),)
+        first = (Persist((ev.MessageSteered(message=plain_text(content), turn=core.turn),)),)
     core = evolve(core, step=n, attempt=0, request_id=request_id, final_request=final,
                    sent=core.history())
     return _ask(core, first, limits)
@@ -313,7 +314,7 @@ def _close_request(core: Core) -> Core:
 def unanswered(contents: tuple[Content, ...], turn: int) -> ev.ErrorEvent:
     """The record of messages queued for a session that finished before it could answer
     them: nothing a user sent is dropped without a trace (``sessions show`` prints it)."""
-    dropped = "; ".join(content_text(c)[:80] for c in contents)
+    dropped = "; ".join(plain_text(c)[:80] for c in contents)
     return ev.ErrorEvent(code="session_finished", turn=turn, message=(
         f"the session finished with {len(contents)} queued message(s) unanswered: "
         f"{dropped}"))
@@ -606,7 +607,7 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
     assert entry is not None
     group = group.with_entry(evolve(entry, ended=done.ended))
     event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
-                               content=content_text(done.outcome.content), turn=core.turn)
+                               content=plain_text(done.outcome.content), turn=core.turn)
     return evolve(core, continuation=c, group=group), event
 
 

@@ -41,19 +41,13 @@ from phaseflow.session.turn_order import (
     TakeLease,
     turn_order,
 )
-from phaseflow.session.turn_order import check_open as check_core_open
 from phaseflow.session.values import Input, Interrupt, Resume, Send
 from phaseflow.session.workers import holder_is_gone
 from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.turn.execution import PromptKind
 from phaseflow.turn.messages import Content, content_to_json
 
-__all__ = ["BUSY_MODES", "Busy", "TurnDriver", "check_open"]
-
-
-def check_open(runner: Runner) -> None:
-    """A finished session takes no more messages (:class:`SessionFinished`)."""
-    check_core_open(runner.core, runner.machine.current)
+__all__ = ["BUSY_MODES", "Busy", "TurnDriver"]
 
 
 class TurnDriver:
