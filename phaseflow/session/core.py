@@ -840,10 +840,8 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
                   folding=None)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens)
-    commands: list[Command] = []
-    if writes:
-        commands.append(RunBoundary(writes, None, advance=False))
-    commands += [Persist((*events, finished)), TurnOver("cancelled")]
+    # the results that finished keep their writes; no boundary runs after them
+    commands: list[Command] = [Persist((*events, finished), writes), TurnOver("cancelled")]
     queued = (*core.execution.steering, *core.execution.follow_up)
     if event.restart and queued:
         # An interrupt: what was queued (the interrupting message last) starts the next

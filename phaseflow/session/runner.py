@@ -152,9 +152,6 @@ class Runner:
         #: the cancel is an interrupt (see request_cancel)
         self._restart = False
         self._commit_lock = asyncio.Lock()
-        #: events of work done outside a boundary (a cancelled turn's writes) that go
-        #: with the next commit
-        self._carry: list[ev.Event] = []
         #: the queue the current model stream is read from, while one is read
         self._stream: asyncio.Queue[Any] | None = None
         #: the last request sent to the model (what a host's test inspects)
@@ -206,7 +203,7 @@ class Runner:
             if not isinstance(command, Persist):
                 raise PhaseflowError(f"{type(event).__name__} asked the runner for "
                                      f"{type(command).__name__} while a turn runs")
-            out.extend(await self.commit(command.events))
+            out.extend(await self.persist(command))
         return out
 
     def request_cancel(self, *, restart: bool = False) -> None:
@@ -237,7 +234,7 @@ class Runner:
                     last = not inputs and self.release_at_end and all(
                         isinstance(c, TurnOver | Pause) for c in s.commands[position + 1:]
                     ) and position + 1 < len(s.commands)
-                    for event in await self.commit(command.events, release=last):
+                    for event in await self.persist(command, release=last):
                         yield event
                 elif isinstance(command, CallProvider):
                     async for item in self._call(command):
@@ -255,9 +252,7 @@ class Runner:
                 elif isinstance(command, RunTools):
                     inputs.extend(await self._run_tools(command))
                 elif isinstance(command, RunBoundary):
-                    done = await self.obs.boundary(self._boundary(command))
-                    if done is not None:
-                        inputs.append(done)
+                    inputs.append(await self.obs.boundary(self._boundary(command)))
                 elif isinstance(command, Sleep):
                     cancelled = await self._until_cancelled(self.config.sleep(command.seconds))
                     if cancelled:
@@ -293,15 +288,20 @@ class Runner:
             return self._machine_snapshot
         return {**self._machine_snapshot, "elapsed": float(elapsed)}
 
+    async def persist(self, command: Persist, *, release: bool = False) -> list[ev.Event]:
+        """The core's ``Persist``: its writes applied first when it carries any (a
+        cancelled turn's results, with no boundary after them), then one commit."""
+        events = command.events
+        if command.writes:
+            events = (*self._apply_writes(command.writes), *events)
+        return await self.commit(events, release=release)
+
     async def commit(self, events: tuple[ev.Event, ...], *, release: bool = False
                      ) -> list[ev.Event]:
         """One commit point: the values as they are now, and these events (stamped)."""
         async with self._commit_lock:
             now = self.config.clock()
             sid = self.core.session_id
-            if self._carry:
-                events = (*self._carry, *events)
-                self._carry = []
             stamped = [evolve(e, session_id=sid, at=now, turn=e.turn or self.core.turn)
                        for e in events]
             record = self.record()
@@ -697,18 +697,17 @@ class Runner:
         return [ev.StateChanged(keys=tuple(keys), old={k: before.get(k) for k in keys},
                                 new={k: after.get(k) for k in keys}, source=source)]
 
-    async def _boundary(self, command: RunBoundary) -> BoundaryDone | None:
-        events: list[ev.Event] = []
+    def _apply_writes(self, writes: tuple[tuple[str, str, str, Any], ...]) -> list[ev.Event]:
+        """The tools' state writes, in the model's call order; their ``state_changed``."""
         before = self.state.to_dict()
         self.state.take_changes()
-        for _call_id, _tool, key, value in command.writes:
+        for _call_id, _tool, key, value in writes:
             self.state.set(key, value)
-        if command.writes:
-            events.extend(self._state_events(before, "tools"))
-            before = self.state.to_dict()
-        if not command.advance:
-            self._carry.extend(events)
-            return None
+        return self._state_events(before, "tools") if writes else []
+
+    async def _boundary(self, command: RunBoundary) -> BoundaryDone:
+        events = self._apply_writes(command.writes)
+        before = self.state.to_dict()
         turn = self.core.turn
         from_phase = self.machine.current
         if command.move is not None:

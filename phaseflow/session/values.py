@@ -418,9 +418,12 @@ Input = (Send | Replied | RequestFailed | ToolDone | BoundaryDone | Resolve | Ca
 
 @dataclass(frozen=True, slots=True)
 class Persist:
-    """Commit the session's values now, with these events (one transaction)."""
+    """Commit the session's values now, with these events (one transaction). ``writes``:
+    state writes to apply first, with no boundary after them (a cancelled turn's
+    results); their ``state_changed`` event is committed before ``events``."""
 
     events: tuple[ev.Event, ...] = ()
+    writes: tuple[tuple[str, str, str, Any], ...] = ()  # (call id, tool, key, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,13 +468,11 @@ class RunTools:
 class RunBoundary:
     """Apply ``writes`` (in the model's call order) to the state, then take ``move`` or
     run one turn boundary; feed back :class:`BoundaryDone`. ``final``: the turn's last
-    boundary (it counts as a turn in the phase). ``advance=False``: only the writes (a
-    cancelled turn)."""
+    boundary (it counts as a turn in the phase)."""
 
     writes: tuple[tuple[str, str, str, Any], ...]  # (call id, tool, key, value)
     move: str | None = None
     final: bool = False
-    advance: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,7 +102,7 @@ def test_any_input_sequence_leaves_every_call_with_exactly_one_result(ops: list[
                     assert p.kind in ("run", "move", "approval")
                     ran.add(key)
                     running.append(p.call.id)
-            elif isinstance(c, RunBoundary) and c.advance:
+            elif isinstance(c, RunBoundary):
                 boundary = c
         _one_record_per_call(t)
         if t.core.group is None:

@@ -308,6 +308,7 @@ def test_cancel_stops_a_running_tool_and_every_call_has_a_result() -> None:
 
         await asyncio.wait_for(consume(), 2)
         assert session.status == "idle"
+        assert session.state["count"] == 2  # the finished call's write is kept
         reply = await session.reply("again")
         assert reply == "hello"
         return seen
@@ -316,6 +317,10 @@ def test_cancel_stops_a_running_tool_and_every_call_has_a_result() -> None:
     assert seen[-1].type == "turn_finished" and seen[-1].status == "cancelled"
     statuses = dict(results(seen))
     assert statuses["slow"] == "cancelled" and statuses["second"] == "ok"
+    # ... and shown to the host, in the cancel's commit, before the turn's end
+    changed = [e for e in seen if e.type == "state_changed"]
+    assert [(e.source, e.new) for e in changed] == [("tools", {"count": 2})]
+    assert seen.index(changed[0]) < len(seen) - 1
     history = provider.requests[-1].history
     calls = [c.id for m in history if m.role == "assistant" for c in m.tool_calls]
     answered = [m.call_id for m in history if m.role == "tool"]
