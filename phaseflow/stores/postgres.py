@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -160,6 +161,21 @@ _FOUND = """SELECT c.relname::text, ARRAY(
     WHERE n.nspname = current_schema() AND c.relname = ANY(%s)
       AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"""
 
+async def _check_if_dropped(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check of a connection before each use, without a round trip when
+    nothing says it is needed. An idle connection has nothing to read; one the server
+    dropped (a restart, ``idle_session_timeout``, a terminated backend) has the server's
+    last message or the end of the stream waiting on its socket. Only then (or when
+    psycopg knows it is broken) is the full check run, one empty round trip, which
+    fails for a dropped connection so the pool replaces it. The full check before every
+    use cost 7 round trips a turn."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 def _message(exc: BaseException) -> str:
     """The server's or libpq's message, on one line."""
     text = " ".join(str(exc).split())
@@ -172,8 +188,9 @@ class PostgresStore(DurableStore):
     ``pool_size``: at most this many connections (one is kept open). ``connect_timeout``:
     seconds to wait for the server when connecting. ``pool_timeout``: seconds an
     operation waits for a free connection before it fails. ``check_connections``: check
-    a pooled connection before each use (one empty round trip), so one the server
-    dropped (a restart, an idle timeout) is replaced instead of failing an operation.
+    a pooled connection before each use, so one the server dropped (a restart, an idle
+    timeout) is replaced instead of failing an operation (:func:`_check_if_dropped`: no
+    round trip unless the connection's socket says something happened).
     """
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
@@ -220,7 +237,7 @@ class PostgresStore(DurableStore):
                 self.dsn, min_size=1, max_size=self._pool_size, open=False,
                 kwargs={"autocommit": True, "connect_timeout": max(1, int(self._connect_timeout))},
                 timeout=self._pool_timeout, name="phaseflow",
-                check=AsyncConnectionPool.check_connection if self._check else None)
+                check=_check_if_dropped if self._check else None)
             try:
                 await pool.open(wait=True, timeout=self._connect_timeout)
             except psycopg.Error as exc:

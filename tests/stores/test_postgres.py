@@ -9,6 +9,7 @@ import time
 import pytest
 
 from phaseflow.stores import StoreError
+from tests.support.libpq_trace import round_trips
 from tests.support.store_backends import Backend
 from tests.support.store_sessions import seed
 
@@ -128,8 +129,43 @@ def test_connections_the_server_dropped_are_replaced(pg: Backend) -> None:
         pg._opened.append(store)
         first = await seed(store, "s")
         await asyncio.gather(*(store.load("s") for _ in range(6)))  # several connections
-        await pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        # (waiting until each backend has ended: a restart's connections are gone
+        # before the server takes new ones)
+        await pg.sql("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
                      " WHERE application_name = 'phaseflow-dropped'")
         for _ in range(4):
             assert await store.load("s") == first
     pg.run(body)
+
+
+def test_the_connection_check_costs_no_round_trip_on_a_live_connection(pg: Backend) -> None:
+    """The pool checks a connection before each use by looking at its socket: a live
+    idle connection has nothing to read, so a load is its one statement's round trip,
+    with the check on (the default) as with it off."""
+    import tempfile
+
+    from psycopg import pq
+
+    from phaseflow.stores.postgres import PostgresStore
+
+    async def body() -> dict[bool, int]:
+        trips: dict[bool, int] = {}
+        for check in (False, True):
+            store = await pg.open(pool_size=1, check_connections=check)
+            assert isinstance(store, PostgresStore)
+            sid = f"check-{check}"
+            await seed(store, sid)
+            pool = store._pool
+            assert pool is not None
+            with tempfile.TemporaryFile("w+") as out:
+                async with pool.connection() as conn:
+                    conn.pgconn.trace(out.fileno())
+                    conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+                assert await store.load(sid) is not None
+                async with pool.connection() as conn:
+                    conn.pgconn.untrace()
+                out.seek(0)
+                trips[check] = round_trips(out.read())
+        return trips
+
+    assert pg.run(body) == {False: 1, True: 1}

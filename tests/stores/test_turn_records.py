@@ -14,6 +14,7 @@ import pytest
 from phaseflow.stores import SessionRecord, Store
 from phaseflow.stores.codec import StoreDataError
 from tests.support import forks
+from tests.support.libpq_trace import round_trips
 from tests.support.store_backends import Backend
 from tests.support.store_sessions import Recorder, chat_commits, renumber
 
@@ -142,18 +143,6 @@ def test_a_store_of_schema_version_1_is_migrated_and_keeps_working(durable: Back
     durable.run(body)
 
 
-def _round_trips(trace: str) -> int:
-    """How often the client, having sent, waited for the server: each change in libpq's
-    trace from messages sent (``F``) to messages received (``B``)."""
-    trips, sending = 0, False
-    for line in trace.splitlines():
-        if line.startswith("F\t"):
-            sending = True
-        elif line.startswith("B\t") and sending:
-            trips, sending = trips + 1, False
-    return trips
-
-
 def test_keeping_a_turn_adds_no_round_trip_on_postgres(pg: Backend) -> None:
     """libpq's own trace of the store's connection: a commit that keeps its turn sends
     the turn's row in the same pipeline as its other writes and its ``COMMIT``: two
@@ -183,7 +172,7 @@ def test_keeping_a_turn_adds_no_round_trip_on_postgres(pg: Backend) -> None:
                     conn.pgconn.untrace()
                 out.seek(0)
                 text = out.read()
-            counts[keep] = (_round_trips(text), "INSERT INTO turns" in text)
+            counts[keep] = (round_trips(text), "INSERT INTO turns" in text)
         assert counts == {False: (2, False), True: (2, True)}, counts
     pg.run(body)
 
