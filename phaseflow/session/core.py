@@ -21,6 +21,7 @@ it and reports what it did (:class:`BoundaryDone`) and where the conversation no
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -123,33 +124,15 @@ def step(core: Core, event: Input, limits: Limits = DEFAULT_LIMITS) -> Step:
     """The next values and what to do, for one input. Raises :class:`CoreError` only
     for an input that does not fit the values (a runner bug); stale inputs (a reply to
     an old request, a second result for a call) change nothing."""
-    if isinstance(event, Send):
-        return _on_send(core, event, limits)
-    if isinstance(event, Replied):
-        return _on_reply(core, event, limits)
-    if isinstance(event, RequestFailed):
-        return _on_failed(core, event, limits)
-    if isinstance(event, ToolDone):
-        return _on_tool_done(core, event, limits)
-    if isinstance(event, BoundaryDone):
-        return _on_boundary(core, event, limits)
-    if isinstance(event, Resolve):
-        return _on_resolve(core, event, limits)
-    if isinstance(event, Cancel):
-        return _on_cancel(core, event, limits)
-    if isinstance(event, Resume):
-        return _on_resume(core, event, limits)
-    if isinstance(event, SetMode):
-        return on_mode(core, event)
-    if isinstance(event, Interrupt):
-        return _on_interrupt(core, event, limits)
-    if isinstance(event, Compacted):
-        return _on_compacted(core, event)
-    if isinstance(event, CompactNow):
-        return on_compact_now(core, event)
-    if isinstance(event, LimitEdits):
-        return on_limit_edits(core, event)
-    raise CoreError(f"not a session input: {type(event).__name__}")
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise CoreError(f"not a session input: {type(event).__name__}")
+    return handler(core, event, limits)
+
+
+def _between_turns(handler: Callable[[Core, Any], Step]) -> Callable[[Core, Any, Limits], Step]:
+    """A host's input that needs no limits (it acts between turns)."""
+    return lambda core, event, _limits: handler(core, event)
 
 
 # --- a turn begins -----------------------------------------------------------------------
@@ -929,3 +912,21 @@ def _on_interrupt(core: Core, event: Interrupt, limits: Limits) -> Step:
     admitted = core.execution.admit_prompt(PromptKind.FOLLOW_UP, event.content)
     core = evolve(core, execution=admitted.execution, view=event.view)
     return _on_cancel(core, Cancel(event.now, restart=True), limits)
+
+
+#: each input's handler, by its exact class (inputs are final dataclasses)
+_HANDLERS: dict[type, Callable[[Core, Any, Limits], Step]] = {
+    Send: _on_send,
+    Replied: _on_reply,
+    RequestFailed: _on_failed,
+    ToolDone: _on_tool_done,
+    BoundaryDone: _on_boundary,
+    Resolve: _on_resolve,
+    Cancel: _on_cancel,
+    Resume: _on_resume,
+    Interrupt: _on_interrupt,
+    SetMode: _between_turns(on_mode),
+    Compacted: _between_turns(_on_compacted),
+    CompactNow: _between_turns(on_compact_now),
+    LimitEdits: _between_turns(on_limit_edits),
+}
