@@ -631,6 +631,7 @@ class _Rewriter:
             isinstance(op, ast.Is | ast.IsNot)
             and isinstance(original, ast.Constant | ast.Name)
             and _is_singleton(original)
+            and not _warns_with_is(left)
         ):
             # `x is null`: identity with a singleton is exact, so keep it native (fast).
             return ast.Compare(left=left, ops=[type(op)()], comparators=[right])
@@ -719,6 +720,16 @@ def _special_name(node: ast.expr) -> str | None:
 def _context(name: str) -> ast.expr:
     """``_ctx.<name>``: reads our own :class:`GuardContext`, never an author's object."""
     return ast.Attribute(value=ast.Name(id="_ctx", ctx=ast.Load()), attr=name, ctx=ast.Load())
+
+
+def _warns_with_is(node: ast.expr) -> bool:
+    """A left operand on which Python's ``is`` warns ("is" with a literal): a constant
+    other than None, True and False, or a tuple (folded into a constant before Python
+    compiles). Such a guard (``1 is null``) is called through the helper instead: the
+    same answer, and a guard never makes Python warn."""
+    if isinstance(node, ast.Tuple):
+        return True
+    return isinstance(node, ast.Constant) and not _is_singleton(node)
 
 
 def _is_singleton(node: ast.expr) -> bool:
