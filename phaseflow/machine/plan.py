@@ -77,9 +77,9 @@ def write_plain(
     plain: Plain, writer: Writer, phase: str, turn: int, errors: list[ErrorRecord] | None
 ) -> list[ErrorRecord] | None:
     """Run an effect list made only of scalar ``set``s (no call, no copy, no dispatch)
-    through a writer that is not a ``State``; returns ``errors`` with its failures added.
-    (A ``State`` is written with ``plain.values`` and ``plain.log`` where the transition
-    runs the list.)"""
+    through ``writer``, a key at a time; returns ``errors`` with its failures added.
+    (:func:`transition_now` writes a ``State`` with ``plain.values`` and ``plain.log``
+    instead: the same writes in two calls.)"""
     for key, value, label, position in plain.writes:
         try:
             writer.set(key, value)
@@ -276,16 +276,12 @@ def transition_steps(
     try:
         info = m._cur or m._info()
         if info is not None and info.exit_ops:
-            plain = info.exit_plain
-            if plain is None:
+            if info.exit_plain is None:
                 errors = joined(errors, (yield from effect_steps(
                     info.exit_ops, state, writer, m._current, turn, m._index.name,
                     transcript)))
-            elif type(writer) is State:  # what State.set does for each key, in two calls
-                writer._data.update(plain.values)
-                writer._changes.extend(plain.log)
             else:
-                errors = write_plain(plain, writer, m._current, turn, errors)
+                errors = write_plain(info.exit_plain, writer, m._current, turn, errors)
         now = m._clock()
         target = tinfo.phase
         record = new_tuple(HistoryRecord, (
@@ -297,16 +293,12 @@ def transition_steps(
         if target.clear_on_enter:
             errors = clear_keys(target, writer, turn, errors)
         if tinfo.enter_ops:
-            plain = tinfo.enter_plain
-            if plain is None:
+            if tinfo.enter_plain is None:
                 errors = joined(errors, (yield from effect_steps(
                     tinfo.enter_ops, state, writer, target.name, turn, m._index.name,
                     transcript)))
-            elif type(writer) is State:
-                writer._data.update(plain.values)
-                writer._changes.extend(plain.log)
             else:
-                errors = write_plain(plain, writer, target.name, turn, errors)
+                errors = write_plain(tinfo.enter_plain, writer, target.name, turn, errors)
     finally:
         m._busy = False
         if record is not None:  # entered, even when a BaseException propagates: count it
@@ -455,7 +447,8 @@ def plan_boundary(
     (stayed), else its steps."""
     if m._busy:
         refuse(m, method)
-    view = state._data if type(state) is State else state  # guards read the dict
+    own = type(state) is State  # its own writer, and guards read its dict
+    view = state._data if own else state
     m._turn = turn
     if counted:
         m._turns_in_phase += 1
@@ -470,7 +463,7 @@ def plan_boundary(
             m._record(errors) if errors else ()))
         return stayed
     if writer is None:
-        writer = state if type(state) is State else writer_for(state, None)
+        writer = state if own else writer_for(state, None)
     edge, status = found
     if status is not READY:  # preparable: absent required keys stand in the way
         return boundary_steps(m, edge, view, state, writer, turn, errors)
