@@ -447,8 +447,7 @@ def plan_boundary(
     (stayed), else its steps."""
     if m._busy:
         refuse(m, method)
-    own = type(state) is State  # its own writer, and guards read its dict
-    view = state._data if own else state
+    view = state._data if type(state) is State else state  # guards read the dict
     m._turn = turn
     if counted:
         m._turns_in_phase += 1
@@ -463,7 +462,7 @@ def plan_boundary(
             m._record(errors) if errors else ()))
         return stayed
     if writer is None:
-        writer = state if own else writer_for(state, None)
+        writer = state if type(state) is State else writer_for(state, None)
     edge, status = found
     if status is not READY:  # preparable: absent required keys stand in the way
         return boundary_steps(m, edge, view, state, writer, turn, errors)
