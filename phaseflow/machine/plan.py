@@ -175,8 +175,8 @@ def transition_now(
     """:func:`transition_steps` for a transition that calls nothing: the current phase's
     ``on_exit`` and the target's ``on_enter`` are plain (``PhaseInfo.exit_plain`` and
     ``enter_plain`` are not ``None``), so every step runs here and the answer is returned,
-    without the generator and the driver's two resumptions of it (a sixth of a turn
-    boundary's cost). The same order, the same bookkeeping, the same answer:
+    without the generator and the driver's two resumptions of it (about 7% of a turn
+    boundary's instructions). The same order, the same bookkeeping, the same answer:
     ``tests/machine/test_machine_transition_paths.py`` holds the two to each other."""
     m._busy = True
     record: HistoryRecord | None = None
