@@ -27,8 +27,13 @@ __all__ = [
 
 _GLOB = frozenset("*?[")
 
-class AutoEdge(NamedTuple):
-    """An ``auto`` transition of a phase, with what a boundary needs to take it."""
+@dataclass(frozen=True, slots=True)
+class AutoEdge:
+    """An ``auto`` transition of a phase, with what a boundary needs to take it.
+
+    (This and :class:`Plain` are slotted classes, not named tuples, because a boundary
+    reads their fields: a slot is read by a specialised instruction, a named tuple's field
+    through its descriptor, the generic attribute lookup.)"""
 
     #: the transition's number in the phase's list (0-based, in the order written; a
     #: tuple's ``index`` is a method, hence the name)
@@ -62,7 +67,8 @@ class PlainWrite(NamedTuple):
     position: Position | None
 
 
-class Plain(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Plain:
     """An effect list made only of scalar ``set``s, flattened: its ``writes`` in order;
     for a :class:`~phaseflow.machine.state.State` writer, the same as the final ``values``
     of its keys and the entries of its change ``log`` (what ``State.set`` appends), so

@@ -403,7 +403,9 @@ class PhaseMachine(MachineCore):
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
-        return run_sync(plan_boundary(self, state, writer, turn, counted, "advance_sync"))
+        plan = plan_boundary(self, state, writer, turn, counted, "advance_sync")
+        # the answer itself when nothing has to run (most boundaries): no driver frame
+        return plan if type(plan) is BoundaryResult else run_sync(plan)
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,

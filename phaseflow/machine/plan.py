@@ -18,8 +18,9 @@ and every fast path:
   through :func:`~phaseflow.machine.effects.effect_steps`, and into a
   :class:`~phaseflow.machine.state.State` with one ``dict.update`` and one
   ``list.extend`` (what ``State.set`` does for each key);
-- a transition makes one generator and the move's answer is yielded, not returned (no
-  ``StopIteration`` to make and catch);
+- a transition whose effect lists are plain (most of them) calls nothing, so it makes no
+  generator either (:func:`transition_now`); one that may call makes one, and yields the
+  move's answer instead of returning it (no ``StopIteration`` to make and catch);
 - guards read the :class:`~phaseflow.machine.state.State`'s dict directly, and an edge
   that only its ``when`` decides is checked inline (``MachineCore._scan``).
 
@@ -55,7 +56,7 @@ from phaseflow.machine.results import (
     TransitionTrigger,
 )
 from phaseflow.machine.state import State, Writer, writer_for
-from phaseflow.spec.edges import missing_keys
+from phaseflow.spec.edges import READY, missing_keys
 from phaseflow.spec.model import Phase
 
 __all__ = [
@@ -76,9 +77,9 @@ def write_plain(
     plain: Plain, writer: Writer, phase: str, turn: int, errors: list[ErrorRecord] | None
 ) -> list[ErrorRecord] | None:
     """Run an effect list made only of scalar ``set``s (no call, no copy, no dispatch)
-    through a writer that is not a ``State``; returns ``errors`` with its failures added.
-    (A ``State`` is written with ``plain.values`` and ``plain.log`` where the transition
-    runs the list.)"""
+    through ``writer``, a key at a time; returns ``errors`` with its failures added.
+    (:func:`transition_now` writes a ``State`` with ``plain.values`` and ``plain.log``
+    instead: the same writes in two calls.)"""
     for key, value, label, position in plain.writes:
         try:
             writer.set(key, value)
@@ -122,8 +123,113 @@ def plan_transition(
     if tinfo is None:
         return None
     m._turn = turn
-    return transition_steps(m, tinfo, state, writer_for(state, writer), turn, trigger,
-                            transcript, None)
+    return transition_plan(m, tinfo, state, writer_for(state, writer), turn, trigger,
+                           transcript, None)
+
+
+def transition_plan(
+    m: MachineCore,
+    tinfo: PhaseInfo,
+    state: Mapping[str, Any],
+    writer: Writer,
+    turn: int,
+    trigger: TransitionTrigger,
+    transcript: Any,
+    errors: list[ErrorRecord] | None,
+) -> Plan[TransitionResult]:
+    """A transition to ``tinfo``'s phase: its answer, made by :func:`transition_now`, when
+    the current phase's ``on_exit`` and the target's ``on_enter`` are both plain (only
+    scalar ``set``s, or empty: nothing to call), else its steps (:func:`transition_steps`).
+    (``plan_boundary`` applies the same rule inline.)"""
+    info = m._cur or m._info()
+    if (info is None or info.exit_plain is not None) and tinfo.enter_plain is not None:
+        return transition_now(m, tinfo, state, writer, turn, trigger, errors)
+    return transition_steps(m, tinfo, state, writer, turn, trigger, transcript, errors)
+
+
+@overload
+def transition_now(
+    m: MachineCore, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
+    trigger: TransitionTrigger, errors: list[ErrorRecord] | None, preparations: None = None,
+) -> TransitionResult: ...
+
+
+@overload
+def transition_now(
+    m: MachineCore, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer, turn: int,
+    trigger: TransitionTrigger, errors: list[ErrorRecord] | None,
+    preparations: tuple[str, ...],
+) -> BoundaryResult: ...
+
+
+def transition_now(
+    m: MachineCore,
+    tinfo: PhaseInfo,
+    state: Mapping[str, Any],
+    writer: Writer,
+    turn: int,
+    trigger: TransitionTrigger,
+    errors: list[ErrorRecord] | None,
+    preparations: tuple[str, ...] | None = None,
+) -> TransitionResult | BoundaryResult:
+    """:func:`transition_steps` for a transition that calls nothing: the current phase's
+    ``on_exit`` and the target's ``on_enter`` are plain (``PhaseInfo.exit_plain`` and
+    ``enter_plain`` are not ``None``), so every step runs here and the answer is returned,
+    without the generator and the driver's two resumptions of it (about 7% of a turn
+    boundary's instructions). The same order, the same bookkeeping, the same answer:
+    ``tests/machine/test_machine_transition_paths.py`` holds the two to each other."""
+    m._busy = True
+    record: HistoryRecord | None = None
+    try:
+        info = m._cur or m._info()
+        if info is not None and info.exit_ops:
+            plain = info.exit_plain
+            assert plain is not None  # the caller's rule
+            if type(writer) is State:  # what State.set does for each key, in two calls
+                writer._data.update(plain.values)
+                writer._changes.extend(plain.log)
+            else:
+                errors = write_plain(plain, writer, m._current, turn, errors)
+        now = m._clock()
+        target = tinfo.phase
+        name = target.name
+        record = new_tuple(HistoryRecord, (
+            m._current, name, turn, now, trigger, now - m._entered_at))
+        m._current = name
+        m._cur = tinfo
+        m._entered_at = now
+        m._turns_in_phase = 0
+        if target.clear_on_enter:
+            errors = clear_keys(target, writer, turn, errors)
+        if tinfo.enter_ops:
+            plain = tinfo.enter_plain
+            assert plain is not None  # the caller's rule
+            if type(writer) is State:
+                writer._data.update(plain.values)
+                writer._changes.extend(plain.log)
+            else:
+                errors = write_plain(plain, writer, name, turn, errors)
+    finally:
+        m._busy = False
+        if record is not None:  # entered, even when a BaseException propagates: count it
+            visits = m._visits
+            visits[name] = visits.get(name, 0) + 1
+            history = m._history
+            if history is None:
+                history = m._history = deque(maxlen=HISTORY_LIMIT)
+            history.append(record)
+            events = m._record(errors) if errors else ()
+    result: TransitionResult = new_object(TransitionResult)  # its __init__, inline
+    result.record = record
+    result.events = events
+    result._render = (partial(m._render, target, state, turn)
+                      if target.instructions is not None else None)
+    result._text = None
+    if preparations is None:
+        return result
+    moved: BoundaryResult = new_tuple(BoundaryResult, (
+        "transitioned", name, turn, result, None, (), preparations, events))
+    return moved
 
 
 @overload
@@ -163,22 +269,19 @@ def transition_steps(
     The machine is busy meanwhile. A ``BaseException`` that is not an ``Exception``
     propagates; raised after the switch, the visit and history record are kept first, so
     the history always ends at the current phase. The result's instructions are rendered
-    on first access."""
+    on first access. (:func:`transition_now` is this transition when both effect lists
+    are plain: change one, change the other.)"""
     m._busy = True
     record: HistoryRecord | None = None
     try:
         info = m._cur or m._info()
         if info is not None and info.exit_ops:
-            plain = info.exit_plain
-            if plain is None:
+            if info.exit_plain is None:
                 errors = joined(errors, (yield from effect_steps(
                     info.exit_ops, state, writer, m._current, turn, m._index.name,
                     transcript)))
-            elif type(writer) is State:  # what State.set does for each key, in two calls
-                writer._data.update(plain.values)
-                writer._changes.extend(plain.log)
             else:
-                errors = write_plain(plain, writer, m._current, turn, errors)
+                errors = write_plain(info.exit_plain, writer, m._current, turn, errors)
         now = m._clock()
         target = tinfo.phase
         record = new_tuple(HistoryRecord, (
@@ -190,16 +293,12 @@ def transition_steps(
         if target.clear_on_enter:
             errors = clear_keys(target, writer, turn, errors)
         if tinfo.enter_ops:
-            plain = tinfo.enter_plain
-            if plain is None:
+            if tinfo.enter_plain is None:
                 errors = joined(errors, (yield from effect_steps(
                     tinfo.enter_ops, state, writer, target.name, turn, m._index.name,
                     transcript)))
-            elif type(writer) is State:
-                writer._data.update(plain.values)
-                writer._changes.extend(plain.log)
             else:
-                errors = write_plain(plain, writer, target.name, turn, errors)
+                errors = write_plain(tinfo.enter_plain, writer, target.name, turn, errors)
     finally:
         m._busy = False
         if record is not None:  # entered, even when a BaseException propagates: count it
@@ -303,8 +402,8 @@ def plan_request(
     writer = writer_for(state, writer)
     if status.missing:
         return request_steps(m, tinfo, state, writer, turn, transcript, errors)
-    return transition_steps(m, tinfo, state, writer, turn, ModelTrigger(number), transcript,
-                            errors)
+    return transition_plan(m, tinfo, state, writer, turn, ModelTrigger(number), transcript,
+                           errors)
 
 
 def request_steps(
@@ -365,10 +464,12 @@ def plan_boundary(
     if writer is None:
         writer = state if type(state) is State else writer_for(state, None)
     edge, status = found
-    if status.missing:
+    if status is not READY:  # preparable: absent required keys stand in the way
         return boundary_steps(m, edge, view, state, writer, turn, errors)
     tinfo = m._index.entries.get(edge.to) or m._index.info(edge.to)
     assert tinfo is not None  # an edge that is not closed has a target
+    if info.exit_plain is not None and tinfo.enter_plain is not None:  # transition_plan's rule
+        return transition_now(m, tinfo, state, writer, turn, edge.trigger, errors, ())
     return transition_steps(m, tinfo, state, writer, turn, edge.trigger, None, errors, ())
 
 

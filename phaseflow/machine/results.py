@@ -222,8 +222,8 @@ class TransitionResult:
 
     __slots__ = ("_render", "_text", "events", "record")
 
-    # phaseflow.machine.plan.transition_steps makes one without this __init__ (it sets the
-    # four slots itself): keep the two in step.
+    # phaseflow.machine.plan.transition_now and transition_steps make one without this
+    # __init__ (they set the four slots themselves): keep the three in step.
     def __init__(
         self,
         record: HistoryRecord,
