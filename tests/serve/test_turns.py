@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.serve_server import DEMO, Server, env_for, frames, start, write_desk
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import DEMO, Server, frames, serving, write_desk
 
 #: how long the desk's slow tool waits: long enough to act while a turn runs
 DELAY = 1.5
@@ -25,11 +26,10 @@ def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Pat
     folder = tmp_path_factory.mktemp("desk")
     args = write_desk(folder)
     effects = folder / "effects.txt"
-    server = start([*args, "--store", str(folder / "desk.db"), "--heartbeat", "0.2"],
-                   folder / "server.log", cwd=folder,
-                   env=env_for(DESK_DELAY=str(DELAY), DESK_EFFECTS=str(effects)))
-    yield server, effects
-    server.stop()
+    with serving([*args, "--store", str(folder / "desk.db"), "--heartbeat", "0.2"],
+                 folder / "server.log", cwd=folder,
+                 env=cli_env(DESK_DELAY=str(DELAY), DESK_EFFECTS=str(effects))) as server:
+        yield server, effects
 
 
 def _new(client: httpx.Client) -> str:

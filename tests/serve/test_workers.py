@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.serve_server import Server, env_for, frames, start, write_desk
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import Server, frames, start, stored_events, write_desk
 
 
 @pytest.fixture
@@ -27,21 +28,11 @@ def pg(postgres_dsn: str) -> Iterator[str]:
     yield backend.dsn
 
 
-def _events(client: httpx.Client, sid: str) -> list[dict]:
-    events: list[dict] = []
-    while True:
-        page = client.get(f"/v1/sessions/{sid}/events",
-                          params={"after": len(events), "follow": "false"}).json()
-        if not page:
-            return events
-        events += page
-
-
 def _wait(client: httpx.Client, sid: str, predicate, timeout: float = 90) -> list[dict]:
     deadline = time.monotonic() + timeout
     events: list[dict] = []
     while time.monotonic() < deadline:
-        events = _events(client, sid)
+        events = stored_events(client, sid)
         if predicate(events):
             return events
         time.sleep(0.2)
@@ -52,7 +43,7 @@ def _two(tmp_path: Path, dsn: str, delay: float, poll: str = "0.2"
          ) -> tuple[Server, Server, Path]:
     args = write_desk(tmp_path)
     effects = tmp_path / "effects.txt"
-    env = env_for(DESK_DELAY=str(delay), DESK_EFFECTS=str(effects))
+    env = cli_env(DESK_DELAY=str(delay), DESK_EFFECTS=str(effects))
     common = [*args, "--store", dsn, "--poll", poll, "--sweep", "0.5", "--grace", "5"]
     a = start(common, tmp_path / "a.log", cwd=tmp_path, env=env)
     b = start(common, tmp_path / "b.log", cwd=tmp_path, env=env)
@@ -94,7 +85,7 @@ def test_two_servers_one_session_at_once(tmp_path: Path, pg: str) -> None:
                 return all(t in started for t in texts) and session["status"] == "idle"
 
             events = _wait(cb, sid, all_answered)
-            assert _events(ca, sid) == events  # the same log through either server
+            assert stored_events(ca, sid) == events  # the same log through either server
         _one_chain(events)
         started = [e["message"] for e in events if e["type"] == "turn_started"]
         for text in texts:  # each message in exactly one turn, once
@@ -158,7 +149,7 @@ def test_a_stream_follows_a_turn_run_by_the_other_server(tmp_path: Path, pg: str
                         seen.append(frame.data)
                         if frame.data["type"] == "turn_finished":
                             break
-            assert seen == _events(ca, sid)
+            assert seen == stored_events(ca, sid)
     finally:
         a.stop()
         b.stop()
@@ -172,7 +163,7 @@ def _children(pid: int) -> list[int]:
 def test_workers_share_one_socket(tmp_path: Path, pg: str) -> None:
     args = write_desk(tmp_path)
     server = start([*args, "--store", pg, "--workers", "2"], tmp_path / "log",
-                   cwd=tmp_path, env=env_for(DESK_DELAY="0"))
+                   cwd=tmp_path, env=cli_env(DESK_DELAY="0"))
     try:
         deadline = time.monotonic() + 30
         while len(_children(server.process.pid)) < 2:
