@@ -16,7 +16,14 @@ import httpx
 import pytest
 
 from tests.support.phaseflow_cli import cli_env
-from tests.support.serve_server import Server, frames, start, stored_events, write_desk
+from tests.support.serve_server import (
+    Server,
+    frames,
+    start,
+    stored_events,
+    wait_for_events,
+    write_desk,
+)
 
 
 @pytest.fixture
@@ -26,17 +33,6 @@ def pg(postgres_dsn: str) -> Iterator[str]:
 
     backend = PostgresBackend(postgres_dsn)
     yield backend.dsn
-
-
-def _wait(client: httpx.Client, sid: str, predicate, timeout: float = 90) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    events: list[dict] = []
-    while time.monotonic() < deadline:
-        events = stored_events(client, sid)
-        if predicate(events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"timed out: {[(e['seq'], e['type']) for e in events]}")
 
 
 def _two(tmp_path: Path, dsn: str, delay: float, poll: str = "0.2"
@@ -84,7 +80,7 @@ def test_two_servers_one_session_at_once(tmp_path: Path, pg: str) -> None:
                 session = cb.get(f"/v1/sessions/{sid}").json()
                 return all(t in started for t in texts) and session["status"] == "idle"
 
-            events = _wait(cb, sid, all_answered)
+            events = wait_for_events(cb, sid, all_answered, timeout=90, poll=0.2)
             assert stored_events(ca, sid) == events  # the same log through either server
         _one_chain(events)
         started = [e["message"] for e in events if e["type"] == "turn_started"]
@@ -109,11 +105,14 @@ def test_a_killed_server_s_turn_is_finished_by_the_other(tmp_path: Path, pg: str
             ca.post("/v1/sessions", json={"id": sid})
             ca.post(f"/v1/sessions/{sid}/messages", json={"text": "go"},
                     headers={"Prefer": "respond-async"})
-            _wait(cb, sid, lambda es: sum(e["type"] == "tool_call" for e in es) == 2)
+            wait_for_events(cb, sid, lambda es: sum(e["type"] == "tool_call" for e in es) == 2,
+                            timeout=90, poll=0.2)
             a.process.send_signal(signal.SIGKILL)
             a.process.wait(30)
             # nobody writes to the session: b's sweep finds the dead worker's turn
-            events = _wait(cb, sid, lambda es: any(e["type"] == "turn_finished" for e in es))
+            events = wait_for_events(
+                cb, sid, lambda es: any(e["type"] == "turn_finished" for e in es),
+                timeout=90, poll=0.2)
             _one_chain(events)
             assert [e["type"] for e in events].count("turn_started") == 1
             assert events[-1]["type"] == "turn_finished" and events[-1]["reply"] == "reply 1"

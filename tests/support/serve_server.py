@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,11 +183,28 @@ def stored_events(client: httpx.Client, sid: str) -> list[dict[str, Any]]:
     (``follow=false``: the stored ones only, never a stream)."""
     events: list[dict[str, Any]] = []
     while True:
-        page = client.get(f"/v1/sessions/{sid}/events",
-                          params={"after": len(events), "follow": "false"}).json()
+        answer = client.get(f"/v1/sessions/{sid}/events",
+                            params={"after": len(events), "follow": "false"})
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
         if not page:
             return events
         events += page
+
+
+def wait_for_events(client: httpx.Client, sid: str,
+                    predicate: Callable[[list[dict[str, Any]]], bool], *,
+                    timeout: float = 60, poll: float = 0.1) -> list[dict[str, Any]]:
+    """Session ``sid``'s stored events once ``predicate`` holds for them (asked every
+    ``poll`` seconds); after ``timeout`` seconds, a failure naming the events seen."""
+    deadline = time.monotonic() + timeout
+    events: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        events = stored_events(client, sid)
+        if predicate(events):
+            return events
+        time.sleep(poll)
+    raise AssertionError(f"timed out; the events: {[(e['seq'], e['type']) for e in events]}")
 
 
 @dataclass
