@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.phaseflow_cli import PHASEFLOW
+
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -80,7 +82,7 @@ def test_the_readme_validate_example_prints_what_it_shows(tmp_path: Path) -> Non
     (folder / "refund.yaml").write_text(source.group(1), encoding="utf-8")
     args = console.group(1).split()
     assert args[:2] == ["phaseflow", "validate"]
-    run = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args[1:]],
+    run = subprocess.run([*PHASEFLOW, *args[1:]],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          check=False)
     assert run.stdout == console.group(2)

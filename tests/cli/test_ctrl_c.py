@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.support.run_cli import clean_env
+from tests.support.phaseflow_cli import cli_env
 
 select = pytest.importorskip("select")
 
@@ -48,7 +48,7 @@ CHILD = textwrap.dedent("""\
 class Child:
     def __init__(self, mode: str) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, mode],
-                                     stdout=subprocess.PIPE, env=clean_env())
+                                     stdout=subprocess.PIPE, env=cli_env())
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
         self.out = b""
@@ -159,7 +159,7 @@ def test_presses_as_blocks_begin_and_end_never_escape_nor_leave_anything_behind(
     # Signals land everywhere: in a block, as it is entered, as it closes (the quit's one
     # KeyboardInterrupt among them), between blocks.
     proc = subprocess.Popen([sys.executable, "-c", STORM], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"ready\n"
     sent = 0

@@ -5,12 +5,13 @@ describe, and the repository's schema file. Each test asserts what the user sees
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.support.phaseflow_cli import PHASEFLOW
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / "workflows"
@@ -32,7 +33,7 @@ def run(
     """``phaseflow ARGS`` with ``stdin`` on standard input; never a traceback."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
     proc = subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", *args],
+        [*PHASEFLOW, *args],
         cwd=cwd or REPO,
         input=data if data is not None else b"",
         capture_output=True,

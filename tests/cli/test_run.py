@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env
 from tests.support.run_cli import (
     DESK,
     DESK_ARGS,
     PAY_SCRIPT,
     besides_the_store,
-    clean_env,
     events,
     project,
     run,
@@ -66,7 +66,7 @@ def test_each_message_is_one_turn_and_the_transcript_is_plain_without_a_terminal
 
 def test_text_the_terminal_cannot_encode_is_replaced_not_a_crash(tmp_path: Path) -> None:
     cwd = project(tmp_path, "- \"Caf\\xe9 \\u2615 ready\"\n")
-    proc = run(cwd, *DESK_ARGS, "-m", "hi", env=clean_env(PYTHONIOENCODING="ascii"))
+    proc = run(cwd, *DESK_ARGS, "-m", "hi", env=cli_env(PYTHONIOENCODING="ascii"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "agent: Caf? ? ready"
 
@@ -173,7 +173,7 @@ def test_the_quick_start_demo_walks_the_refund_desk_to_the_end() -> None:
         pytest.skip("the phaseflow console script is not installed next to this Python")
     proc = subprocess.run([str(script), *args[1:]], cwd=REPO, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=120, check=False,
-                          env=clean_env())
+                          env=cli_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # every tool and hook has a stand-in (the store file, phaseflow-sessions.db in the
     # repository, is named the first time only)
@@ -293,7 +293,7 @@ def test_a_missing_openai_package_says_how_to_install_it(tmp_path: Path) -> None
     shadow.mkdir()
     (shadow / "openai.py").write_text("raise ImportError('No module named openai')\n",
                                       encoding="utf-8")
-    env = clean_env(PYTHONPATH=str(shadow), OPENAI_API_KEY="sk-test")
+    env = cli_env(PYTHONPATH=str(shadow), OPENAI_API_KEY="sk-test")
     proc = run(cwd, "desk.yaml", "--model", "m", "-m", "x", env=env)
     assert proc.returncode == 2
     assert proc.stderr == ("phaseflow run: error: --provider openai needs the openai "
@@ -301,14 +301,14 @@ def test_a_missing_openai_package_says_how_to_install_it(tmp_path: Path) -> None
 
 
 def test_run_is_listed_and_its_help_names_every_option() -> None:
-    proc = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "run", "--help"],
+    proc = subprocess.run([*PHASEFLOW, "run", "--help"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0
     for option in ("--tools", "--hooks", "--model", "--base-url", "--session", "--store",
                    "--message", "--json", "--provider", "--approve", "--system",
                    "--max-tokens", "--lease"):
         assert option in proc.stdout
-    listing = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "--help"],
+    listing = subprocess.run([*PHASEFLOW, "--help"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert "    run " in listing.stdout
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.run_cli import clean_env
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env
 
 WORKFLOW = """\
 phaseflow: 1
@@ -64,7 +63,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def command(store: str, session: str, message: str) -> list[str]:
-    return [sys.executable, "-m", "phaseflow.cli.main", "run", "desk.yaml", "--provider",
+    return [*PHASEFLOW, "run", "desk.yaml", "--provider",
             "scripted:script.yaml", "--tools", "desk_tools:TOOLS", "--store", store,
             "--session", session, "--message", message]
 
@@ -73,12 +72,12 @@ def start(cwd: Path, store: str, session: str, message: str, **env: str
           ) -> subprocess.Popen[str]:
     return subprocess.Popen(command(store, session, message), cwd=cwd, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=clean_env(**env))
+                            env=cli_env(**env))
 
 
 def run(cwd: Path, store: str, session: str, message: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command(store, session, message), cwd=cwd, text=True,
-                          capture_output=True, timeout=120, check=False, env=clean_env())
+                          capture_output=True, timeout=120, check=False, env=cli_env())
 
 
 def wait_for_pay(cwd: Path, proc: subprocess.Popen[str]) -> None:
@@ -94,9 +93,9 @@ def effects(cwd: Path) -> list[str]:
 
 
 def shown(cwd: Path, store: str, session: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "sessions", "show",
+    proc = subprocess.run([*PHASEFLOW, "sessions", "show",
                            session, "--json", "--store", store], cwd=cwd, text=True,
-                          capture_output=True, timeout=60, check=False, env=clean_env())
+                          capture_output=True, timeout=60, check=False, env=cli_env())
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 

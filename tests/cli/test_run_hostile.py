@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +20,8 @@ from tests.support.fake_openai_server import (
     FakeOpenAIServer,
     text_reply,
 )
-from tests.support.run_cli import STORE_NOTICE, clean_env, project, run
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env, run_phaseflow
+from tests.support.run_cli import STORE_NOTICE, project, run
 
 pytest.importorskip("openai")
 
@@ -39,9 +39,7 @@ BAD_KEYS = {
 
 
 def sessions(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "sessions", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
-                          env=clean_env())
+    return run_phaseflow("sessions", *args, cwd=cwd, env=cli_env())
 
 
 def assert_no_secret(cwd: Path, *outputs: str, secrets: tuple[str, ...] = KEY_PARTS) -> None:
@@ -77,7 +75,7 @@ def test_a_key_that_cannot_be_a_header_is_exit_2_at_start_and_never_shown(
     started = time.monotonic()
     proc = run(cwd, "desk.yaml", "--model", "m", "--base-url", fake_openai.base_url,
                "--tools", "desk_tools:TOOLS", "-m", "hi",
-               env=clean_env(OPENAI_API_KEY=BAD_KEYS[case]))
+               env=cli_env(OPENAI_API_KEY=BAD_KEYS[case]))
     assert time.monotonic() - started < 20  # not retried for seconds as a network failure
     message = one_error_line(proc)
     assert message.startswith("OPENAI_API_KEY: "), message
@@ -90,7 +88,7 @@ def test_a_key_that_cannot_be_a_header_is_exit_2_at_start_and_never_shown(
 def test_a_trailing_newline_is_named_as_such(tmp_path: Path) -> None:
     cwd = project(tmp_path)
     proc = run(cwd, "desk.yaml", "--model", "m", "-m", "hi",
-               env=clean_env(OPENAI_API_KEY=KEY + "\n"))
+               env=cli_env(OPENAI_API_KEY=KEY + "\n"))
     assert one_error_line(proc).startswith("OPENAI_API_KEY: ends with a line break")
 
 
@@ -101,7 +99,7 @@ def test_a_base_url_without_http_is_exit_2_naming_the_option(tmp_path: Path,
     proc = run(cwd, "desk.yaml", "--model", "m", "--base-url", url, "-m", "hi")
     assert one_error_line(proc).startswith(f"--base-url: '{url}'")
     proc = run(cwd, "desk.yaml", "--model", "m", "-m", "hi",
-               env=clean_env(OPENAI_BASE_URL=url))
+               env=cli_env(OPENAI_BASE_URL=url))
     assert one_error_line(proc).startswith(f"OPENAI_BASE_URL: '{url}'")
     assert not (cwd / "phaseflow-sessions.db").exists()
 
@@ -120,7 +118,7 @@ def test_a_refused_connection_names_the_server_and_never_a_secret(tmp_path: Path
     port = free_port()
     proc = run(cwd, "desk.yaml", "--model", "m", "--base-url",
                f"http://ada:pw-hidden-9@127.0.0.1:{port}/v1", "--tools", "desk_tools:TOOLS",
-               "--session", "s-1", "-m", "hi", env=clean_env(OPENAI_API_KEY=KEY))
+               "--session", "s-1", "-m", "hi", env=cli_env(OPENAI_API_KEY=KEY))
     assert proc.returncode == 1, proc.stderr
     url = f"http://127.0.0.1:{port}/v1"
     retries = [line for line in proc.stdout.splitlines() if "retrying" in line]
@@ -143,7 +141,7 @@ def test_a_server_that_echoes_the_key_is_redacted_everywhere(
     cwd = project(tmp_path)
     proc = run(cwd, "desk.yaml", "--model", "m", "--base-url", fake_openai.base_url,
                "--tools", "desk_tools:TOOLS", "--session", "s-1", "--json", "-m", "hi",
-               env=clean_env(OPENAI_API_KEY=KEY))
+               env=cli_env(OPENAI_API_KEY=KEY))
     assert proc.returncode == 1, proc.stderr
     errors = [e for e in map(json.loads, proc.stdout.splitlines()) if e["type"] == "error"]
     assert [e["message"] for e in errors] == [
@@ -227,9 +225,9 @@ def test_the_lease_given_is_the_one_another_worker_sees(tmp_path: Path) -> None:
     args = ["desk.yaml", "--provider", "scripted:script.yaml", "--tools", "gated:TOOLS",
             "--store", "s.db", "--session", "L"]
     holder = subprocess.Popen(
-        [sys.executable, "-m", "phaseflow.cli.main", "run", *args, "--lease", "7",
+        [*PHASEFLOW, "run", *args, "--lease", "7",
          "-m", "wait"], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=clean_env())
+        env=cli_env())
     try:
         deadline = time.monotonic() + 60
         while not (cwd / "started").exists():
@@ -352,11 +350,11 @@ def test_recover_checks_its_agent_options_as_run_does(tmp_path: Path, options: l
     the same rules: each bad value is exit 2 with one line naming the option."""
     store = tmp_path / "s.db"
     done = subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", "sessions", "recover", "--store",
+        [*PHASEFLOW, "sessions", "recover", "--store",
          str(store), "--workflow", "workflows/refund-desk.yaml", "--provider", "openai",
          "--model", "m", *options],
         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=60,
-        env=clean_env(OPENAI_API_KEY="sk-test"))
+        env=cli_env(OPENAI_API_KEY="sk-test"))
     assert done.returncode == 2, done
     assert message in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -367,12 +365,12 @@ def test_run_refuses_at_start_what_would_fail_later(tmp_path: Path) -> None:
     function cannot take its catalogue entry's ``parameters``: exit 2, one line, before
     any model is asked (here: no script would even be read)."""
     repo = Path(__file__).resolve().parents[2]
-    base = [sys.executable, "-m", "phaseflow.cli.main", "run", "workflows/refund-desk.yaml",
+    base = [*PHASEFLOW, "run", "workflows/refund-desk.yaml",
             "--provider", "scripted:examples/demo/refund-desk.script.yaml", "--store",
             "memory", "-m", "hi"]
     no_hooks = subprocess.run([*base, "--tools", "examples.demo.refund_desk:TOOLS"],
                               capture_output=True, text=True, cwd=repo, timeout=60,
-                              env=clean_env())
+                              env=cli_env())
     assert no_hooks.returncode == 2, no_hooks
     assert "no callable for the workflow's call effect(s) 'request_manager_approval'" in (
         no_hooks.stderr)
@@ -384,7 +382,7 @@ def test_run_refuses_at_start_what_would_fail_later(tmp_path: Path) -> None:
     narrow = subprocess.run(
         [*base, "--tools", "narrow_tools:TOOLS", "--hooks", "examples.demo.refund_desk:HOOKS"],
         capture_output=True, text=True, cwd=repo, timeout=60,
-        env=clean_env(PYTHONPATH=f"{tmp_path}{os.pathsep}{repo}"))
+        env=cli_env(PYTHONPATH=f"{tmp_path}{os.pathsep}{repo}"))
     assert narrow.returncode == 2, narrow
     assert ("tool 'crm.lookup_customer' does not fit the parameters its catalogue entry "
             "declares: the function has no parameter for the declared argument(s) 'phone'"

@@ -13,7 +13,8 @@ from tests.support.fake_openai_server import (
     text_reply,
     tool_calls_reply,
 )
-from tests.support.run_cli import STORE_NOTICE, clean_env, project, run
+from tests.support.phaseflow_cli import cli_env
+from tests.support.run_cli import STORE_NOTICE, project, run
 
 pytest.importorskip("openai")
 
@@ -26,7 +27,7 @@ def test_a_turn_through_the_openai_provider(tmp_path: Path,
     proc = run(cwd, "desk.yaml", "--provider", "openai", "--base-url", fake_openai.base_url,
                "--model", "fake-model", "--tools", "desk_tools:TOOLS", "--approve", "all",
                "--system", "You are the desk.", "--json", "-m", "Please pay 5",
-               env=clean_env())
+               env=cli_env())
     assert proc.returncode == 0, proc.stderr
     seen = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [e["name"] for e in seen if e["type"] == "tool_result"] == ["pay"]
@@ -53,7 +54,7 @@ def test_a_server_error_fails_the_turn_with_exit_1(tmp_path: Path,
     fake_openai.push(Fail(400, "model 'nope' does not exist", type="invalid_request_error"))
     cwd = project(tmp_path)
     proc = run(cwd, "desk.yaml", "--base-url", fake_openai.base_url, "--model", "nope",
-               "--tools", "desk_tools:TOOLS", "-m", "hi", env=clean_env())
+               "--tools", "desk_tools:TOOLS", "-m", "hi", env=cli_env())
     assert proc.returncode == 1
     assert "model 'nope' does not exist" in proc.stdout
     assert "[turn failed]" in proc.stdout

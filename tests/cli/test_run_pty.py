@@ -7,14 +7,14 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.run_cli import clean_env, project
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env
+from tests.support.run_cli import project
 
 pty = pytest.importorskip("pty")
 select = pytest.importorskip("select")
@@ -31,8 +31,8 @@ class Terminal:
     def __init__(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.master, slave = pty.openpty()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "phaseflow.cli.main", "run", *args], cwd=cwd,
-            stdin=slave, stdout=slave, stderr=slave, env=env or clean_env(),
+            [*PHASEFLOW, "run", *args], cwd=cwd,
+            stdin=slave, stdout=slave, stderr=slave, env=env or cli_env(),
             close_fds=True)
         os.close(slave)
         self.raw = ""
@@ -143,7 +143,7 @@ def test_ctrl_c_cancels_the_running_turn_and_the_chat_goes_on(
         tmp_path: Path, terminals: list[Terminal]) -> None:
     cwd = project(tmp_path, CANCEL_SCRIPT)
     term = Terminal(cwd, "desk.yaml", "--provider", "scripted:script.yaml", "--tools",
-                    "desk_tools:TOOLS", env=clean_env(NO_COLOR="1"))
+                    "desk_tools:TOOLS", env=cli_env(NO_COLOR="1"))
     terminals.append(term)
     term.expect("you> ")
     term.type("wait for it")
@@ -188,7 +188,7 @@ def test_quitting_in_the_middle_of_blocking_tools_leaves_nothing_behind(
     cwd = project(tmp_path, "- Hi.\n- calls: [{slow.block: {}}, {slow.block: {}}]\n"
                             "- Done.\n")
     term = Terminal(cwd, "desk.yaml", "--provider", "scripted:script.yaml", "--tools",
-                    "desk_tools:TOOLS", env=clean_env(NO_COLOR="1"))
+                    "desk_tools:TOOLS", env=cli_env(NO_COLOR="1"))
     terminals.append(term)
     term.expect("you> ")
     term.type("hello")  # a turn first: the session's store and lease are in use

@@ -23,6 +23,7 @@ from phaseflow.cli.main import main
 from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent
 from phaseflow.stores import SQLiteStore
+from tests.support.phaseflow_cli import run_phaseflow
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -33,8 +34,7 @@ SECOND = "Order O-9. It arrived broken."
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "sessions", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+    return run_phaseflow("sessions", *args, cwd=cwd)
 
 
 @pytest.fixture

@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from phaseflow.stores import SQLiteStore, Store
 from tests.support import forks
+from tests.support.phaseflow_cli import run_phaseflow
 
 
 def sessions(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "sessions", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return run_phaseflow("sessions", *args, timeout=120)
 
 
 def _show(where: str, sid: str) -> dict[str, Any]:

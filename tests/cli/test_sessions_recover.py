@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.phaseflow_cli import run_phaseflow
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "workflows" / "refund-desk.yaml"
 
@@ -124,9 +126,7 @@ def kill_mid_turn(folder: Path, session_id: str, lease: float, *, block: str = "
 
 
 def sessions(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", "sessions", *args, "--store", "s.db"],
-        cwd=folder, env=env(folder), capture_output=True, text=True, timeout=60, check=False)
+    return run_phaseflow("sessions", *args, "--store", "s.db", cwd=folder, env=env(folder))
 
 
 @pytest.fixture

@@ -42,15 +42,7 @@ from phaseflow.spec.model import (
     UnsetEffect,
     Workflow,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
+from tests.support.machines import FakeClock
 
 REFUND_DESK = """
 phaseflow: 1
@@ -120,12 +112,12 @@ def _registry(calls: list[str]) -> dict[str, Any]:
     return {"fetch_refund_policy": fetch_refund_policy, "notify_customer": notify_customer}
 
 
-def _pair(text: str = REFUND_DESK) -> tuple[Any, Any, Any, Any, list[str], list[str], Clock]:
+def _pair(text: str = REFUND_DESK) -> tuple[Any, Any, Any, Any, list[str], list[str], FakeClock]:
     calls_m: list[str] = []
     calls_t: list[str] = []
     wf_m = phaseflow.load_workflow_text(text, registry=_registry(calls_m))
     wf_t = phaseflow.load_workflow_text(text, registry=_registry(calls_t))
-    clock = Clock()
+    clock = FakeClock()
     machine = wf_m.machine(clock=clock)
     state = State(wf_m.defaults())
     tm = build_machine(wf_t, clock=clock)
@@ -350,7 +342,7 @@ def test_entry_guard_requires_and_clear_on_enter() -> None:
 
 
 def test_guard_context_counters_and_clock() -> None:
-    clock = Clock()
+    clock = FakeClock()
     wf = Workflow(
         name="w",
         initial="a",

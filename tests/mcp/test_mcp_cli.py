@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from tests.support.mcp_servers import (
     wait_gone,
     write_json,
 )
-from tests.support.run_cli import clean_env, events
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env, run_phaseflow
+from tests.support.run_cli import events
 
 
 def _project(tmp_path: Path, pids: Path, script: str, mode: str = "stdio") -> Path:
@@ -31,9 +31,7 @@ def _project(tmp_path: Path, pids: Path, script: str, mode: str = "stdio") -> Pa
 
 
 def _phaseflow(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args], cwd=cwd,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=120, check=False, env=clean_env())
+    return run_phaseflow(*args, cwd=cwd, timeout=120, env=cli_env())
 
 
 LOOKUP = """\
@@ -82,10 +80,10 @@ def _stopped_by(sig: int, cwd: Path, pids: Path, *store: str
                 ) -> tuple[subprocess.Popen[str], str]:
     """``phaseflow run`` sent ``sig`` while the server runs a call; the process (ended)
     and its standard error. The server must be gone."""
-    process = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", *RUN, *store,
+    process = subprocess.Popen([*PHASEFLOW, *RUN, *store,
                                 "--session", "one", "--message", "go slowly"],
                                cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=clean_env())
+                               stderr=subprocess.PIPE, text=True, env=cli_env())
     try:
         wait_for(pids / "slow-started", 60)
         [server] = server_pids(pids)
@@ -156,10 +154,10 @@ def test_ctrl_c_while_a_server_hangs_at_start(tmp_path: Path, pids: Path) -> Non
     after the server's timeout), and the server is stopped."""
     cwd = _project(tmp_path, pids, LOOKUP, mode="hang")
     write_json(cwd / "servers.json", stdio_servers(pids, "hang", timeout=120))
-    process = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", *RUN, "--message",
+    process = subprocess.Popen([*PHASEFLOW, *RUN, "--message",
                                 "hi"], cwd=cwd, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=clean_env())
+                               env=cli_env())
     try:
         deadline = time.monotonic() + 60
         while not server_pids(pids):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.run_cli import clean_env
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,10 +26,10 @@ def test_the_complete_example_runs_as_written(tmp_path: Path) -> None:
     (tmp_path / "desk.yaml").write_text(workflow, encoding="utf-8")
     (tmp_path / "script.yaml").write_text(script, encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", "run", "desk.yaml", "--mcp",
+        [*PHASEFLOW, "run", "desk.yaml", "--mcp",
          "servers.json", "--provider", "scripted:script.yaml", "--store", "memory",
          "--json", "--message", "I am ada@example.com"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=clean_env(),
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=cli_env(),
         check=False)
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]

@@ -11,14 +11,13 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.otlp_receiver import Received, Span, otlp_receiver
-from tests.support.run_cli import clean_env
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env, run_phaseflow
 
 pty = pytest.importorskip("pty")
 
@@ -95,16 +94,12 @@ def project(tmp_path: Path) -> Path:
 
 
 def otel_env(endpoint: str) -> dict[str, str]:
-    env = {k: v for k, v in clean_env().items() if not k.startswith("OTEL_")}
     # spans leave the process within 0.1 s (a process that is killed exports nothing)
-    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
-    return env
+    return cli_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
 
 
 def cli(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, check=False)
+    return run_phaseflow(*args, cwd=cwd, env=env, timeout=120)
 
 
 def turns(spans: list[Span]) -> list[Span]:
@@ -119,7 +114,7 @@ def chat_until_the_approval(cwd: Path, env: dict[str, str], received: Received) 
     """A chat in a terminal: the message, then the approval prompt; the process is killed
     there once its paused turn was exported (the approval stays pending in the store)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "phaseflow.cli.main", "run", *ARGS],
+    proc = subprocess.Popen([*PHASEFLOW, "run", *ARGS],
                             cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
                             close_fds=True)
     os.close(slave)
@@ -210,7 +205,7 @@ def test_sessions_recover_links_the_finished_turn_to_the_dead_process_s(
     with otlp_receiver() as (endpoint, received):
         env = otel_env(endpoint)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "phaseflow.cli.main", "run", *ARGS, "--approve", "all",
+            [*PHASEFLOW, "run", *ARGS, "--approve", "all",
              "-m", "Please pay 5"], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

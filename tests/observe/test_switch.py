@@ -11,7 +11,7 @@ import pytest
 
 from phaseflow.cli.telemetry import wanted
 from phaseflow.observe import names
-from tests.support.run_cli import clean_env
+from tests.support.phaseflow_cli import PHASEFLOW, cli_env
 
 WORKFLOW = """\
 phaseflow: 1
@@ -23,12 +23,6 @@ phases:
 """
 
 
-def no_otel_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in clean_env().items() if not k.startswith("OTEL_")}
-    env.update(extra)
-    return env
-
-
 def test_a_host_without_tracing_imports_nothing_of_opentelemetry(tmp_path: Path) -> None:
     (tmp_path / "hello.yaml").write_text(WORKFLOW, encoding="utf-8")
     code = (
@@ -38,7 +32,7 @@ def test_a_host_without_tracing_imports_nothing_of_opentelemetry(tmp_path: Path)
         "print(agent.session_sync('s').reply_sync('hello'))\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')\n"
         "             or m.startswith('phaseflow.observe.otel')))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=no_otel_env(),
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(),
                          capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.splitlines() == ["Hi.", "[]"]
 
@@ -53,7 +47,7 @@ def test_phaseflow_run_without_tracing_imports_nothing_of_opentelemetry(
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "phaseflow.cli.main", "run", "hello.yaml",
          "--provider", "scripted:script.yaml", "--store", "memory", "-m", "hello"],
-        cwd=tmp_path, env=no_otel_env(**extra), capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, env=cli_env(**extra), capture_output=True, text=True, timeout=60,
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     assert "Hi." in proc.stdout
@@ -80,8 +74,8 @@ def test_a_variable_the_cli_cannot_follow_is_refused_at_start(
              "phaseflow run"),
             (("sessions", "recover", "--workflow", "hello.yaml", *common, "--store",
               "none.db"), "phaseflow sessions recover")):
-        proc = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *command],
-                              cwd=tmp_path, env=no_otel_env(**variables), capture_output=True,
+        proc = subprocess.run([*PHASEFLOW, *command],
+                              cwd=tmp_path, env=cli_env(**variables), capture_output=True,
                               text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr == f"{prog}: error: {message}\n"
@@ -153,10 +147,10 @@ def test_an_unreachable_collector_is_one_warning_and_the_run_goes_on(tmp_path: P
     (tmp_path / "hello.yaml").write_text(WORKFLOW, encoding="utf-8")
     (tmp_path / "script.yaml").write_text("- Hi.\n", encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", "run", "hello.yaml", "--provider",
+        [*PHASEFLOW, "run", "hello.yaml", "--provider",
          "scripted:script.yaml", "--store", "memory", "-m", "hello"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        env=no_otel_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+        env=cli_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
                         OTEL_EXPORTER_OTLP_TIMEOUT="1"))
     assert proc.returncode == 0, proc.stderr
     assert "Hi." in proc.stdout

@@ -3,49 +3,20 @@ session's events across a server restart: it reconnects by itself with
 ``Last-Event-ID`` and ends up with every stored event exactly once, in order.
 
 Skipped, with the reason, only when Chromium or its driver is missing and
-``PHASEFLOW_REQUIRE_BROWSER`` is unset (CI sets it: there the test must run)."""
+``PHASEFLOW_REQUIRE_BROWSER`` is unset (CI sets it: there the test must run); the browser
+is the ``browser`` fixture of :mod:`tests.support.serve_fixtures`."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
 
-from tests.support.serve_server import env_for, start, write_desk
-
-CHROMEDRIVER = os.environ.get("PHASEFLOW_CHROMEDRIVER", "/usr/bin/chromedriver")
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    binary = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
-    if binary is None or not os.path.exists(CHROMEDRIVER):
-        reason = f"no Chromium ({', '.join(BROWSERS)}) or no driver at {CHROMEDRIVER}"
-        if os.environ.get("PHASEFLOW_REQUIRE_BROWSER"):
-            pytest.fail(f"PHASEFLOW_REQUIRE_BROWSER is set but {reason}")
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                 "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import start, write_desk
 
 FOLLOW = """
 window.got = []; window.errors = 0;
@@ -69,7 +40,7 @@ def test_an_event_source_resumes_across_a_restart(tmp_path: Path, browser) -> No
     driver = browser
     args = write_desk(tmp_path)
     db = tmp_path / "desk.db"
-    env = env_for(DESK_DELAY="0")
+    env = cli_env(DESK_DELAY="0")
     server = start([*args, "--store", str(db)], tmp_path / "a.log", cwd=tmp_path, env=env)
     port = urlsplit(server.base).port
     assert port is not None

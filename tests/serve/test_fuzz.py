@@ -5,7 +5,6 @@ status, content type and schema). Bounded, so it stays fast."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +12,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from tests.support.serve_server import REFUND_DESK, Server, env_for, start
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import Server, refund_desk
 
 TOKEN = "fuzz-" + "0123456789abcdef" * 2
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -21,11 +21,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder: Path = tmp_path_factory.mktemp("fuzz")
-    server = start([*REFUND_DESK, "--store", str(folder / "s.db"), "--grace", "2"],
-                   folder / "log", env=env_for(PHASEFLOW_TOKENS=TOKEN))
-    yield server
-    server.stop()
+    with refund_desk(tmp_path_factory.mktemp("fuzz"), "--grace", "2",
+                     env=cli_env(PHASEFLOW_TOKENS=TOKEN)) as server:
+        yield server
     assert "Traceback" not in server.log()
 
 

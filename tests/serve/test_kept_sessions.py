@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from phaseflow.serve.idle import Idle, IdleSessions, Mark
-from tests.support.serve_server import Server, env_for, start, write_desk
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import Server, start, write_desk
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Ser
     folder = tmp_path_factory.mktemp("kept")
     args = write_desk(folder)
     effects = folder / "effects.txt"
-    env = env_for(DESK_DELAY="0", DESK_EFFECTS=str(effects))
+    env = cli_env(DESK_DELAY="0", DESK_EFFECTS=str(effects))
     common = [*args, "--store", str(folder / "sessions.db"), "--grace", "5"]
     a = start(common, folder / "a.log", cwd=folder, env=env)
     b = start(common, folder / "b.log", cwd=folder, env=env)

@@ -15,16 +15,15 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.serve_server import REFUND_DESK, ROOT, env_for, start, write_desk
+from tests.support.phaseflow_cli import cli_env, run_phaseflow
+from tests.support.serve_server import REFUND_DESK, ROOT, start, write_desk
 
 TOKEN = "tok-" + "a1b2c3d4" * 4
 
 
 def _serve(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT
            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "serve", *args],
-                          cwd=cwd, env=env or env_for(), capture_output=True, text=True,
-                          timeout=60)
+    return run_phaseflow("serve", *args, cwd=cwd, env=env or cli_env())
 
 
 def test_bad_configuration_is_refused_at_start(tmp_path: Path) -> None:
@@ -48,7 +47,7 @@ def test_bad_configuration_is_refused_at_start(tmp_path: Path) -> None:
     for (args, said), done in zip(cases, results, strict=True):
         assert done.returncode == 2, (args, done.stderr)
         assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
-    short = _serve(*REFUND_DESK, *store, env=env_for(PHASEFLOW_TOKENS="short"))
+    short = _serve(*REFUND_DESK, *store, env=cli_env(PHASEFLOW_TOKENS="short"))
     assert short.returncode == 2 and "token 1 is not usable" in short.stderr
     assert "short" not in short.stderr.replace("token 1 is not usable", "")
 
@@ -60,7 +59,7 @@ def test_bearer_tokens(tmp_path: Path) -> None:
     server = start([*REFUND_DESK, "--store", str(tmp_path / "s.db"), "--token-file",
                     str(tokens), "--host", "127.0.0.1", "--log-format", "json"],
                    tmp_path / "log",
-                   env=env_for(PHASEFLOW_TOKENS=other))
+                   env=cli_env(PHASEFLOW_TOKENS=other))
     try:
         with httpx.Client(base_url=server.base, timeout=30) as client:
             assert client.get("/healthz").status_code == 200  # probes need no token
@@ -100,7 +99,7 @@ def _stop_during_a_turn(tmp_path: Path, delay: float, grace: float) -> tuple[str
     args = write_desk(tmp_path)
     db = tmp_path / "desk.db"
     server = start([*args, "--store", str(db), "--grace", str(grace)], tmp_path / "log",
-                   cwd=tmp_path, env=env_for(DESK_DELAY=str(delay)))
+                   cwd=tmp_path, env=cli_env(DESK_DELAY=str(delay)))
     sid = f"s-{uuid.uuid4().hex[:8]}"
     with httpx.Client(base_url=server.base, timeout=30) as client:
         client.post("/v1/sessions", json={"id": sid})
@@ -158,6 +157,6 @@ def test_other_commands_do_not_import_the_server() -> None:
             "import phaseflow\n"
             "print(sorted(m for m in ('starlette', 'uvicorn', 'sse_starlette', "
             "'phaseflow.serve') if m in sys.modules))\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env_for(),
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=cli_env(),
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.serve_server import env_for, frames, start, write_desk
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import frames, start, stored_events, write_desk
 
 TURNS = 15
 
@@ -43,16 +44,6 @@ def _read_some(client: httpx.Client, sid: str, position: int, take: int,
     return got
 
 
-def _stored(client: httpx.Client, sid: str) -> list[dict]:
-    events: list[dict] = []
-    while True:
-        page = client.get(f"/v1/sessions/{sid}/events",
-                          params={"after": len(events), "follow": "false"}).json()
-        if not page:
-            return events
-        events += page
-
-
 def _resume_until(client: httpx.Client, sid: str, rng: random.Random, done: threading.Event,
                   total: list[int], *, most: int) -> tuple[list[dict], int]:
     joined: list[dict] = []
@@ -77,7 +68,7 @@ def test_a_stream_cut_at_random_points_resumes_exactly(tmp_path: Path) -> None:
     db = tmp_path / "desk.db"
     log = tmp_path / "log"
     server = start([*args, "--store", str(db), "--poll", "0.2"], log, cwd=tmp_path,
-                   env=env_for(DESK_DELAY="0.01"))
+                   env=cli_env(DESK_DELAY="0.01"))
     rng = random.Random(20261202)
     sid = f"s-{uuid.uuid4().hex[:8]}"
     total = [0]
@@ -92,7 +83,7 @@ def test_a_stream_cut_at_random_points_resumes_exactly(tmp_path: Path) -> None:
                         r = talker.post(f"/v1/sessions/{sid}/messages",
                                         json={"text": f"message {n}"})
                         assert r.json()["status"] == "completed"
-                    total[0] = len(_stored(talker, sid))
+                    total[0] = len(stored_events(talker, sid))
                 done.set()
 
             talker = threading.Thread(target=talk)
@@ -100,7 +91,7 @@ def test_a_stream_cut_at_random_points_resumes_exactly(tmp_path: Path) -> None:
             # cut while the turns run (live events from this process's turns)
             live, live_cuts = _resume_until(client, sid, rng, done, total, most=6)
             talker.join(60)
-            stored = _stored(client, sid)
+            stored = stored_events(client, sid)
             assert live == stored
             # and again over what is stored, cut finer: hundreds of cuts in all
             cuts = live_cuts

@@ -35,12 +35,11 @@ def test_a_served_turn_continues_the_caller_s_trace(tmp_path: Path) -> None:
     """With the OTEL_* variables set, the turn a request starts is a child of the span
     its ``traceparent`` header names (the real OTLP/HTTP exporter, a loopback receiver)."""
     from tests.support.otlp_receiver import otlp_receiver
-    from tests.support.serve_server import env_for
+    from tests.support.phaseflow_cli import cli_env
 
     trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     with otlp_receiver() as (endpoint, received):
-        env = {k: v for k, v in env_for().items() if not k.startswith("OTEL_")}
-        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
+        env = cli_env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
         server = start([*REFUND_DESK, "--store", "memory"], tmp_path / "server.log", env=env)
         try:
             with httpx.Client(base_url=server.base, timeout=30) as client:

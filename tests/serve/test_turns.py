@@ -5,7 +5,6 @@ turn runs (queue, reject, steer, interrupt); approvals; cancellation; heartbeats
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.serve_server import DEMO, Server, env_for, frames, start, write_desk
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import DEMO, Server, frames, serving, wait_for_events, write_desk
 
 #: how long the desk's slow tool waits: long enough to act while a turn runs
 DELAY = 1.5
@@ -25,11 +25,10 @@ def slow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Pat
     folder = tmp_path_factory.mktemp("desk")
     args = write_desk(folder)
     effects = folder / "effects.txt"
-    server = start([*args, "--store", str(folder / "desk.db"), "--heartbeat", "0.2"],
-                   folder / "server.log", cwd=folder,
-                   env=env_for(DESK_DELAY=str(DELAY), DESK_EFFECTS=str(effects)))
-    yield server, effects
-    server.stop()
+    with serving([*args, "--store", str(folder / "desk.db"), "--heartbeat", "0.2"],
+                 folder / "server.log", cwd=folder,
+                 env=cli_env(DESK_DELAY=str(DELAY), DESK_EFFECTS=str(effects))) as server:
+        yield server, effects
 
 
 def _new(client: httpx.Client) -> str:
@@ -43,16 +42,6 @@ def _stored(client: httpx.Client, sid: str, after: int = 0) -> list[dict]:
     assert r.status_code == 200, r.text
     events: list[dict] = r.json()
     return events
-
-
-def _wait_for(client: httpx.Client, sid: str, predicate, timeout: float = 60) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        events = _stored(client, sid)
-        if predicate(events):
-            return events
-        time.sleep(0.1)
-    raise AssertionError(f"timed out; the events: {[e['type'] for e in events]}")
 
 
 def _finished(n: int):
@@ -132,7 +121,7 @@ def test_a_client_that_leaves_does_not_cancel_the_turn(slow: tuple[Server, Path]
             first = next(f for f in frames(response.iter_lines()) if f.data)
             assert first.data["type"] == "turn_started"
         # the connection is closed mid-turn (the slow tool runs): the turn goes on
-        events = _wait_for(client, sid, _finished(1))
+        events = wait_for_events(client, sid, _finished(1))
         assert events[-1]["type"] == "turn_finished" and events[-1]["status"] == "completed"
         assert events[-1]["reply"] == "reply 1"
         assert effects.read_text().count(f"{sid} ") == 1
@@ -174,7 +163,7 @@ def test_messages_while_a_turn_runs(slow: tuple[Server, Path]) -> None:
         assert queued.status_code == 202
         assert queued.json()["status"] == "queued" and queued.json()["position"] == 1
         assert queued.headers["location"] == queued.json()["events"]
-        events = _wait_for(client, sid, _finished(2))
+        events = wait_for_events(client, sid, _finished(2))
         started = [e["message"] for e in events if e["type"] == "turn_started"]
         assert started == ["first", "second"]
         assert "rejected one" not in json.dumps(events)  # nothing stored
@@ -186,7 +175,7 @@ def test_an_interrupt_cancels_the_running_turn_and_answers(slow: tuple[Server, P
         sid = _new(client)
         url = f"/v1/sessions/{sid}/messages"
         client.post(url, json={"text": "first"}, headers={"Prefer": "respond-async"})
-        _wait_for(client, sid, lambda es: any(e["type"] == "tool_call" for e in es))
+        wait_for_events(client, sid, lambda es: any(e["type"] == "tool_call" for e in es))
         interrupt = client.post(url, json={"text": "stop", "busy": "interrupt"})
         assert interrupt.status_code == 200, interrupt.text
         assert interrupt.json()["status"] == "completed"
@@ -211,7 +200,7 @@ def test_steering_is_queued_for_the_next_turn(slow: tuple[Server, Path]) -> None
         steer = client.post(url, json={"text": "mind the budget", "busy": "steer"})
         assert steer.status_code == 202 and steer.json()["status"] == "queued"
         assert steer.json()["position"] == 2
-        events = _wait_for(client, sid, _finished(2))
+        events = wait_for_events(client, sid, _finished(2))
         started = [e["message"] for e in events if e["type"] == "turn_started"]
         assert started[0] == "first" and len(started) == 2
         assert started[1].index("mind the budget") < started[1].index("second")
@@ -225,9 +214,9 @@ def test_cancel_the_running_turn(slow: tuple[Server, Path]) -> None:
         assert nothing.status_code == 409 and nothing.json()["code"] == "no_running_turn"
         client.post(f"/v1/sessions/{sid}/messages", json={"text": "go"},
                     headers={"Prefer": "respond-async"})
-        _wait_for(client, sid, lambda es: any(e["type"] == "tool_call" for e in es))
+        wait_for_events(client, sid, lambda es: any(e["type"] == "tool_call" for e in es))
         assert client.post(f"/v1/sessions/{sid}/cancel").status_code == 202
-        events = _wait_for(client, sid, _finished(1))
+        events = wait_for_events(client, sid, _finished(1))
         assert events[-1]["status"] == "cancelled"
         results = {e["name"]: e["status"] for e in events if e["type"] == "tool_result"}
         assert results["slow.wait"] in ("cancelled", "unknown")

@@ -15,7 +15,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.serve_server import Server, env_for, frames, start, write_desk
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import (
+    Server,
+    frames,
+    start,
+    stored_events,
+    wait_for_events,
+    write_desk,
+)
 
 
 @pytest.fixture
@@ -27,32 +35,11 @@ def pg(postgres_dsn: str) -> Iterator[str]:
     yield backend.dsn
 
 
-def _events(client: httpx.Client, sid: str) -> list[dict]:
-    events: list[dict] = []
-    while True:
-        page = client.get(f"/v1/sessions/{sid}/events",
-                          params={"after": len(events), "follow": "false"}).json()
-        if not page:
-            return events
-        events += page
-
-
-def _wait(client: httpx.Client, sid: str, predicate, timeout: float = 90) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    events: list[dict] = []
-    while time.monotonic() < deadline:
-        events = _events(client, sid)
-        if predicate(events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"timed out: {[(e['seq'], e['type']) for e in events]}")
-
-
 def _two(tmp_path: Path, dsn: str, delay: float, poll: str = "0.2"
          ) -> tuple[Server, Server, Path]:
     args = write_desk(tmp_path)
     effects = tmp_path / "effects.txt"
-    env = env_for(DESK_DELAY=str(delay), DESK_EFFECTS=str(effects))
+    env = cli_env(DESK_DELAY=str(delay), DESK_EFFECTS=str(effects))
     common = [*args, "--store", dsn, "--poll", poll, "--sweep", "0.5", "--grace", "5"]
     a = start(common, tmp_path / "a.log", cwd=tmp_path, env=env)
     b = start(common, tmp_path / "b.log", cwd=tmp_path, env=env)
@@ -93,8 +80,8 @@ def test_two_servers_one_session_at_once(tmp_path: Path, pg: str) -> None:
                 session = cb.get(f"/v1/sessions/{sid}").json()
                 return all(t in started for t in texts) and session["status"] == "idle"
 
-            events = _wait(cb, sid, all_answered)
-            assert _events(ca, sid) == events  # the same log through either server
+            events = wait_for_events(cb, sid, all_answered, timeout=90, poll=0.2)
+            assert stored_events(ca, sid) == events  # the same log through either server
         _one_chain(events)
         started = [e["message"] for e in events if e["type"] == "turn_started"]
         for text in texts:  # each message in exactly one turn, once
@@ -118,11 +105,14 @@ def test_a_killed_server_s_turn_is_finished_by_the_other(tmp_path: Path, pg: str
             ca.post("/v1/sessions", json={"id": sid})
             ca.post(f"/v1/sessions/{sid}/messages", json={"text": "go"},
                     headers={"Prefer": "respond-async"})
-            _wait(cb, sid, lambda es: sum(e["type"] == "tool_call" for e in es) == 2)
+            wait_for_events(cb, sid, lambda es: sum(e["type"] == "tool_call" for e in es) == 2,
+                            timeout=90, poll=0.2)
             a.process.send_signal(signal.SIGKILL)
             a.process.wait(30)
             # nobody writes to the session: b's sweep finds the dead worker's turn
-            events = _wait(cb, sid, lambda es: any(e["type"] == "turn_finished" for e in es))
+            events = wait_for_events(
+                cb, sid, lambda es: any(e["type"] == "turn_finished" for e in es),
+                timeout=90, poll=0.2)
             _one_chain(events)
             assert [e["type"] for e in events].count("turn_started") == 1
             assert events[-1]["type"] == "turn_finished" and events[-1]["reply"] == "reply 1"
@@ -158,7 +148,7 @@ def test_a_stream_follows_a_turn_run_by_the_other_server(tmp_path: Path, pg: str
                         seen.append(frame.data)
                         if frame.data["type"] == "turn_finished":
                             break
-            assert seen == _events(ca, sid)
+            assert seen == stored_events(ca, sid)
     finally:
         a.stop()
         b.stop()
@@ -172,7 +162,7 @@ def _children(pid: int) -> list[int]:
 def test_workers_share_one_socket(tmp_path: Path, pg: str) -> None:
     args = write_desk(tmp_path)
     server = start([*args, "--store", pg, "--workers", "2"], tmp_path / "log",
-                   cwd=tmp_path, env=env_for(DESK_DELAY="0"))
+                   cwd=tmp_path, env=cli_env(DESK_DELAY="0"))
     try:
         deadline = time.monotonic() + 30
         while len(_children(server.process.pid)) < 2:

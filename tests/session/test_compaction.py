@@ -23,6 +23,7 @@ from phaseflow.session.compaction import SUMMARY_HEADING, history_chars
 from phaseflow.stores import SQLiteStore
 from phaseflow.tools import tool
 from phaseflow.turn.messages import AssistantMessage, ToolResultMessage, UserMessage
+from tests.support.phaseflow_cli import cli_env, run_phaseflow
 
 WORKFLOW = """\
 phaseflow: 1
@@ -194,11 +195,9 @@ def test_max_history_tokens_must_be_a_positive_integer() -> None:
 def test_run_compacts_and_sessions_show_gives_the_history_and_the_transcript(
         tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     import yaml
 
-    from tests.support.run_cli import clean_env
 
     (tmp_path / "notes.yaml").write_text(WORKFLOW, encoding="utf-8")
     (tmp_path / "notes_tools.py").write_text(
@@ -209,9 +208,7 @@ def test_run_compacts_and_sessions_show_gives_the_history_and_the_transcript(
     messages = [arg for n in range(1, 13) for arg in ("-m", f"turn {n}")]
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                              env=clean_env(), check=False)
+        return run_phaseflow(*args, cwd=tmp_path, timeout=120, env=cli_env())
 
     proc = cli("run", "notes.yaml", "--provider", "scripted:script.yaml", "--tools",
                "notes_tools:TOOLS", "--store", "s.db", "--session", "s",

@@ -20,25 +20,14 @@ from phaseflow.stores import InvalidSessionId, SessionRecord, Store
 from tests.support import forks
 from tests.support.store_backends import (
     Backend,
-    MemoryBackend,
-    PostgresBackend,
     SQLiteBackend,
+    open_backend,
 )
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    found: Backend
-    if request.param == "memory":
-        found = MemoryBackend()
-    elif request.param == "sqlite":
-        found = SQLiteBackend(tmp_path / "sessions.db")
-    else:
-        found = PostgresBackend(request.getfixturevalue("postgres_dsn"))
-    try:
-        yield found
-    finally:
-        found.finish()
+    yield from open_backend(request.param, request, tmp_path)
 
 
 async def _talk(store: Store, turns: int) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent, SessionError
 from phaseflow.stores import SQLiteStore
 from tests.support.hostile_desk import RAN, TOOLS, workflow
+from tests.support.phaseflow_cli import PHASEFLOW
 
 
 def _rewrite_approval_arguments(path: Path, amount: float) -> int:
@@ -65,7 +66,6 @@ def test_sessions_show_reports_an_altered_approval_as_damage(tmp_path: Path) -> 
     """What an approver reads on the command line is what the API would run, or nothing:
     the altered approval is one line, exit 1, never the forged amount."""
     import subprocess
-    import sys
 
     path = tmp_path / "s.db"
     provider = ScriptedProvider([{"calls": [{"pay": {"amount": 5000}}]}, "paid"])
@@ -73,7 +73,7 @@ def test_sessions_show_reports_an_altered_approval_as_damage(tmp_path: Path) -> 
     assert session.reply_sync("pay 5000").status == "awaiting_approval"
     assert _rewrite_approval_arguments(path, 5) == 1
     for extra in ([], ["--json"]):
-        out = subprocess.run([sys.executable, "-m", "phaseflow.cli.main", "sessions", "show",
+        out = subprocess.run([*PHASEFLOW, "sessions", "show",
                               "s", "--store", str(path), *extra],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 1, out

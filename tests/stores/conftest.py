@@ -22,30 +22,15 @@ import pytest
 
 from tests.support.store_backends import (
     Backend,
-    MemoryBackend,
     PostgresBackend,
-    SQLiteBackend,
+    open_backend,
 )
-
-
-def _backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    backend: Backend
-    if kind == "memory":
-        backend = MemoryBackend()
-    elif kind == "sqlite":
-        backend = SQLiteBackend(tmp_path / "sessions.db")
-    else:
-        backend = PostgresBackend(request.getfixturevalue("postgres_dsn"))
-    try:
-        yield backend
-    finally:
-        backend.finish()
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """Every store, one after the other: the contract is the same."""
-    yield from _backend(request.param, request, tmp_path)
+    yield from open_backend(request.param, request, tmp_path)
 
 
 @pytest.fixture
@@ -61,4 +46,4 @@ def pg(postgres_dsn: str) -> Iterator[Backend]:
 @pytest.fixture(params=["sqlite", "postgres"])
 def durable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """The stores that encode rows (what can be corrupted, counted, versioned)."""
-    yield from _backend(request.param, request, tmp_path)
+    yield from open_backend(request.param, request, tmp_path)

@@ -1,6 +1,7 @@
 """A real headless Chromium for the web view's tests, driven by selenium through
 Debian's ``chromedriver``; what the page asked the network for (the DevTools
-performance log) and what it wrote to its console."""
+performance log) and what it wrote to its console; and the waits the browser tests
+share (an element visible, a text shown)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+#: where Debian puts the driver; ``PHASEFLOW_CHROMEDRIVER`` names another
 CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def chromedriver() -> str | None:
+    """The driver to use: ``$PHASEFLOW_CHROMEDRIVER``, else ``chromedriver`` on ``PATH``,
+    else Debian's; ``None`` when there is none."""
+    named = os.environ.get("PHASEFLOW_CHROMEDRIVER")
+    if named:
+        return named if os.path.exists(named) else None
+    return shutil.which("chromedriver") or (CHROMEDRIVER if os.path.exists(CHROMEDRIVER)
+                                            else None)
 
 
 def chromium_binary() -> str | None:
@@ -25,9 +37,7 @@ def missing() -> str | None:
     """Why no browser test can run here, or ``None``."""
     if chromium_binary() is None:
         return "Chromium is not installed (apt-get install chromium chromium-driver)"
-    driver = shutil.which("chromedriver") or (CHROMEDRIVER if os.path.exists(CHROMEDRIVER)
-                                              else None)
-    if driver is None:
+    if chromedriver() is None:
         return "chromedriver is not installed (apt-get install chromium-driver)"
     return None
 
@@ -47,7 +57,8 @@ def start_chrome(width: int = 1280, height: int = 1000) -> Any:
                  f"--window-size={width},{height}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    driver_path = shutil.which("chromedriver") or CHROMEDRIVER
+    driver_path = chromedriver()
+    assert driver_path is not None
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(60)
@@ -75,3 +86,34 @@ def artefacts_folder() -> Path:
     folder = Path(os.environ.get("PHASEFLOW_ARTEFACTS") or root / "build" / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+# --- waiting for the page ------------------------------------------------------------
+
+#: how long a page may take to show what a test waits for, in seconds
+WAIT = 60
+
+
+def until(driver: Any, condition: Any, message: str) -> Any:
+    """Wait (polling every 0.1 s) for a selenium ``condition``; fail with ``message``."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(condition, message)
+
+
+def visible(driver: Any, selector: str, message: str) -> Any:
+    """The element ``selector`` names, once it is visible."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    return until(driver, ec.visibility_of_element_located((By.CSS_SELECTOR, selector)),
+                 message)
+
+
+def text_in(driver: Any, selector: str, text: str) -> Any:
+    """Wait until ``text`` is in the element ``selector`` names."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    return until(driver, ec.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text),
+                 f"{text!r} never appeared in {selector}")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.phaseflow_cli import ROOT, run_phaseflow
+
 WORKFLOWS = ROOT / "workflows"
 
 
@@ -14,12 +14,6 @@ def run_cli(
     *args: str, cwd: Path | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """Run ``phaseflow ARGS`` as a user would, and check it never prints a traceback."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        timeout=timeout,
-    )
+    proc = run_phaseflow(*args, cwd=cwd or ROOT, timeout=timeout)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc

@@ -1,12 +1,13 @@
 """Shared builders for the machine tests: a fake clock, the spec's refund desk built in
-code (and its navigation block, the spec's example), and a writer that logs every call."""
+code (and its navigation block, the spec's example), a writer that logs every call, and
+the two phases the hostile-callable tests put a hook in (exit, entry or preparation)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from phaseflow.machine import PhaseMachine, State
+from phaseflow.machine import EffectContext, PhaseMachine, State
 from phaseflow.spec.model import (
     CallEffect,
     Phase,
@@ -175,3 +176,31 @@ def workflow(
 
 def state(values: Mapping[str, Any] | None = None) -> State:
     return State(values)
+
+
+# --- a hook in every position ----------------------------------------------------------
+
+
+def positions_workflow(where: str, hook: str, also: str = "ok") -> Any:
+    """``a -> b`` with ``hook`` in ``where`` (on_exit of a, on_enter of b, or a
+    preparation of b), followed by a harmless ``also`` call; the registry names
+    :func:`ok_call` ``ok`` and :func:`make_call` ``make``."""
+    effects = [CallEffect(hook), CallEffect(also)]
+    a = Phase("a", transitions=[Transition("b", "state.go")],
+              on_exit=effects if where == "on_exit" else [])
+    b = Phase("b", on_enter=effects if where == "on_enter" else [],
+              requires=["made"] if where == "prepare" else [],
+              prepare=[Preparation("p", CallEffect(hook), ("made",)),
+                       Preparation("q", CallEffect("make"), ("made",))]
+              if where == "prepare" else [])
+    return a, b
+
+
+def ok_call(ctx: EffectContext) -> dict[str, Any]:
+    """The harmless call after the hook: it ran when ``ok_ran`` is set."""
+    return {"ok_ran": True}
+
+
+def make_call(ctx: EffectContext) -> dict[str, Any]:
+    """The preparation that produces ``made`` after the hook's."""
+    return {"made": 1}

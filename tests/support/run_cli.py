@@ -1,44 +1,25 @@
 """The desk project of the ``phaseflow run`` tests and how they run it: a workflow with
 one tool that needs approval and two slow ones, its tools module, a script for the scripted
-model, and ``phaseflow run`` as a real process with an environment of known variables."""
+model, and ``phaseflow run`` as a real process (launched and given its environment by
+:mod:`tests.support.phaseflow_cli`)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support.desk_project import PAY_TOOL, desk_workflow
+from tests.support.phaseflow_cli import cli_env, run_phaseflow
+
 #: a small workflow: one tool that needs approval, two slow ones, a terminal phase
-DESK = """\
-phaseflow: 1
-name: desk
-initial: work
-state:
-  paid: {type: boolean}
-tools:
-  pay:
-    description: Pay an amount
-    approval: always
-    writes: [paid]
+DESK = desk_workflow("""\
   slow.wait:
     description: Wait a long time (async, so a cancellation stops it)
   slow.block:
     description: Block the process a long time (sync)
-phases:
-  work:
-    goal: Do the work.
-    tools: [pay, "slow.*"]
-    transitions:
-      - to: finished
-        when: state.paid
-        description: Paid
-  finished:
-    goal: Say goodbye.
-    terminal: true
-"""
+""", '[pay, "slow.*"]')
 
 TOOLS = '''\
 import asyncio
@@ -47,11 +28,7 @@ import time
 from phaseflow.tools import tool
 
 
-@tool
-def pay(amount: float) -> dict:
-    """Pay."""
-    return {"paid": True, "amount": amount}
-
+''' + PAY_TOOL + '''
 
 @tool(name="slow.wait")
 async def wait() -> str:
@@ -83,20 +60,11 @@ def project(tmp_path: Path, script: str = PAY_SCRIPT) -> Path:
     return tmp_path
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "FORCE_COLOR")) and k != "NO_COLOR"}
-    env.update(extra)
-    return env
-
-
 def run(cwd: Path, *args: str, stdin: str | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", "run", *args], cwd=cwd,
-        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=120, check=False,
-        env=env if env is not None else clean_env())
+    """``phaseflow run ARGS`` in ``cwd``, to the end (two minutes at most)."""
+    return run_phaseflow("run", *args, cwd=cwd, input=stdin, timeout=120,
+                         env=env if env is not None else cli_env())
 
 
 DESK_ARGS = ("desk.yaml", "--provider", "scripted:script.yaml", "--tools", "desk_tools:TOOLS")

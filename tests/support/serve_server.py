@@ -5,17 +5,20 @@ tool whose every run leaves a line in a file) for what the refund desk cannot sh
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+import httpx
+
+from tests.support.desk_project import PAY_TOOL, desk_workflow
+from tests.support.phaseflow_cli import PHASEFLOW, ROOT, cli_env
 
 #: the bundled refund desk, as the README's Quick start runs it
 REFUND_DESK = [
@@ -29,33 +32,12 @@ REFUND_DESK = [
 DEMO = ["Hi, I'm ada@example.com", "Rex", "Order O-9; the kettle arrived broken",
         "Yes, please"]
 
-DESK = """\
-phaseflow: 1
-name: desk
-initial: work
-state:
-  paid: {type: boolean}
-tools:
-  pay:
-    description: Pay an amount
-    approval: always
-    writes: [paid]
+DESK = desk_workflow("""\
   slow.wait:
     description: Wait DESK_DELAY seconds (async, so a cancellation stops it)
   effect:
     description: Do something once, leaving a line in DESK_EFFECTS
-phases:
-  work:
-    goal: Do the work.
-    tools: [pay, "slow.*", effect]
-    transitions:
-      - to: finished
-        when: state.paid
-        description: Paid
-  finished:
-    goal: Say goodbye.
-    terminal: true
-"""
+""", '[pay, "slow.*", effect]')
 
 DESK_TOOLS = '''\
 import asyncio
@@ -64,11 +46,7 @@ import os
 from phaseflow.tools import ToolContext, tool
 
 
-@tool
-def pay(amount: float) -> dict:
-    """Pay."""
-    return {"paid": True, "amount": amount}
-
+''' + PAY_TOOL + '''
 
 @tool(name="slow.wait")
 async def wait() -> str:
@@ -133,23 +111,14 @@ class Server:
                                  f"{timeout} s; its log:\n{self.log()}") from None
 
 
-def env_for(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PHASEFLOW_TOKENS", "OPENAI_"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep)
-    env.update(extra)
-    return env
-
-
 def start(args: list[str], log_path: Path, *, cwd: Path = ROOT,
           env: dict[str, str] | None = None, timeout: float = 60, port: int = 0) -> Server:
     """Start ``phaseflow serve ARGS --port PORT`` (0: a free one) and wait for its
     address."""
     log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - the process writes it
     process = subprocess.Popen(
-        [sys.executable, "-m", "phaseflow.cli.main", "serve", *args, "--port", str(port)],
-        cwd=cwd, env=env or env_for(), stdout=subprocess.PIPE, stderr=log, text=True)
+        [*PHASEFLOW, "serve", *args, "--port", str(port)],
+        cwd=cwd, env=env or cli_env(), stdout=subprocess.PIPE, stderr=log, text=True)
     log.close()
     assert process.stdout is not None
     banner: list[str] = []
@@ -173,6 +142,69 @@ def start(args: list[str], log_path: Path, *, cwd: Path = ROOT,
         raise AssertionError("the server did not start:\n" + "".join(banner)
                              + log_path.read_text(encoding="utf-8"))
     return Server(process, found[0], log_path, banner)
+
+
+@contextlib.contextmanager
+def serving(args: list[str], log_path: Path, *, cwd: Path = ROOT,
+            env: dict[str, str] | None = None) -> Iterator[Server]:
+    """:func:`start` the server, and stop it when the block ends, however it ends."""
+    server = start(args, log_path, cwd=cwd, env=env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def refund_desk(folder: Path, *options: str,
+                env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[Server]:
+    """The bundled refund desk served with its SQLite store and its log in ``folder``."""
+    return serving([*REFUND_DESK, "--store", str(folder / "sessions.db"), *options],
+                   folder / "server.log", env=env)
+
+
+def new_session(client: httpx.Client, messages: list[str],
+                workflow: str | None = "refund-desk") -> dict[str, Any]:
+    """A session created over HTTP (``workflow=None``: the server's default) and sent
+    ``messages`` one reply at a time: its ``id`` and the last reply's JSON."""
+    created = client.post("/v1/sessions", json={"workflow": workflow} if workflow else {})
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    outcome: dict[str, Any] = {}
+    for text in messages:
+        answer = client.post(f"/v1/sessions/{sid}/messages", json={"text": text},
+                             headers={"Accept": "application/json"})
+        assert answer.status_code == 200, answer.text
+        outcome = answer.json()
+    return {"id": sid, **outcome}
+
+
+def stored_events(client: httpx.Client, sid: str) -> list[dict[str, Any]]:
+    """Every event the server has stored for session ``sid``, read page after page
+    (``follow=false``: the stored ones only, never a stream)."""
+    events: list[dict[str, Any]] = []
+    while True:
+        answer = client.get(f"/v1/sessions/{sid}/events",
+                            params={"after": len(events), "follow": "false"})
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        if not page:
+            return events
+        events += page
+
+
+def wait_for_events(client: httpx.Client, sid: str,
+                    predicate: Callable[[list[dict[str, Any]]], bool], *,
+                    timeout: float = 60, poll: float = 0.1) -> list[dict[str, Any]]:
+    """Session ``sid``'s stored events once ``predicate`` holds for them (asked every
+    ``poll`` seconds); after ``timeout`` seconds, a failure naming the events seen."""
+    deadline = time.monotonic() + timeout
+    events: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        events = stored_events(client, sid)
+        if predicate(events):
+            return events
+        time.sleep(poll)
+    raise AssertionError(f"timed out; the events: {[(e['seq'], e['type']) for e in events]}")
 
 
 @dataclass

@@ -167,3 +167,19 @@ class PostgresBackend(Backend):
         conn.execute(f"SET search_path TO {self.schema}")
         cur = conn.execute(statement, params)
         return list(cur.fetchall()) if cur.description else []
+
+
+def open_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The backend ``kind`` names (``memory``, ``sqlite``, ``postgres``: its DSN from the
+    ``postgres_dsn`` fixture), finished after the test; a fixture yields from it."""
+    backend: Backend
+    if kind == "memory":
+        backend = MemoryBackend()
+    elif kind == "sqlite":
+        backend = SQLiteBackend(tmp_path / "sessions.db")
+    else:
+        backend = PostgresBackend(request.getfixturevalue("postgres_dsn"))
+    try:
+        yield backend
+    finally:
+        backend.finish()

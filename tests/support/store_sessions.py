@@ -5,9 +5,7 @@ commits (so a store can be fed a real session's commits one by one)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from examples import support_agent
 from phaseflow.providers import ScriptedProvider
 from phaseflow.session import Agent, Session
 from phaseflow.stores import MemoryStore, SessionRecord, Store
+from tests.support.phaseflow_cli import cli_env, run_phaseflow
 
 CHAT = """\
 phaseflow: 1
@@ -91,16 +90,10 @@ async def chat_commits(turns: int, session_id: str = "chat") -> Recorder:
     return recorder
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 def cli(*args: str | bytes, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``phaseflow ARGS`` in a process of its own, as a user runs it (``bytes``: an
     argument as the shell passes it, not necessarily UTF-8)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.run([sys.executable, "-m", "phaseflow.cli.main", *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    return run_phaseflow(*args, cwd=cwd, timeout=120, env=cli_env())
 
 
 def renumber(record: SessionRecord, version: int, **changes: Any) -> SessionRecord:

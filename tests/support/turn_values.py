@@ -1,6 +1,7 @@
 """Turn-core values the turn tests build step by step and share: a continuation with a
 request begun, with a tool group checkpointed, with every call finished, and the reply that
-completes it; a turn's progress generating, and executing two tool calls."""
+completes it; a turn's progress generating, and executing two tool calls; a turn execution
+active (starting) and thinking."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from phaseflow.turn import (
     SystemMessage,
     ToolCall,
     ToolOutcome,
+    TurnExecution,
     TurnId,
     TurnProgress,
 )
@@ -73,3 +75,16 @@ def executing() -> tuple[TurnProgress, TurnId]:
     m, t = generating()
     m = ok(ok(m.tool_call(t, A)).tool_call(t, B))
     return ok(m.stream_ended(t, StopReason.TOOL_USE)).progress, t
+
+
+# --- executions ------------------------------------------------------------------------
+
+
+def active() -> TurnExecution:
+    """A turn begun: starting, before the provider is called."""
+    return ok(TurnExecution().begin_turn())
+
+
+def thinking() -> TurnExecution:
+    """A turn whose provider call has started."""
+    return ok(active().provider_started())

@@ -57,18 +57,9 @@ from phaseflow.turn import (
 )
 from phaseflow.turn.inputs import describe
 from tests.support.turn_strategies import assert_json_identity, ok, rejected
+from tests.support.turn_values import LS, generating, thinking
 
 HUGE = 10**5000  # beyond Python's 4,300-digit limit for printing an int
-LS = ToolCall.of("c1", "bash", {"command": "ls"})
-
-
-def generating() -> tuple[TurnProgress, TurnId]:
-    started = ok(TurnProgress().start_turn())
-    return started.progress, started.turn_id
-
-
-def thinking() -> TurnExecution:
-    return ok(ok(TurnExecution().begin_turn()).provider_started())
 
 
 def with_group() -> Continuation:

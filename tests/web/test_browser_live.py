@@ -11,67 +11,39 @@ import httpx
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support.browser import console_problems, requested_urls
-from tests.support.serve_server import DEMO, REFUND_DESK, Server, env_for, start
+from tests.support.browser import console_problems, requested_urls, text_in, until, visible
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import DEMO, Server, new_session, refund_desk
 from tests.support.tcp_proxy import Relay
 
 TOKEN = "web-view-browser-token-42"
-WAIT = 60
-
-
-def _until(browser: Any, condition: Any, message: str) -> Any:
-    return WebDriverWait(browser, WAIT, poll_frequency=0.1).until(condition, message)
-
-
-def _css(browser: Any, selector: str, message: str) -> Any:
-    return _until(browser, ec.visibility_of_element_located((By.CSS_SELECTOR, selector)),
-                  message)
-
-
-def _text_in(browser: Any, selector: str, text: str) -> Any:
-    return _until(browser, ec.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text),
-                  f"{text!r} never appeared in {selector}")
-
-
-def _session(client: httpx.Client, messages: list[str]) -> str:
-    created = client.post("/v1/sessions", json={})
-    assert created.status_code == 201, created.text
-    sid: str = created.json()["id"]
-    for text in messages:
-        answer = client.post(f"/v1/sessions/{sid}/messages", json={"text": text},
-                             headers={"Accept": "application/json"})
-        assert answer.status_code == 200, answer.text
-    return sid
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder = tmp_path_factory.mktemp("web-live")
-    server = start([*REFUND_DESK, "--store", str(folder / "s.db")], folder / "server.log",
-                   env=env_for(PHASEFLOW_TOKENS=TOKEN))
-    yield server
-    server.stop()
+    with refund_desk(tmp_path_factory.mktemp("web-live"),
+                     env=cli_env(PHASEFLOW_TOKENS=TOKEN)) as server:
+        yield server
 
 
 def test_with_a_token_asked_once(guarded: Server, browser: Any) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=guarded.base, timeout=60, headers=auth) as client:
-        sid = _session(client, DEMO)
+        sid = new_session(client, DEMO, workflow=None)["id"]
         browser.get(guarded.base + "/ui/")
-        field = _css(browser, "#token-input", "the page did not ask for the token")
+        field = visible(browser, "#token-input", "the page did not ask for the token")
         field.send_keys(TOKEN)
         browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
-        link = _css(browser, f'tr[data-session="{sid}"] a', "the list did not load")
+        link = visible(browser, f'tr[data-session="{sid}"] a', "the list did not load")
         assert not browser.find_element(By.ID, "token-form").is_displayed()
         link.click()  # same tab: the token is kept, not asked again
-        _css(browser, '#graph [aria-current="step"]', "no current phase")
-        _text_in(browser, "#conversation", DEMO[2])
+        visible(browser, '#graph [aria-current="step"]', "no current phase")
+        text_in(browser, "#conversation", DEMO[2])
         assert not browser.find_element(By.ID, "token-form").is_displayed()
-        _css(browser, "#approve", "no Approve button").send_keys(Keys.ENTER)  # keyboard
-        _text_in(browser, "#conversation", "Done: refund R-77")
+        visible(browser, "#approve", "no Approve button").send_keys(Keys.ENTER)  # keyboard
+        text_in(browser, "#conversation", "Done: refund R-77")
         assert client.get(f"/v1/sessions/{sid}").json()["status"] == "finished"
     assert browser.execute_script("return sessionStorage.getItem('phaseflow.token')") == TOKEN
     foreign = [u for u in requested_urls(browser) if not u.startswith(guarded.base + "/")
@@ -91,19 +63,19 @@ def test_a_cut_stream_resumes_without_loss_or_repeat(desk: Server, client: httpx
     address = urlsplit(desk.base)
     relay = Relay((address.hostname or "127.0.0.1", address.port or 80))
     try:
-        sid = _session(client, DEMO[:1])
+        sid = new_session(client, DEMO[:1], workflow=None)["id"]
         browser.get(relay.base + f"/ui/sessions/{sid}")
-        _text_in(browser, "#conversation", "what was the name of your first pet")
-        _text_in(browser, "#stream-state", "live")
+        text_in(browser, "#conversation", "what was the name of your first pet")
+        text_in(browser, "#stream-state", "live")
         relay.cut()  # the stream is cut; reconnecting is refused while the turn runs
-        _text_in(browser, "#stream-state", "reconnecting")
+        text_in(browser, "#stream-state", "reconnecting")
         turn = client.post(f"/v1/sessions/{sid}/messages", json={"text": DEMO[1]},
                            headers={"Accept": "application/json"})
         assert turn.status_code == 200
         relay.listen()
-        _text_in(browser, "#conversation", "you're verified")
-        _text_in(browser, "#stream-state", "live")
-        _css(browser, '#graph [data-phase="locate_order"][aria-current="step"]',
+        text_in(browser, "#conversation", "you're verified")
+        text_in(browser, "#stream-state", "live")
+        visible(browser, '#graph [data-phase="locate_order"][aria-current="step"]',
              "the phase change made while cut off is not shown")
     finally:
         relay.close()
@@ -126,28 +98,28 @@ def test_a_cut_stream_resumes_without_loss_or_repeat(desk: Server, client: httpx
 def test_hostile_text_is_shown_as_text(desk: Server, client: httpx.Client,
                                        browser: Any) -> None:
     hostile = '<img src="/ui/static/x.png" onerror="window.__owned = 1"><b>bold</b>'
-    sid = _session(client, [hostile])
+    sid = new_session(client, [hostile], workflow=None)["id"]
     browser.get(desk.base + f"/ui/sessions/{sid}")
-    _text_in(browser, "#conversation", hostile)
+    text_in(browser, "#conversation", hostile)
     assert browser.find_elements(By.CSS_SELECTOR, "#conversation img, #conversation b") == []
     assert browser.execute_script("return window.__owned === undefined")
     assert not any(u.endswith("/x.png") for u in requested_urls(browser))
     # a mistyped address: a clear message, no script error
     browser.get(desk.base + "/ui/sessions/no%E0such")
-    _text_in(browser, "#page-error", "No session")
+    text_in(browser, "#page-error", "No session")
     problems = [p for p in console_problems(browser) if p.get("source") != "network"]
     assert problems == [], problems
 
 
 def test_reject_with_a_reason(desk: Server, client: httpx.Client, browser: Any) -> None:
-    sid = _session(client, DEMO)
+    sid = new_session(client, DEMO, workflow=None)["id"]
     browser.get(desk.base + f"/ui/sessions/{sid}")
-    _css(browser, "#reject", "no Reject button")
+    visible(browser, "#reject", "no Reject button")
     browser.find_element(By.ID, "approval-note").send_keys("amount looks wrong")
     browser.find_element(By.ID, "reject").click()
-    _text_in(browser, "#conversation", "amount looks wrong")
-    _css(browser, ".entry.tool-result .badge.rejected", "the call is not shown rejected")
-    _until(browser, lambda b: b.find_element(By.ID, "session-status")
+    text_in(browser, "#conversation", "amount looks wrong")
+    visible(browser, ".entry.tool-result .badge.rejected", "the call is not shown rejected")
+    until(browser, lambda b: b.find_element(By.ID, "session-status")
            .get_attribute("data-status") != "awaiting_approval", "still awaiting approval")
     assert not browser.find_element(By.ID, "approval").is_displayed()
     stored = client.get(f"/v1/sessions/{sid}/events", params={"follow": "false"}).json()
@@ -164,10 +136,10 @@ def test_pages_left_behind_free_their_streams(desk: Server, client: httpx.Client
     when approving on the sixth session page opened in a row waited 57 s for a
     connection. Each stream left behind is over (the server logs a request when its
     response ends) soon after the next page is open."""
-    sids = [_session(client, []) for _ in range(8)]
+    sids = [new_session(client, [], workflow=None)["id"] for _ in range(8)]
     for visit, sid in enumerate(sids):
         browser.get(desk.base + f"/ui/sessions/{sid}")
-        _text_in(browser, "#stream-state", "live")
+        text_in(browser, "#stream-state", "live")
         if visit:
             line = f"path=/v1/sessions/{sids[visit - 1]}/events"
             WebDriverWait(browser, 10, poll_frequency=0.1).until(

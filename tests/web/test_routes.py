@@ -7,26 +7,25 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.serve_server import REFUND_DESK, ROOT, Server, env_for, start
+from tests.support.phaseflow_cli import cli_env, run_phaseflow
+from tests.support.serve_server import REFUND_DESK, ROOT, Server, serving
 
 STATIC = ROOT / "phaseflow" / "serve" / "ui" / "static"
 TOKEN = "web-view-token-0123456789"
 
 
 @pytest.fixture(scope="module")
-def guarded(tmp_path_factory: pytest.TempPathFactory) -> Server:
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("web-token")
-    server = start([*REFUND_DESK, "--store", "memory"], folder / "server.log",
-                   env=env_for(PHASEFLOW_TOKENS=TOKEN))
-    yield server  # type: ignore[misc]
-    server.stop()
+    with serving([*REFUND_DESK, "--store", "memory"], folder / "server.log",
+                 env=cli_env(PHASEFLOW_TOKENS=TOKEN)) as server:
+        yield server
 
 
 def test_pages_open_without_a_token_and_the_api_keeps_it(guarded: Server) -> None:
@@ -74,11 +73,9 @@ def test_the_graph_as_json(guarded: Server) -> None:
 
 
 def _cli_describe(phase: str, state: dict[str, object]) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "phaseflow.cli.main", "describe",
-         str(ROOT / "workflows" / "refund-desk.yaml"), "--phase", phase, "--state",
-         json.dumps(state)], capture_output=True, text=True, env=env_for(), cwd=ROOT,
-        timeout=60)
+    done = run_phaseflow("describe", str(ROOT / "workflows" / "refund-desk.yaml"),
+                         "--phase", phase, "--state", json.dumps(state), env=cli_env(),
+                         cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
