@@ -148,13 +148,7 @@ class Selection:
         return Rejected(R.INVALID_SELECTION, problem) if problem else self
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "kind": self.kind.value,
-            "unit": self.unit.value,
-            "start": self.start,
-            "count": self.count,
-            "total": self.total,
-        }
+        return j.fields_to_json(self)
 
     @classmethod
     def decode(cls, data: object) -> Selection:
@@ -221,12 +215,7 @@ class OutputReference:
         return Rejected(R.INVALID_REFERENCE, problem) if problem else self
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "token": self.token,
-            "media_type": self.media_type,
-            "size": self.size,
-            "sha256": self.sha256,
-        }
+        return j.fields_to_json(self)
 
     @classmethod
     def decode(cls, data: object) -> OutputReference:
@@ -318,20 +307,9 @@ class ToolOutput:
         return self.failed or isinstance(self.capture, CaptureIncomplete)
 
     def to_json(self) -> dict[str, JsonValue]:
-        capture: dict[str, JsonValue] = {"kind": self.capture.kind}
-        if isinstance(self.capture, CaptureIncomplete):
-            capture["reason"] = self.capture.reason.value
-        presentation: dict[str, JsonValue] = {"kind": self.presentation.kind}
-        if isinstance(self.presentation, PresentationTruncated):
-            presentation["omitted"] = self.presentation.omitted
-        return {
-            "text": self.text,
-            "capture": capture,
-            "presentation": presentation,
-            "selection": None if self.selection is None else self.selection.to_json(),
-            "reference": None if self.reference is None else self.reference.to_json(),
-            "failed": self.failed,
-        }
+        """Its fields by name, the capture and the presentation each with its kind (the
+        one rule of :func:`~phaseflow.turn.jsonio.fields_to_json`)."""
+        return j.fields_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> ToolOutput | Rejected:
