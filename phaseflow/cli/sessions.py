@@ -178,18 +178,9 @@ async def _main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     try:
-        if args.action == "list":
-            return await _list(store, args)
-        if args.action == "show":
-            return await _show(store, args)
-        if args.action == "events":
-            return await _events(store, args)
-        if args.action == "delete":
-            return await _delete(store, args)
-        if args.action == "fork":
-            return await _fork(store, args)
-        if args.action == "branches":
-            return await _branches(store, args)
+        action = _STORE_ACTIONS.get(args.action)
+        if action is not None:
+            return await action(store, args)
         return await _recover(store, args, *agent_parts)
     except StoreDataError as exc:
         raise Failed(str(exc)) from None
@@ -604,3 +595,8 @@ def _outcome(session_id: str, before: str, status: str, phase: str,
         if errors:
             line += f"; {errors[-1].code}: {one_line(errors[-1].message)}"
     return line, ok
+
+
+#: the actions that need the store and nothing else (``recover`` needs an agent too)
+_STORE_ACTIONS = {"list": _list, "show": _show, "events": _events, "delete": _delete,
+                  "fork": _fork, "branches": _branches}

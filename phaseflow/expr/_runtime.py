@@ -444,26 +444,25 @@ def _number_text(name: str, x: Any) -> str:
     return text
 
 
-def f_int(x: Any) -> Any:
-    """``int(x)`` of a number, a bool or a short numeric string."""
+def _convert(convert: type[int] | type[float], x: Any) -> Any:
+    """``int(x)`` or ``float(x)`` of a number, a bool or a short numeric string: what a
+    guard's ``int()`` and ``float()`` convert, each by this one rule."""
     if x is None:
         return None
     if type(x) is bool or _is_num(x):
-        return int(x)
+        return convert(x)
+    name = convert.__name__
     if _is_str(x):
-        return int(_number_text("int", x))
-    raise GuardTypeError(f"int() needs a number or a str, not '{_tname(x)}'")
+        return convert(_number_text(name, x))
+    raise GuardTypeError(f"{name}() needs a number or a str, not '{_tname(x)}'")
+
+
+def f_int(x: Any) -> Any:
+    return _convert(int, x)
 
 
 def f_float(x: Any) -> Any:
-    """``float(x)`` of a number, a bool or a short numeric string."""
-    if x is None:
-        return None
-    if type(x) is bool or _is_num(x):
-        return float(x)
-    if _is_str(x):
-        return float(_number_text("float", x))
-    raise GuardTypeError(f"float() needs a number or a str, not '{_tname(x)}'")
+    return _convert(float, x)
 
 
 def f_str(x: Any) -> Any:

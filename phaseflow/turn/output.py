@@ -24,7 +24,7 @@ from phaseflow.turn import jsonio as j
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.messages import ToolOutcome
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "Capture",
@@ -130,6 +130,7 @@ class Selection:
         setf(self, "total", i.opt_integer(self.total, "selection total"))
 
     @classmethod
+    @refusing(R.INVALID_SELECTION)
     def create(
         cls,
         kind: SelectionKind,
@@ -138,10 +139,7 @@ class Selection:
         count: int,
         total: int | None = None,
     ) -> Selection | Rejected:
-        try:
-            return cls(kind, unit, start, count, total).validate()
-        except i.TurnInputError as exc:
-            return Rejected(R.INVALID_SELECTION, str(exc))
+        return cls(kind, unit, start, count, total).validate()
 
     def validate(self) -> Selection | Rejected:
         problem = _selection_problem(self)
@@ -202,13 +200,11 @@ class OutputReference:
         object.__setattr__(self, "sha256", i.text(self.sha256, "reference sha256"))
 
     @classmethod
+    @refusing(R.INVALID_REFERENCE)
     def create(
         cls, token: str, media_type: str, size: int, sha256: str
     ) -> OutputReference | Rejected:
-        try:
-            return cls(token, media_type, size, sha256).validate()
-        except i.TurnInputError as exc:
-            return Rejected(R.INVALID_REFERENCE, str(exc))
+        return cls(token, media_type, size, sha256).validate()
 
     def validate(self) -> OutputReference | Rejected:
         problem = _reference_problem(self)
@@ -267,6 +263,7 @@ class ToolOutput:
         object.__setattr__(self, "failed", i.flag(self.failed, "failed"))
 
     @classmethod
+    @refusing(R.INVALID_OUTPUT)
     def create(
         cls,
         text: str,
@@ -276,10 +273,7 @@ class ToolOutput:
         reference: OutputReference | None = None,
         failed: bool = False,
     ) -> ToolOutput | Rejected:
-        try:
-            return cls(text, capture, presentation, selection, reference, failed).validate()
-        except i.TurnInputError as exc:
-            return Rejected(R.INVALID_OUTPUT, str(exc))
+        return cls(text, capture, presentation, selection, reference, failed).validate()
 
     def validate(self) -> ToolOutput | Rejected:
         p = self.presentation
