@@ -31,7 +31,7 @@ path on exact types and only falls back to ``isinstance`` checks for subclasses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 __all__ = ["HELPERS", "WORK_LIMIT", "GuardTypeError", "GuardWorkLimit"]
@@ -330,22 +330,21 @@ def f_len(x: Any) -> Any:
     raise GuardTypeError(f"len() of '{_tname(x)}' is not supported")
 
 
-def f_lower(x: Any) -> Any:
-    """``lower(s)``: a new string; the argument is not touched."""
+def _recased(case: Callable[[str], str], x: Any) -> Any:
+    """``lower(s)`` or ``upper(s)`` (``case``): a new string; the argument is not touched."""
     if x is None:
         return None
     if _is_str(x):
-        return str.lower(x)
-    raise GuardTypeError(f"lower() needs a str, not '{_tname(x)}'")
+        return case(x)
+    raise GuardTypeError(f"{case.__name__}() needs a str, not '{_tname(x)}'")
+
+
+def f_lower(x: Any) -> Any:
+    return _recased(str.lower, x)
 
 
 def f_upper(x: Any) -> Any:
-    """``upper(s)``."""
-    if x is None:
-        return None
-    if _is_str(x):
-        return str.upper(x)
-    raise GuardTypeError(f"upper() needs a str, not '{_tname(x)}'")
+    return _recased(str.upper, x)
 
 
 def _affix(name: str, s: Any, affix: Any) -> tuple[str, str | tuple[str, ...]] | None:

@@ -141,14 +141,8 @@ def decode_continuation(data: object, classes: ContinuationClasses[T]) -> T:
     return _Reader(classes).continuation(data)
 
 
-class _Reader(Generic[T]):
-    """The decoders of one read, each building with ``make`` (bound methods, so they fit
-    the one-argument readers ``j.items`` takes)."""
-
-    __slots__ = ("make",)
-
-    def __init__(self, make: ContinuationClasses[T]) -> None:
-        self.make = make
+class _Reader(j.Reader[ContinuationClasses[T]]):
+    __slots__ = ()
 
     def continuation(self, data: object) -> T:
         w = "continuation"

@@ -89,14 +89,8 @@ def decode_execution(data: object, classes: ExecutionClasses[T]) -> T:
     return _Reader(classes).execution(data)
 
 
-class _Reader(Generic[T]):
-    """The decoders of one read, each building with ``make`` (bound methods, so they fit
-    the one-argument readers ``j.items`` takes)."""
-
-    __slots__ = ("make",)
-
-    def __init__(self, make: ExecutionClasses[T]) -> None:
-        self.make = make
+class _Reader(j.Reader[ExecutionClasses[T]]):
+    __slots__ = ()
 
     def execution(self, data: object) -> T:
         w = "turn execution"

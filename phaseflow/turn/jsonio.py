@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.turn.inputs import MAX_INT, TurnInputError, describe
@@ -40,6 +40,7 @@ JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "Jso
 
 T = TypeVar("T")
 E = TypeVar("E")
+M = TypeVar("M")
 
 
 class Malformed(PhaseflowError):
@@ -147,6 +148,20 @@ def _to_json(value: object) -> JsonValue:
     if to_json is not None:
         return to_json()  # type: ignore[no-any-return]
     return fields_to_json(value)
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+class Reader(Generic[M]):
+    """The decoders of one read, each building with ``make``: the classes the value's
+    module hands over (the decoders are bound methods, so they fit the one-argument
+    readers :func:`items` takes)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: M) -> None:
+        self.make = make
 
 
 # --- shape readers -----------------------------------------------------------------
