@@ -478,13 +478,7 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
 
 def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """The workflow, tools, hooks and provider of ``recover``, each checked (Misuse)."""
-    from phaseflow.cli.agent_options import (
-        hooks_option,
-        mcp_option,
-        positive_integer,
-        seconds,
-        tools_option,
-    )
+    from phaseflow.cli.agent_options import agent_code, positive_integer, seconds
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.providers import check_provider, make_provider
 
@@ -498,9 +492,7 @@ def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     if isinstance(workflow, int):
         raise Reported(2)  # what is wrong with the file is printed
     try:
-        tools = tools_option(args.tools)
-        hooks = hooks_option(args.hooks)
-        args.mcp = mcp_option(args.mcp)
+        tools, hooks, args.mcp = agent_code(args)
         provider = make_provider(args.provider, args.model, args.base_url,
                                  max_tokens=max_tokens)
     except ConfigError as exc:
