@@ -1,6 +1,6 @@
-"""The options that build an agent, read and checked once for ``phaseflow run`` and
-``phaseflow sessions recover``: ``--tools``, ``--hooks``, ``--lease``, ``--max-tokens``,
-``--mcp`` (and how SIGTERM stops the MCP servers it starts).
+"""The options that build an agent, read and checked once for ``phaseflow run``,
+``phaseflow serve`` and ``phaseflow sessions recover``: ``--tools``, ``--hooks``,
+``--lease``, ``--max-tokens``, ``--mcp`` (and how SIGTERM stops the MCP servers it starts).
 
 Each reader returns the checked value or raises :class:`ConfigError` naming the option
 and what is wrong with it (the command prints that one line and exits 2), before any
@@ -9,10 +9,11 @@ model is called or any file is written.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 from phaseflow.cli.imports import import_attr
 from phaseflow.errors import ConfigError
@@ -65,30 +66,45 @@ def hooks_option(spec: str | None) -> Mapping[str, Any] | None:
     return value
 
 
-def positive_integer(value: str | None, option: str) -> int | None:
-    """A positive integer option (``--max-tokens``), ``None`` when not given."""
+_Number = TypeVar("_Number", int, float)
+
+
+def _positive(value: str | None, option: str, parse: Callable[[str], _Number],
+              expected: str) -> _Number | None:
+    """``value`` read by ``parse``: a positive, finite number, ``None`` when the option is
+    not given, or a :class:`ConfigError` naming the option and what it ``expected``."""
     if value is None:
         return None
     try:
-        number = int(value.strip())
+        number: _Number | None = parse(value.strip())
     except ValueError:
-        number = 0
-    if number < 1:
-        raise ConfigError(f"{option}: expected a positive integer, got {value!r}")
+        number = None
+    if number is None or not number > 0 or number == math.inf:
+        raise ConfigError(f"{option}: expected {expected}, got {value!r}")
     return number
+
+
+def positive_integer(value: str | None, option: str) -> int | None:
+    """A positive integer option (``--max-tokens``), ``None`` when not given."""
+    return _positive(value, option, int, "a positive integer")
 
 
 def seconds(value: str | None, option: str) -> float | None:
     """A positive, finite number of seconds (``--lease``), ``None`` when not given."""
-    if value is None:
-        return None
-    try:
-        number = float(value.strip())
-    except ValueError:
-        number = math.nan
-    if not (math.isfinite(number) and number > 0):
-        raise ConfigError(f"{option}: expected a positive number of seconds, got {value!r}")
-    return number
+    return _positive(value, option, float, "a positive number of seconds")
+
+
+class AgentCode(NamedTuple):
+    """The code an agent runs, as ``--tools``, ``--hooks`` and ``--mcp`` name it."""
+
+    tools: Any
+    hooks: Mapping[str, Any] | None
+    mcp: str | None
+
+
+def agent_code(args: argparse.Namespace) -> AgentCode:
+    """``--tools``, ``--hooks`` and ``--mcp``, each read and checked, in that order."""
+    return AgentCode(tools_option(args.tools), hooks_option(args.hooks), mcp_option(args.mcp))
 
 
 def given_options(**options: Any) -> dict[str, Any]:

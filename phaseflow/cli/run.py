@@ -120,13 +120,11 @@ def _run(args: argparse.Namespace) -> int:
 
     from phaseflow.cli.agent_options import (
         TERMINATED,
+        agent_code,
         given_options,
-        hooks_option,
-        mcp_option,
         positive_integer,
         seconds,
         sigterm_quits,
-        tools_option,
     )
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.stores import DEFAULT_STORE, open_store
@@ -149,9 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     if isinstance(workflow, int):
         return 2  # what is wrong with it is printed
     try:
-        tools = tools_option(args.tools)
-        hooks = hooks_option(args.hooks)
-        mcp = mcp_option(args.mcp)
+        tools, hooks, mcp = agent_code(args)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     provider = _provider(args, max_tokens)

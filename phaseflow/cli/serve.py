@@ -177,14 +177,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
             heartbeat: float, poll: float, grace: float, sweep: float) -> ServeConfig:
-    from phaseflow.cli.agent_options import (
-        given_options,
-        hooks_option,
-        mcp_option,
-        positive_integer,
-        seconds,
-        tools_option,
-    )
+    from phaseflow.cli.agent_options import agent_code, given_options, positive_integer, seconds
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.providers import check_provider, make_provider
     from phaseflow.cli.stores import open_store
@@ -200,10 +193,8 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         check_provider(args.provider, args.base_url)
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         lease = seconds(args.lease, "--lease")
-        tools = tools_option(args.tools)
-        hooks = hooks_option(args.hooks)
         max_history = positive_integer(args.max_history_tokens, "--max-history-tokens")
-        mcp = mcp_option(args.mcp)
+        tools, hooks, mcp = agent_code(args)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     from phaseflow.cli.telemetry import switch_on

@@ -178,18 +178,9 @@ async def _main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     try:
-        if args.action == "list":
-            return await _list(store, args)
-        if args.action == "show":
-            return await _show(store, args)
-        if args.action == "events":
-            return await _events(store, args)
-        if args.action == "delete":
-            return await _delete(store, args)
-        if args.action == "fork":
-            return await _fork(store, args)
-        if args.action == "branches":
-            return await _branches(store, args)
+        action = _STORE_ACTIONS.get(args.action)
+        if action is not None:
+            return await action(store, args)
         return await _recover(store, args, *agent_parts)
     except StoreDataError as exc:
         raise Failed(str(exc)) from None
@@ -487,13 +478,7 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
 
 def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """The workflow, tools, hooks and provider of ``recover``, each checked (Misuse)."""
-    from phaseflow.cli.agent_options import (
-        hooks_option,
-        mcp_option,
-        positive_integer,
-        seconds,
-        tools_option,
-    )
+    from phaseflow.cli.agent_options import agent_code, positive_integer, seconds
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.providers import check_provider, make_provider
 
@@ -507,9 +492,7 @@ def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     if isinstance(workflow, int):
         raise Reported(2)  # what is wrong with the file is printed
     try:
-        tools = tools_option(args.tools)
-        hooks = hooks_option(args.hooks)
-        args.mcp = mcp_option(args.mcp)
+        tools, hooks, args.mcp = agent_code(args)
         provider = make_provider(args.provider, args.model, args.base_url,
                                  max_tokens=max_tokens)
     except ConfigError as exc:
@@ -604,3 +587,8 @@ def _outcome(session_id: str, before: str, status: str, phase: str,
         if errors:
             line += f"; {errors[-1].code}: {one_line(errors[-1].message)}"
     return line, ok
+
+
+#: the actions that need the store and nothing else (``recover`` needs an agent too)
+_STORE_ACTIONS = {"list": _list, "show": _show, "events": _events, "delete": _delete,
+                  "fork": _fork, "branches": _branches}

@@ -31,7 +31,7 @@ path on exact types and only falls back to ``isinstance`` checks for subclasses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 __all__ = ["HELPERS", "WORK_LIMIT", "GuardTypeError", "GuardWorkLimit"]
@@ -330,22 +330,21 @@ def f_len(x: Any) -> Any:
     raise GuardTypeError(f"len() of '{_tname(x)}' is not supported")
 
 
-def f_lower(x: Any) -> Any:
-    """``lower(s)``: a new string; the argument is not touched."""
+def _recased(case: Callable[[str], str], x: Any) -> Any:
+    """``lower(s)`` or ``upper(s)`` (``case``): a new string; the argument is not touched."""
     if x is None:
         return None
     if _is_str(x):
-        return str.lower(x)
-    raise GuardTypeError(f"lower() needs a str, not '{_tname(x)}'")
+        return case(x)
+    raise GuardTypeError(f"{case.__name__}() needs a str, not '{_tname(x)}'")
+
+
+def f_lower(x: Any) -> Any:
+    return _recased(str.lower, x)
 
 
 def f_upper(x: Any) -> Any:
-    """``upper(s)``."""
-    if x is None:
-        return None
-    if _is_str(x):
-        return str.upper(x)
-    raise GuardTypeError(f"upper() needs a str, not '{_tname(x)}'")
+    return _recased(str.upper, x)
 
 
 def _affix(name: str, s: Any, affix: Any) -> tuple[str, str | tuple[str, ...]] | None:
@@ -444,26 +443,25 @@ def _number_text(name: str, x: Any) -> str:
     return text
 
 
-def f_int(x: Any) -> Any:
-    """``int(x)`` of a number, a bool or a short numeric string."""
+def _convert(convert: type[int] | type[float], x: Any) -> Any:
+    """``int(x)`` or ``float(x)`` of a number, a bool or a short numeric string: what a
+    guard's ``int()`` and ``float()`` convert, each by this one rule."""
     if x is None:
         return None
     if type(x) is bool or _is_num(x):
-        return int(x)
+        return convert(x)
+    name = convert.__name__
     if _is_str(x):
-        return int(_number_text("int", x))
-    raise GuardTypeError(f"int() needs a number or a str, not '{_tname(x)}'")
+        return convert(_number_text(name, x))
+    raise GuardTypeError(f"{name}() needs a number or a str, not '{_tname(x)}'")
+
+
+def f_int(x: Any) -> Any:
+    return _convert(int, x)
 
 
 def f_float(x: Any) -> Any:
-    """``float(x)`` of a number, a bool or a short numeric string."""
-    if x is None:
-        return None
-    if type(x) is bool or _is_num(x):
-        return float(x)
-    if _is_str(x):
-        return float(_number_text("float", x))
-    raise GuardTypeError(f"float() needs a number or a str, not '{_tname(x)}'")
+    return _convert(float, x)
 
 
 def f_str(x: Any) -> Any:

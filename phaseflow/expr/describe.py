@@ -50,23 +50,20 @@ def type_name(value: Any) -> str:
     return name if type(name) is str else "object"
 
 
+#: The JSON type name of each class a parsed JSON value may be, the first that fits
+#: (``bool`` before ``int``: ``True`` is an ``int`` too).
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"),
+    (str, "string"), (list, "array"), (dict, "object"),
+)
+
+
 def json_type(value: Any) -> str:
     """The JSON type name of a parsed JSON value (``integer`` for ``1``, ``number`` for
     ``1.5``); the Python class name for anything else."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for kind, name in _JSON_TYPES:
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 

@@ -65,15 +65,17 @@ class OtelObserver:
         self.token_usage = meter.create_histogram(
             n.TOKEN_USAGE, unit="{token}", description="Tokens used per model request",
             explicit_bucket_boundaries_advisory=list(n.TOKEN_BUCKETS))
-        self.operation_duration = meter.create_histogram(
-            n.OPERATION_DURATION, unit="s", description="Duration of each model request",
-            explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS))
-        self.turn_duration = meter.create_histogram(
-            n.TURN_DURATION, unit="s", description="Duration of each drive of a turn",
-            explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS))
-        self.tool_duration = meter.create_histogram(
-            n.TOOL_DURATION, unit="s", description="Duration of each tool call",
-            explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS))
+
+        def duration(name: str, description: str) -> Any:
+            """A histogram of durations: seconds, in the duration buckets."""
+            return meter.create_histogram(
+                name, unit="s", description=description,
+                explicit_bucket_boundaries_advisory=list(n.DURATION_BUCKETS))
+
+        self.operation_duration = duration(n.OPERATION_DURATION,
+                                           "Duration of each model request")
+        self.turn_duration = duration(n.TURN_DURATION, "Duration of each drive of a turn")
+        self.tool_duration = duration(n.TOOL_DURATION, "Duration of each tool call")
         self.transitions = meter.create_counter(
             n.TRANSITIONS, unit="{transition}",
             description="Phase transitions taken (outcome moved) or refused")

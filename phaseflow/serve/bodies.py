@@ -101,6 +101,11 @@ def known_fields(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
                           field=name)
 
 
+def _invalid(name: str, what_is_wrong: str) -> Problem:
+    """The 400 of a field that is there but wrong: ``the field 'x' <what_is_wrong>``."""
+    return Problem(400, "invalid_field", f"the field {name!r} {what_is_wrong}", field=name)
+
+
 def text_field(body: Mapping[str, Any], name: str, *, required: bool = False,
                default: str | None = None, max_chars: int | None = None,
                choices: tuple[str, ...] | None = None) -> str | None:
@@ -112,19 +117,13 @@ def text_field(body: Mapping[str, Any], name: str, *, required: bool = False,
         return default
     value = body[name]
     if not isinstance(value, str):
-        raise Problem(400, "invalid_field",
-                      f"the field {name!r} must be a string, not {json_kind(value)}",
-                      field=name)
+        raise _invalid(name, f"must be a string, not {json_kind(value)}")
     if required and not value:
-        raise Problem(400, "invalid_field", f"the field {name!r} must not be empty",
-                      field=name)
+        raise _invalid(name, "must not be empty")
     if max_chars is not None and len(value) > max_chars:
-        raise Problem(400, "invalid_field",
-                      f"the field {name!r} is longer than {max_chars} characters", field=name)
+        raise _invalid(name, f"is longer than {max_chars} characters")
     if choices is not None and value not in choices:
-        raise Problem(400, "invalid_field",
-                      f"the field {name!r} must be one of {', '.join(choices)}, not {value!r}",
-                      field=name)
+        raise _invalid(name, f"must be one of {', '.join(choices)}, not {value!r}")
     return value
 
 
@@ -134,7 +133,5 @@ def object_field(body: Mapping[str, Any], name: str) -> dict[str, Any] | None:
         return None
     value = body[name]
     if not isinstance(value, dict):
-        raise Problem(400, "invalid_field",
-                      f"the field {name!r} must be an object, not {json_kind(value)}",
-                      field=name)
+        raise _invalid(name, f"must be an object, not {json_kind(value)}")
     return value

@@ -67,6 +67,13 @@ _CLOSED_TARGET = EdgeStatus("closed", "target")
 _CLOSED_GUARD = EdgeStatus("closed", "guard")
 
 
+def _closed_by(which: Literal["when", "guard"], error: str | None) -> EdgeStatus:
+    """The edge a false ``when`` or entry guard closes, with the guard's error if it failed."""
+    if error is not None:
+        return EdgeStatus("closed", which, (), (which, error))
+    return _CLOSED_WHEN if which == "when" else _CLOSED_GUARD
+
+
 def missing_keys(requires: tuple[str, ...], state: Mapping[str, Any]) -> tuple[str, ...]:
     """The keys of ``requires`` that are absent from ``state`` (absent or ``None``)."""
     return tuple(k for k in requires if state.get(k) is None)
@@ -86,18 +93,14 @@ def check_edge(
     if when is not None:
         r = when.evaluate(state, ctx)
         if not r.value:
-            if r.error is not None:
-                return EdgeStatus("closed", "when", (), ("when", r.error))
-            return _CLOSED_WHEN
+            return _closed_by("when", r.error)
     if target is None:
         return _CLOSED_TARGET
     guard = target.guard
     if guard is not None:
         r = guard.evaluate(state, ctx)
         if not r.value:
-            if r.error is not None:
-                return EdgeStatus("closed", "guard", (), ("guard", r.error))
-            return _CLOSED_GUARD
+            return _closed_by("guard", r.error)
     if target.requires:
         missing = missing_keys(target.requires, state)
         if missing:

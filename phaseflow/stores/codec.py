@@ -46,6 +46,7 @@ from phaseflow.stores.base import (
 )
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import TurnExecution
+from phaseflow.turn.jsonio import fields_to_json
 from phaseflow.turn.messages import History, message_to_json
 from phaseflow.turn.rejections import Rejected
 
@@ -260,8 +261,7 @@ def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
     except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"session {record.session_id!r}: a message is not JSON ({exc})"
                          ) from None
-    new_marks = tuple(dumps({"display_entry": m.display_entry, "revision": m.revision,
-                              "message_count": m.message_count}) for m in c.marks[mark_from:])
+    new_marks = tuple(dumps(fields_to_json(m)) for m in c.marks[mark_from:])
     return (Written(text, new_messages, new_marks, message_from, mark_from, rewrite),
             Known(messages, len(c.marks)))
 

@@ -6,18 +6,18 @@ request and the checkpoint store only the messages they add to the history befor
 so the JSON is linear in the history; reading restores the sharing.
 
 This module sits *below* ``continuation`` and never imports it (``continuation`` imports
-this one, for ``to_json`` / ``from_json``): writing reads attributes, typed by the small
-protocols below (exactly the fields the JSON form holds); reading builds values through
-the constructors ``continuation`` hands over as :class:`ContinuationClasses`. Reading goes
-through the shape readers of :mod:`~phaseflow.turn.jsonio` (``Malformed`` on the first
-wrong shape); ``Continuation.from_json`` turns that into a rejection and then checks every
-invariant (``validate``).
+this one, for ``to_json`` / ``from_json``): writing follows the one rule of
+:func:`~phaseflow.turn.jsonio.fields_to_json` (a value's fields by name), naming only
+the fields whose form is their own; reading builds values through the constructors
+``continuation`` hands over as :class:`ContinuationClasses`. Reading goes through the
+shape readers of :mod:`~phaseflow.turn.jsonio` (``Malformed`` on the first wrong shape);
+``Continuation.from_json`` turns that into a rejection and then checks every invariant
+(``validate``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from phaseflow.turn import jsonio as j
@@ -30,7 +30,11 @@ __all__ = ["ContinuationClasses", "continuation_to_json", "decode_continuation"]
 T = TypeVar("T")
 
 
-# --- what writing reads of each value of ``continuation`` -----------------------------
+# --- what writing reads by name ------------------------------------------------------
+# The request and the checkpoint hold only the messages they add (``added``), and a store
+# may ask for the history's later messages and marks only: these are the fields whose
+# form is their own. Every other field, and every value inside (a mark, a branch, a tool
+# effect), is written by the one rule of :func:`~phaseflow.turn.jsonio.fields_to_json`.
 
 
 class _ActiveRequest(Protocol):
@@ -44,33 +48,6 @@ class _ActiveRequest(Protocol):
     def messages(self) -> History: ...
 
 
-class _HistoryMark(Protocol):
-    @property
-    def display_entry(self) -> int: ...
-    @property
-    def revision(self) -> int: ...
-    @property
-    def message_count(self) -> int: ...
-
-
-class _Branch(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def messages(self) -> History: ...
-    @property
-    def marks(self) -> tuple[_HistoryMark, ...]: ...
-
-
-class _ToolEffect(Protocol):
-    @property
-    def call(self) -> ToolCall: ...
-    @property
-    def state(self) -> StrEnum: ...
-    @property
-    def result(self) -> ToolOutcome | None: ...
-
-
 class _ToolCheckpoint(Protocol):
     @property
     def id(self) -> str: ...
@@ -79,28 +56,18 @@ class _ToolCheckpoint(Protocol):
     @property
     def messages(self) -> History: ...
     @property
-    def effects(self) -> tuple[_ToolEffect, ...]: ...
+    def effects(self) -> tuple[object, ...]: ...
 
 
 class _Continuation(Protocol):
     @property
     def messages(self) -> History: ...
     @property
-    def revision(self) -> int: ...
-    @property
-    def durable_revision(self) -> int: ...
-    @property
-    def provenance(self) -> StrEnum: ...
-    @property
     def request(self) -> _ActiveRequest | None: ...
     @property
-    def marks(self) -> tuple[_HistoryMark, ...]: ...
-    @property
-    def branches(self) -> tuple[_Branch, ...]: ...
+    def marks(self) -> tuple[object, ...]: ...
     @property
     def checkpoint(self) -> _ToolCheckpoint | None: ...
-    @property
-    def checkpoint_seq(self) -> int: ...
 
 
 # --- what reading builds values with ----------------------------------------------------
@@ -149,7 +116,7 @@ def continuation_to_json(c: _Continuation, messages_from: int = 0,
             "id": cp.id,
             "request_id": cp.request_id,
             "added": History(cp.messages.after(len(c.request.messages))).to_json(),
-            "effects": [_effect_to_json(e) for e in cp.effects],
+            "effects": [j.fields_to_json(e) for e in cp.effects],
         }
     if messages_from:
         messages: JsonValue = [
@@ -157,40 +124,13 @@ def continuation_to_json(c: _Continuation, messages_from: int = 0,
         ]
     else:
         messages = c.messages.to_json()
-    return {
-        "messages": messages,
-        "revision": c.revision,
-        "durable_revision": c.durable_revision,
-        "provenance": c.provenance.value,
-        "request": request,
-        "marks": [_mark_to_json(m) for m in c.marks[marks_from:]],
-        "branches": [
-            {
-                "name": b.name,
-                "messages": b.messages.to_json(),
-                "marks": [_mark_to_json(m) for m in b.marks],
-            }
-            for b in c.branches
-        ],
-        "checkpoint": checkpoint,
-        "checkpoint_seq": c.checkpoint_seq,
-    }
-
-
-def _mark_to_json(m: _HistoryMark) -> dict[str, JsonValue]:
-    return {
-        "display_entry": m.display_entry,
-        "revision": m.revision,
-        "message_count": m.message_count,
-    }
-
-
-def _effect_to_json(e: _ToolEffect) -> dict[str, JsonValue]:
-    return {
-        "call": e.call.to_json(),
-        "state": e.state.value,
-        "result": None if e.result is None else e.result.to_json(),
-    }
+    return j.fields_to_json(
+        c,
+        messages=messages,
+        request=request,
+        marks=[j.fields_to_json(m) for m in c.marks[marks_from:]],
+        checkpoint=checkpoint,
+    )
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -201,14 +141,8 @@ def decode_continuation(data: object, classes: ContinuationClasses[T]) -> T:
     return _Reader(classes).continuation(data)
 
 
-class _Reader(Generic[T]):
-    """The decoders of one read, each building with ``make`` (bound methods, so they fit
-    the one-argument readers ``j.items`` takes)."""
-
-    __slots__ = ("make",)
-
-    def __init__(self, make: ContinuationClasses[T]) -> None:
-        self.make = make
+class _Reader(j.Reader[ContinuationClasses[T]]):
+    __slots__ = ()
 
     def continuation(self, data: object) -> T:
         w = "continuation"

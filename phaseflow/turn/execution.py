@@ -225,7 +225,7 @@ class TrustKey:
             raise i.TurnInputError("a name trust key has no detail; the other kinds need one")
 
     def to_json(self) -> dict[str, JsonValue]:
-        return execution_json.trust_key_to_json(self)
+        return j.fields_to_json(self)
 
 
 def trust_key(call: ToolCall, shell_tools: Iterable[str] = DEFAULT_SHELL_TOOLS) -> TrustKey:

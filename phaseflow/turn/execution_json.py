@@ -4,8 +4,9 @@ Kept apart from the value so each module has one job: ``execution`` says what a 
 control state may do, this module says how it is written down and read back.
 
 This module sits *below* ``execution`` and never imports it (``execution`` imports this
-one, for ``to_json`` / ``from_json``): writing reads attributes, typed by the small
-protocols below (exactly the fields the JSON form holds); reading builds values through
+one, for ``to_json`` / ``from_json``): writing follows the one rule of
+:func:`~phaseflow.turn.jsonio.fields_to_json` (a value's fields by name), naming only the
+fields whose form is their own (the queued prompts' content); reading builds values through
 the constructors ``execution`` hands over as :class:`ExecutionClasses`. Reading goes
 through the shape readers of :mod:`~phaseflow.turn.jsonio` (``Malformed`` on the first
 wrong shape); ``TurnExecution.from_json`` turns that into a rejection and then checks the
@@ -15,119 +16,28 @@ invariants (``validate``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
-from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.messages import Content, ToolCall, content_from_json, content_to_json
 
-__all__ = ["ExecutionClasses", "decode_execution", "execution_to_json", "trust_key_to_json"]
+__all__ = ["ExecutionClasses", "decode_execution", "execution_to_json"]
 
 T = TypeVar("T")
 
 
-# --- what writing reads of each value of ``execution`` --------------------------------
-
-
-class _ActiveTool(Protocol):
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-
-
-class _PlainActivity(Protocol):
-    @property
-    def kind(self) -> Literal["starting", "thinking", "completion"]: ...
-
-
-class _ToolExecution(Protocol):
-    @property
-    def kind(self) -> Literal["tool_execution"]: ...
-    @property
-    def active_tools(self) -> tuple[_ActiveTool, ...]: ...
-
-
-class _ApprovalRequest(Protocol):
-    @property
-    def call(self) -> ToolCall: ...
-    @property
-    def reason(self) -> str: ...
-
-
-class _RunIdle(Protocol):
-    @property
-    def kind(self) -> Literal["idle"]: ...
-
-
-class _RunFailed(Protocol):
-    @property
-    def kind(self) -> Literal["failure"]: ...
-    @property
-    def message(self) -> str: ...
-
-
-class _RunActive(Protocol):
-    @property
-    def kind(self) -> Literal["active"]: ...
-    @property
-    def activity(self) -> _PlainActivity | _ToolExecution: ...
-    @property
-    def pending_approval(self) -> _ApprovalRequest | None: ...
-    @property
-    def error(self) -> str | None: ...
-
-
-class _TrustKey(Protocol):
-    @property
-    def tool(self) -> str: ...
-    @property
-    def kind(self) -> StrEnum: ...
-    @property
-    def detail(self) -> str: ...
-
-
-class _TrustEntry(Protocol):
-    @property
-    def key(self) -> _TrustKey: ...
-    @property
-    def scope(self) -> StrEnum: ...
-
-
-class _PendingAutoApproval(Protocol):
-    @property
-    def call_id(self) -> str: ...
-    @property
-    def scope(self) -> StrEnum: ...
-
-
-class _EditRange(Protocol):
-    @property
-    def path(self) -> str: ...
-    @property
-    def start(self) -> int: ...
-    @property
-    def end(self) -> int: ...
+# --- what writing reads by name ------------------------------------------------------
 
 
 class _TurnExecution(Protocol):
-    @property
-    def mode(self) -> StrEnum: ...
-    @property
-    def phase(self) -> _RunIdle | _RunActive | _RunFailed: ...
+    """The fields of the value whose JSON form is their own: every other field, and every
+    value inside, is written by the one rule of :func:`~phaseflow.turn.jsonio.fields_to_json`."""
+
     @property
     def steering(self) -> tuple[Content, ...]: ...
     @property
     def follow_up(self) -> tuple[Content, ...]: ...
-    @property
-    def trust(self) -> tuple[_TrustEntry, ...]: ...
-    @property
-    def auto_approvals(self) -> tuple[_PendingAutoApproval, ...]: ...
-    @property
-    def edit_ranges(self) -> tuple[_EditRange, ...]: ...
-    @property
-    def shell_tools(self) -> tuple[str, ...]: ...
 
 
 # --- what reading builds values with ----------------------------------------------------
@@ -164,46 +74,11 @@ class ExecutionClasses(NamedTuple, Generic[T]):
 
 
 def execution_to_json(ex: _TurnExecution) -> dict[str, JsonValue]:
-    return {
-        "mode": ex.mode.value,
-        "phase": _phase_to_json(ex.phase),
-        "steering": [content_to_json(c) for c in ex.steering],
-        "follow_up": [content_to_json(c) for c in ex.follow_up],
-        "trust": [{"key": trust_key_to_json(e.key), "scope": e.scope.value} for e in ex.trust],
-        "auto_approvals": [
-            {"call_id": p.call_id, "scope": p.scope.value} for p in ex.auto_approvals
-        ],
-        "edit_ranges": [{"path": r.path, "start": r.start, "end": r.end} for r in ex.edit_ranges],
-        "shell_tools": list(ex.shell_tools),
-    }
-
-
-def trust_key_to_json(key: _TrustKey) -> dict[str, JsonValue]:
-    return {"tool": key.tool, "kind": key.kind.value, "detail": key.detail}
-
-
-def _phase_to_json(phase: _RunIdle | _RunActive | _RunFailed) -> dict[str, JsonValue]:
-    if phase.kind == "idle":
-        return {"kind": "idle"}
-    if phase.kind == "failure":
-        return {"kind": "failure", "message": phase.message}
-    activity: dict[str, JsonValue] = {"kind": phase.activity.kind}
-    if phase.activity.kind == "tool_execution":
-        activity["active_tools"] = [
-            {"call_id": t.call_id, "name": t.name} for t in phase.activity.active_tools
-        ]
-    approval: JsonValue = None
-    if phase.pending_approval is not None:
-        approval = {
-            "call": phase.pending_approval.call.to_json(),
-            "reason": phase.pending_approval.reason,
-        }
-    return {
-        "kind": "active",
-        "activity": activity,
-        "pending_approval": approval,
-        "error": phase.error,
-    }
+    return j.fields_to_json(
+        ex,
+        steering=[content_to_json(c) for c in ex.steering],
+        follow_up=[content_to_json(c) for c in ex.follow_up],
+    )
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -214,14 +89,8 @@ def decode_execution(data: object, classes: ExecutionClasses[T]) -> T:
     return _Reader(classes).execution(data)
 
 
-class _Reader(Generic[T]):
-    """The decoders of one read, each building with ``make`` (bound methods, so they fit
-    the one-argument readers ``j.items`` takes)."""
-
-    __slots__ = ("make",)
-
-    def __init__(self, make: ExecutionClasses[T]) -> None:
-        self.make = make
+class _Reader(j.Reader[ExecutionClasses[T]]):
+    __slots__ = ()
 
     def execution(self, data: object) -> T:
         w = "turn execution"

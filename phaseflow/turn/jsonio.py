@@ -1,4 +1,8 @@
-"""Reading untrusted JSON without tracebacks, and canonical JSON for identities.
+"""Reading untrusted JSON without tracebacks, writing values by their fields, and
+canonical JSON for identities.
+
+Writing has one rule (:func:`fields_to_json`): a turn value's JSON form is its fields by
+name, so the ``*_json`` modules name a field only where its JSON form is not that rule's.
 
 Persisted turn state comes back from disk, from another process or from an older
 version; it is untrusted. Decoders in this package read it through the small helpers
@@ -11,11 +15,13 @@ known, in each value's ``restore``-style validation.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from enum import Enum
+from typing import Any, Generic, TypeVar
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.turn.inputs import MAX_INT, TurnInputError, describe
@@ -26,6 +32,7 @@ __all__ = [
     "Malformed",
     "canonical_json",
     "decode",
+    "fields_to_json",
     "sha256_hex",
 ]
 
@@ -33,6 +40,7 @@ JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "Jso
 
 T = TypeVar("T")
 E = TypeVar("E")
+M = TypeVar("M")
 
 
 class Malformed(PhaseflowError):
@@ -100,6 +108,60 @@ def decode(data: object, decoder: Callable[[object], T]) -> T | Rejected:
     except (ValueError, OverflowError) as exc:
         # Defence in depth: a number no shape check anticipated must still not escape.
         return Rejected(RejectionReason.MALFORMED_JSON, f"unrepresentable value: {describe(exc)}")
+
+
+# --- writing ------------------------------------------------------------------------
+
+
+def fields_to_json(value: object, **written: JsonValue) -> dict[str, JsonValue]:
+    """The JSON object of a frozen dataclass value: its class's ``kind`` tag first (the
+    class constant that tells the members of a union apart, where there is one), then
+    every field by name. ``written``: the JSON of the fields whose form is their own (the
+    rest follow :func:`_to_json`).
+
+    The one rule every turn value's JSON form follows, so a writer repeats no field list
+    the value declares already; the readers, which check untrusted input, name each one.
+    """
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        raise TypeError(f"not a dataclass value: {type(value).__name__}")
+    names = [f.name for f in dataclasses.fields(value)]
+    out: dict[str, JsonValue] = {}
+    tag = getattr(type(value), "kind", None)
+    if isinstance(tag, str) and "kind" not in names:
+        out["kind"] = tag
+    for name in names:
+        out[name] = written[name] if name in written else _to_json(getattr(value, name))
+    return out
+
+
+def _to_json(value: object) -> JsonValue:
+    """A field's JSON: an enum by its value, a tuple as an array, a value with its own
+    ``to_json`` by that, any other dataclass by its fields; text, numbers, booleans and
+    ``None`` as they are."""
+    if isinstance(value, Enum):
+        return value.value  # type: ignore[no-any-return]
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, tuple):
+        return [_to_json(item) for item in value]
+    to_json = getattr(value, "to_json", None)
+    if to_json is not None:
+        return to_json()  # type: ignore[no-any-return]
+    return fields_to_json(value)
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+class Reader(Generic[M]):
+    """The decoders of one read, each building with ``make``: the classes the value's
+    module hands over (the decoders are bound methods, so they fit the one-argument
+    readers :func:`items` takes)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: M) -> None:
+        self.make = make
 
 
 # --- shape readers -----------------------------------------------------------------

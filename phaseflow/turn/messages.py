@@ -42,6 +42,7 @@ __all__ = [
     "ToolOutcome",
     "ToolResultMessage",
     "UserMessage",
+    "canonical_arguments",
     "content_from_json",
     "content_to_json",
     "message_from_json",

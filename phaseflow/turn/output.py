@@ -24,7 +24,7 @@ from phaseflow.turn import jsonio as j
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.jsonio import JsonValue, Malformed
 from phaseflow.turn.messages import ToolOutcome
-from phaseflow.turn.rejections import Rejected, RejectionReason
+from phaseflow.turn.rejections import Rejected, RejectionReason, refusing
 
 __all__ = [
     "Capture",
@@ -130,6 +130,7 @@ class Selection:
         setf(self, "total", i.opt_integer(self.total, "selection total"))
 
     @classmethod
+    @refusing(R.INVALID_SELECTION)
     def create(
         cls,
         kind: SelectionKind,
@@ -138,23 +139,14 @@ class Selection:
         count: int,
         total: int | None = None,
     ) -> Selection | Rejected:
-        try:
-            return cls(kind, unit, start, count, total).validate()
-        except i.TurnInputError as exc:
-            return Rejected(R.INVALID_SELECTION, str(exc))
+        return cls(kind, unit, start, count, total).validate()
 
     def validate(self) -> Selection | Rejected:
         problem = _selection_problem(self)
         return Rejected(R.INVALID_SELECTION, problem) if problem else self
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "kind": self.kind.value,
-            "unit": self.unit.value,
-            "start": self.start,
-            "count": self.count,
-            "total": self.total,
-        }
+        return j.fields_to_json(self)
 
     @classmethod
     def decode(cls, data: object) -> Selection:
@@ -208,25 +200,18 @@ class OutputReference:
         object.__setattr__(self, "sha256", i.text(self.sha256, "reference sha256"))
 
     @classmethod
+    @refusing(R.INVALID_REFERENCE)
     def create(
         cls, token: str, media_type: str, size: int, sha256: str
     ) -> OutputReference | Rejected:
-        try:
-            return cls(token, media_type, size, sha256).validate()
-        except i.TurnInputError as exc:
-            return Rejected(R.INVALID_REFERENCE, str(exc))
+        return cls(token, media_type, size, sha256).validate()
 
     def validate(self) -> OutputReference | Rejected:
         problem = _reference_problem(self)
         return Rejected(R.INVALID_REFERENCE, problem) if problem else self
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "token": self.token,
-            "media_type": self.media_type,
-            "size": self.size,
-            "sha256": self.sha256,
-        }
+        return j.fields_to_json(self)
 
     @classmethod
     def decode(cls, data: object) -> OutputReference:
@@ -278,6 +263,7 @@ class ToolOutput:
         object.__setattr__(self, "failed", i.flag(self.failed, "failed"))
 
     @classmethod
+    @refusing(R.INVALID_OUTPUT)
     def create(
         cls,
         text: str,
@@ -287,10 +273,7 @@ class ToolOutput:
         reference: OutputReference | None = None,
         failed: bool = False,
     ) -> ToolOutput | Rejected:
-        try:
-            return cls(text, capture, presentation, selection, reference, failed).validate()
-        except i.TurnInputError as exc:
-            return Rejected(R.INVALID_OUTPUT, str(exc))
+        return cls(text, capture, presentation, selection, reference, failed).validate()
 
     def validate(self) -> ToolOutput | Rejected:
         p = self.presentation
@@ -318,20 +301,9 @@ class ToolOutput:
         return self.failed or isinstance(self.capture, CaptureIncomplete)
 
     def to_json(self) -> dict[str, JsonValue]:
-        capture: dict[str, JsonValue] = {"kind": self.capture.kind}
-        if isinstance(self.capture, CaptureIncomplete):
-            capture["reason"] = self.capture.reason.value
-        presentation: dict[str, JsonValue] = {"kind": self.presentation.kind}
-        if isinstance(self.presentation, PresentationTruncated):
-            presentation["omitted"] = self.presentation.omitted
-        return {
-            "text": self.text,
-            "capture": capture,
-            "presentation": presentation,
-            "selection": None if self.selection is None else self.selection.to_json(),
-            "reference": None if self.reference is None else self.reference.to_json(),
-            "failed": self.failed,
-        }
+        """Its fields by name, the capture and the presentation each with its kind (the
+        one rule of :func:`~phaseflow.turn.jsonio.fields_to_json`)."""
+        return j.fields_to_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> ToolOutput | Rejected:

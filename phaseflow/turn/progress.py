@@ -240,6 +240,16 @@ class TurnProgress:
             return Rejected(R.INVALID_STATE, f"turn {turn} is {state.kind}")
         return None
 
+    def _generating(self, turn: TurnId) -> Generating | Rejected:
+        """The stage, when an event for ``turn`` applies to it streaming a reply (the
+        events of the stream); else why not."""
+        bad = self._check(turn, Generating)
+        if bad:
+            return bad
+        s = self.stage
+        assert isinstance(s, Generating)
+        return s
+
     def _fresh(self) -> TurnId | Rejected:
         if self.last_turn_id >= i.MAX_INT:
             return Rejected(R.INVALID_STATE, "every turn id has been handed out")
@@ -271,33 +281,29 @@ class TurnProgress:
 
     @refusing(R.INVALID_ARGUMENT)
     def reasoning_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
-        bad = self._check(turn, Generating)
-        if bad:
-            return bad
-        text = i.text(text, "reasoning")
-        s = self.stage
-        assert isinstance(s, Generating)
-        return self._to(evolve(s, reasoning=s.reasoning + text, sub_phase=SubPhase.THINKING))
+        return self._delta(turn, "reasoning", text, SubPhase.THINKING)
 
     @refusing(R.INVALID_ARGUMENT)
     def text_delta(self, turn: TurnId, text: str) -> TurnProgress | Rejected:
-        bad = self._check(turn, Generating)
-        if bad:
-            return bad
-        text = i.text(text, "text")
-        s = self.stage
-        assert isinstance(s, Generating)
-        return self._to(evolve(s, text=s.text + text, sub_phase=SubPhase.STREAMING))
+        return self._delta(turn, "text", text, SubPhase.STREAMING)
+
+    def _delta(self, turn: TurnId, part: Literal["text", "reasoning"], text: str,
+               sub_phase: SubPhase) -> TurnProgress | Rejected:
+        """A piece of the reply's ``text`` or ``reasoning``, appended to what came before."""
+        s = self._generating(turn)
+        if isinstance(s, Rejected):
+            return s
+        text = i.text(text, part)
+        changes = {part: getattr(s, part) + text}
+        return self._to(evolve(s, sub_phase=sub_phase, **changes))
 
     @refusing(R.INVALID_ARGUMENT)
     def tool_call(self, turn: TurnId, call: ToolCall) -> TurnProgress | Rejected:
         """A complete tool call parsed from the stream (ids must be unique and non-empty)."""
-        bad = self._check(turn, Generating)
-        if bad:
-            return bad
+        s = self._generating(turn)
+        if isinstance(s, Rejected):
+            return s
         call = read_call(call, "tool call")
-        s = self.stage
-        assert isinstance(s, Generating)
         if not call.id or any(c.id == call.id for c in s.pending_tool_calls):
             shown = i.describe(call.id)
             return Rejected(R.INVALID_TOOL_CALLS, f"tool call id {shown} empty or repeated")
@@ -309,23 +315,19 @@ class TurnProgress:
 
     @refusing(R.INVALID_ARGUMENT)
     def token_estimate(self, turn: TurnId, tokens: int) -> TurnProgress | Rejected:
-        bad = self._check(turn, Generating)
-        if bad:
-            return bad
+        s = self._generating(turn)
+        if isinstance(s, Rejected):
+            return s
         tokens = i.integer(tokens, "token estimate")
-        s = self.stage
-        assert isinstance(s, Generating)
         return self._to(evolve(s, token_estimate=max(0, tokens)))
 
     @refusing(R.INVALID_ARGUMENT)
     def stream_ended(self, turn: TurnId, stop: StopReason) -> StreamEnded | Rejected:
         """Commit the streamed reply. While cancelling this is refused: nothing commits."""
-        bad = self._check(turn, Generating)
-        if bad:
-            return bad
+        s = self._generating(turn)
+        if isinstance(s, Rejected):
+            return s
         stop = i.member(StopReason, stop, "stop reason")
-        s = self.stage
-        assert isinstance(s, Generating)
         nxt: TurnStage
         if s.pending_tool_calls:
             calls = s.pending_tool_calls
@@ -384,14 +386,12 @@ class TurnProgress:
     def compact(self, turn: TurnId, trigger: CompactionTrigger) -> TurnProgress | Rejected:
         """Compact before (re)sending. The continuation flag survives; a
         ``truncation_recovery`` compaction always resumes as a continuation."""
-        bad = self._check(turn, Generating)
-        if bad:
-            return bad
+        s = self._generating(turn)
+        if isinstance(s, Rejected):
+            return s
         trigger = i.member(CompactionTrigger, trigger, "compaction trigger")
         if trigger is CompactionTrigger.MANUAL:
             return Rejected(R.INVALID_STATE, "manual compaction happens between turns")
-        s = self.stage
-        assert isinstance(s, Generating)
         resume = s.continuation or trigger is CompactionTrigger.TRUNCATION_RECOVERY
         return self._to(Compacting(turn, trigger, resume))
 

@@ -4,19 +4,18 @@ Kept apart from the value so each module has one job: ``progress`` says what may
 in a turn, this module says how a turn's progress is written down and read back.
 
 This module sits *below* ``progress`` and never imports it (``progress`` imports this
-one, for ``to_json`` / ``from_json``): writing reads attributes, typed by the small
-protocols below (exactly the fields the JSON form holds); reading builds values through
-the constructors ``progress`` hands over as :class:`ProgressClasses`. Reading goes through
-the shape readers of :mod:`~phaseflow.turn.jsonio`, which raise ``Malformed`` on the first
-wrong shape; ``TurnProgress.from_json`` turns that into a rejection and then checks the
-invariants (``validate``).
+one, for ``to_json`` / ``from_json``): writing follows the one rule of
+:func:`~phaseflow.turn.jsonio.fields_to_json` (a value's fields by name); reading builds
+values through the constructors ``progress`` hands over as :class:`ProgressClasses`.
+Reading goes through the shape readers of :mod:`~phaseflow.turn.jsonio`, which raise
+``Malformed`` on the first wrong shape; ``TurnProgress.from_json`` turns that into a
+rejection and then checks the invariants (``validate``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
-from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from phaseflow.turn import jsonio as j
 from phaseflow.turn.jsonio import JsonValue, Malformed
@@ -27,74 +26,12 @@ __all__ = ["ProgressClasses", "decode_progress", "progress_to_json"]
 T = TypeVar("T")
 
 
-# --- what writing reads of each value of ``progress`` ---------------------------------
-
-
-class _Idle(Protocol):
-    @property
-    def kind(self) -> Literal["idle"]: ...
-
-
-class _Generating(Protocol):
-    @property
-    def kind(self) -> Literal["generating"]: ...
-    @property
-    def turn_id(self) -> int: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def reasoning(self) -> str: ...
-    @property
-    def token_estimate(self) -> int: ...
-    @property
-    def sub_phase(self) -> StrEnum: ...
-    @property
-    def pending_tool_calls(self) -> tuple[ToolCall, ...]: ...
-    @property
-    def continuation(self) -> bool: ...
-
-
-class _ExecutingTools(Protocol):
-    @property
-    def kind(self) -> Literal["executing_tools"]: ...
-    @property
-    def turn_id(self) -> int: ...
-    @property
-    def calls(self) -> tuple[ToolCall, ...]: ...
-    @property
-    def outcomes(self) -> tuple[ToolOutcome | None, ...]: ...
-
-
-class _Compacting(Protocol):
-    @property
-    def kind(self) -> Literal["compacting"]: ...
-    @property
-    def turn_id(self) -> int: ...
-    @property
-    def trigger(self) -> StrEnum: ...
-    @property
-    def resume_continuation(self) -> bool: ...
-
-
-class _Cancelling(Protocol):
-    @property
-    def kind(self) -> Literal["cancelling"]: ...
-    @property
-    def turn_id(self) -> int: ...
-    @property
-    def since(self) -> float: ...
-    @property
-    def calls(self) -> tuple[ToolCall, ...]: ...
-    @property
-    def outcomes(self) -> tuple[ToolOutcome, ...]: ...
-
-
-_TurnStage = _Idle | _Generating | _ExecutingTools | _Compacting | _Cancelling
+# --- what writing reads by name ------------------------------------------------------
 
 
 class _TurnProgress(Protocol):
     @property
-    def stage(self) -> _TurnStage: ...
+    def stage(self) -> object: ...
     @property
     def last_turn_id(self) -> int: ...
 
@@ -124,48 +61,9 @@ class ProgressClasses(NamedTuple, Generic[T]):
 
 
 def progress_to_json(progress: _TurnProgress) -> dict[str, JsonValue]:
-    return {"last_turn_id": progress.last_turn_id, "stage": _stage_to_json(progress.stage)}
-
-
-def _calls_json(calls: tuple[ToolCall, ...]) -> list[JsonValue]:
-    return [c.to_json() for c in calls]
-
-
-def _stage_to_json(s: _TurnStage) -> dict[str, JsonValue]:
-    if s.kind == "idle":
-        return {"kind": "idle"}
-    if s.kind == "generating":
-        return {
-            "kind": s.kind,
-            "turn_id": s.turn_id,
-            "text": s.text,
-            "reasoning": s.reasoning,
-            "token_estimate": s.token_estimate,
-            "sub_phase": s.sub_phase.value,
-            "pending_tool_calls": _calls_json(s.pending_tool_calls),
-            "continuation": s.continuation,
-        }
-    if s.kind == "executing_tools":
-        return {
-            "kind": s.kind,
-            "turn_id": s.turn_id,
-            "calls": _calls_json(s.calls),
-            "outcomes": [None if o is None else o.to_json() for o in s.outcomes],
-        }
-    if s.kind == "compacting":
-        return {
-            "kind": s.kind,
-            "turn_id": s.turn_id,
-            "trigger": s.trigger.value,
-            "resume_continuation": s.resume_continuation,
-        }
-    return {
-        "kind": s.kind,
-        "turn_id": s.turn_id,
-        "since": s.since,
-        "calls": _calls_json(s.calls),
-        "outcomes": [o.to_json() for o in s.outcomes],
-    }
+    """The stage is written by the one rule of :func:`~phaseflow.turn.jsonio.fields_to_json`
+    (its kind, then its fields by name)."""
+    return {"last_turn_id": progress.last_turn_id, "stage": j.fields_to_json(progress.stage)}
 
 
 # --- reading ---------------------------------------------------------------------------

@@ -262,3 +262,74 @@ def test_awkward_values_round_trip_exactly(messages: list, queue: tuple) -> None
                 # arguments survive exactly, floats and all; the trust key never raises
                 assert call.argument_value() == json.loads(call.arguments)
                 assert trust_key(call).tool == call.name
+
+
+def test_the_written_json_keeps_its_form() -> None:
+    """What ``to_json`` writes, to the letter and in key order (stored snapshots hold it):
+    every field and variant of a value, its ``kind`` tag first, enums by value."""
+    from phaseflow.turn import (
+        ActiveTool,
+        ApprovalRequest,
+        CaptureIncomplete,
+        CaptureReason,
+        EditRange,
+        Generating,
+        Mode,
+        OutputReference,
+        PendingAutoApproval,
+        PresentationTruncated,
+        RunActive,
+        Selection,
+        SelectionKind,
+        SelectionUnit,
+        SubPhase,
+        ToolExecution,
+        TrustEntry,
+        TrustKey,
+        TrustKeyKind,
+        TrustScope,
+        TurnId,
+    )
+
+    call = ToolCall("c1", "bash", '{"command":"ls"}')
+    execution = TurnExecution(
+        mode=Mode.PLAN,
+        phase=RunActive(ToolExecution((ActiveTool("c1", "bash"),)), ApprovalRequest(call, "why"),
+                        "err"),
+        steering=("hi", (TextPart("a"), MediaPart("image/png", "tok"))),
+        trust=(TrustEntry(TrustKey("bash", TrustKeyKind.COMMAND, "ls"), TrustScope.SESSION),),
+        auto_approvals=(PendingAutoApproval("c9", TrustScope.TURN),),
+        edit_ranges=(EditRange("/a", 1, 3),),
+        shell_tools=("bash",),
+    )
+    assert json.dumps(execution.to_json()) == (
+        '{"mode": "plan", "phase": {"kind": "active", "activity": {"kind": "tool_execution", '
+        '"active_tools": [{"call_id": "c1", "name": "bash"}]}, "pending_approval": {"call": '
+        '{"id": "c1", "name": "bash", "arguments": {"command": "ls"}}, "reason": "why"}, '
+        '"error": "err"}, "steering": ["hi", [{"type": "text", "text": "a"}, {"type": "media", '
+        '"media_type": "image/png", "token": "tok"}]], "follow_up": [], "trust": [{"key": '
+        '{"tool": "bash", "kind": "command", "detail": "ls"}, "scope": "session"}], '
+        '"auto_approvals": [{"call_id": "c9", "scope": "turn"}], "edit_ranges": [{"path": '
+        '"/a", "start": 1, "end": 3}], "shell_tools": ["bash"]}'
+    )
+    progress = TurnProgress(Generating(TurnId(3), "t", "r", 5, SubPhase.STREAMING, (call,), True),
+                            3)
+    assert json.dumps(progress.to_json()) == (
+        '{"last_turn_id": 3, "stage": {"kind": "generating", "turn_id": 3, "text": "t", '
+        '"reasoning": "r", "token_estimate": 5, "sub_phase": "streaming", "pending_tool_calls": '
+        '[{"id": "c1", "name": "bash", "arguments": {"command": "ls"}}], "continuation": true}}'
+    )
+    output = ToolOutput("t", CaptureIncomplete(CaptureReason.TIMEOUT), PresentationTruncated(3),
+                        Selection(SelectionKind.CAPTURED_PREFIX, SelectionUnit.LINES, 0, 2, None),
+                        OutputReference("tok", "text/plain", 5, "a" * 64), True)
+    assert json.dumps(output.to_json()) == (
+        '{"text": "t", "capture": {"kind": "incomplete", "reason": "timeout"}, "presentation": '
+        '{"kind": "truncated", "omitted": 3}, "selection": {"kind": "captured_prefix", "unit": '
+        '"lines", "start": 0, "count": 2, "total": null}, "reference": {"token": "tok", '
+        '"media_type": "text/plain", "size": 5, "sha256": "' + "a" * 64 + '"}, "failed": true}'
+    )
+    written: Any = json.loads(json.dumps(finished(with_group()).to_json()))
+    assert list(written) == ["messages", "revision", "durable_revision", "provenance",
+                             "request", "marks", "branches", "checkpoint", "checkpoint_seq"]
+    assert list(written["checkpoint"]) == ["id", "request_id", "added", "effects"]
+    assert list(written["checkpoint"]["effects"][0]) == ["call", "state", "result"]

@@ -4,6 +4,9 @@
 graph, approvals), ``/ui/workflows/{name}`` shows a workflow's graph and what the model
 is told per phase. The pages are hand-written HTML, CSS and JavaScript shipped in the
 package (``static/``): nothing is fetched from elsewhere and nothing is built at install.
+What every page shares (head, header bar, token form) is written once, in ``frame.html``;
+``index.html``, ``session.html`` and ``workflow.html`` hold only each page's own content,
+set into the frame when the page is first served.
 
 The pages and their static files carry no secret, so they are served without a token;
 every API call the page makes carries the token the operator typed (kept in the tab's
@@ -13,7 +16,10 @@ no inline script, no request elsewhere.
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
+from string import Template
+from typing import NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,8 +34,37 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
 
 
+class _Page(NamedTuple):
+    """What sets one page apart inside the shared frame."""
+
+    title: str
+    scripts: tuple[str, ...]
+    """The page's own scripts, after ``common.js`` (which every page loads)."""
+    nav: str
+    """The header's markup after the brand: where the page sits."""
+
+
+_SESSIONS_LINK = '<a href="/ui/">Sessions</a>'
+
+_PAGES = {
+    "index.html": _Page("Sessions", ("sessions.js",), "<span>Sessions</span>"),
+    "session.html": _Page("Session", ("graph.js", "session.js"), _SESSIONS_LINK),
+    "workflow.html": _Page("Workflow", ("graph.js", "workflow.js"), _SESSIONS_LINK),
+}
+
+
+def _static(name: str) -> str:
+    return resources.files(__name__).joinpath("static", name).read_text(encoding="utf-8")
+
+
+@cache
 def _page(name: str) -> bytes:
-    return resources.files(__name__).joinpath("static", name).read_bytes()
+    """The whole page ``name``: its own content set into ``frame.html``."""
+    page = _PAGES[name]
+    scripts = "".join(f'<script src="/ui/static/{s}" defer></script>\n' for s in page.scripts)
+    frame = Template(_static("frame.html"))
+    return frame.substitute(title=page.title, scripts=scripts, nav=page.nav,
+                            main=_static(name)).encode("utf-8")
 
 
 def _html(name: str) -> Response:
