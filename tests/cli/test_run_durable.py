@@ -82,7 +82,9 @@ def run(cwd: Path, store: str, session: str, message: str) -> subprocess.Complet
 
 def wait_for_pay(cwd: Path, proc: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 60
-    while not (cwd / "effects.log").exists():
+    log = cwd / "effects.log"
+    # the line itself, not the file: opening it creates the file before the write
+    while not (log.exists() and log.read_text().endswith("\n")):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the tool never ran"
         time.sleep(0.01)

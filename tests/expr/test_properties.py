@@ -14,7 +14,6 @@ import copy
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -129,12 +128,8 @@ def _compound(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 expressions = st.recursive(atoms, _compound, max_leaves=25)
 
 
-# A drawn guard may put a literal left of ``is null`` ("(1 is null)"): the compiler keeps that
-# comparison native, and Python's ``compile`` warns "is" with a literal (under ``-W error``
-# the guard is refused instead). A known defect, tracked by the strict xfail
-# ``test_compile.py::test_a_literal_left_of_is_null_compiles_quietly``; this property is
-# about totality, so that one warning is filtered here and the example pins the case.
-@pytest.mark.filterwarnings(r'ignore:"is( not)?" with a literal:SyntaxWarning')
+# A drawn guard may put a literal left of ``is null`` ("(1 is null)"): the example pins it
+# (Python would warn on such an ``is`` if the compiler kept it native).
 @SETTINGS
 @given(source=expressions, state=states, ctx=contexts)
 @example(source="(1 is null)", state={}, ctx=GuardContext())
