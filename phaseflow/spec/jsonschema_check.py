@@ -353,26 +353,29 @@ class _Compiler:
         return _Node(rules, schema)
 
 
+def _on_kind(
+    keyword: str, kind: type, inner: Check, why_not: Explain, evaluated: _Keys | None = None,
+) -> _Rule:
+    """A keyword that reads values of ``kind`` alone (``inner``): every other passes."""
+    return _Rule(keyword, lambda v: not isinstance(v, kind) or inner(v), why_not, kind, inner,
+                 evaluated)
+
+
 def _value_rule(
     keyword: str, kind: type | None, inner: Check, expected: Any,
     detail: Callable[[Any], Any] | None = None,
 ) -> _Rule:
-    """A keyword that reads the value alone: ``inner`` for a value of ``kind`` (every
-    other passes), or for any value when ``kind`` is ``None``."""
-    if kind is None:
-        holds = inner
-    else:
-        of_kind = kind
-
-        def holds(v: Any) -> bool:
-            return not isinstance(v, of_kind) or inner(v)
-
+    """A keyword that reads the value alone, not its members: ``inner`` for a value of
+    ``kind`` (every other passes), or for any value when ``kind`` is ``None``; a failure
+    names ``expected`` (and the ``detail`` of the value)."""
     def why_not(value: Any, path: Path) -> Failure | None:
-        if holds(value):
+        if rule.holds(value):
             return None
         return Failure(keyword, path, value, expected, None if detail is None else detail(value))
 
-    return _Rule(keyword, holds, why_not, kind, inner)
+    rule = (_Rule(keyword, inner, why_not) if kind is None
+            else _on_kind(keyword, kind, inner, why_not))
+    return rule
 
 
 # -- the keywords: each compiled here, once --------------------------------------------------
@@ -498,8 +501,7 @@ def _required(spec: Any, at: _Schema) -> _Rule | None:
             return None
         return Failure("required", path, value, tuple(k for k in keys if k not in value))
 
-    return _Rule("required", lambda v: not isinstance(v, dict) or has_all(v), why_not,
-                 dict, has_all)
+    return _on_kind("required", dict, has_all, why_not)
 
 
 def _dependent_required(spec: Any, at: _Schema) -> _Rule | None:
@@ -527,8 +529,7 @@ def _dependent_required(spec: Any, at: _Schema) -> _Rule | None:
     def inner(v: Any) -> bool:
         return first_missing(v) is None
 
-    return _Rule("dependentRequired", lambda v: not isinstance(v, dict) or inner(v),
-                 why_not, dict, inner)
+    return _on_kind("dependentRequired", dict, inner, why_not)
 
 
 def _property_names(spec: Any, at: _Schema) -> _Rule | None:
@@ -550,8 +551,7 @@ def _property_names(spec: Any, at: _Schema) -> _Rule | None:
                     return Failure("propertyNames", path, value, key)
         return None
 
-    return _Rule("propertyNames", lambda v: not isinstance(v, dict) or inner(v),
-                 why_not, dict, inner)
+    return _on_kind("propertyNames", dict, inner, why_not)
 
 
 def _properties(spec: Any, at: _Schema) -> _Rule:
@@ -598,8 +598,7 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
             return _EMPTY
         return set(value) if extra is not None else {k for k in value if k in known}
 
-    return _Rule("properties", lambda v: not isinstance(v, dict) or inner(v), why_not,
-                 dict, inner, evaluated)
+    return _on_kind("properties", dict, inner, why_not, evaluated)
 
 
 def _additional_properties(spec: Any, at: _Schema) -> _Rule | None:
@@ -646,7 +645,7 @@ def _items(spec: Any, at: _Schema) -> _Rule | None:
                 return failure
         return None
 
-    return _Rule("items", lambda v: not isinstance(v, list) or inner(v), why_not, list, inner)
+    return _on_kind("items", list, inner, why_not)
 
 
 def _prefix_items(spec: Any, at: _Schema) -> _Rule | None:
@@ -772,8 +771,7 @@ def _unevaluated_properties(spec: Any, at: _Schema) -> _Rule:
     def inner(v: Any) -> bool:
         return not unexpected(v)
 
-    return _Rule("unevaluatedProperties", lambda v: not isinstance(v, dict) or inner(v),
-                 why_not, dict, inner)
+    return _on_kind("unevaluatedProperties", dict, inner, why_not)
 
 
 #: Every keyword the compiler reads, in the order a value's failures are looked for: its
