@@ -165,7 +165,10 @@ class _Rule(NamedTuple):
     """One keyword of one schema, compiled. ``holds`` answers for any value; a rule that
     looks at one ``kind`` of value only (holds for every other) also gives ``inner``, its
     answer for a value known to be of that kind, so a schema of that type checks the type
-    once. ``evaluated``: the object keys the keyword evaluates (applicators only)."""
+    once; some also give ``typed``, the type test and theirs in one call, for a schema of
+    that type with no other keyword (a name, a list of names, a phase: the common leaves
+    and objects of the workflow schema). ``evaluated``: the object keys the keyword
+    evaluates (applicators only)."""
 
     keyword: str
     holds: Check
@@ -173,6 +176,7 @@ class _Rule(NamedTuple):
     kind: type | None = None
     inner: Check | None = None
     evaluated: _Keys | None = None
+    typed: Check | None = None
 
 
 def _no_keys(value: Any) -> AbstractSet[str]:
@@ -220,6 +224,11 @@ def _fused_holds(rules: Sequence[_Rule], schema: Any) -> Check:
         schema.get("type"), str) else None
     if kind is None:
         return _conjunction([rule.holds for rule in rules])
+    others = [rule for rule in rules if rule.keyword != "type"]
+    if [r.keyword for r in others] == ["required", "properties"]:
+        others = others[1:]  # its ``typed`` checks the required keys too
+    if len(others) == 1 and others[0].kind is kind and others[0].typed is not None:
+        return others[0].typed
     parts = [
         rule.inner if rule.kind is kind and rule.inner is not None else rule.holds
         for rule in rules if rule.keyword != "type"
@@ -338,32 +347,34 @@ class _Compiler:
             return _Node(schema=schema)
         if not isinstance(schema, dict):
             raise _Unsupported(repr(schema))
+        keywords = []
         for key in schema:
-            if key not in _KEYWORDS and key not in self.ignored and not (
-                key == "$defs" and schema is self.root
-            ):
+            if key in _KEYWORDS:
+                keywords.append(key)
+            elif key not in self.ignored and not (key == "$defs" and schema is self.root):
                 raise _Unsupported(key)
+        keywords.sort(key=_RANK.__getitem__)
         rules: list[_Rule] = []
         context = _Schema(schema, rules, self)
-        for keyword, compile_keyword in _KEYWORDS.items():
-            if keyword in schema:
-                rule = compile_keyword(schema[keyword], context)
-                if rule is not None:
-                    rules.append(rule)
+        for keyword in keywords:
+            rule = _KEYWORDS[keyword](schema[keyword], context)
+            if rule is not None:
+                rules.append(rule)
         return _Node(rules, schema)
 
 
 def _on_kind(
     keyword: str, kind: type, inner: Check, why_not: Explain, evaluated: _Keys | None = None,
+    typed: Check | None = None,
 ) -> _Rule:
     """A keyword that reads values of ``kind`` alone (``inner``): every other passes."""
     return _Rule(keyword, lambda v: not isinstance(v, kind) or inner(v), why_not, kind, inner,
-                 evaluated)
+                 evaluated, typed)
 
 
 def _value_rule(
     keyword: str, kind: type | None, inner: Check, expected: Any,
-    detail: Callable[[Any], Any] | None = None,
+    detail: Callable[[Any], Any] | None = None, typed: Check | None = None,
 ) -> _Rule:
     """A keyword that reads the value alone, not its members: ``inner`` for a value of
     ``kind`` (every other passes), or for any value when ``kind`` is ``None``; a failure
@@ -374,7 +385,7 @@ def _value_rule(
         return Failure(keyword, path, value, expected, None if detail is None else detail(value))
 
     rule = (_Rule(keyword, inner, why_not) if kind is None
-            else _on_kind(keyword, kind, inner, why_not))
+            else _on_kind(keyword, kind, inner, why_not, typed=typed))
     return rule
 
 
@@ -453,10 +464,11 @@ def _size(keyword: str, kind: type[Sized], least: bool) -> _KeywordCompiler:
         if not _is_count(spec):
             raise _Unsupported(keyword)
         limit = int(spec)
-        inner: Check = (
-            (lambda v: len(v) >= limit) if least else (lambda v: len(v) <= limit)
-        )
-        return _value_rule(keyword, kind, inner, limit)
+        if least:
+            return _value_rule(keyword, kind, lambda v: len(v) >= limit, limit,
+                               typed=lambda v: isinstance(v, kind) and len(v) >= limit)
+        return _value_rule(keyword, kind, lambda v: len(v) <= limit, limit,
+                           typed=lambda v: isinstance(v, kind) and len(v) <= limit)
 
     return compile_size
 
@@ -465,7 +477,8 @@ def _pattern(spec: Any, at: _Schema) -> _Rule:
     if not isinstance(spec, str):
         raise _Unsupported("pattern")
     search = re.compile(spec).search
-    return _value_rule("pattern", str, lambda v: search(v) is not None, spec)
+    return _value_rule("pattern", str, lambda v: search(v) is not None, spec,
+                       typed=lambda v: isinstance(v, str) and search(v) is not None)
 
 
 def _unique(spec: Any, at: _Schema) -> _Rule | None:
@@ -576,6 +589,22 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
                 return False
         return True
 
+    required = tuple(at.schema.get("required", ()))  # its shape checked by _required
+
+    def typed(v: Any) -> bool:
+        """An object with the required keys and these properties, in one call (one per
+        phase and per transition)."""
+        if not isinstance(v, dict):
+            return False
+        for key in required:
+            if key not in v:
+                return False
+        for key, item in v.items():
+            sub = lookup(key, extra_holds)
+            if sub is not None and not sub(item):
+                return False
+        return True
+
     names = tuple(known)
 
     def why_not(value: Any, path: Path) -> Failure | None:
@@ -598,7 +627,7 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
             return _EMPTY
         return set(value) if extra is not None else {k for k in value if k in known}
 
-    return _on_kind("properties", dict, inner, why_not, evaluated)
+    return _on_kind("properties", dict, inner, why_not, evaluated, typed)
 
 
 def _additional_properties(spec: Any, at: _Schema) -> _Rule | None:
@@ -618,8 +647,17 @@ def _items(spec: Any, at: _Schema) -> _Rule | None:
         return None
     each = rest.holds
     inner: Check
+    typed: Check | None = None
     if not head:
         def inner(v: Any) -> bool:
+            for x in v:  # noqa: SIM110 - a loop, not all(...): no generator per list
+                if not each(x):
+                    return False
+            return True
+
+        def typed(v: Any) -> bool:
+            if not isinstance(v, list):
+                return False
             for x in v:  # noqa: SIM110 - a loop, not all(...): no generator per list
                 if not each(x):
                     return False
@@ -645,7 +683,7 @@ def _items(spec: Any, at: _Schema) -> _Rule | None:
                 return failure
         return None
 
-    return _on_kind("items", list, inner, why_not)
+    return _on_kind("items", list, inner, why_not, typed=typed)
 
 
 def _prefix_items(spec: Any, at: _Schema) -> _Rule | None:
@@ -806,6 +844,7 @@ _KEYWORDS: dict[str, _KeywordCompiler] = {
     "properties": _properties,
     "unevaluatedProperties": _unevaluated_properties,
 }
+_RANK = {keyword: rank for rank, keyword in enumerate(_KEYWORDS)}
 
 
 def compile_checker(schema: Any, *, ignored: AbstractSet[str] = ANNOTATIONS) -> Checker | None:
