@@ -225,13 +225,14 @@ def _fused_holds(rules: Sequence[_Rule], schema: Any) -> Check:
     if kind is None:
         return _conjunction([rule.holds for rule in rules])
     others = [rule for rule in rules if rule.keyword != "type"]
-    if [r.keyword for r in others] == ["required", "properties"]:
-        others = others[1:]  # its ``typed`` checks the required keys too
+    if any(rule.keyword == "properties" for rule in others):
+        # the properties' check tests the required keys too (one call per object)
+        others = [rule for rule in others if rule.keyword != "required"]
     if len(others) == 1 and others[0].kind is kind and others[0].typed is not None:
         return others[0].typed
     parts = [
         rule.inner if rule.kind is kind and rule.inner is not None else rule.holds
-        for rule in rules if rule.keyword != "type"
+        for rule in others
     ]
     if not parts:
         return lambda v: isinstance(v, kind)
@@ -582,18 +583,11 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
     lookup = {k: (None if n.accepts_all else n.holds) for k, n in known.items()}.get
     extra_holds = None if extra is None or extra.accepts_all else extra.holds
 
-    def inner(v: Any) -> bool:
-        for key, item in v.items():
-            sub = lookup(key, extra_holds)
-            if sub is not None and not sub(item):
-                return False
-        return True
-
     required = tuple(at.schema.get("required", ()))  # its shape checked by _required
 
     def typed(v: Any) -> bool:
         """An object with the required keys and these properties, in one call (one per
-        phase and per transition)."""
+        phase and per transition); the type test is redundant where it is ``inner``."""
         if not isinstance(v, dict):
             return False
         for key in required:
@@ -627,7 +621,7 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
             return _EMPTY
         return set(value) if extra is not None else {k for k in value if k in known}
 
-    return _on_kind("properties", dict, inner, why_not, evaluated, typed)
+    return _on_kind("properties", dict, typed, why_not, evaluated, typed)
 
 
 def _additional_properties(spec: Any, at: _Schema) -> _Rule | None:
@@ -649,19 +643,17 @@ def _items(spec: Any, at: _Schema) -> _Rule | None:
     inner: Check
     typed: Check | None = None
     if not head:
-        def inner(v: Any) -> bool:
-            for x in v:  # noqa: SIM110 - a loop, not all(...): no generator per list
-                if not each(x):
-                    return False
-            return True
-
         def typed(v: Any) -> bool:
+            """A list of these items, in one call; the type test is redundant where it
+            is ``inner``."""
             if not isinstance(v, list):
                 return False
             for x in v:  # noqa: SIM110 - a loop, not all(...): no generator per list
                 if not each(x):
                     return False
             return True
+
+        inner = typed
     else:
         firsts = tuple(node.holds for node in head)
 
