@@ -267,7 +267,9 @@ def _conjunction(checks: list[Check]) -> Check:
 
 
 def _first_failure(rules: Sequence[_Rule]) -> Explain:
-    """The failure of the first rule (in :data:`_KEYWORDS`' order) that refuses."""
+    """The failure of the first rule (in :data:`_KEYWORDS`' order) that refuses. (An
+    applicator asks only its members that fail their fast check why: explaining costs
+    about one fast check of the value and one walk down the path to what is wrong.)"""
     if not rules:
         return lambda v, path: None
     if len(rules) == 1:
@@ -381,13 +383,13 @@ def _value_rule(
     ``kind`` (every other passes), or for any value when ``kind`` is ``None``; a failure
     names ``expected`` (and the ``detail`` of the value)."""
     def why_not(value: Any, path: Path) -> Failure | None:
-        if rule.holds(value):
+        if (kind is not None and not isinstance(value, kind)) or inner(value):
             return None
         return Failure(keyword, path, value, expected, None if detail is None else detail(value))
 
-    rule = (_Rule(keyword, inner, why_not) if kind is None
-            else _on_kind(keyword, kind, inner, why_not, typed=typed))
-    return rule
+    if kind is None:
+        return _Rule(keyword, inner, why_not)
+    return _on_kind(keyword, kind, inner, why_not, typed=typed)
 
 
 # -- the keywords: each compiled here, once --------------------------------------------------
@@ -600,6 +602,9 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
         return True
 
     names = tuple(known)
+    # as lookup: a key mapped to None needs no explanation (nor the extra one's)
+    explain = {k: (None if n.accepts_all else n.why_not) for k, n in known.items()}.get
+    extra_why_not = None if extra is None or extra.accepts_all else extra.why_not
 
     def why_not(value: Any, path: Path) -> Failure | None:
         if not isinstance(value, dict):
@@ -609,9 +614,9 @@ def _properties(spec: Any, at: _Schema) -> _Rule:
             if unexpected:
                 return Failure("additionalProperties", path, value, unexpected, names)
         for key, item in value.items():
-            node = known.get(key, extra)
-            if node is not None and not node.accepts_all:
-                failure = node.why_not(item, (*path, key))
+            sub = explain(key, extra_why_not)
+            if sub is not None:
+                failure = sub(item, (*path, key))
                 if failure is not None:
                     return failure
         return None

@@ -135,51 +135,33 @@ def _names(keys: Sequence[str]) -> str:
 
 # -- one sentence per failure -------------------------------------------------------------
 
-_BOUND = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
-#: The size keywords: the JSON type whose length each bounds, and whether from below.
-_SIZE = {
-    "minLength": ("string", True), "maxLength": ("string", False),
-    "minItems": ("array", True), "maxItems": ("array", False),
-    "minProperties": ("object", True), "maxProperties": ("object", False),
-}
-_UNIT = {"string": "characters", "array": "items", "object": "properties"}
-
-
 def _phrase(failure: Failure) -> str:
     """The sentence the model reads for ``failure``."""
-    keyword, value, expected = failure.keyword, failure.value, failure.expected
-    if keyword in ("required", "dependentRequired"):
-        return _missing(failure)
-    if keyword in ("additionalProperties", "unevaluatedProperties"):
-        return _unexpected(failure)
-    where = _where(failure.path)
-    if keyword == "type":
-        return f"{where} must be {_types_phrase(expected)}, got {json_type(value)}"
-    if keyword == "enum":
-        shown = ", ".join(_show_schema_value(v) for v in expected[:10])
-        more = ", ..." if len(expected) > 10 else ""
-        return f"{where} must be one of {shown}{more}, got {_show(value)}"
-    if keyword == "const":
-        return f"{where} must be {_show_schema_value(expected)}, got {_show(value)}"
-    if keyword in _BOUND:
-        return f"{where} must be {_BOUND[keyword]} {_show(expected)}, got {_show(value)}"
-    if keyword in _SIZE:
-        kind, least = _SIZE[keyword]
-        verb, long = ("be", " long") if kind == "string" else ("have", "")
-        word = "at least" if least else "at most"
-        return f"{where} must {verb} {word} {expected} {_UNIT[kind]}{long}, got {len(value)}"
-    if keyword == "pattern":
-        return (f"{where} must match the pattern {_show_schema_value(expected)}, "
-                f"got {_show(value)}")
-    if keyword == "uniqueItems":
-        return f"{where} must not repeat items (item {failure.detail} is a repeat)"
-    if keyword == "propertyNames":
-        if not failure.path:
-            return f"the argument name {_show(expected)} is not allowed"
-        return f"{where} has a property name that is not allowed: {_show(expected)}"
-    if keyword == "oneOf":
-        return f"{where} matches more than one of the allowed forms"
-    return "no arguments are accepted" if not failure.path else f"{where} is not allowed"
+    return _PHRASES[failure.keyword](failure)
+
+
+def _bound(op: str) -> Callable[[Failure], str]:
+    return lambda f: f"{_where(f.path)} must be {op} {_show(f.expected)}, got {_show(f.value)}"
+
+
+def _size(unit: str, least: bool) -> Callable[[Failure], str]:
+    """``minLength`` and friends: a string is long, an array or object has members."""
+    verb, long = ("be", " long") if unit == "characters" else ("have", "")
+    word = "at least" if least else "at most"
+    return lambda f: (f"{_where(f.path)} must {verb} {word} {f.expected} {unit}{long}, "
+                      f"got {len(f.value)}")
+
+
+def _one_of_these(f: Failure) -> str:
+    shown = ", ".join(_show_schema_value(v) for v in f.expected[:10])
+    more = ", ..." if len(f.expected) > 10 else ""
+    return f"{_where(f.path)} must be one of {shown}{more}, got {_show(f.value)}"
+
+
+def _bad_name(f: Failure) -> str:
+    if not f.path:
+        return f"the argument name {_show(f.expected)} is not allowed"
+    return f"{_where(f.path)} has a property name that is not allowed: {_show(f.expected)}"
 
 
 def _missing(failure: Failure) -> str:
@@ -208,6 +190,30 @@ def _unexpected(failure: Failure) -> str:
         return f"unexpected argument{plural} {_names(unexpected)}{expected}"
     plural = "properties" if len(unexpected) > 1 else "property"
     return f"{_where(failure.path)} has unexpected {plural} {_names(unexpected)}"
+
+
+_PHRASES: dict[str, Callable[[Failure], str]] = {
+    "type": lambda f: (f"{_where(f.path)} must be {_types_phrase(f.expected)}, "
+                       f"got {json_type(f.value)}"),
+    "enum": _one_of_these,
+    "const": lambda f: (f"{_where(f.path)} must be {_show_schema_value(f.expected)}, "
+                        f"got {_show(f.value)}"),
+    "minimum": _bound(">="), "maximum": _bound("<="),
+    "exclusiveMinimum": _bound(">"), "exclusiveMaximum": _bound("<"),
+    "minLength": _size("characters", True), "maxLength": _size("characters", False),
+    "minItems": _size("items", True), "maxItems": _size("items", False),
+    "minProperties": _size("properties", True), "maxProperties": _size("properties", False),
+    "pattern": lambda f: (f"{_where(f.path)} must match the pattern "
+                          f"{_show_schema_value(f.expected)}, got {_show(f.value)}"),
+    "uniqueItems": lambda f: (f"{_where(f.path)} must not repeat items "
+                              f"(item {f.detail} is a repeat)"),
+    "required": _missing, "dependentRequired": _missing,
+    "additionalProperties": _unexpected, "unevaluatedProperties": _unexpected,
+    "propertyNames": _bad_name,
+    "oneOf": lambda f: f"{_where(f.path)} matches more than one of the allowed forms",
+    "false": lambda f: (f"{_where(f.path)} is not allowed" if f.path
+                        else "no arguments are accepted"),
+}
 
 
 # -- the fallback ---------------------------------------------------------------------------
