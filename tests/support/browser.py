@@ -95,10 +95,32 @@ WAIT = 60
 
 
 def until(driver: Any, condition: Any, message: str) -> Any:
-    """Wait (polling every 0.1 s) for a selenium ``condition``; fail with ``message``."""
+    """Wait (polling every 0.1 s) for a selenium ``condition``; fail with ``message``.
+    An element the live page re-rendered while the condition read it (stale) is read
+    again at the next poll, not a failure."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(condition, message)
+    return WebDriverWait(driver, WAIT, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(condition, message)
+
+
+def attributes(driver: Any, selector: str, name: str) -> list[str | None]:
+    """The attribute ``name`` of every element ``selector`` names, read in the page in one
+    call: a live page may re-render between a lookup and a read by element."""
+    found: list[str | None] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(e => e.getAttribute(arguments[1]))", selector, name)
+    return found
+
+
+def texts(driver: Any, selector: str) -> list[str]:
+    """The shown text of every element ``selector`` names, read in one call."""
+    found: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.innerText)",
+        selector)
+    return found
 
 
 def visible(driver: Any, selector: str, message: str) -> Any:

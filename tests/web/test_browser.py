@@ -16,9 +16,11 @@ from selenium.webdriver.support.ui import Select
 
 from tests.support.browser import (
     artefacts_folder,
+    attributes,
     console_problems,
     requested_urls,
     text_in,
+    texts,
     until,
     visible,
 )
@@ -56,11 +58,10 @@ def test_follow_and_approve_a_live_conversation(desk: Server, client: httpx.Clie
     second = new_session(client, DEMO[:1])
     visible(browser, f'tr[data-session="{second["id"]}"]', "the new session never appeared")
     assert browser.execute_script("return window.__sameDocument") == "list", "the page reloaded"
-    rows = browser.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")
-    assert rows[0].get_attribute("data-session") == second["id"], "not newest first"
+    rows = attributes(browser, "#sessions tbody tr", "data-session")
+    assert rows[0] == second["id"], "not newest first"
     Select(browser.find_element(By.ID, "filter-status")).select_by_value("awaiting_approval")
-    until(browser, lambda b: [r.get_attribute("data-session") for r in
-                               b.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")] == [sid],
+    until(browser, lambda b: attributes(b, "#sessions tbody tr", "data-session") == [sid],
            "the status filter did not keep only the waiting session")
     browser.save_screenshot(str(shots / "sessions.png"))
 
@@ -70,8 +71,7 @@ def test_follow_and_approve_a_live_conversation(desk: Server, client: httpx.Clie
                    f"phase {phase} is not marked current on the graph")
     assert current.tag_name == "g"
     assert len(browser.find_elements(By.CSS_SELECTOR, '#graph [aria-current="step"]')) == 1
-    visited = {g.get_attribute("data-phase")
-               for g in browser.find_elements(By.CSS_SELECTOR, "#graph .phase.visited")}
+    visited = set(attributes(browser, "#graph .phase.visited", "data-phase"))
     assert {"greet", "locate_order", phase} <= visited, visited
     text_in(browser, "#conversation", DEMO[2])
     text_in(browser, "#conversation", "crm.lookup_customer")
@@ -93,7 +93,7 @@ def test_follow_and_approve_a_live_conversation(desk: Server, client: httpx.Clie
     assert browser.execute_script("return window.__sameDocument") == "session", "reloaded"
     assert not browser.find_element(By.ID, "approval").is_displayed()
     # each event once: one reply of the last turn, one user message per turn
-    replies = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".entry.assistant")]
+    replies = texts(browser, ".entry.assistant")
     assert sum("Done: refund R-77" in r for r in replies) == 1, replies
     users = browser.find_elements(By.CSS_SELECTOR, ".entry.user")
     assert len(users) == len(DEMO)

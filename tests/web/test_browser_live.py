@@ -13,7 +13,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.support.browser import console_problems, requested_urls, text_in, until, visible
+from tests.support.browser import (
+    console_problems,
+    requested_urls,
+    text_in,
+    texts,
+    until,
+    visible,
+)
 from tests.support.phaseflow_cli import cli_env
 from tests.support.serve_server import DEMO, Server, new_session, refund_desk
 from tests.support.tcp_proxy import Relay
@@ -79,11 +86,11 @@ def test_a_cut_stream_resumes_without_loss_or_repeat(desk: Server, client: httpx
              "the phase change made while cut off is not shown")
     finally:
         relay.close()
-    users = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".entry.user")]
+    users = texts(browser, ".entry.user")
     assert len(users) == 2 and DEMO[1] in users[1], users
-    replies = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".entry.assistant")]
+    replies = texts(browser, ".entry.assistant")
     assert len(replies) == 2, replies
-    calls = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".entry.tool-call")]
+    calls = texts(browser, ".entry.tool-call")
     assert len(calls) == 3, calls  # lookup_customer, verify_identity, orders.search
     stored = client.get(f"/v1/sessions/{sid}/events", params={"follow": "false"}).json()
     changes = [e for e in stored if e["type"] in ("phase_changed", "state_changed")]
