@@ -190,10 +190,6 @@ class Group:
                 return p
         return None
 
-    def ended(self, call_id: str) -> Ended | None:
-        entry = self.entry(call_id)
-        return entry.ended if entry is not None else None
-
     def with_entry(self, entry: Planned) -> Group:
         """This group with ``entry`` in place of the call's entry of the same id."""
         cid = entry.call.id
