@@ -79,6 +79,16 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _import_target(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, its relative form resolved from
+    ``package`` (the package the importing module sits in)."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
 def _imports(path: Path, module: str, *, type_only: bool = False) -> set[str]:
     """The phaseflow modules ``path`` imports at run time (``type_only``: under
     ``if TYPE_CHECKING:`` only)."""
@@ -98,12 +108,7 @@ def _imports(path: Path, module: str, *, type_only: bool = False) -> set[str]:
         if isinstance(node, ast.Import):
             into.update(a.name for a in node.names if a.name.startswith("phaseflow"))
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
+            target = _import_target(node, package)
             if target == "phaseflow":
                 # ``from phaseflow import X`` loads X's module (the package re-exports
                 # lazily): count that module, so no layer reaches up through the package
@@ -214,12 +219,7 @@ def _outside_support(source: str, package: str) -> list[str]:
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
+            target = _import_target(node, package)
             found.add(target)
             if target == "tests":
                 found.update(f"tests.{a.name}" for a in node.names)

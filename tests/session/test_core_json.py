@@ -21,9 +21,12 @@ from phaseflow.turn.rejections import Rejected
 from tests.support.hostile_desk import TOOLS, workflow
 
 
-def _waiting_for_approval() -> SessionRecord:
+def _waiting_for_approval(first: str = "lookup") -> SessionRecord:
+    """The stored session of a group whose second call (``pay``) waits for a human;
+    its first, ``first``, runs with the group (a tool) or was refused at once (a tool
+    that does not exist, so it has its result already)."""
     store = MemoryStore()
-    provider = ScriptedProvider([{"calls": [{"lookup": {}}, {"pay": {"amount": 50}}]}, "ok"])
+    provider = ScriptedProvider([{"calls": [{first: {}}, {"pay": {"amount": 50}}]}, "ok"])
     session = Agent(workflow(), provider, tools=TOOLS, store=store).session_sync("s")
     assert session.reply_sync("pay 50").status == "awaiting_approval"
     record = asyncio.run(store.load("s"))
@@ -53,20 +56,8 @@ def test_a_group_that_wrote_its_calls_out_opens_the_same() -> None:
     assert core_from_json("s", older, record.execution, record.continuation) == now
 
 
-def _refused_then_waiting() -> SessionRecord:
-    """A group whose first call was refused at once (it has its result) and whose second
-    waits for a human."""
-    store = MemoryStore()
-    provider = ScriptedProvider([{"calls": [{"nope": {}}, {"pay": {"amount": 50}}]}, "ok"])
-    session = Agent(workflow(), provider, tools=TOOLS, store=store).session_sync("s")
-    assert session.reply_sync("pay 50").status == "awaiting_approval"
-    record = asyncio.run(store.load("s"))
-    assert record is not None
-    return record
-
-
 def test_a_result_is_stored_without_its_outcome_which_the_ledger_keeps() -> None:
-    record = _refused_then_waiting()
+    record = _waiting_for_approval("nope")
     [[call_id, stored]] = record.core["group"]["results"]
     assert set(stored) == {"label", "writes", "move"} and stored["label"] == "refused"
     effect = record.continuation.checkpoint.effect(call_id)
@@ -79,7 +70,7 @@ def test_a_result_is_stored_without_its_outcome_which_the_ledger_keeps() -> None
 
 
 def test_an_older_result_that_wrote_its_outcome_out_opens_the_same_or_is_refused() -> None:
-    record = _refused_then_waiting()
+    record = _waiting_for_approval("nope")
     now = core_from_json("s", record.core, record.execution, record.continuation)
     [[call_id, stored]] = record.core["group"]["results"]
     effect = record.continuation.checkpoint.effect(call_id)
