@@ -171,9 +171,20 @@ async def _check_if_dropped(conn: psycopg.AsyncConnection[Any]) -> None:
     use cost 6 of a turn's 17 round trips."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    if _has_news(conn.fileno()):
         await AsyncConnectionPool.check_connection(conn)
+
+
+def _has_news(fd: int) -> bool:
+    """Whether the socket has something to read or was hung up, without waiting. ``poll``
+    where the system has it: ``select`` refuses a descriptor above 1,023, which a busy
+    server's connections reach."""
+    if hasattr(select, "poll"):
+        watch = select.poll()
+        watch.register(fd, select.POLLIN)
+        return bool(watch.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
 
 
 def _message(exc: BaseException) -> str:

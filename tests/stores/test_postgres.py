@@ -169,3 +169,28 @@ def test_the_connection_check_costs_no_round_trip_on_a_live_connection(pg: Backe
         return trips
 
     assert pg.run(body) == {False: 1, True: 1}
+
+
+def test_the_connection_check_reads_a_socket_numbered_above_1023() -> None:
+    """A busy server's pool connections can have descriptors above 1,023, which
+    ``select`` refuses: the check still tells a quiet socket from one with news."""
+    import os
+    import resource
+
+    from phaseflow.stores.postgres import _has_news
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1500:
+        pytest.skip(f"this process may open at most {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1501), hard))
+    ours, theirs = socket.socketpair()
+    high = os.dup2(ours.fileno(), 1500)
+    try:
+        assert not _has_news(high)
+        theirs.sendall(b"bye")
+        assert _has_news(high)
+    finally:
+        os.close(high)
+        ours.close()
+        theirs.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
