@@ -140,9 +140,15 @@ STORM = textwrap.dedent("""\
         try:
             try:
                 with block:
-                    until = time.monotonic() + 0.004
-                    while time.monotonic() < until:
-                        pass
+                    if i % 3:  # short and busy: presses land as it begins and ends
+                        until = time.monotonic() + 0.004
+                        while time.monotonic() < until:
+                            pass
+                    else:  # long enough for the watchdog's turn (the GIL's switch
+                        # interval is 5 ms): the quit's KeyboardInterrupt lands in it
+                        until = time.monotonic() + 0.2
+                        while time.monotonic() < until:
+                            time.sleep(0.001)
             finally:
                 block.close()
         except KeyboardInterrupt:
