@@ -200,10 +200,17 @@ class Written:
 @dataclass(frozen=True, slots=True)
 class Known:
     """What a store knows it holds for a session: the history it wrote (the value, so
-    ``starts_with`` tells cheaply whether the next commit extends it) and the marks."""
+    ``starts_with`` tells cheaply whether the next commit extends it), the marks, and,
+    after its own commit, the row's event count, its version and the epoch of the
+    lease the commit let go (``None``: not known, as after a load; or no lease let
+    go), from which the next commit and lease predict the row they will find
+    (:func:`phaseflow.stores.operations.expected_commit_row`)."""
 
     messages: History
     marks: int
+    events: int | None = None
+    version: int | None = None
+    released: int | None = None
 
 
 def dumps(value: Any) -> str:

@@ -18,6 +18,7 @@ session on: the next load reads it again).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -130,13 +131,18 @@ class DurableStore(CommitEntry, ABC):
     async def _commit(self, record: SessionRecord, events: Sequence[Mapping[str, Any]],
                       request: CommitRequest) -> tuple[int, ...]:
         sid = record.session_id
-        steps = operations.commit(record, events, self._known.get(sid), request)
+        known = self._known.get(sid)
         try:
-            seqs, known = await self._drive_commit(steps)
+            try:
+                seqs, after = await self._drive_commit(
+                    operations.commit(record, events, known, request))
+            except operations.Mispredicted:  # nothing written: again, with a read
+                seqs, after = await self._drive_commit(
+                    operations.commit(record, events, known, request, predict=False))
         except StoreConflict:
             self._known.pop(sid, None)
             raise
-        self._known[sid] = known
+        self._known[sid] = after
         self.commits += 1
         return seqs
 
@@ -175,8 +181,20 @@ class DurableStore(CommitEntry, ABC):
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:
-        return await self._drive_lease(operations.acquire(
-            check_session_id(session_id), owner, ttl, now, force=force, replacing=replacing))
+        sid = check_session_id(session_id)
+        known = self._known.get(sid)
+        expected = operations.expected_lease_row(known)
+        try:
+            lease = await self._drive_lease(operations.acquire(
+                sid, owner, ttl, now, force=force, replacing=replacing, expected=expected))
+        except operations.Mispredicted:  # nothing written: again, with a read
+            lease = await self._drive_lease(operations.acquire(
+                sid, owner, ttl, now, force=force, replacing=replacing))
+        current = self._known.get(sid)
+        if current is not None and current.released is not None:
+            # the lease let go is no guess for the next one (taken now, or by another)
+            self._known[sid] = dataclasses.replace(current, released=None)
+        return lease
 
     async def release(self, lease: Lease) -> None:
         check_session_id(lease.session_id)

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from phaseflow.stores import codec, rules
-from phaseflow.stores.base import Lease, SessionRecord, StoreConflict, check_session_id
+from phaseflow.stores.base import (
+    Lease,
+    SessionRecord,
+    StoreConflict,
+    StoreError,
+    check_session_id,
+)
 
 T = TypeVar("T")
 
@@ -35,9 +41,19 @@ T = TypeVar("T")
 @dataclass(slots=True)
 class ReadCommit:
     """Read (and, where the database can, lock) the session's row as
-    :data:`codec.COMMIT_READ`; the answer: the row, or ``None``."""
+    :data:`codec.COMMIT_READ`; the answer: the row, or ``None``.
+
+    ``expected``: the row as the read would give it if nobody else wrote the session
+    since this store's last commit (:func:`expected_commit_row`). A backend for which
+    a read costs a round trip may answer with it instead of reading, provided it queues
+    a guard that locks the row and aborts the transaction unless the row holds exactly
+    that (its version and counts, and its lease where ``lease_owner`` is not ``None``:
+    a commit without a lease reads none), so nothing is written on a wrong guess; the
+    driver then raises :class:`Mispredicted`, and the operation runs again with a
+    read. Either way the rule decides on the row's values and nothing else."""
 
     session_id: str
+    expected: tuple[Any, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -105,10 +121,14 @@ class LockLease:
     """Read the session's lease columns and version (``lease_owner, lease_expires,
     lease_epoch, version``), holding the row until the transaction ends, creating the
     lease's placeholder row (version 0, stamped ``now``) when there is none. The answer:
-    the row, or ``None`` when the session was deleted meanwhile."""
+    the row, or ``None`` when the session was deleted meanwhile. ``expected``: the row
+    as this store left it when its last commit let the lease go
+    (:func:`expected_lease_row`), which a backend may answer with, as
+    :attr:`ReadCommit.expected` says (the guard checks all four columns)."""
 
     session_id: str
     now: float
+    expected: tuple[Any, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +139,14 @@ class SetLease:
     owner: str
     expires: float
     epoch: int
+
+
+class Mispredicted(StoreError):
+    """A guard found the row other than the step's ``expected`` said (another writer
+    moved the session on, or took its lease): the transaction was rolled back and
+    nothing was written. :class:`~phaseflow.stores.durable.DurableStore` runs the
+    operation again with a read, where the rule decides on what is there; it never
+    reaches a caller."""
 
 
 # The steps are not frozen: one lives for a single send, and a frozen dataclass's
@@ -163,25 +191,53 @@ class CommitEntry(ABC):
 
 
 def commit(record: SessionRecord, events: Sequence[Mapping[str, Any]],
-           known: codec.Known | None, request: CommitRequest
+           known: codec.Known | None, request: CommitRequest, *, predict: bool = True
            ) -> Steps[tuple[tuple[int, ...], codec.Known]]:
     """A durable commit: the record and events encoded (now, before any step: a value
-    that is not JSON is refused before a transaction begins), the row read, the commit
-    rule applied, then the writes in one order for every backend. The result: the
-    events' ``seq`` numbers and what the store then holds of the session (to remember
-    once the transaction committed, never before: a commit that fails leaves what the
-    store knew unchanged)."""
+    that is not JSON is refused before a transaction begins), the row read (or, with
+    ``predict``, expected: :attr:`ReadCommit.expected`), the commit rule applied, then
+    the writes in one order for every backend. The result: the events' ``seq`` numbers
+    and what the store then holds of the session (to remember once the transaction
+    committed, never before: a commit that fails leaves what the store knew
+    unchanged)."""
     sid = record.session_id
     written, after = codec.encode(record, known)
-    return _commit(record, written, after, tuple(codec.encode_events(sid, events)), request)
+    expected = expected_commit_row(known, request) if predict else None
+    return _commit(record, written, after, tuple(codec.encode_events(sid, events)), request,
+                   expected)
+
+
+def expected_commit_row(known: codec.Known | None, request: CommitRequest
+                        ) -> tuple[Any, ...] | None:
+    """The row (:data:`codec.COMMIT_READ`) a commit finds when nobody else wrote the
+    session since this store's last commit of it: the version the writer expects, the
+    counts this store wrote, the lease the writer holds (no lease asked: the rule
+    reads none, and the guess names none). ``None`` where there is nothing to go by: a
+    session this store has not committed since it was loaded, or its first commit
+    (the row may be a lease's placeholder, or missing)."""
+    if known is None or known.events is None or request.expected_version < 1:
+        return None
+    lease = request.lease
+    return (request.expected_version, len(known.messages), known.marks, known.events,
+            0 if lease is None else lease.epoch, None if lease is None else lease.owner)
+
+
+def expected_lease_row(known: codec.Known | None) -> tuple[Any, ...] | None:
+    """The lease columns and version (as :class:`LockLease` reads them) of a session
+    whose lease this store's last commit let go, when nobody wrote it since: no holder,
+    that lease's epoch, the version committed (``None``: the last commit did not)."""
+    if known is None or known.released is None or known.version is None:
+        return None
+    return (None, None, known.released, known.version)
 
 
 def _commit(record: SessionRecord, written: codec.Written, after: codec.Known,
-            event_rows: tuple[str, ...], request: CommitRequest
+            event_rows: tuple[str, ...], request: CommitRequest,
+            expected: tuple[Any, ...] | None
             ) -> Steps[tuple[tuple[int, ...], codec.Known]]:
     sid = record.session_id
     plan = rules.plan_commit(
-        sid, codec.stored(sid, (yield ReadCommit(sid))), version=record.version,
+        sid, codec.stored(sid, (yield ReadCommit(sid, expected))), version=record.version,
         expected_version=request.expected_version, lease=request.lease,
         events=len(event_rows), history=written.history, consumed=request.consumed,
         release=request.release)
@@ -205,14 +261,18 @@ def _commit(record: SessionRecord, written: codec.Written, after: codec.Known,
     if request.keep_turn:
         yield KeepTurn(codec.turn_values(record, written, plan.message_count,
                                          plan.mark_count))
-    return plan.seqs, after
+    released = request.lease.epoch if plan.release and request.lease is not None else None
+    return plan.seqs, codec.Known(after.messages, after.marks, plan.event_count,
+                                  record.version, released)
 
 
 def acquire(session_id: str, owner: str, ttl: float, now: float, *, force: bool,
-            replacing: Lease | None) -> Steps[Lease | None]:
-    """A lease taken: the row read and held (made when missing), the lease rule
-    (:func:`rules.take_lease`) applied to its columns, the lease written when taken."""
-    row = yield LockLease(session_id, now)
+            replacing: Lease | None, expected: tuple[Any, ...] | None = None
+            ) -> Steps[Lease | None]:
+    """A lease taken: the row read and held (made when missing), or ``expected``
+    (:attr:`LockLease.expected`), the lease rule (:func:`rules.take_lease`) applied to
+    its columns, the lease written when taken."""
+    row = yield LockLease(session_id, now, expected)
     if row is None:
         raise StoreConflict(f"session {session_id!r} was deleted while its lease was "
                             "being taken")

@@ -187,6 +187,15 @@ def _has_news(fd: int) -> bool:
     return bool(readable)
 
 
+def _store_error(where: str, exc: BaseException) -> StoreError:
+    """What a database error is to the store's caller; a failed guard (the only
+    statements that divide: :data:`_GUARD_COMMIT`, :data:`_GUARD_LEASE`) is a wrong
+    guess, which the operation takes back and makes again with a read."""
+    if isinstance(exc, psycopg.errors.DivisionByZero):
+        return operations.Mispredicted(f"{where}: the row was not the one expected")
+    return StoreError(f"{where}: {_message(exc)}")
+
+
 def _message(exc: BaseException) -> str:
     """The server's or libpq's message, on one line."""
     text = " ".join(str(exc).split())
@@ -331,7 +340,7 @@ class PostgresStore(DurableStore):
                         return await fn(conn)
                 return await _pipelined(conn, fn)
         except (psycopg.Error, UnicodeError) as exc:
-            raise StoreError(f"{self.where}: {_message(exc)}") from None
+            raise _store_error(self.where, exc) from None
 
     # --- the I/O of the protocol (phaseflow.stores.durable) -------------------------------
 
@@ -443,8 +452,15 @@ async def _do(conn: psycopg.AsyncConnection[Any], step: operations.Step) -> Any:
 
 async def _read_commit(conn: psycopg.AsyncConnection[Any], step: operations.ReadCommit
                        ) -> Any:
-    cur = await conn.execute(_READ_COMMIT, (step.session_id,))
-    return await cur.fetchone()
+    expected = step.expected
+    if expected is None:
+        cur = await conn.execute(_READ_COMMIT, (step.session_id,))
+        return await cur.fetchone()
+    # The guess taken, its guard only queued: the commit is one round trip.
+    version, messages, marks, events, epoch, owner = expected
+    await conn.execute(_GUARD_COMMIT, (step.session_id, version, messages, marks, events,
+                                       owner, owner, epoch))
+    return expected
 
 
 async def _create_session(conn: psycopg.AsyncConnection[Any],
@@ -484,6 +500,10 @@ async def _keep_turn(conn: psycopg.AsyncConnection[Any], step: operations.KeepTu
 
 async def _lock_lease(conn: psycopg.AsyncConnection[Any], step: operations.LockLease
                       ) -> Any:
+    if step.expected is not None:  # as a commit's guess (_read_commit)
+        owner, expires, epoch, version = step.expected
+        await conn.execute(_GUARD_LEASE, (step.session_id, owner, expires, epoch, version))
+        return step.expected
     await conn.execute(_PLACEHOLDER, (step.session_id, step.now, step.now))
     cur = await conn.execute(_LOCK_LEASE, (step.session_id,))
     return await cur.fetchone()  # None: deleted between the two statements
@@ -504,6 +524,21 @@ _STEPS: dict[type[Any], Callable[[psycopg.AsyncConnection[Any], Any], Awaitable[
 
 _pg = sql.for_psycopg
 _READ_COMMIT = _pg(sql.READ_COMMIT) + " FOR UPDATE"
+#: a predicted commit's guard (:attr:`operations.ReadCommit.expected`): it locks the row
+#: where the row holds what was expected (a row another writer is changing is waited
+#: for and looked at again as it committed), and divides by zero where not, which
+#: aborts the transaction: the server skips what follows up to the sync, the ``COMMIT``
+#: too. No other statement of a commit divides (:func:`_store_error`).
+_GUARD_COMMIT = ("SELECT 1 / count(*) FROM (SELECT 1 FROM sessions WHERE id = %s"
+                 " AND version = %s AND message_count = %s AND mark_count = %s"
+                 " AND event_count = %s"
+                 " AND (%s::text IS NULL OR (lease_owner = %s AND lease_epoch = %s))"
+                 " FOR UPDATE) AS expected")
+#: a predicted lease's guard, alike (:attr:`operations.LockLease.expected`)
+_GUARD_LEASE = ("SELECT 1 / count(*) FROM (SELECT 1 FROM sessions WHERE id = %s"
+                " AND lease_owner IS NOT DISTINCT FROM %s"
+                " AND lease_expires IS NOT DISTINCT FROM %s AND lease_epoch = %s"
+                " AND version = %s FOR UPDATE) AS expected")
 _CREATE_SESSION = _pg(sql.INSERT_SESSION) + " ON CONFLICT (id) DO NOTHING RETURNING 1"
 _UPDATE_SESSION = _pg(sql.UPDATE_SESSION)
 _DROP_HISTORY = tuple(_pg(s) for s in sql.DROP_HISTORY)
@@ -525,23 +560,42 @@ async def _abandon(pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> N
 async def _pipelined(conn: psycopg.AsyncConnection[Any],
                      fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
     """``fn`` in one transaction, in one pipeline, on an autocommit connection; the
-    pipeline's end is the one sync after the ``COMMIT``. A statement that fails makes
-    the server skip what follows it up to the sync (the ``COMMIT`` too), and psycopg
-    raises its error there. Whenever the transaction did not end (that error, or ``fn``
-    raised), it is rolled back, after the pipeline (a connection that cannot be is left
-    to the pool, which rolls back or discards what it is given back in a
-    transaction)."""
+    pipeline's end is the one sync after the ``COMMIT``. A statement that fails (a
+    guard, :data:`_GUARD_COMMIT`) makes the server skip what follows it up to the sync
+    (the ``COMMIT`` too); psycopg raises its error where it reads that result, in the
+    pipeline or at its end. The error is raised after the pipeline's end, whose sync
+    then only reports the statements skipped (psycopg would log that report as an error
+    it ignored). Whenever the transaction did not end (that error, or ``fn`` raised),
+    it is rolled back after the pipeline (:func:`_roll_back`)."""
+    failed: psycopg.Error | None = None
     try:
         async with conn.pipeline():
-            await conn.execute("BEGIN")
-            result = await fn(conn)
-            await conn.execute("COMMIT")
+            try:
+                await conn.execute("BEGIN")
+                result = await fn(conn)
+                await conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                failed = exc
+    except psycopg.errors.PipelineAborted as aborted:
+        failed = failed or aborted
     except BaseException:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            with contextlib.suppress(Exception):
-                await conn.execute("ROLLBACK")
+        await _roll_back(conn)
         raise
+    if failed is not None:
+        await _roll_back(conn)
+        raise failed
     return result
+
+
+async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
+    """End a transaction a pipeline left open. psycopg's ``rollback`` also forgets the
+    statements it prepared, and has the server drop them: an aborted pipeline skips the
+    statements after the one that failed, and psycopg may take the preparation of one
+    of them for done. A connection that cannot be rolled back is left to the pool,
+    which rolls back or discards what it is given back in a transaction."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        with contextlib.suppress(Exception):
+            await conn.rollback()
 
 
 async def _found(conn: psycopg.AsyncConnection[Any]) -> tuple[dict[str, list[str]],

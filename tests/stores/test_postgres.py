@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from phaseflow.stores import StoreError
+from phaseflow.stores import StoreConflict, StoreError
 from tests.support.libpq_trace import round_trips
 from tests.support.store_backends import Backend
 from tests.support.store_sessions import seed
@@ -194,3 +194,57 @@ def test_the_connection_check_reads_a_socket_numbered_above_1023() -> None:
         ours.close()
         theirs.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("before", [3, 4, 5, 6])
+def test_a_wrong_guess_is_taken_back_and_made_again_with_a_read(
+        pg: Backend, before: int, caplog: pytest.LogCaptureFixture) -> None:
+    """A store guesses the row it left (its last commit's version and counts, the lease
+    that commit let go) and sends its writes behind a guard, in one round trip. When
+    another store moved the session on, the guard aborts the transaction, nothing is
+    written, and the operation runs again with a read: the lease is taken with the next
+    epoch, a stale commit is refused as before, and the connection stays usable (psycopg
+    prepares a statement at its fifth use: ``before`` moves that use into the aborted
+    pipeline, whose skipped preparation must not be taken for done), with nothing in
+    the log (psycopg logs an error raised inside a pipeline that then fails to end)."""
+    from tests.support.store_sessions import chat_commits, renumber
+
+    async def body() -> None:
+        log = (await chat_commits(before + 3)).log
+        a = await pg.open(pool_size=1)  # type: ignore[call-arg]
+        b = await pg.open(pool_size=1)  # type: ignore[call-arg]
+        now = time.time()
+
+        async def commit_a(k: int, **options: object) -> tuple[int, ...]:
+            record, events = log[k]
+            return await a.commit(renumber(record, k + 1, session_id="s"), events,
+                                  expected_version=k, **options)  # type: ignore[arg-type]
+
+        for k in range(before):  # a's turns, each lease let go by the turn's last commit
+            lease = await a.acquire("s", "a", 30, now)
+            assert lease is not None
+            await commit_a(k, lease=lease, release=True)
+        other = await b.acquire("s", "b", 30, now)  # b takes the turn and lets it go
+        assert other is not None and other.epoch == lease.epoch + 1
+        await b.release(other)
+
+        again = await a.acquire("s", "a", 30, now)  # a's guess: the epoch it let go
+        assert again is not None
+        assert (again.epoch, again.version) == (other.epoch + 1, before)
+
+        record, events = log[before]  # b writes the session on (no lease asked)
+        assert await b.load("s") is not None
+        await b.commit(renumber(record, before + 1, session_id="s"), events,
+                       expected_version=before)
+        with pytest.raises(StoreConflict, match="stored version is"):
+            await commit_a(before, lease=again)  # a's guess: its own last commit
+        assert (await a.load("s")) == (await b.load("s"))
+        await commit_a(before + 1, lease=again)  # read again: a writes on
+        await commit_a(before + 2, lease=again, release=True)  # and guesses right again
+        stored = await a.events("s")
+        assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+        assert len(stored) == sum(len(events) for _, events in log[:before + 3])
+        assert await a.lease("s") is None
+    with caplog.at_level("WARNING"):
+        pg.run(body)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
