@@ -8,7 +8,8 @@ sent back is what the step read (``None`` for a write). It does no I/O and knows
 SQL. A backend's driver turns each step into its own statement: SQLite's on the store's
 thread (:func:`drive`), PostgreSQL's in one pipeline on the event loop
 (:func:`drive_async`), where a step whose answer is not read is only queued, so the
-writes still go out with the ``COMMIT`` and a commit stays two round trips. What was
+writes go out with the ``COMMIT``; a read the backend may answer with a guess behind a
+guard (:attr:`ReadCommit.expected`) makes a commit one round trip there. What was
 written twice before (the order of a commit's writes, the session row's values, the
 lease's read-decide-write) now stands here once; the backends keep their statements,
 their transactions and their connections.

@@ -20,8 +20,15 @@ processes on several machines:
   statements, and every call's checks and decoding are
   :class:`~phaseflow.stores.durable.DurableStore`'s, as for SQLite: this module is the
   I/O.
-- **Two round trips per commit and per lease**: the transaction is one pipeline, its
-  ``BEGIN`` sent with the locking read and its writes with the ``COMMIT``.
+- **One round trip per commit and per lease**, as a rule: the transaction is one
+  pipeline, and the row the rule decides on is not read but guessed, from what this
+  store left it as (its last commit's version and counts, the lease that commit let
+  go: :attr:`~phaseflow.stores.operations.ReadCommit.expected`). A guard statement
+  locks the row and aborts the transaction unless the guess holds, so the writes and
+  the ``COMMIT`` go out with it. A wrong guess (another worker wrote the session or
+  took its lease since) writes nothing and costs one more try, with the locking read
+  sent with ``BEGIN`` and the writes with the ``COMMIT``: two round trips, as every
+  commit of a store that has no guess (its first after a load, a session's first).
 - **The schema** is created when the store opens (or, for a store of an older schema
   version, migrated: the tables it lacks), under a transaction-scoped advisory
   lock (processes opening together do not race), in the schema the connection creates
