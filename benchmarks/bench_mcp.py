@@ -40,7 +40,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from phaseflow.mcp.config import read_servers  # noqa: E402
 from phaseflow.mcp.hub import McpHub  # noqa: E402
 from phaseflow.mcp.tools import mcp_tools  # noqa: E402
-from phaseflow.spec.loader import load_workflow_text  # noqa: E402
+from phaseflow.spec.loader import compile_text  # noqa: E402
 from phaseflow.tools.function import ToolContext  # noqa: E402
 from tests.support.mcp_servers import SERVER, http_server  # noqa: E402
 
@@ -77,7 +77,7 @@ async def _measure(target: Any, servers: dict[str, Any], calls: int, rounds: int
     cpu: dict[str, list[float]] = {"direct": [], "hub": [], "tool": []}
     hub = McpHub(read_servers(servers))
     try:
-        workflow = load_workflow_text(WORKFLOW)
+        workflow = compile_text(WORKFLOW)
         tool = mcp_tools(workflow, hub)["demo.lookup"]
         ctx = ToolContext("bench", "call-1", "work")
 

@@ -27,7 +27,7 @@ def load_workflow(
     a machine for one conversation. Raises :class:`~phaseflow.errors.WorkflowError` with
     every diagnostic when the file has an error (a missing file is PF001). YAML text goes
     to :func:`load_workflow_text`."""
-    return loader.load_workflow(path, registry, machine_factory=PhaseMachine.from_workflow)
+    return loader.compile_file(path, registry, machine_factory=PhaseMachine.from_workflow)
 
 
 def load_workflow_text(
@@ -37,6 +37,6 @@ def load_workflow_text(
     path: str = "<string>",
 ) -> Workflow:
     """:func:`load_workflow` for YAML text; ``path`` names the text in diagnostics."""
-    return loader.load_workflow_text(
+    return loader.compile_text(
         text, registry, path=path, machine_factory=PhaseMachine.from_workflow
     )

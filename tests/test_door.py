@@ -34,3 +34,30 @@ def test_the_door_imports_nothing_until_a_name_is_asked_for() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.splitlines()
     assert out == ["['phaseflow']", "False False"]
+
+
+def test_each_name_at_the_door_is_defined_once_in_the_package() -> None:
+    """No second function or class of a door's name elsewhere in the package (the
+    spec layer's compilers are ``compile_file`` / ``compile_text``, not a second
+    ``load_workflow``)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(phaseflow.__file__).parent
+    found: dict[str, set[str]] = {name: set() for name in DOOR}  # (overloads: one file)
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
+                    node.name in found) and node.col_offset == 0:
+                found[node.name].add(str(path.relative_to(root)))
+    assert {name: homes for name, homes in found.items() if len(homes) != 1} == {}
+
+
+def test_a_workflow_asked_for_with_something_else_than_a_path_or_text_is_named() -> None:
+    import pytest
+
+    with pytest.raises(TypeError, match=r"a workflow is loaded from a path \(str or "
+                                        r"os.PathLike\), not int"):
+        phaseflow.load_workflow(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a workflow text is YAML in a str, not bytes"):
+        phaseflow.load_workflow_text(b"phaseflow: 1")  # type: ignore[arg-type]

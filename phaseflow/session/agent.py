@@ -126,9 +126,9 @@ def _load(workflow: Workflow | str | Path) -> Workflow:
     if isinstance(workflow, Workflow):
         return workflow
     if isinstance(workflow, str | Path):
-        from phaseflow.spec.loader import load_workflow
+        from phaseflow.spec.loader import compile_file
 
-        loaded: Workflow = load_workflow(str(workflow))
+        loaded: Workflow = compile_file(str(workflow))
         return loaded
     raise ConfigError(f"workflow must be a path or a Workflow, not {type(workflow).__name__}")
 

@@ -1,8 +1,10 @@
 """Read, check and compile workflow files: the one entry point for CLI and hosts.
 
 ``check_text``/``check_file`` return every diagnostic and never raise, whatever the
-input; ``load_workflow`` raises :class:`~phaseflow.errors.WorkflowError` when there are
-errors and otherwise returns the compiled workflow with its warnings.
+input; ``compile_file``/``compile_text`` raise :class:`~phaseflow.errors.WorkflowError`
+when there are errors and otherwise return the compiled workflow with its warnings.
+A host calls :func:`phaseflow.load_workflow`, which compiles with these and gives the
+workflow the machine it makes (this layer knows no machine).
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ def check_file(path: str, registry: Mapping[str, Any] | None = None) -> CheckRes
     return check_text(text, path, registry)
 
 
-def load_workflow(
+def compile_file(
     path: str | os.PathLike[str],
     registry: Mapping[str, Callable[..., Any]] | None = None,
     *,
@@ -186,26 +188,27 @@ def load_workflow(
     registered callable is an error too. Raises :class:`WorkflowError` (carrying every
     diagnostic) when any error is found, a file that cannot be read included (PF001);
     warnings are on ``workflow.warnings``. ``path`` is always a path: YAML text goes to
-    :func:`load_workflow_text`, so a mistyped path is reported as not found, never parsed
+    :func:`compile_text`, so a mistyped path is reported as not found, never parsed
     as YAML.
     """
     if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"load_workflow takes a path, not {type(path).__name__}")
+        raise TypeError(f"a workflow is loaded from a path (str or os.PathLike), not "
+                        f"{type(path).__name__}")
     result = check_file(os.fspath(path), registry)
     return _compiled(result, machine_factory)
 
 
-def load_workflow_text(
+def compile_text(
     text: str,
     registry: Mapping[str, Callable[..., Any]] | None = None,
     *,
     path: str = "<string>",
     machine_factory: MachineFactory | None = None,
 ) -> Workflow:
-    """Load and compile a workflow from YAML ``text``, as :func:`load_workflow` does for a
+    """Load and compile a workflow from YAML ``text``, as :func:`compile_file` does for a
     file; ``path`` is the name diagnostics give the text."""
     if not isinstance(text, str):
-        raise TypeError(f"load_workflow_text takes YAML text, not {type(text).__name__}")
+        raise TypeError(f"a workflow text is YAML in a str, not {type(text).__name__}")
     return _compiled(check_text(text, path, registry), machine_factory)
 
 

@@ -140,7 +140,7 @@ class Template:
 
     Parsing and every static check happen in :func:`compile_template`; turning the parsed
     template into Python code (the costly part) happens once, in :meth:`compile`, which
-    :func:`~phaseflow.spec.loader.load_workflow` calls for every template at load and
+    :func:`~phaseflow.spec.loader.compile_file` calls for every template at load and
     :meth:`render` calls if nobody did. ``phaseflow validate`` never renders, so it never
     pays for code generation.
     """

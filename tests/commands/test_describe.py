@@ -100,12 +100,12 @@ def test_describe_usage_errors(tmp_path: Path) -> None:
 
 
 def test_describe_works_on_every_bundled_workflow_and_phase() -> None:
-    from phaseflow.spec.loader import load_workflow
+    from phaseflow.spec.loader import compile_file
 
     for path in sorted(WORKFLOWS.glob("*.yaml")):
         if path.name.endswith(".test.yaml"):
             continue
-        workflow = load_workflow(str(path))
+        workflow = compile_file(str(path))
         for phase in workflow.phases:
             proc = run_cli("describe", str(path), "--phase", phase)
             assert proc.returncode == 0, proc.stderr

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from phaseflow.machine import PhaseMachine, State
 from phaseflow.machine.preview import apply_entry
-from phaseflow.spec.loader import load_workflow_text
+from phaseflow.spec.loader import compile_text
 from tests.support.commands import run_cli
 
 WORKFLOW = """\
@@ -116,7 +116,7 @@ def test_the_preview_is_the_state_the_machine_enters_with(
     effects: list[dict[str, Any]], clear: list[str], start: dict[str, Any]
 ) -> None:
     registry = {"hook": lambda context, **kwargs: None}
-    workflow = load_workflow_text(_workflow_text(effects, clear), registry)
+    workflow = compile_text(_workflow_text(effects, clear), registry)
     machine = PhaseMachine("start", workflow=workflow, registry=registry, clock=lambda: 0.0)
     state = State(dict(start))
     machine.goto_sync("target", state, turn=1)

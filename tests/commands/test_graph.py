@@ -67,9 +67,9 @@ def test_dot_output_renders_in_graphviz(path: Path, tmp_path: Path) -> None:
     assert rendered.returncode == 0, rendered.stderr
     assert "<svg" in rendered.stdout
     # every phase is drawn, terminal phases double-bordered
-    from phaseflow.spec.loader import load_workflow
+    from phaseflow.spec.loader import compile_file
 
-    workflow = load_workflow(str(path))
+    workflow = compile_file(str(path))
     for name, phase in workflow.phases.items():
         line = next(
             line for line in proc.stdout.splitlines() if line.strip().startswith(f'"{name}" [')
@@ -157,11 +157,11 @@ def test_every_edge_is_labelled_with_its_condition_and_terminals_are_marked(
     """Both formats: one edge per transition with its condition (or ``always``/``model``),
     model edges drawn differently from auto ones, terminal phases marked, the start."""
     from phaseflow.graph import to_dot, to_mermaid
-    from phaseflow.spec.loader import load_workflow
+    from phaseflow.spec.loader import compile_file
 
     src = tmp_path / "tricky.yaml"
     src.write_text(TRICKY)
-    wf = load_workflow(str(src))
+    wf = compile_file(str(src))
     dot = to_dot(wf)
     assert '"__start__" -> "end";' in dot
     assert '"subgraph" [label="subgraph", peripheries=2];' in dot
@@ -175,7 +175,7 @@ def test_every_edge_is_labelled_with_its_condition_and_terminals_are_marked(
     edge = next(line for line in mermaid.splitlines() if line.startswith("  p_end -->"))
     assert "state.note == #quot;a#124;b#quot; and state.x #60; 3" in edge
     for workflow_path in BUNDLED:
-        wf = load_workflow(str(workflow_path))
+        wf = compile_file(str(workflow_path))
         edges = sum(len(p.transitions) for p in wf.phases.values())
         models = sum(t.trigger == "model" for p in wf.phases.values() for t in p.transitions)
         dot_edges = [line for line in to_dot(wf).splitlines()

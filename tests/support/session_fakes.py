@@ -39,7 +39,7 @@ from phaseflow.session.values import (
     PhaseView,
     Step,
 )
-from phaseflow.spec.loader import load_workflow_text
+from phaseflow.spec.loader import compile_text
 from phaseflow.spec.model import Workflow
 from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.turn.messages import AssistantMessage, History, Message, ToolResultMessage
@@ -261,7 +261,7 @@ def audit_hook(ctx: Any) -> dict[str, Any]:
 
 
 def desk_workflow() -> Workflow:
-    return load_workflow_text(DESK_YAML, {"audit_hook": audit_hook}, path="stateful-desk.yaml")
+    return compile_text(DESK_YAML, {"audit_hook": audit_hook}, path="stateful-desk.yaml")
 
 
 # --- tools that write down every invocation ------------------------------------------------

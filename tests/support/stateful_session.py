@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from phaseflow.session.compaction import SUMMARY_HEADING
-from phaseflow.spec.loader import load_workflow
+from phaseflow.spec.loader import compile_file
 from phaseflow.spec.model import Workflow
 from phaseflow.turn.messages import ToolCall, UserMessage
 from tests.support.session_fakes import (
@@ -87,7 +87,7 @@ SMALL = Desk(
 )
 
 REFUND = Desk(
-    name="refund-desk", workflow=load_workflow(REFUND_PATH, refund_hooks()),
+    name="refund-desk", workflow=compile_file(REFUND_PATH, refund_hooks()),
     tools=RefundTools, phases=REFUND_PHASES,
     writes={"tools": frozenset({"customer_id", "customer", "verification_attempts", "order_id",
                                 "order", "amount", "approval_status", "refund_id",

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phaseflow.errors import PhaseflowError, WorkflowError
-from phaseflow.spec.loader import check_text, load_workflow_text
+from phaseflow.spec.loader import check_text, compile_text
 from phaseflow.template import (
     FALLBACK_TEXT,
     RenderOutcome,
@@ -133,7 +133,7 @@ def test_validate_reports_and_load_raises_only_workflow_errors(template: str, co
     result = check_text(text)
     assert [d.code for d in result.diagnostics] == [code]
     with pytest.raises(WorkflowError) as caught:
-        load_workflow_text(text)
+        compile_text(text)
     assert [d.code for d in caught.value.diagnostics] == [code]
 
 
