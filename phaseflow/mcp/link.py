@@ -39,9 +39,9 @@ try:
 except ImportError:  # the extra is not installed: said once, as a configuration error
     raise ConfigError("MCP servers need the 'mcp' package: pip install 'phaseflow[mcp]'"
                       ) from None
+import httpx2  # (the mcp extra's HTTP library: its client carries the headers)
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -394,7 +394,10 @@ class Link:
                 yield streams
             return
         assert isinstance(server, HttpServer)
-        http = create_mcp_http_client(headers=dict(server.headers) or None)
+        # The SDK's way to give headers: a client of its HTTP library, made here with
+        # the timeouts its own default client has (30 s; 300 s to read a held stream).
+        http = httpx2.AsyncClient(headers=dict(server.headers) or None,
+                                  timeout=httpx2.Timeout(30.0, read=300.0))
         async with http, streamable_http_client(server.url, http_client=http) as streams:
             yield streams
 
