@@ -139,8 +139,8 @@ def test_validate_offline_and_with_the_servers(tmp_path: Path, pids: Path) -> No
         "the server takes string; fix the catalogue's parameters or leave them out to use "
         "the server's",
         "desk.yaml:16:3: error PF410 tool 'demo.pdi': MCP server 'demo' has no tool 'pdi'; "
-        "did you mean 'demo.pid'? its tools: fail, grow, lookup, meta, pid, retitle, shrink, "
-        "slow",
+        "did you mean 'demo.pid'? its tools: fail, grow, header, lookup, meta, pid, retitle, "
+        "shrink, slow",
         "1 files checked: 2 errors, 0 warnings",
     ]
     write_json(cwd / "servers.json", stdio_servers(pids, "crash"))

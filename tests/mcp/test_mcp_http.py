@@ -33,7 +33,8 @@ async def _results(session: object, text: str) -> list[tuple[str, str, str]]:
 @asynchronous
 async def test_tools_over_streamable_http(tmp_path: Path) -> None:
     provider = ScriptedProvider([
-        {"calls": [{"demo.lookup": {"email": "bo@example.com"}}, {"demo.fail": {"why": "x"}}]},
+        {"calls": [{"demo.lookup": {"email": "bo@example.com"}}, {"demo.fail": {"why": "x"}},
+                   {"demo.header": {"name": "x-test"}}]},
         "Found Bo.",
     ])
     with http_server("http") as (url, _process):
@@ -43,6 +44,7 @@ async def test_tools_over_streamable_http(tmp_path: Path) -> None:
             results = {(n, s): c for n, s, c in await _results(session, "I am bo@example.com")}
             assert json.loads(results[("demo.lookup", "ok")])["customer_id"] == "C-bo"
             assert "refused: x" in results[("demo.fail", "error")]
+            assert results[("demo.header", "ok")] == "yes"  # the configured header was sent
             assert session.state["customer_id"] == "C-bo"
             assert agent.mcp.links["demo"].connections == 1
 

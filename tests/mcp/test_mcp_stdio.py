@@ -61,7 +61,7 @@ async def test_tools_of_a_stdio_server_in_a_session(tmp_path: Path, pids: Path) 
         # the server's description and parameters are what the model is offered
         offered = {t.name: t for t in provider.requests[0].tools}
         assert set(offered) == {"demo.lookup", "demo.fail", "demo.slow", "demo.pid",
-                                "demo.grow", "demo.retitle", "demo.shrink"}
+                                "demo.header", "demo.grow", "demo.retitle", "demo.shrink"}
         assert offered["demo.lookup"].description == "Find a customer by email."
         assert offered["demo.lookup"].parameters["required"] == ["email"]
         results = {(name, status): content for name, status, content in _results(events)}

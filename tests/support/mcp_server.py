@@ -12,9 +12,9 @@ there, so a test can check that no server outlives the agent that started it.
 Its tools: ``lookup(email)`` (a customer, as text and structured content), ``fail(why)``
 (an ``isError`` result), ``slow(seconds)`` (sleeps; writes ``MCP_TEST_PIDS/slow-started``
 when it starts, ``slow-cancelled`` when the client cancels it), ``pid()``, ``meta()``
-(its request's ``_meta``), ``grow()`` (adds a tool ``fresh`` and says the list changed),
-``retitle()`` (a new description for ``lookup``, and says so) and ``shrink()`` (removes
-``lookup``, and says so).
+(its request's ``_meta``), ``header(name)`` (an HTTP request header's value), ``grow()``
+(adds a tool ``fresh`` and says the list changed), ``retitle()`` (a new description for
+``lookup``, and says so) and ``shrink()`` (removes ``lookup``, and says so).
 """
 
 from __future__ import annotations
@@ -73,6 +73,14 @@ async def slow(seconds: float) -> str:
 def meta(ctx: Context) -> dict[str, Any]:
     """The ``_meta`` of this call's request."""
     return dict(ctx.request_context.meta or {})
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of the HTTP request's header ``name`` ("" without one, or over stdio)."""
+    request = getattr(ctx.request_context, "request", None)
+    headers = getattr(request, "headers", None)
+    return "" if headers is None else str(headers.get(name, ""))
 
 
 @server.tool()

@@ -33,6 +33,7 @@ tools:
   demo.fail: {}
   demo.slow: {timeout: 60}
   demo.pid: {}
+  demo.header: {}
   demo.grow: {}
   demo.retitle: {}
   demo.shrink: {}
