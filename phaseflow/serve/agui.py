@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -30,7 +30,7 @@ from phaseflow.serve.bodies import read_object
 from phaseflow.serve.common import session_id
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
-from phaseflow.serve.streams import guarded
+from phaseflow.serve.streams import frame, guarded, pinged
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
 from phaseflow.stores.base import StoreConflict
@@ -66,11 +66,21 @@ def _text(content: Any) -> str:
 
 
 class _Run:
-    """Session events -> AG-UI events, for one run."""
+    """Session events -> AG-UI events, for one run.
+
+    Every run the server starts ends as the protocol's verifier wants it: the text
+    message and the step that are open closed first, then ``RUN_FINISHED`` (success,
+    cancelled, or an approval's interrupt) or ``RUN_ERROR``. A tool call is attached to
+    the assistant message of its reply (``parentMessageId``), so a client's messages
+    have the shape of the server's history: one assistant message per reply."""
 
     def __init__(self, thread: str, run: str, phase: str) -> None:
         self.thread, self.run, self.phase = thread, run, phase
         self.message: str | None = None
+        #: the assistant message of the reply being told (its text's id, or its first
+        #: call's parent); a tool's result ends it
+        self.reply: str | None = None
+        self.step: str | None = None
         self.count = 0
         self.errors: list[ev.ErrorEvent] = []
 
@@ -80,16 +90,36 @@ class _Run:
     def out(self, kind: str, **fields: Any) -> dict[str, Any]:
         return {"type": kind, "timestamp": self._now(), **fields}
 
+    def _next_id(self) -> str:
+        self.count += 1
+        return f"{self.run}-m{self.count}"
+
     def _close_text(self) -> list[dict[str, Any]]:
         if self.message is None:
             return []
         ended, self.message = self.message, None
         return [self.out("TEXT_MESSAGE_END", messageId=ended)]
 
+    def _close(self) -> list[dict[str, Any]]:
+        """The open text message and step, closed: what precedes a run's end."""
+        out = self._close_text()
+        if self.step is not None:
+            out.append(self.out("STEP_FINISHED", stepName=self.step))
+            self.step = None
+        return out
+
+    def _open_step(self, name: str) -> dict[str, Any]:
+        self.step = name
+        return self.out("STEP_STARTED", stepName=name)
+
     def start(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [self.out("RUN_STARTED", threadId=self.thread, runId=self.run),
                 self.out("STATE_SNAPSHOT", snapshot=dict(state)),
-                self.out("STEP_STARTED", stepName=self.phase)]
+                self._open_step(self.phase)]
+
+    def error(self, message: str, code: str) -> list[dict[str, Any]]:
+        """The run's end as an error (steps and text closed first)."""
+        return [*self._close(), self.out("RUN_ERROR", message=message, code=code)]
 
     def map(self, event: ev.Event) -> list[dict[str, Any]]:
         if isinstance(event, ev.TextDeltaEvent):
@@ -97,30 +127,32 @@ class _Run:
                 return []
             out = []
             if self.message is None:
-                self.count += 1
-                self.message = f"{self.run}-m{self.count}"
+                self.message = self.reply = self.reply or self._next_id()
                 out.append(self.out("TEXT_MESSAGE_START", messageId=self.message,
                                     role="assistant"))
             out.append(self.out("TEXT_MESSAGE_CONTENT", messageId=self.message,
                                 delta=event.text))
             return out
         if isinstance(event, ev.ToolCallEvent):
-            return [*self._close_text(),
+            out = self._close_text()
+            self.reply = self.reply or self._next_id()
+            return [*out,
                     self.out("TOOL_CALL_START", toolCallId=event.call_id,
-                             toolCallName=event.name),
+                             toolCallName=event.name, parentMessageId=self.reply),
                     self.out("TOOL_CALL_ARGS", toolCallId=event.call_id,
                              delta=json.dumps(event.arguments)),
                     self.out("TOOL_CALL_END", toolCallId=event.call_id)]
         if isinstance(event, ev.ToolResultEvent):
-            return [self.out("TOOL_CALL_RESULT", messageId=f"{self.run}-r-{event.call_id}",
+            self.reply = None  # what the model says next is a reply of its own
+            return [*self._close_text(),
+                    self.out("TOOL_CALL_RESULT", messageId=f"{self.run}-r-{event.call_id}",
                              toolCallId=event.call_id, content=event.content, role="tool")]
         if isinstance(event, ev.StateChanged):
             patch = state_patch(event)
             return [self.out("STATE_DELTA", delta=patch)] if patch else []
         if isinstance(event, ev.PhaseChanged):
             self.phase = event.to_phase
-            return [self.out("STEP_FINISHED", stepName=event.from_phase),
-                    self.out("STEP_STARTED", stepName=event.to_phase)]
+            return [*self._close(), self._open_step(event.to_phase)]
         if isinstance(event, ev.ErrorEvent):
             self.errors.append(event)
             return []
@@ -131,21 +163,21 @@ class _Run:
                          "responseSchema": {"type": "object", "properties": {
                              "decision": {"enum": list(DECISIONS)},
                              "reason": {"type": "string"}}}}
-            return [*self._close_text(),
+            return [*self._close(),
                     self.out("RUN_FINISHED", threadId=self.thread, runId=self.run,
                              outcome={"type": "interrupt", "interrupts": [interrupt]})]
         if isinstance(event, ev.TurnFinished):
-            return [*self._close_text(), *self.finish(event)]
+            return self.finish(event)
         return []
 
     def finish(self, event: ev.TurnFinished) -> list[dict[str, Any]]:
         if event.status == "failed":
             cause = self.errors[-1] if self.errors else None
-            return [self.out("RUN_ERROR", message=cause.message if cause else "the turn failed",
-                             code=cause.code if cause else "turn_failed")]
+            return self.error(cause.message if cause else "the turn failed",
+                              cause.code if cause else "turn_failed")
         result = {"reply": event.reply, "status": event.status, "phase": self.phase}
         outcome = {"type": "cancelled"} if event.status == "cancelled" else {"type": "success"}
-        return [self.out("STEP_FINISHED", stepName=self.phase),
+        return [*self._close(),
                 self.out("RUN_FINISHED", threadId=self.thread, runId=self.run,
                          result=result, outcome=outcome)]
 
@@ -236,11 +268,18 @@ async def run_agent(request: Request) -> Response:
             async for event in session.send(text):
                 yield event
 
-    accepted, _ = await hub.submit(served, sid, action, busy="reject")
+    mapper = _Run(sid, run, record.phase)
+    try:
+        accepted, _ = await hub.submit(served, sid, action, busy="reject")
+    except Problem as problem:
+        if problem.code != "session_busy":
+            raise
+        return _refused(mapper, problem, config)
     await accepted.started_or_done()
     if not accepted.events and accepted.problem is not None:
+        if accepted.problem.code == "session_busy":
+            return _refused(mapper, accepted.problem, config)
         return problem_response(accepted.problem)
-    mapper = _Run(sid, run, record.phase)
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
         for item in mapper.start(record.state):
@@ -252,14 +291,31 @@ async def run_agent(request: Request) -> Response:
                 yield _frame(item)
         if not ended:
             problem = accepted.problem
-            yield _frame(mapper.out("RUN_ERROR", message=problem.detail if problem else
-                                    "the run ended without a result",
-                                    code=problem.code if problem else "run_incomplete"))
+            for item in mapper.error(problem.detail if problem else
+                                     "the run ended without a result",
+                                     problem.code if problem else "run_incomplete"):
+                yield _frame(item)
 
-    return EventSourceResponse(guarded(frames(), config.log, sid), ping=config.heartbeat)
+    return pinged(guarded(frames(), config.log, sid), config.heartbeat)
 
 
-def _frame(item: Mapping[str, Any]) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(item, ensure_ascii=False, separators=(",", ":")))
+def _refused(mapper: _Run, problem: Problem, config: Any) -> Response:
+    """A run the session cannot take now (its turn runs): a run of its own that ends at
+    once with ``RUN_ERROR`` (``code`` the problem's, ``session_busy``), as the protocol
+    tells a client a run failed; nothing is stored. (An HTTP error would be a failure of
+    the client's request, thrown at its caller; the request was right.)"""
+
+    async def frames() -> AsyncIterator[ServerSentEvent]:
+        yield _frame(mapper.out("RUN_STARTED", threadId=mapper.thread, runId=mapper.run))
+        yield _frame(mapper.out(
+            "RUN_ERROR", code=problem.code,
+            message=f"thread {mapper.thread!r} is running a turn: this run was refused and "
+                    "nothing of it stored; run it again once the turn ends"))
+
+    return pinged(frames(), config.heartbeat)
+
+
+def _frame(item: dict[str, Any]) -> ServerSentEvent:
+    return frame(item)
 
 

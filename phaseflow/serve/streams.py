@@ -3,7 +3,9 @@
 Every persisted event goes out with ``id: SEQ`` (the store's sequence), so a client's
 position is the standard ``Last-Event-ID``; text deltas go out without an id (they are
 live only, and never move the position). sse-starlette's ``ServerSentEvent`` encodes
-every frame and heartbeat comment; nothing here formats SSE by hand.
+every frame and heartbeat comment; nothing here formats SSE by hand. Lines end with
+``\n`` (:data:`SEP`), never sse-starlette's default ``\r\n``: both are legal SSE, but
+the clients people use split on ``\n\n`` (the official AG-UI client among them).
 
 A session's stream sends what the store has after the client's position, then what
 happens: the turns of this process announce their events at once; the store is read
@@ -21,7 +23,7 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sse_starlette import ServerSentEvent
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -38,11 +40,25 @@ T = TypeVar("T")
 #: the reconnection delay a browser's EventSource is told to use, in milliseconds
 RETRY_MS = 1000
 
+#: the line ending of every SSE line this server sends (a frame ends with two)
+SEP = "\n"
+
 
 def frame(data: dict[str, Any], seq: int = 0) -> ServerSentEvent:
     """One event: ``id`` for a persisted one, none for a live-only one."""
     return ServerSentEvent(data=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-                           id=str(seq) if seq else None)
+                           id=str(seq) if seq else None, sep=SEP)
+
+
+def ping() -> ServerSentEvent:
+    """A heartbeat comment (also what :class:`EventSourceResponse` sends: ``pinged``)."""
+    return ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=SEP)
+
+
+def pinged(content: AsyncIterator[Any], heartbeat: float) -> EventSourceResponse:
+    """An SSE response of ``content`` with a heartbeat comment after ``heartbeat`` quiet
+    seconds, every line ended by :data:`SEP`."""
+    return EventSourceResponse(content, ping=heartbeat, sep=SEP, ping_message_factory=ping)
 
 
 def event_frame(event: ev.Event) -> ServerSentEvent:
@@ -108,7 +124,7 @@ class TurnStream(Response):
                 async with asyncio.timeout(self.heartbeat):
                     await accepted.wait(index)
             except TimeoutError:
-                yield ServerSentEvent(comment=f"ping - {datetime.now(UTC)}").encode()
+                yield ping().encode()
                 continue
             events = accepted.events[index:]
             if not events:
@@ -131,7 +147,7 @@ async def session_stream(hub: Hub, session_id: str, after: int, poll: float
     position = after
     closing = asyncio.ensure_future(hub.closing.wait())
     try:
-        yield ServerSentEvent(retry=RETRY_MS, comment="phaseflow events")
+        yield ServerSentEvent(retry=RETRY_MS, comment="phaseflow events", sep=SEP)
         while not hub.closing.is_set():
             try:
                 stored = await hub.store.events(session_id, position)

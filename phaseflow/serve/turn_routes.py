@@ -13,7 +13,6 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -23,7 +22,7 @@ from phaseflow.serve.common import int_param, path_session, served_for, stored
 from phaseflow.serve.hub import Hub
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
-from phaseflow.serve.streams import TurnStream, guarded, session_stream
+from phaseflow.serve.streams import TurnStream, guarded, pinged, session_stream
 from phaseflow.serve.turns import Accepted, events_url
 from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
@@ -227,6 +226,5 @@ async def get_events(request: Request) -> Response:
         events = await hub.store.events(sid, after)
         return JSONResponse([event_json(e) for e in events[:limit]])
     config = request.app.state.config
-    return EventSourceResponse(
-        guarded(session_stream(hub, sid, after, config.poll), config.log, sid),
-        ping=config.heartbeat)
+    return pinged(guarded(session_stream(hub, sid, after, config.poll), config.log, sid),
+                  config.heartbeat)

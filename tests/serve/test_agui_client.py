@@ -1,0 +1,123 @@
+"""The official AG-UI client (``@ag-ui/client``'s ``HttpAgent``, from npm, run by Node)
+holding whole conversations with a real ``phaseflow serve``: text turns, a tool call
+that writes state (its snapshot and deltas), a tool that fails, an approval interrupt
+resumed with approve and with reject, a run refused because the session is busy. No
+run throws, the client writes no warning, every event it applied is valid by the
+protocol's Python models too, and the client's own ``messages`` and ``state`` are what
+the server stored."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import Event
+from pydantic import TypeAdapter
+
+from tests.support.agui_client import need_client
+from tests.support.chat_project import MESSAGES, write_chat
+from tests.support.phaseflow_cli import cli_env
+from tests.support.serve_server import Server, serving
+
+EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+SCRIPT = Path(__file__).with_name("agui_client.mjs")
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    folder = tmp_path_factory.mktemp("chat")
+    holds = folder / "holds"
+    with serving(write_chat(folder), folder / "server.log", cwd=folder,
+                 env=cli_env(CHAT_HOLDS=str(holds))) as server:
+        yield server, holds
+
+
+def _project(messages: list[dict[str, Any]], *, client: bool) -> list[tuple[Any, ...]]:
+    """A history as (role, text, calls) / (tool, call id, content) rows: the client's
+    messages and the server's history in one shape."""
+    rows: list[tuple[Any, ...]] = []
+    for m in messages:
+        if m["role"] == "tool":
+            rows.append(("tool", m["toolCallId" if client else "tool_call_id"], m["content"]))
+        elif m["role"] == "assistant":
+            calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+                     for c in m.get("toolCalls", [])] if client else [
+                (c["id"], c["name"], c["arguments"]) for c in m["tool_calls"]]
+            rows.append(("assistant", m.get("content") or "", calls))
+        else:
+            rows.append((m["role"], m["content"], []))
+    return rows
+
+
+def _runs(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    runs: list[list[dict[str, Any]]] = []
+    for event in events:
+        if event["type"] == "RUN_STARTED":
+            runs.append([])
+        runs[-1].append(event)
+    return runs
+
+
+def test_the_official_client_holds_whole_conversations(chat: tuple[Server, Path]) -> None:
+    server, holds = chat
+    node, package = need_client()
+    done = subprocess.run(
+        [node, str(SCRIPT), server.base, "chat-desk", str(holds), str(package)],
+        capture_output=True, text=True, timeout=120,
+        env={**cli_env(), "CHAT_MESSAGES": json.dumps(MESSAGES)})
+    assert done.returncode == 0, done.stderr + server.log()
+    report = json.loads(done.stdout)
+    assert report["console"] == []  # the client warned of nothing, logged no failure
+    for name in ("a", "b", "busy"):
+        entry = report[name]
+        for event in entry["events"]:
+            EVENTS.validate_python(event)  # the protocol's own models agree
+        for run in entry["runs"]:
+            assert run["error"] is None, run["error"]
+        runs = _runs(entry["events"])
+        assert len(runs) == len(entry["runs"])
+        for events in runs:  # every step started is finished before the run ends
+            steps = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
+            assert steps == [e["stepName"] for e in events if e["type"] == "STEP_FINISHED"]
+            assert events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
+    a, b, busy = report["a"], report["b"], report["busy"]
+    with httpx.Client(base_url=server.base, timeout=30) as client:
+        for entry in (a, b):
+            sid = entry["threadId"]
+            stored = client.get(f"/v1/sessions/{sid}").json()
+            history = client.get(f"/v1/sessions/{sid}/history").json()["messages"]
+            assert _project(entry["messages"], client=True) == _project(history, client=False)
+            assert entry["state"] == stored["state"]
+        assert client.get(f"/v1/sessions/{a['threadId']}").json()["status"] == "finished"
+    # thread a: text, text and a call (a state delta), a failing tool, an interrupt,
+    # approved: paid, the run's steps reaching the final phase
+    assert [r["pending"] for r in a["runs"]] == [[], [], ["call_6_1"], []]
+    assert [r["result"]["reply"] if r["result"] else None for r in a["runs"]] == [
+        "Hello! What can I do for you?", "Noted, though the checker failed.", None,
+        "Understood."]
+    kinds = [e["type"] for e in a["events"]]
+    assert "STATE_DELTA" in kinds and a["state"] == {"note": "the kettle is broken",
+                                                     "paid": True}
+    interrupt = _runs(a["events"])[2][-1]
+    assert interrupt["outcome"]["type"] == "interrupt"
+    assert interrupt["outcome"]["interrupts"][0]["toolCallId"] == "call_6_1"
+    assert [e["stepName"] for e in _runs(a["events"])[3] if e["type"] == "STEP_STARTED"
+            ] == ["work", "finished"]
+    failed = [m for m in a["messages"] if m.get("toolCallId") == "call_3_1"]
+    assert failed[0]["content"] == "check failed: RuntimeError: the checker is out of order"
+    # thread b: the run sent while its turn held was refused as a run of its own
+    # (RUN_ERROR, session_busy) and stored nothing; rejected, the talk went on
+    [refused] = busy["runs"]
+    assert [e["code"] for e in refused["runErrors"]] == ["session_busy"]
+    assert [e["type"] for e in busy["events"]] == ["RUN_STARTED", "RUN_ERROR"]
+    assert "Are you still there?" not in json.dumps(b["messages"])
+    assert [r["pending"] for r in b["runs"]] == [[], [], ["call_6_1"], [], []]
+    assert b["state"] == {"note": "the kettle is broken"}
+    rejected = [m for m in b["messages"] if m.get("toolCallId") == "call_6_1"]
+    assert rejected[0]["content"] == "The user rejected this call: not today"
+    assert b["runs"][-1]["result"]["reply"] == "Anything else?"
