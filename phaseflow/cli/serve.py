@@ -65,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the address to listen on (default 127.0.0.1; any other "
                         "needs tokens)")
     parser.add_argument("--port", default="8765", help="the port (default 8765; 0: any free)")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a name the server answers to in Host (besides loopback names "
+                        "and --host), e.g. behind a proxy; repeatable; '*': any")
     parser.add_argument("--workers", default="1", metavar="N",
                         help="server processes on one socket (default 1; more need a "
                         "SQLite file or PostgreSQL store)")
@@ -139,6 +142,14 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _imports() -> None:
@@ -252,8 +263,19 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     notify = args.store if args.store and is_postgres(args.store) else None
     return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
                        max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
-                       sweep=sweep, notify_dsn=notify,
+                       sweep=sweep, notify_dsn=notify, allowed_hosts=_allowed_hosts(args),
                        **({} if kept is None else {"kept_sessions": kept}))
+
+
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """The names given with ``--allowed-host``, checked, and the bound address."""
+    from phaseflow.serve.hosts import host_name
+
+    for name in args.allowed_host:
+        if name != "*" and not _is_ip(name) and host_name(name) is None:
+            raise Misuse(f"--allowed-host {name!r}: expected a host name or address "
+                         "(no scheme, no path), or '*'")
+    return (*args.allowed_host, args.host)
 
 
 def _tools_for(workflow: Any, tools: Any) -> Any:

@@ -24,6 +24,7 @@ from phaseflow.serve import resources as r
 from phaseflow.serve import turn_routes as t
 from phaseflow.serve.auth import BearerAuth
 from phaseflow.serve.config import ServeConfig
+from phaseflow.serve.hosts import HostGuard
 from phaseflow.serve.hub import Hub
 from phaseflow.serve.logs import Log
 from phaseflow.serve.problems import Problem, internal_problem, problem_response
@@ -163,6 +164,7 @@ def create_app(config: ServeConfig) -> ASGIApp:
     app.state.hub = hub
     app.state.config = config
     wrapped: ASGIApp = BearerAuth(app, config.tokens)
+    wrapped = HostGuard(wrapped, config.allowed_hosts)  # before any other (DNS rebinding)
     wrapped = RequestLog(wrapped, config.log)
     outer = _Outer(wrapped, app)
     return outer

@@ -34,3 +34,7 @@ class ServeConfig:
     #: idle sessions a worker keeps open between requests (0: none; each message then
     #: reads its session from the store), the least recently used dropped first
     kept_sessions: int = KEPT
+    #: names the server answers to in ``Host`` besides the loopback ones (its bound
+    #: address, names behind a proxy; ``*``: any; ``0.0.0.0``/``::``: any IP address):
+    #: see :mod:`phaseflow.serve.hosts`
+    allowed_hosts: tuple[str, ...] = ()

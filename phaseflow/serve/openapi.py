@@ -43,6 +43,8 @@ PREFER = {"name": "Prefer", "in": "header", "required": False,
           "description": "respond-async: answer 202 at once with a Location to follow"}
 COMMON = {"400": _problem("bad input, naming the field"),
           "401": _problem("no valid bearer token"),
+          "403": _problem("a state-changing request from a foreign Origin"),
+          "421": _problem("a Host the server does not answer to (DNS rebinding)"),
           "413": _problem("body over --max-body"),
           "503": _problem("stopping, or the store does not answer")}
 TURN = {

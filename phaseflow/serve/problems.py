@@ -24,6 +24,7 @@ TITLES = {
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
     405: "Method Not Allowed", 406: "Not Acceptable", 409: "Conflict",
     411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type",
+    421: "Misdirected Request",
     422: "Unprocessable Content", 500: "Internal Server Error", 503: "Service Unavailable",
 }
 

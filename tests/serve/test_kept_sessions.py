@@ -198,7 +198,8 @@ def _worker(db: Path) -> Any:
         return Agent(workflow, Echo(), store=store, busy=busy)  # type: ignore[arg-type]
 
     served = {"echo": Served("echo", make("queue"), make, workflow_hash(workflow))}
-    return create_app(ServeConfig(served=served, log=Log("text", open(os.devnull, "w"))))
+    return create_app(ServeConfig(served=served, log=Log("text", open(os.devnull, "w")),
+                                  allowed_hosts=("a", "b")))
 
 
 def test_a_kept_session_meets_what_another_worker_did(tmp_path: Path) -> None:
