@@ -198,6 +198,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     from phaseflow.serve.served import Served
     from phaseflow.session import Agent
     from phaseflow.session.agent import workflow_hash
+    from phaseflow.session.settings import MissingHooks
     from phaseflow.session.workers import new_worker_id
 
     try:
@@ -251,6 +252,9 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         try:
             agent = make("queue")
             first.append(agent)
+        except MissingHooks as exc:  # named as this command takes them
+            named = MissingHooks(list(exc.missing), "phaseflow serve: --hooks MODULE:ATTR")
+            raise Misuse(f"{workflow.name}: {named}") from None
         except PhaseflowError as exc:
             raise Misuse(f"{workflow.name}: {exc}") from None
         served[workflow.name] = Served(workflow.name, agent, make,

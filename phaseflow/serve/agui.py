@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 from phaseflow.errors import ConfigError
 from phaseflow.serve.bodies import read_object
-from phaseflow.serve.common import session_id
+from phaseflow.serve.common import declared_state, session_id
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
 from phaseflow.serve.streams import frame, guarded, pinged
@@ -246,6 +246,7 @@ async def run_agent(request: Request) -> Response:
     record = await hub.store.load(sid)
     if record is None:
         state = body.get("state") if isinstance(body.get("state"), dict) else None
+        declared_state(served.agent.workflow, state)
         try:
             new = await served.agent.session(sid, state=state or None)
             await new.save()

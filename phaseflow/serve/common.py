@@ -3,6 +3,9 @@ session, query parameters, the served workflow of a session."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from starlette.requests import Request
 
 from phaseflow.serve.hub import Hub
@@ -75,3 +78,16 @@ def choice_param(request: Request, name: str, choices: tuple[str, ...]) -> str |
                       f"?{name}= must be one of {', '.join(choices)}, not {raw!r}",
                       field=name)
     return raw
+
+
+def declared_state(workflow: Any, state: Mapping[str, Any] | None) -> None:
+    """A new session's first ``state`` holds only keys its workflow declares: ``422
+    undeclared_state_key`` naming the first other one (a declared key of the wrong type
+    is the session's own refusal: ``400 invalid_field``)."""
+    declared = workflow.state or {}
+    for key in state or {}:
+        if key not in declared:
+            names = ", ".join(sorted(declared)) or "none"
+            raise Problem(422, "undeclared_state_key",
+                          f"state key {key!r} is not declared by workflow "
+                          f"{workflow.name!r} (declared: {names})", field="state", key=key)

@@ -17,6 +17,7 @@ worker whose supervisor is gone stops by itself.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -34,7 +35,37 @@ from phaseflow.serve.config import ServeConfig
 def uvicorn_config(app: Any) -> uvicorn.Config:
     return uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                           server_header=False, timeout_graceful_shutdown=5,
-                          timeout_keep_alive=5, log_level="warning")
+                          timeout_keep_alive=5, log_level="warning",
+                          http=problem_protocol())
+
+
+def invalid_request() -> bytes:
+    """The whole answer to a request that is not valid HTTP (uvicorn's parser refused
+    it before the application saw it): problem+json, as every error the server sends,
+    and the connection closed."""
+    from phaseflow.serve.problems import MEDIA_TYPE, Problem
+
+    body = json.dumps(Problem(
+        400, "invalid_http_request", "the request is not valid HTTP/1.1 (a bad request "
+        "line, or a header holding a control character such as a stray CR); nothing of "
+        "it was read").to_json()).encode()
+    head = (f"HTTP/1.1 400 Bad Request\r\ncontent-type: {MEDIA_TYPE}\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+def problem_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's own HTTP protocol (the one ``http="auto"`` picks), its answer to a
+    request it cannot parse (by default a plain-text ``Invalid HTTP request received.``)
+    replaced by :func:`invalid_request`."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    def send_400_response(self: Any, msg: str) -> None:
+        self.transport.write(invalid_request())
+        self.transport.close()
+
+    return type("ProblemHTTPProtocol", (AutoHTTPProtocol,),
+                {"send_400_response": send_400_response})
 
 
 class GracefulServer(uvicorn.Server):

@@ -13,6 +13,7 @@ from phaseflow.errors import ConfigError
 from phaseflow.serve.bodies import known_fields, object_field, read_object, text_field
 from phaseflow.serve.common import (
     choice_param,
+    declared_state,
     int_param,
     path_session,
     served_for,
@@ -108,6 +109,7 @@ async def create_session(request: Request) -> Response:
         raise Problem(503, "shutting_down", "the server is stopping; retry on another "
                       "worker", headers={"Retry-After": "1"})
     served = hub.served[name]
+    declared_state(served.agent.workflow, state)
     try:
         if await hub.store.version(sid):
             raise Problem(409, "session_exists", f"session {sid!r} exists", session_id=sid)

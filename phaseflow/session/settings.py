@@ -73,6 +73,18 @@ def called_hooks(workflow: Workflow) -> list[str]:
     return names
 
 
+class MissingHooks(ConfigError):
+    """Call effects without a callable (``missing`` names them): a command says which of
+    its options gives them."""
+
+    def __init__(self, missing: list[str], hint: str = "on the command line: --hooks"
+                 ) -> None:
+        self.missing = tuple(missing)
+        super().__init__(
+            f"no callable for the workflow's call effect(s) {', '.join(map(repr, missing))}: "
+            f"give them in hooks={{...}} ({hint})")
+
+
 def hooks_present(workflow: Workflow, hooks: Mapping[str, Any] | None) -> None:
     """Every ``call`` effect has its callable (in the workflow's registry or the host's
     ``hooks``): a missing one would fail every time the effect runs (a preparation
@@ -81,9 +93,7 @@ def hooks_present(workflow: Workflow, hooks: Mapping[str, Any] | None) -> None:
     missing = [c for c in called_hooks(workflow) if c not in workflow.registry
                and c not in given]
     if missing:
-        raise ConfigError(
-            f"no callable for the workflow's call effect(s) {', '.join(map(repr, missing))}: "
-            f"give them in hooks={{...}} (phaseflow run: --hooks)")
+        raise MissingHooks(missing)
 
 
 def signatures_fit(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> None:
