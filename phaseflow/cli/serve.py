@@ -65,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the address to listen on (default 127.0.0.1; any other "
                         "needs tokens)")
     parser.add_argument("--port", default="8765", help="the port (default 8765; 0: any free)")
+    parser.add_argument("--app", metavar="DIR",
+                        help="serve the files of DIR at /app/: a front end of your own on "
+                        "the server's origin (examples/agui-chat/)")
     parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                         help="a name the server answers to in Host (besides loopback names "
                         "and --host), e.g. behind a proxy; repeatable; '*': any")
@@ -268,7 +271,17 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
                        max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
                        sweep=sweep, notify_dsn=notify, allowed_hosts=_allowed_hosts(args),
+                       app_dir=_app_dir(args),
                        **({} if kept is None else {"kept_sessions": kept}))
+
+
+def _app_dir(args: argparse.Namespace) -> str | None:
+    folder: str | None = args.app
+    if folder is None:
+        return None
+    if not os.path.isdir(folder):
+        raise Misuse(f"--app {folder}: not a folder")
+    return os.path.abspath(folder)
 
 
 def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:

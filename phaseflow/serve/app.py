@@ -164,6 +164,10 @@ def create_app(config: ServeConfig) -> ASGIApp:
     app.state.hub = hub
     app.state.config = config
     wrapped: ASGIApp = BearerAuth(app, config.tokens)
+    if config.app_dir is not None:  # public files, as the web view's: before the tokens
+        from phaseflow.serve.frontend import FrontEnd
+
+        wrapped = FrontEnd(wrapped, config.app_dir)
     wrapped = HostGuard(wrapped, config.allowed_hosts)  # before any other (DNS rebinding)
     wrapped = RequestLog(wrapped, config.log)
     outer = _Outer(wrapped, app)

@@ -38,3 +38,6 @@ class ServeConfig:
     #: address, names behind a proxy; ``*``: any; ``0.0.0.0``/``::``: any IP address):
     #: see :mod:`phaseflow.serve.hosts`
     allowed_hosts: tuple[str, ...] = ()
+    #: a folder of the host's own front end, served at ``/app/`` (``--app``; see
+    #: :mod:`phaseflow.serve.frontend`)
+    app_dir: str | None = None
