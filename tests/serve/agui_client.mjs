@@ -6,7 +6,7 @@
 // Thread "a": three turns (text; text and a tool call writing state; a failing tool,
 // then a payment that stops for approval), resumed with approve. Thread "b": the same
 // turns, a second run sent while the third turn runs (refused: the session is busy),
-// resumed with reject, then one more turn. Prints one JSON document: per agent, every
+// resumed with reject, then one more turn, and one whose model fails (RUN_ERROR). Prints one JSON document: per agent, every
 // event it applied, what each run returned or threw, its messages and state, and what
 // the client wrote to the console (warnings, errors).
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -95,6 +95,8 @@ await run(b.agent, b.entry, { resume: b.agent.pendingInterrupts.map((i) => ({
   interruptId: i.id, status: "resolved",
   payload: { decision: "reject", reason: "not today" } })) });
 say(b.agent, MESSAGES[3]);
+await run(b.agent, b.entry);
+say(b.agent, MESSAGES[4]);  // the model fails: the run ends with RUN_ERROR
 await run(b.agent, b.entry);
 finish("b", b.agent);
 finish("busy", busy.agent);

@@ -1,7 +1,8 @@
 """The official AG-UI client (``@ag-ui/client``'s ``HttpAgent``, from npm, run by Node)
 holding whole conversations with a real ``phaseflow serve``: text turns, a tool call
 that writes state (its snapshot and deltas), a tool that fails, an approval interrupt
-resumed with approve and with reject, a run refused because the session is busy. No
+resumed with approve and with reject, a run refused because the session is busy, a turn
+whose model fails (``RUN_ERROR``). No
 run throws, the client writes no warning, every event it applied is valid by the
 protocol's Python models too, and the client's own ``messages`` and ``state`` are what
 the server stored."""
@@ -32,7 +33,9 @@ SCRIPT = Path(__file__).with_name("agui_client.mjs")
 def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
     folder = tmp_path_factory.mktemp("chat")
     holds = folder / "holds"
-    with serving(write_chat(folder), folder / "server.log", cwd=folder,
+    # heartbeats every 50 ms: the client reads them in its runs' streams too
+    with serving([*write_chat(folder), "--heartbeat", "0.05"], folder / "server.log",
+                 cwd=folder,
                  env=cli_env(CHAT_HOLDS=str(holds))) as server:
         yield server, holds
 
@@ -116,8 +119,26 @@ def test_the_official_client_holds_whole_conversations(chat: tuple[Server, Path]
     assert [e["code"] for e in refused["runErrors"]] == ["session_busy"]
     assert [e["type"] for e in busy["events"]] == ["RUN_STARTED", "RUN_ERROR"]
     assert "Are you still there?" not in json.dumps(b["messages"])
-    assert [r["pending"] for r in b["runs"]] == [[], [], ["call_6_1"], [], []]
+    assert [r["pending"] for r in b["runs"]] == [[], [], ["call_6_1"], [], [], []]
     assert b["state"] == {"note": "the kettle is broken"}
     rejected = [m for m in b["messages"] if m.get("toolCallId") == "call_6_1"]
     assert rejected[0]["content"] == "The user rejected this call: not today"
-    assert b["runs"][-1]["result"]["reply"] == "Anything else?"
+    assert b["runs"][-2]["result"]["reply"] == "Anything else?"
+    # a turn whose model fails: RUN_ERROR (its step closed first), not a thrown error
+    assert [e["code"] for e in b["runs"][-1]["runErrors"]] == ["provider_error"]
+    assert [e["type"] for e in _runs(b["events"])[-1]][-2:] == ["STEP_FINISHED",
+                                                                "RUN_ERROR"]
+
+
+def test_heartbeats_end_with_lf(chat: tuple[Server, Path]) -> None:
+    """An idle stream's heartbeat comments, as raw bytes: LF only, as every frame."""
+    server, _ = chat
+    seen = b""
+    with httpx.Client(base_url=server.base, timeout=30) as client:
+        sid = client.post("/v1/sessions", json={}).json()["id"]
+        with client.stream("GET", f"/v1/sessions/{sid}/events") as response:
+            for chunk in response.iter_raw():
+                seen += chunk
+                if seen.count(b": ping") >= 2:
+                    break
+    assert b"\r" not in seen and b"\n\n: ping - " in seen, seen

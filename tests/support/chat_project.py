@@ -101,8 +101,10 @@ SCRIPT = """\
 - "Anything else?"
 """
 
-#: what the customer says, turn by turn (the third turn ends waiting for approval)
-MESSAGES = ["Hello", "Please note: the kettle is broken", "Pay me 5, please", "Thanks"]
+#: what the customer says, turn by turn (the third turn ends waiting for approval; the
+#: fifth finds the script without a reply left: a failed turn)
+MESSAGES = ["Hello", "Please note: the kettle is broken", "Pay me 5, please", "Thanks",
+            "One more thing"]
 
 
 def write_chat(folder: Path) -> list[str]:
