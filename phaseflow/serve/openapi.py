@@ -183,6 +183,7 @@ def document(secured: bool = True) -> dict[str, Any]:
                     "201": _ok(_ref("Session"), "created"),
                     "404": _problem("unknown workflow"),
                     "409": _problem("the id exists"), "415": _problem("not JSON"),
+                    "422": _problem("state holds a key the workflow does not declare"),
                     **COMMON}, body=_ref("NewSession"), body_required=False),
                 "get": _op("a page of sessions, newest first", {
                     "200": _ok(_ref("SessionPage")), **COMMON}, params=[
