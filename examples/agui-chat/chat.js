@@ -5,9 +5,14 @@
 // run's `resume`.
 import { HttpAgent } from "@ag-ui/client";
 
+// a random id (crypto.randomUUID exists in secure contexts only: not on plain http
+// beyond loopback)
+const newId = () => crypto.randomUUID?.() ?? Array.from(
+  crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+
 const params = new URLSearchParams(location.search);
 const workflow = params.get("workflow") || "refund-desk";
-const threadId = params.get("thread") || crypto.randomUUID();
+const threadId = params.get("thread") || newId();
 const agent = new HttpAgent({ url: `/v1/ag-ui/${encodeURIComponent(workflow)}`, threadId });
 
 const $ = (id) => document.getElementById(id);
@@ -61,7 +66,7 @@ $("say").addEventListener("submit", async (event) => {
   const text = $("text").value.trim();
   if (!text || agent.isRunning) return;
   $("text").value = "";
-  agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+  agent.addMessage({ id: newId(), role: "user", content: text });
   await run();
 });
 

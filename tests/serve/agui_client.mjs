@@ -9,6 +9,7 @@
 // resumed with reject, then one more turn, and one whose model fails (RUN_ERROR). Prints one JSON document: per agent, every
 // event it applied, what each run returned or threw, its messages and state, and what
 // the client wrote to the console (warnings, errors).
+import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -53,7 +54,7 @@ async function run(agent, entry, params = {}, subscriber = {}) {
 }
 
 function say(agent, text) {
-  agent.addMessage({ id: crypto.randomUUID(), role: "user", content: text });
+  agent.addMessage({ id: randomUUID(), role: "user", content: text });
 }
 
 function finish(name, agent) {
@@ -62,7 +63,7 @@ function finish(name, agent) {
 }
 
 // thread a: to the approval, approved
-const a = recorded("a", `a-${crypto.randomUUID()}`);
+const a = recorded("a", `a-${randomUUID()}`);
 for (const text of MESSAGES.slice(0, 3)) {
   say(a.agent, text);
   await run(a.agent, a.entry);
@@ -72,7 +73,7 @@ await run(a.agent, a.entry, { resume: a.agent.pendingInterrupts.map((i) => ({
 finish("a", a.agent);
 
 // thread b: a second run while the third turn holds, then rejected, then a last turn
-const b = recorded("b", `b-${crypto.randomUUID()}`);
+const b = recorded("b", `b-${randomUUID()}`);
 for (const text of MESSAGES.slice(0, 2)) {
   say(b.agent, text);
   await run(b.agent, b.entry);
