@@ -10,8 +10,13 @@ ended with (``interruptId`` is the call id; ``status: resolved`` with ``payload`
 ``{"decision": "approve"|"approve_turn"|"approve_session"|"reject", "reason"}``, the
 decision ``approve`` when the payload names none; ``status: cancelled`` rejects it).
 
-The events are written here as plain JSON in the protocol's own (camelCase) form; the
-tests validate each one with the protocol's published Python models.
+A run for a thread whose turn runs is refused as a run (``RUN_STARTED``, then
+``RUN_ERROR`` with code ``session_busy``): the request was right, the run failed.
+
+The events are written here as plain JSON in the protocol's own (camelCase) form, as SSE
+frames ended by ``\n`` (:mod:`phaseflow.serve.streams`); the tests validate each one
+with the protocol's published Python models, and drive the official JavaScript client
+(``@ag-ui/client``) through whole conversations.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from starlette.responses import Response
 from phaseflow.errors import ConfigError
 from phaseflow.serve.bodies import read_object
 from phaseflow.serve.common import declared_state, session_id
+from phaseflow.serve.config import ServeConfig
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
 from phaseflow.serve.streams import frame, guarded, pinged
@@ -284,39 +290,35 @@ async def run_agent(request: Request) -> Response:
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
         for item in mapper.start(record.state):
-            yield _frame(item)
+            yield frame(item)
         ended = False
         async for event in accepted.follow():
             for item in mapper.map(event):
                 ended = ended or item["type"] in ("RUN_FINISHED", "RUN_ERROR")
-                yield _frame(item)
+                yield frame(item)
         if not ended:
             problem = accepted.problem
             for item in mapper.error(problem.detail if problem else
                                      "the run ended without a result",
                                      problem.code if problem else "run_incomplete"):
-                yield _frame(item)
+                yield frame(item)
 
     return pinged(guarded(frames(), config.log, sid), config.heartbeat)
 
 
-def _refused(mapper: _Run, problem: Problem, config: Any) -> Response:
+def _refused(mapper: _Run, problem: Problem, config: ServeConfig) -> Response:
     """A run the session cannot take now (its turn runs): a run of its own that ends at
     once with ``RUN_ERROR`` (``code`` the problem's, ``session_busy``), as the protocol
     tells a client a run failed; nothing is stored. (An HTTP error would be a failure of
     the client's request, thrown at its caller; the request was right.)"""
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
-        yield _frame(mapper.out("RUN_STARTED", threadId=mapper.thread, runId=mapper.run))
-        yield _frame(mapper.out(
+        yield frame(mapper.out("RUN_STARTED", threadId=mapper.thread, runId=mapper.run))
+        yield frame(mapper.out(
             "RUN_ERROR", code=problem.code,
             message=f"thread {mapper.thread!r} is running a turn: this run was refused and "
                     "nothing of it stored; run it again once the turn ends"))
 
     return pinged(frames(), config.heartbeat)
-
-
-def _frame(item: dict[str, Any]) -> ServerSentEvent:
-    return frame(item)
 
 
