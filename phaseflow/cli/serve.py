@@ -175,6 +175,7 @@ def _run(args: argparse.Namespace) -> int:
     poll = _number(args.poll, "--poll", low=0.01, high=60)
     sweep = _number(args.sweep, "--sweep", low=0, high=3600)
     tokens = _tokens(args)
+    _allowed_hosts(args)  # checked before anything is loaded
     if not tokens and not _loopback(args.host):
         raise Misuse(f"--host {args.host} is not loopback: give bearer tokens "
                      "(--token-file or PHASEFLOW_TOKENS) to serve beyond this machine")

@@ -130,15 +130,37 @@ def test_the_official_client_holds_whole_conversations(chat: tuple[Server, Path]
                                                                 "RUN_ERROR"]
 
 
-def test_heartbeats_end_with_lf(chat: tuple[Server, Path]) -> None:
-    """An idle stream's heartbeat comments, as raw bytes: LF only, as every frame."""
-    server, _ = chat
+def _raw(client: httpx.Client, method: str, url: str, *, until: bytes | None = None,
+         json: Any = None) -> bytes:
+    """A stream's raw bytes: to its end, or (a session's events stream, which never
+    ends by itself) until ``until`` came twice."""
     seen = b""
+    with client.stream(method, url, json=json, headers={"Accept": "text/event-stream"}
+                       ) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for chunk in response.iter_raw():
+            seen += chunk
+            if until is not None and seen.count(until) >= 2:
+                break
+    return seen
+
+
+def test_sse_lines_end_with_lf(chat: tuple[Server, Path]) -> None:
+    """Every SSE line ends with ``\\n``, never ``\\r\\n`` (both are legal SSE, but clients
+    split frames on ``\\n\\n``: the official AG-UI client does), read as raw bytes: a
+    turn's stream, a session's events stream (its opening comment, stored events,
+    heartbeats), the AG-UI endpoint."""
+    server, _ = chat
     with httpx.Client(base_url=server.base, timeout=30) as client:
         sid = client.post("/v1/sessions", json={}).json()["id"]
-        with client.stream("GET", f"/v1/sessions/{sid}/events") as response:
-            for chunk in response.iter_raw():
-                seen += chunk
-                if seen.count(b": ping") >= 2:
-                    break
-    assert b"\r" not in seen and b"\n\n: ping - " in seen, seen
+        turn = _raw(client, "POST", f"/v1/sessions/{sid}/messages", json={"text": "Hi"})
+        events = _raw(client, "GET", f"/v1/sessions/{sid}/events?after=0", until=b": ping")
+        agui = _raw(client, "POST", "/v1/ag-ui/chat-desk", json={
+            "threadId": f"lf-{sid}", "runId": "r1",
+            "messages": [{"id": "1", "role": "user", "content": "Hi"}]})
+    for body in (turn, events, agui):
+        assert b"data: {" in body and b"\n\n" in body
+        assert b"\r" not in body, body[:200]
+    assert events.startswith(b": phaseflow events\nretry: 1000\n\n")
+    assert b'"turn_finished"' in events and b"\n\n: ping - " in events
