@@ -9,9 +9,12 @@ behind the ``Host`` check. ``index.html`` answers a folder; symbolic links are f
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException
 from starlette.routing import Mount, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from phaseflow.serve.problems import Problem, problem_response
 
 #: where the front end's files are served
 PREFIX = "/app"
@@ -28,6 +31,18 @@ class FrontEnd:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"] if scope["type"] == "http" else ""
         if path == PREFIX or path.startswith(PREFIX + "/"):
-            await self.files(scope, receive, send)
+            try:
+                await self.files(scope, receive, send)
+            except HTTPException as exc:  # no such file, a method files do not take
+                await problem_response(_problem(exc))(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _problem(exc: HTTPException) -> Problem:
+    if exc.status_code == 404:
+        return Problem(404, "not_found", "no such file")
+    if exc.status_code == 405:
+        return Problem(405, "method_not_allowed", "the files take GET and HEAD",
+                       headers={"Allow": "GET, HEAD"})
+    return Problem(exc.status_code, "http_error", str(exc.detail))
