@@ -60,6 +60,17 @@ def test_a_conversation_an_interrupt_and_its_resume(client: httpx.Client, desk: 
                 state = _apply(state, [op.model_dump() if hasattr(op, "model_dump") else op
                                        for op in e.delta])
         assert kinds[-1] == EventType.RUN_FINISHED
+        # what the official client's verifier requires: no step left open at the end
+        # (an interrupt included), every text message ended
+        assert [e.step_name for e in events if e.type == EventType.STEP_STARTED] == [
+            e.step_name for e in events if e.type == EventType.STEP_FINISHED]
+        assert kinds[-2] == EventType.STEP_FINISHED
+        assert kinds.count(EventType.TEXT_MESSAGE_START) == kinds.count(
+            EventType.TEXT_MESSAGE_END)
+        # a call names the assistant message of its reply (one of this run's)
+        for e in events:
+            if e.type == EventType.TOOL_CALL_START:
+                assert (e.parent_message_id or "").startswith(f"{events[0].run_id}-m")
         starts = [e.tool_call_id for e in events if e.type == EventType.TOOL_CALL_START]
         results = [e.tool_call_id for e in events if e.type == EventType.TOOL_CALL_RESULT]
         if n < 3:
