@@ -6,7 +6,7 @@ extensions; the test suite also uses it as an independent oracle of
 :class:`~phaseflow.machine.PhaseMachine` (the conditions, the order transitions are tried
 in, and the enter/exit sequencing are pytransitions' own).
 
-``transitions`` is an optional dependency (``pip install 'phaseflow[transitions]'``); it is
+``transitions`` is an optional dependency (``pip install '.[transitions]'``); it is
 imported only when a machine is built, and :class:`TransitionsNotInstalled` says so when
 it is missing.
 
@@ -108,7 +108,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError, install_hint
 from phaseflow.expr import Guard, GuardContext
 from phaseflow.expr.describe import describe_exception
 from phaseflow.machine import (
@@ -180,7 +180,7 @@ def _import_transitions() -> Any:
     except ImportError as exc:
         raise TransitionsNotInstalled(
             "phaseflow.interop.transitions needs the 'transitions' package: "
-            "pip install 'phaseflow[transitions]'"
+            + install_hint("transitions")
         ) from exc
     return transitions
 
