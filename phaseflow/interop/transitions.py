@@ -279,12 +279,14 @@ _Step = tuple[Effect, Op | None, str]
 
 
 def _compile(
-    effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]]
+    effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]],
+    state_types: Mapping[str, str] | None = None,
 ) -> tuple[_Step, ...]:
     steps: list[_Step] = []
     for i, effect in enumerate(effects):
         label = f"{where}[{i}]"
-        op = compile_effect(effect, label, registry) if isinstance(effect, CallEffect) else None
+        op = (compile_effect(effect, label, registry, state_types)
+              if isinstance(effect, CallEffect) else None)
         steps.append((effect, op, label))
     return tuple(steps)
 
@@ -362,6 +364,7 @@ class _Wiring:
         self.name = workflow.name
         self.phases: dict[str, _PhaseWiring] = {}
         self.triggers: dict[Any, TransitionTrigger] = {}
+        types = {key: declared.type for key, declared in workflow.state.items()}
         for name, phase in workflow.phases.items():
             auto: list[_Edge] = []
             model: dict[str, list[_Edge]] = {}
@@ -384,8 +387,8 @@ class _Wiring:
                 phase,
                 tuple(auto),
                 MappingProxyType({k: tuple(v) for k, v in model.items()}),
-                _compile(phase.on_enter, "on_enter", registry),
-                _compile(phase.on_exit, "on_exit", registry),
+                _compile(phase.on_enter, "on_enter", registry, types),
+                _compile(phase.on_exit, "on_exit", registry, types),
                 prepare,
             )
 

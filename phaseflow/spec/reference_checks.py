@@ -163,12 +163,14 @@ def _builtin_hint(tool_name: str, phase: Phase | None) -> str:
 
 def _producible(workflow: Workflow, source: SourceMap) -> set[str]:
     """The keys something can put into the state: a default, a tool's ``writes``, a
-    preparation's ``produces``, a ``set`` effect, a phase's ``collect`` (the model)."""
+    preparation's or a ``call`` effect's ``produces``, a ``set`` effect, a phase's
+    ``collect`` (the model)."""
     producible: set[str] = {k for k, s in workflow.state.items() if s.has_default}
     for tool in (workflow.tools or {}).values():
         producible.update(tool.writes)
     for nodes in source.phases.values():
         producible.update(k for k, _ in nodes.produces)
+        producible.update(k for k, _ in nodes.call_produces)
         producible.update(nodes.sets)
         producible.update(k for k, _ in nodes.collect)
     return producible
@@ -194,8 +196,8 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
                         node,
                         "PF402",
                         f"phase '{name}' requires '{clip(key)}', but nothing can produce "
-                        "it: no default, no tool writes it, no preparation produces it, "
-                        "no 'set' effect sets it, no phase collects it",
+                        "it: no default, no tool writes it, no preparation or 'call' effect "
+                        "produces it, no 'set' effect sets it, no phase collects it",
                     )
                 )
     return found
@@ -208,12 +210,14 @@ def undeclared_keys(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     declared = workflow.state
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
-        if not (nodes.requires or nodes.needs or nodes.produces or nodes.clear or nodes.unset):
+        if not (nodes.requires or nodes.needs or nodes.produces or nodes.call_produces
+                or nodes.clear or nodes.unset):
             continue  # (most phases)
         for label, code, items in (
             ("requires", "PF401", nodes.requires),
             ("needs", "PF401", nodes.needs),
             ("preparation produces", "PF403", nodes.produces),
+            ("'call' effect produces", "PF403", nodes.call_produces),
             ("clear_on_enter", "PF404", nodes.clear),
             ("unset", "PF404", nodes.unset),
         ):

@@ -299,7 +299,12 @@ def _diagnose(error: Any, located: NodeLocator, path: str) -> Iterator[Diagnosti
                 "(write them as separate effects)",
             )
     elif kind == "dependentRequired":
-        yield diag("PF103", f"{where}: 'with' gives arguments to a 'call'; add 'call' or remove it")
+        if isinstance(value, dict) and "with" not in value and "produces" in value:
+            yield diag("PF103", f"{where}: 'produces' names the keys a 'call' returns; add "
+                                "'call' or remove it")
+        else:
+            yield diag("PF103",
+                       f"{where}: 'with' gives arguments to a 'call'; add 'call' or remove it")
     elif kind == "type":
         expected = sch.get("type")
         wanted = (
