@@ -20,7 +20,7 @@ from typing import Any
 from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS, GO_TO_PHASE, OFFERED_WHEN
 from phaseflow.spec.diagnostics import Diagnostic
-from phaseflow.spec.model import Phase, Workflow
+from phaseflow.spec.model import CallEffect, Phase, Workflow
 from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
 from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
@@ -185,6 +185,10 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
         return []  # nothing required: the producible keys are not needed
     producible = _producible(workflow, source)
     declared = workflow.state
+    # a 'call' effect that declares nothing may be what returns it (the usual surprise)
+    undeclared_call = any(isinstance(e, CallEffect) and e.produces is None
+                          for phase in workflow.phases.values()
+                          for e in (*phase.on_enter, *phase.on_exit))
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
         for key, node in nodes.requires:
@@ -197,7 +201,9 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
                         "PF402",
                         f"phase '{name}' requires '{clip(key)}', but nothing can produce "
                         "it: no default, no tool writes it, no preparation or 'call' effect "
-                        "produces it, no 'set' effect sets it, no phase collects it",
+                        "produces it, no 'set' effect sets it, no phase collects it"
+                        + (f"; if a 'call' effect returns it, declare it there: produces: "
+                           f"[{clip(key)}]" if undeclared_call else ""),
                     )
                 )
     return found

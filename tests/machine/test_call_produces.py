@@ -52,8 +52,11 @@ def test_a_key_a_call_effect_produces_is_not_pf402() -> None:
 def test_without_produces_the_required_key_is_pf402_and_the_message_names_call_effects(
 ) -> None:
     diags = check_text(_desk("")).diagnostics
-    assert [d.code for d in diags] == ["PF402"]
-    assert "no preparation or 'call' effect produces it" in diags[0].message
+    assert [(d.code, d.message) for d in diags] == [(
+        "PF402", "phase 'work' requires 'ticket_id', but nothing can produce it: no default, "
+                 "no tool writes it, no preparation or 'call' effect produces it, no 'set' "
+                 "effect sets it, no phase collects it; if a 'call' effect returns it, "
+                 "declare it there: produces: [ticket_id]")]
 
 
 def test_an_undeclared_key_in_produces_is_pf403() -> None:
