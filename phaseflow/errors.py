@@ -31,3 +31,14 @@ class WorkflowError(PhaseflowError):
         shown = "\n".join(d.format() for d in errors[:20])
         more = f"\n... and {len(errors) - 20} more" if len(errors) > 20 else ""
         super().__init__(f"workflow has {len(errors)} error(s):\n{shown}{more}")
+
+
+#: This project's name on the package index ("phaseflow" there is an unrelated project);
+#: the import name and the command stay ``phaseflow``.
+DISTRIBUTION = "phaseflow-agent"
+
+
+def install_hint(extra: str) -> str:
+    """The one way every message tells a user to install the optional part ``extra``:
+    from the repository's folder, where pyproject.toml declares the extra."""
+    return f"pip install '.[{extra}]' in phaseflow's folder (the {DISTRIBUTION} distribution)"

@@ -24,8 +24,9 @@ def _section(title: str) -> str:
     return README[start : end if end != -1 else None]
 
 
-def test_readme_starts_with_the_quick_start_and_its_two_commands() -> None:
-    assert README.startswith("## Quick start")
+def test_readme_starts_with_the_title_then_the_quick_start_and_its_two_commands() -> None:
+    headings = re.findall(r"^#{1,2} .*$", README.split("```")[0], re.M)
+    assert headings == ["# phaseflow", "## Quick start"]
     block = re.search(r"```bash\n(.*?)```", _section("Quick start"), re.S)
     assert block is not None
     commands = [line for line in block.group(1).splitlines() if line.strip()]

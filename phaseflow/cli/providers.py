@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError, install_hint
 
 if TYPE_CHECKING:
     from phaseflow.providers.protocol import Provider
@@ -64,7 +64,7 @@ def make_provider(spec: str, model: str | None = None, base_url: str | None = No
         import openai  # noqa: F401 - only to know it is there
     except ImportError:
         raise ConfigError("--provider openai needs the openai package: "
-                          "pip install 'phaseflow[openai]'") from None
+                          + install_hint("openai")) from None
     from phaseflow.providers.openai import OpenAIProvider
 
     try:

@@ -4,9 +4,12 @@ Interactive when standard input is a terminal and no ``--message`` is given: a c
 the reply streamed as it is written, tool calls, results, state and phase changes shown
 as they happen, and approvals asked inline. Otherwise every ``--message`` (or every line
 of standard input) is one turn, in order, and approvals are refused unless
-``--approve all``. Exit status: 0 when every turn completed (or was cancelled from the
-chat), 1 when a turn failed, 2 for bad input (a workflow, module, script or option that
-cannot be used), 130 when interrupted.
+``--approve all``. A scripted model's run whose script does not fit what happened (a call
+rejected because nobody was there to approve it, replies never asked for) ends with a
+warning naming the first mismatch; ``--strict-script`` makes it an error. Exit status: 0
+when every turn completed (or was cancelled from the chat), 1 when a turn failed (or the
+script did not fit, with ``--strict-script``), 2 for bad input (a workflow, module,
+script or option that cannot be used), 130 when interrupted.
 
 Ctrl-C while a turn runs cancels that turn (``session.cancel()``: the stream is closed,
 running tools are cancelled, every call gets a result); a second Ctrl-C, or Ctrl-C at the
@@ -101,6 +104,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--approve", choices=("all", "none"),
         help="decide every approval without asking: 'all' approves, 'none' rejects "
         "(default: ask in a chat, reject otherwise)")
+    parser.add_argument(
+        "--strict-script", action="store_true",
+        help="with --provider scripted:FILE: exit 1 when the script does not fit what "
+        "happened (a call rejected because nobody approved it, replies never asked "
+        "for); without it that is a warning")
 
 
 class Misuse(Exception):
@@ -131,7 +139,8 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.cli.telemetry import switch_on
     from phaseflow.errors import ConfigError, PhaseflowError
 
-    _provider_choice(args)
+    if _provider_choice(args)[0] != "scripted" and args.strict_script:
+        raise Misuse("--strict-script checks the script of --provider scripted:FILE")
     switch_on(Misuse)  # traces and metrics when the OTEL_* variables ask for them
     try:
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
@@ -295,6 +304,8 @@ class Chat:
         self.new_store = new_store
         #: the turn a stopped process left unfinished, which the first send finishes
         self.resuming: int | None = None
+        #: where a scripted run's script did not fit what happened, in order
+        self.script_mismatches: list[str] = []
 
     # --- the whole run ----------------------------------------------------------------
 
@@ -377,7 +388,31 @@ class Chat:
             if outcome.quit or outcome.cancelled:
                 return INTERRUPTED
         self._finished_notice()
+        if self._script_misfit():
+            return 1
         return 1 if self.failed else 0
+
+    def _script_misfit(self) -> bool:
+        """Say the first place where a scripted model's script did not fit what happened
+        (a warning; an error with ``--strict-script``); True when that fails the run."""
+        from phaseflow.providers.scripted import ScriptedProvider, ScriptIncomplete
+
+        provider = self.agent.provider
+        if not isinstance(provider, ScriptedProvider):
+            return False
+        mismatches = self.script_mismatches
+        try:
+            provider.assert_complete()
+        except ScriptIncomplete as exc:
+            mismatches.append(str(exc))
+        if not mismatches:
+            return False
+        strict = bool(self.args.strict_script)
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        tail = "" if strict else "; --strict-script makes this an error"
+        print(f"phaseflow run: {'error' if strict else 'warning'}: the script does not fit "
+              f"the conversation: {mismatches[0]}{more}{tail}", file=sys.stderr)
+        return strict
 
     def _chat(self) -> int:
         session = self._session()
@@ -589,6 +624,11 @@ class Chat:
         if not self.interactive:
             self.sink.notice(f"{pending.name}: rejected: not interactive (--approve all "
                              "approves every call)")
+            self.script_mismatches.append(
+                f"turn {self._session().turn}: {pending.name} was rejected because nobody "
+                "was there to approve it, and the script's later replies were written "
+                "without knowing it (--approve all approves every call, --approve none "
+                "rejects them on purpose)")
             return "reject", "Not approved: nobody was there to approve it."
         question = (f"approve {pending.name} {one_line(pending.arguments)}? "
                     "[y]es, [n]o, this [t]urn, this [s]ession: ")

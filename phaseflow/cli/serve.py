@@ -20,10 +20,12 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
+from phaseflow.errors import install_hint
+
 if TYPE_CHECKING:
     from phaseflow.serve.config import ServeConfig
 
-HINT = "pip install 'phaseflow[serve]'"
+HINT = install_hint("serve")
 
 
 class Misuse(Exception):

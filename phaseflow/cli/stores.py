@@ -19,7 +19,7 @@ import inspect
 import os
 from typing import TYPE_CHECKING
 
-from phaseflow.errors import ConfigError
+from phaseflow.errors import ConfigError, install_hint
 
 if TYPE_CHECKING:
     from phaseflow.stores.base import Store
@@ -30,7 +30,7 @@ DEFAULT_STORE = "phaseflow-sessions.db"
 #: the ``--store`` value of a store that lives only as long as the process
 MEMORY = "memory"
 
-POSTGRES_HINT = "pip install 'phaseflow[postgres]'"
+POSTGRES_HINT = install_hint("postgres")
 
 
 def is_postgres(value: str) -> bool:

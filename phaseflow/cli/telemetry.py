@@ -21,6 +21,8 @@ import logging
 import os
 from collections.abc import Mapping
 
+from phaseflow.errors import install_hint
+
 EXPORTERS = ("otlp", "console", "none")
 PROTOCOL = "http/protobuf"
 
@@ -72,7 +74,7 @@ def switch_on(misuse: type[Exception], environ: Mapping[str, str] = os.environ) 
         _set_up(traces, measured, environ)
     except ImportError as exc:
         raise misuse(f"tracing is switched on by the OTEL_* variables but OpenTelemetry's "
-                     f"SDK is missing: pip install 'phaseflow[otel]' ({exc})") from None
+                     f"SDK is missing: {install_hint('otel')} ({exc})") from None
     except ValueError as exc:  # a variable the SDK itself refuses (a malformed header)
         raise misuse(f"the OTEL_* variables cannot be used: {exc}") from None
     return True

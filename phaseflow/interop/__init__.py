@@ -1,7 +1,7 @@
 """Adapters between phaseflow workflows and other state-machine libraries.
 
 * :mod:`phaseflow.interop.transitions`: build a pytransitions ``Machine`` from a compiled
-  workflow (optional dependency: ``pip install 'phaseflow[transitions]'``).
+  workflow (optional dependency: ``pip install '.[transitions]'``).
 
 Importing this package never imports the optional libraries; building a machine does.
 """

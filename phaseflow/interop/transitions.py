@@ -6,7 +6,7 @@ extensions; the test suite also uses it as an independent oracle of
 :class:`~phaseflow.machine.PhaseMachine` (the conditions, the order transitions are tried
 in, and the enter/exit sequencing are pytransitions' own).
 
-``transitions`` is an optional dependency (``pip install 'phaseflow[transitions]'``); it is
+``transitions`` is an optional dependency (``pip install '.[transitions]'``); it is
 imported only when a machine is built, and :class:`TransitionsNotInstalled` says so when
 it is missing.
 
@@ -108,7 +108,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError, install_hint
 from phaseflow.expr import Guard, GuardContext
 from phaseflow.expr.describe import describe_exception
 from phaseflow.machine import (
@@ -180,7 +180,7 @@ def _import_transitions() -> Any:
     except ImportError as exc:
         raise TransitionsNotInstalled(
             "phaseflow.interop.transitions needs the 'transitions' package: "
-            "pip install 'phaseflow[transitions]'"
+            + install_hint("transitions")
         ) from exc
     return transitions
 
@@ -279,12 +279,14 @@ _Step = tuple[Effect, Op | None, str]
 
 
 def _compile(
-    effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]]
+    effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]],
+    state_types: Mapping[str, str] | None = None,
 ) -> tuple[_Step, ...]:
     steps: list[_Step] = []
     for i, effect in enumerate(effects):
         label = f"{where}[{i}]"
-        op = compile_effect(effect, label, registry) if isinstance(effect, CallEffect) else None
+        op = (compile_effect(effect, label, registry, state_types)
+              if isinstance(effect, CallEffect) else None)
         steps.append((effect, op, label))
     return tuple(steps)
 
@@ -362,6 +364,7 @@ class _Wiring:
         self.name = workflow.name
         self.phases: dict[str, _PhaseWiring] = {}
         self.triggers: dict[Any, TransitionTrigger] = {}
+        types = {key: declared.type for key, declared in workflow.state.items()}
         for name, phase in workflow.phases.items():
             auto: list[_Edge] = []
             model: dict[str, list[_Edge]] = {}
@@ -384,8 +387,8 @@ class _Wiring:
                 phase,
                 tuple(auto),
                 MappingProxyType({k: tuple(v) for k, v in model.items()}),
-                _compile(phase.on_enter, "on_enter", registry),
-                _compile(phase.on_exit, "on_exit", registry),
+                _compile(phase.on_enter, "on_enter", registry, types),
+                _compile(phase.on_exit, "on_exit", registry, types),
                 prepare,
             )
 

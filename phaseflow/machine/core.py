@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.expr import GuardContext
-from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, index_for
+from phaseflow.machine.index import AutoEdge, MachineIndex, PhaseInfo, index_for, state_types
 from phaseflow.machine.results import (
     ErrorRecord,
     HistoryRecord,
@@ -166,6 +166,7 @@ class MachineCore:
                 navigation=workflow.navigation,
                 name=workflow.name,
                 description=workflow.description,
+                state_types=state_types(workflow),
             )
             self._owns_index = True
         else:

@@ -18,7 +18,10 @@ What a callable returns is state, and the state is JSON: each key of a returned 
 whose value :func:`~phaseflow.expr.jsonvalue.check_json` accepts is written (normalised:
 a tuple becomes a list); a key that is not a string or whose value is not JSON is not
 written and becomes an error record naming the key and why, while the other keys of the
-same mapping are still written.
+same mapping are still written. A ``call`` that declares ``produces`` may write only
+those keys, each with a value that fits its declared state type (the validator's rule,
+:data:`~phaseflow.spec.reference_checks.TYPE_CHECKS`); any other key it returns is not
+written and becomes an error record the same way.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from phaseflow.machine.drivers import Call, Calls, Suspended
 from phaseflow.machine.results import ErrorKind, ErrorRecord
 from phaseflow.machine.state import Writer, readonly
 from phaseflow.spec.model import CallEffect, Effect, Position, SetEffect, UnsetEffect
+from phaseflow.spec.reference_checks import TYPE_CHECKS
+from phaseflow.spec.schema import type_name as json_type_name
 
 __all__ = [
     "CallSpec",
@@ -86,12 +91,15 @@ class SetItem(NamedTuple):
 
 
 class CallSpec(NamedTuple):
-    """A compiled ``call``: ``fn`` is ``None`` when no callable is registered by that name."""
+    """A compiled ``call``: ``fn`` is ``None`` when no callable is registered by that name.
+    ``produces``: the keys it may write, each with its declared type (``None``: the call
+    declares nothing, and any key it returns is written)."""
 
     name: str
     fn: Callable[..., Any] | None
     args: dict[str, Any]
     args_need_copy: bool
+    produces: Mapping[str, str] | None = None
 
 
 class Op(NamedTuple):
@@ -113,8 +121,11 @@ def is_async_callable(fn: object) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def compile_effect(effect: Effect, label: str, registry: Mapping[str, Callable[..., Any]]) -> Op:
-    """Compile one effect; an unknown ``call`` name compiles to an op that reports it."""
+def compile_effect(effect: Effect, label: str, registry: Mapping[str, Callable[..., Any]],
+                   state_types: Mapping[str, str] | None = None) -> Op:
+    """Compile one effect; an unknown ``call`` name compiles to an op that reports it.
+    ``state_types``: the workflow's declared type of each state key (a key not in it is of
+    type ``any``)."""
     if isinstance(effect, SetEffect):
         items = tuple(SetItem(k, v, not isinstance(v, _SCALARS))
                       for k, v in effect.values.items())
@@ -124,16 +135,22 @@ def compile_effect(effect: Effect, label: str, registry: Mapping[str, Callable[.
     if isinstance(effect, CallEffect):
         fn = registry.get(effect.name)
         mutable = any(not isinstance(v, _SCALARS) for v in effect.args.values())
-        payload = CallSpec(effect.name, fn, dict(effect.args), mutable)
+        produces = None
+        if effect.produces is not None:
+            types = state_types or {}
+            produces = {key: types.get(key, "any") for key in effect.produces}
+        payload = CallSpec(effect.name, fn, dict(effect.args), mutable, produces)
         return Op(CALL, payload, label, effect.position)
     raise TypeError(f"not an effect: {effect!r}")  # pragma: no cover - the model forbids it
 
 
 def compile_effects(
-    effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]]
+    effects: tuple[Effect, ...], where: str, registry: Mapping[str, Callable[..., Any]],
+    state_types: Mapping[str, str] | None = None,
 ) -> tuple[Op, ...]:
     """Compile a list of effects."""
-    return tuple(compile_effect(e, f"{where}[{i}]", registry) for i, e in enumerate(effects))
+    return tuple(compile_effect(e, f"{where}[{i}]", registry, state_types)
+                 for i, e in enumerate(effects))
 
 
 def _error(kind: ErrorKind, phase: str, turn: int, message: str, op: Op) -> ErrorRecord:
@@ -156,11 +173,14 @@ def _key_text(key: str) -> str:
     return repr(key) if len(key) <= 60 else repr(key[:57]) + "..."
 
 
-def _merge(result: Any, writer: Writer, name: str) -> list[str] | None:
+def _merge(result: Any, writer: Writer, name: str,
+           produces: Mapping[str, str] | None = None) -> list[str] | None:
     """Write what a callable returned: each key of a returned mapping whose value is JSON
     (normalised by :func:`~phaseflow.expr.jsonvalue.check_json`); a key that is not a
     string, or whose value is not JSON, is not written and is described in the returned
-    list (``None`` when nothing was refused). Anything but a mapping is ignored."""
+    list (``None`` when nothing was refused). Anything but a mapping is ignored. With
+    ``produces`` (key -> declared type), a key outside it, or a value (not ``null``) that
+    does not fit its type, is refused the same way."""
     if not isinstance(result, Mapping):
         return None
     refused: list[str] | None = None
@@ -172,6 +192,12 @@ def _merge(result: Any, writer: Writer, name: str) -> list[str] | None:
                     "string; it was not written"]
                 continue
             key = _str_value(key)
+        if produces is not None and key not in produces:
+            declared = ", ".join(repr(k) for k in produces) or "nothing"
+            refused = (refused or []) + [
+                f"call {name!r} returned {_key_text(key)}, which its 'produces' does not "
+                f"declare (it declares {declared}); the key was not written"]
+            continue
         try:
             checked = check_json(value)
         except Exception as exc:  # a host container whose methods raise
@@ -182,6 +208,14 @@ def _merge(result: Any, writer: Writer, name: str) -> list[str] | None:
                 f"call {name!r} returned a value for {_key_text(key)} that is not JSON: "
                 f"{problem}; the key was not written"]
             continue
+        if produces is not None and checked.value is not None:
+            declared_type = produces[key]
+            if not TYPE_CHECKS[declared_type](checked.value):
+                refused = (refused or []) + [
+                    f"call {name!r} returned a value for {_key_text(key)} that does not fit "
+                    f"its declared type: {declared_type} expected, got "
+                    f"{json_type_name(checked.value)}; the key was not written"]
+                continue
         writer.set(key, checked.value)
     return refused
 
@@ -221,7 +255,7 @@ def effect_steps(
                 context = EffectContext(readonly(state), phase, turn, workflow, transcript)
                 args = copy.deepcopy(call.args) if call.args_need_copy else call.args
                 result = yield Call(call.fn, context, args)
-                refused = _merge(result, writer, call.name)
+                refused = _merge(result, writer, call.name, call.produces)
                 if refused is not None:
                     events = (events or []) + [_error(kind, phase, turn, m, op) for m in refused]
             else:

@@ -152,6 +152,7 @@ class MachineIndex:
         "navigation",
         "phases",
         "registry",
+        "state_types",
     )
 
     def __init__(
@@ -163,8 +164,12 @@ class MachineIndex:
         navigation: Navigation | None = None,
         name: str = "",
         description: str | None = None,
+        state_types: Mapping[str, str] | None = None,
     ) -> None:
         self.phases = phases
+        #: each declared state key's type: what a ``call`` effect that declares
+        #: ``produces`` may write there
+        self.state_types: Mapping[str, str] = state_types if state_types is not None else {}
         self.registry: Mapping[str, Callable[..., Any]] = registry if registry is not None else {}
         self.catalogue = catalogue
         self.navigation = navigation if navigation is not None else Navigation()
@@ -201,8 +206,8 @@ class MachineIndex:
                 target = phases.get(t.to)
                 auto.append(AutoEdge(i, t.when, t.to, GuardTrigger(i), target,
                                      decided_by_when(target)))
-        exit_ops = compile_effects(phase.on_exit, "on_exit", registry)
-        enter_ops = compile_effects(phase.on_enter, "on_enter", registry)
+        exit_ops = compile_effects(phase.on_exit, "on_exit", registry, self.state_types)
+        enter_ops = compile_effects(phase.on_enter, "on_enter", registry, self.state_types)
         prepare = tuple(
             Prep(p.name, compile_effect(p.effect, f"prepare: {p.name}", registry), p.produces)
             for p in phase.prepare
@@ -238,7 +243,13 @@ def _build(workflow: Workflow) -> MachineIndex:
         navigation=workflow.navigation,
         name=workflow.name,
         description=workflow.description,
+        state_types=state_types(workflow),
     )
+
+
+def state_types(workflow: Workflow) -> dict[str, str]:
+    """Each declared state key of ``workflow`` and its type."""
+    return {name: key.type for name, key in workflow.state.items()}
 
 
 def index_for(workflow: Workflow) -> MachineIndex:

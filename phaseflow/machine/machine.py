@@ -97,6 +97,7 @@ class PhaseMachine(MachineCore):
                 navigation=index.navigation,
                 name=index.name,
                 description=index.description,
+                state_types=index.state_types,
             )
             self._index = index
             self._owns_index = True

@@ -31,14 +31,13 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TextIO, cast
 
-from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError, install_hint
 
 try:
     import mcp_types
     from mcp import Client
 except ImportError:  # the extra is not installed: said once, as a configuration error
-    raise ConfigError("MCP servers need the 'mcp' package: pip install 'phaseflow[mcp]'"
-                      ) from None
+    raise ConfigError("MCP servers need the 'mcp' package: " + install_hint("mcp")) from None
 import httpx2  # (the mcp extra's HTTP library: its client carries the headers)
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client

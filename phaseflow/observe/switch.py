@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from phaseflow.errors import ConfigError
+from phaseflow.errors import ConfigError, install_hint
 from phaseflow.observe.observer import NOOP, Observer
 
 if TYPE_CHECKING:
@@ -44,6 +44,6 @@ def observer_for(workflow: str, store: Store, tracer_provider: Any = None,
     try:
         from phaseflow.observe.otel import OtelObserver
     except ImportError as exc:
-        raise ConfigError(f"tracing needs the OpenTelemetry API: pip install "
-                          f"'phaseflow[otel]' ({exc})") from None
+        raise ConfigError(f"tracing needs the OpenTelemetry API: {install_hint('otel')} "
+                          f"({exc})") from None
     return OtelObserver(workflow, store, tracer_provider, meter_provider)

@@ -29,7 +29,7 @@ from email.utils import parsedate_to_datetime
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
-from phaseflow.errors import ConfigError
+from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
 from phaseflow.providers.protocol import (
     ProviderEvent,
@@ -288,8 +288,7 @@ class OpenAIProvider:
         **extra: Any,
     ) -> None:
         if find_spec("openai") is None:
-            raise ConfigError("OpenAIProvider needs the openai SDK: "
-                              "pip install 'phaseflow[openai]'")
+            raise ConfigError("OpenAIProvider needs the openai SDK: " + install_hint("openai"))
         if model is not None and (not isinstance(model, str) or not model):
             raise ConfigError("OpenAIProvider: model must be a non-empty string")
         reserved = {"model", "messages", "tools", "tool_choice", "stream", "stream_options"}

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.expr.jsonvalue import check_json_object
@@ -565,8 +565,14 @@ class Session:
         says what to decide; a message that was only queued (a turn is running, here or
         in another worker) returns an empty reply whose ``status`` is ``queued``. Turns
         that queued messages start after this one are drained, not reported."""
+        return await self._reply_of(self.send(message, busy=busy))
+
+    async def _reply_of(self, stream: AsyncIterator[ev.Event]) -> Reply:
+        """The :class:`Reply` of the first turn ``stream`` finishes (or stops for a human);
+        the rest of the stream drained. The one reading of a turn's end for :meth:`reply`,
+        :meth:`approve` and :meth:`reject`."""
         text, status, turn, errors = "", "", 0, []
-        async for e in self.send(message, busy=busy):
+        async for e in stream:
             if status:
                 continue  # a later turn (queued messages): drained, not this reply's
             if isinstance(e, ev.TurnFinished):
@@ -600,6 +606,25 @@ class Session:
         event = Resolve(call_id, decided, reason, arguments_hash)
         async for e in self._driver.run(event):
             yield e
+
+    async def approve(self, call_id: str, *, scope: Literal["call", "turn", "session"] = "call",
+                      arguments_hash: str | None = None) -> Reply:
+        """Approve the pending call ``call_id`` and return the :class:`Reply` of the turn
+        it resumes, as :meth:`reply` returns one (``status`` ``awaiting_approval`` again
+        when the turn stops at another call; :class:`TurnFailed` when it fails).
+        ``scope``: this ``call``; every call of this ``turn``; or the ``session``, for
+        calls of the same trust key. Refusals as for :meth:`resolve`."""
+        if scope not in _APPROVAL_SCOPES:
+            raise ConfigError(f"scope must be call, turn or session, not {scope!r}")
+        return await self._reply_of(self.resolve(call_id, _APPROVAL_SCOPES[scope],
+                                                 arguments_hash=arguments_hash))
+
+    async def reject(self, call_id: str, reason: str = "", *,
+                     arguments_hash: str | None = None) -> Reply:
+        """Reject the pending call ``call_id`` (the model is told ``reason``) and return
+        the :class:`Reply` of the turn it resumes, as :meth:`approve` does."""
+        return await self._reply_of(self.resolve(call_id, ApprovalDecision.REJECT,
+                                                 reason=reason, arguments_hash=arguments_hash))
 
     def cancel(self) -> None:
         """Stop the current turn (from another task): the stream is closed, running tools
@@ -667,10 +692,24 @@ class Session:
     def reply_sync(self, message: Content, *, busy: Busy | None = None) -> Reply:
         return _run(self.reply(message, busy=busy))
 
+    def approve_sync(self, call_id: str, *, scope: Literal["call", "turn", "session"] = "call",
+                     arguments_hash: str | None = None) -> Reply:
+        return _run(self.approve(call_id, scope=scope, arguments_hash=arguments_hash))
+
+    def reject_sync(self, call_id: str, reason: str = "", *,
+                    arguments_hash: str | None = None) -> Reply:
+        return _run(self.reject(call_id, reason, arguments_hash=arguments_hash))
+
     def resolve_sync(self, call_id: str, decision: str | ApprovalDecision, *,
                      reason: str = "", arguments_hash: str | None = None) -> list[ev.Event]:
         return _run(_collect(self.resolve(call_id, decision, reason=reason,
                                           arguments_hash=arguments_hash)))
+
+
+#: :meth:`Session.approve`'s scopes and the decision each is
+_APPROVAL_SCOPES: Mapping[str, ApprovalDecision] = {
+    "call": ApprovalDecision.APPROVE, "turn": ApprovalDecision.APPROVE_TURN,
+    "session": ApprovalDecision.APPROVE_SESSION}
 
 
 async def _collect(stream: AsyncIterator[ev.Event]) -> list[ev.Event]:

@@ -79,8 +79,8 @@ PHASE_KEYS = frozenset(
     }
 )
 TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger"})
-EFFECT_KEYS = frozenset({"set", "unset", "call", "with"})
-PREPARATION_KEYS = EFFECT_KEYS | {"name", "produces"}
+EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces"})
+PREPARATION_KEYS = EFFECT_KEYS | {"name"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
 
 
@@ -342,7 +342,9 @@ class Compiler:
             return None
         return value
 
-    def effect(self, node: Node, nodes: PhaseNodes) -> Effect | None:
+    def effect(self, node: Node, nodes: PhaseNodes, *, prepared: bool = False) -> Effect | None:
+        """One effect; ``prepared``: a preparation's, whose ``produces`` is the
+        preparation's own (read by the caller)."""
         if not isinstance(node, Mapping):
             return None
         fields = {k.value: v for k, v in entries(node)}
@@ -382,7 +384,14 @@ class Compiler:
             nodes.calls = []
         nodes.calls.append((name, fields["call"]))
         args = to_python(fields["with"]) if "with" in fields else {}
-        return CallEffect(name, args if isinstance(args, dict) else {}, position)
+        produces: tuple[str, ...] | None = None
+        if "produces" in fields and not prepared:
+            named = self.names(fields["produces"])
+            if not isinstance(nodes.call_produces, list):
+                nodes.call_produces = []
+            nodes.call_produces.extend(named)
+            produces = tuple(k for k, _ in named)
+        return CallEffect(name, args if isinstance(args, dict) else {}, position, produces)
 
     def effects(self, node: Node | None, nodes: PhaseNodes) -> tuple[Effect, ...]:
         if not isinstance(node, Sequence):
@@ -475,7 +484,7 @@ class Compiler:
                     continue
                 prep_fields = {k.value: v for k, v in entries(item)}
                 prep_name = self.text(prep_fields.get("name"))
-                effect = self.effect(item, nodes)
+                effect = self.effect(item, nodes, prepared=True)
                 produces = self.names(prep_fields.get("produces"))
                 if produces:
                     if not isinstance(nodes.produces, list):

@@ -39,7 +39,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF400": ("error", "a phase names a tool that is not in the catalogue"),
     "PF401": ("warning", "requires/needs names an undeclared state key"),
     "PF402": ("warning", "a required key can never be produced"),
-    "PF403": ("warning", "a preparation produces an undeclared state key"),
+    "PF403": ("warning", "a preparation or 'call' effect produces an undeclared state key"),
     "PF404": ("warning", "clear_on_enter or unset names an undeclared state key"),
     "PF406": ("error", "collect names an undeclared state key"),
     "PF407": ("warning", "a phase collects a key that a tool writes"),

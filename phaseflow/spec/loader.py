@@ -118,7 +118,7 @@ def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> Che
         )
         return _result(path, diags, None)
     broken: set[str] = set()
-    diags.extend(schema_diagnostics(document.data, root, path, broken))
+    diags.extend(schema_diagnostics(document.data, root, path, broken, text))
     compiler = Compiler(path, text, root, broken)
     workflow = compiler.run(registry.keys() if registry is not None else None)
     diags.extend(compiler.diags)

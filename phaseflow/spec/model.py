@@ -170,14 +170,19 @@ class UnsetEffect:
 @dataclass(frozen=True, slots=True)
 class CallEffect:
     """Call a host callable registered under ``name`` with ``args``; a mapping it returns
-    is merged into the state."""
+    is merged into the state. ``produces`` (``None``: not declared) names the keys the
+    callable may return: a key outside it, or a value that does not fit its key's declared
+    type, is not written (an error record says why)."""
 
     name: str
     args: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     position: Position | None = field(default=None, compare=False)
+    produces: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", _frozen(self.args))
+        if self.produces is not None:
+            object.__setattr__(self, "produces", tuple(self.produces))
 
 
 Effect = SetEffect | UnsetEffect | CallEffect

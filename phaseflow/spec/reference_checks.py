@@ -20,7 +20,7 @@ from typing import Any
 from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS, GO_TO_PHASE, OFFERED_WHEN
 from phaseflow.spec.diagnostics import Diagnostic
-from phaseflow.spec.model import Phase, Workflow
+from phaseflow.spec.model import CallEffect, Phase, Workflow
 from phaseflow.spec.name_positions import guard_read_offset, template_read_offset
 from phaseflow.spec.schema import type_name
 from phaseflow.spec.sourcemap import SourceMap
@@ -163,12 +163,14 @@ def _builtin_hint(tool_name: str, phase: Phase | None) -> str:
 
 def _producible(workflow: Workflow, source: SourceMap) -> set[str]:
     """The keys something can put into the state: a default, a tool's ``writes``, a
-    preparation's ``produces``, a ``set`` effect, a phase's ``collect`` (the model)."""
+    preparation's or a ``call`` effect's ``produces``, a ``set`` effect, a phase's
+    ``collect`` (the model)."""
     producible: set[str] = {k for k, s in workflow.state.items() if s.has_default}
     for tool in (workflow.tools or {}).values():
         producible.update(tool.writes)
     for nodes in source.phases.values():
         producible.update(k for k, _ in nodes.produces)
+        producible.update(k for k, _ in nodes.call_produces)
         producible.update(nodes.sets)
         producible.update(k for k, _ in nodes.collect)
     return producible
@@ -183,6 +185,10 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
         return []  # nothing required: the producible keys are not needed
     producible = _producible(workflow, source)
     declared = workflow.state
+    # a 'call' effect that declares nothing may be what returns it (the usual surprise)
+    undeclared_call = any(isinstance(e, CallEffect) and e.produces is None
+                          for phase in workflow.phases.values()
+                          for e in (*phase.on_enter, *phase.on_exit))
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
         for key, node in nodes.requires:
@@ -194,8 +200,10 @@ def unproducible_requires(workflow: Workflow, source: SourceMap) -> list[Diagnos
                         node,
                         "PF402",
                         f"phase '{name}' requires '{clip(key)}', but nothing can produce "
-                        "it: no default, no tool writes it, no preparation produces it, "
-                        "no 'set' effect sets it, no phase collects it",
+                        "it: no default, no tool writes it, no preparation or 'call' effect "
+                        "produces it, no 'set' effect sets it, no phase collects it"
+                        + (f"; if a 'call' effect returns it, declare it there: produces: "
+                           f"[{clip(key)}]" if undeclared_call else ""),
                     )
                 )
     return found
@@ -208,12 +216,14 @@ def undeclared_keys(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     declared = workflow.state
     found: list[Diagnostic] = []
     for name, nodes in source.phases.items():
-        if not (nodes.requires or nodes.needs or nodes.produces or nodes.clear or nodes.unset):
+        if not (nodes.requires or nodes.needs or nodes.produces or nodes.call_produces
+                or nodes.clear or nodes.unset):
             continue  # (most phases)
         for label, code, items in (
             ("requires", "PF401", nodes.requires),
             ("needs", "PF401", nodes.needs),
             ("preparation produces", "PF403", nodes.produces),
+            ("'call' effect produces", "PF403", nodes.call_produces),
             ("clear_on_enter", "PF404", nodes.clear),
             ("unset", "PF404", nodes.unset),
         ):

@@ -15,7 +15,9 @@ from typing import Any
 
 from phaseflow.expr.describe import clip, did_you_mean
 from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.flow_cuts import cut_keys, quote_hint
 from phaseflow.spec.jsonschema_check import json_type
+from phaseflow.spec.scalar_positions import SourceText
 from phaseflow.spec.yamlnodes import Mapping, Node, Scalar, Sequence
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.schema.json"
@@ -198,17 +200,20 @@ def _allowed_keys(subschema: dict[str, Any]) -> set[str]:
 
 
 def schema_diagnostics(
-    data: Any, root: Node, path: str, broken_phases: set[str] | None = None
+    data: Any, root: Node, path: str, broken_phases: set[str] | None = None,
+    text: str | None = None,
 ) -> list[Diagnostic]:
     """Validate ``data`` (composed from ``root``) against the schema; one diagnostic per
     problem, each at the node it is about. The names of phases with an error inside them
-    are added to ``broken_phases`` when it is given."""
+    are added to ``broken_phases`` when it is given. With the file's ``text``, an unknown
+    key that a ',' cut from an unquoted value in a flow mapping says to quote that value."""
     if schema_valid(data) is True:
         return []  # nothing to explain, and no jsonschema import
     located = NodeLocator(root)
+    source = SourceText(text) if text is not None else None
     found: list[Diagnostic] = []
     for error in _validator().iter_errors(data):
-        found.extend(_diagnose(error, located, path))
+        found.extend(_diagnose(error, located, path, source))
         where = list(error.absolute_path)
         if broken_phases is not None and len(where) >= 2 and where[0] == "phases":
             broken_phases.add(str(where[1]))
@@ -220,7 +225,8 @@ def schema_diagnostics(
 _HINTED_KEYS = 100
 
 
-def _diagnose(error: Any, located: NodeLocator, path: str) -> Iterator[Diagnostic]:
+def _diagnose(error: Any, located: NodeLocator, path: str,
+              source: SourceText | None = None) -> Iterator[Diagnostic]:
     json_path = list(error.absolute_path)
     node, key_node = located.find(json_path)
     where = _describe(json_path)
@@ -247,6 +253,7 @@ def _diagnose(error: Any, located: NodeLocator, path: str) -> Iterator[Diagnosti
         listed = f" (allowed here: {', '.join(sorted(allowed))})"
         context = f" in {where}" if where else ""
         unknown = 0
+        cuts: dict[int, tuple[str, str]] | None = None
         for key_scalar, _ in entries(node):
             key = key_scalar.value
             if key in allowed or key == "<<":
@@ -255,6 +262,12 @@ def _diagnose(error: Any, located: NodeLocator, path: str) -> Iterator[Diagnosti
             # a "did you mean" is for a human reading a few mistakes; past that, keep a
             # garbage file with 100,000 unknown keys fast
             hint = did_you_mean(str(key), allowed) if unknown <= _HINTED_KEYS else ""
+            if source is not None and unknown <= _HINTED_KEYS:
+                if cuts is None:
+                    cuts = cut_keys(source, node)
+                split = cuts.get(id(key_scalar))
+                if split is not None:
+                    hint = ": " + quote_hint(*split)
             yield diag(
                 "PF102", f"unknown key '{clip(str(key))}'{context}{hint or listed}", key_scalar
             )
@@ -299,7 +312,12 @@ def _diagnose(error: Any, located: NodeLocator, path: str) -> Iterator[Diagnosti
                 "(write them as separate effects)",
             )
     elif kind == "dependentRequired":
-        yield diag("PF103", f"{where}: 'with' gives arguments to a 'call'; add 'call' or remove it")
+        if isinstance(value, dict) and "with" not in value and "produces" in value:
+            yield diag("PF103", f"{where}: 'produces' names the keys a 'call' returns; add "
+                                "'call' or remove it")
+        else:
+            yield diag("PF103",
+                       f"{where}: 'with' gives arguments to a 'call'; add 'call' or remove it")
     elif kind == "type":
         expected = sch.get("type")
         wanted = (

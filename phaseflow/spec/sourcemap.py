@@ -51,6 +51,8 @@ class PhaseNodes:
     #: each key a ``set`` effect writes, with the node of the value it writes (PF305)
     set_values: list[tuple[str, Node]] | tuple[()] = ()
     produces: list[Named] | tuple[()] = ()
+    #: the keys the ``call`` effects of ``on_enter``/``on_exit`` declare they produce
+    call_produces: list[Named] | tuple[()] = ()
     calls: list[Named] | tuple[()] = ()
     guards: list[tuple[Guard, Node]] | tuple[()] = ()
     templates: list[tuple[Template, Node]] | tuple[()] = ()

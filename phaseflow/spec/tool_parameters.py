@@ -21,6 +21,7 @@ from typing import Any
 
 from phaseflow.expr.describe import clip, closest_hint, did_you_mean
 from phaseflow.spec import yamlnodes
+from phaseflow.spec.flow_cuts import cut_keys, quote_hint, written_empty
 from phaseflow.spec.scalar_positions import SourceText
 from phaseflow.spec.schema import entries
 
@@ -190,56 +191,14 @@ def unknown_keywords(root: yamlnodes.Node, source: SourceText | None = None
                   and id(key) not in reported):  # an alias repeats what is written once
                 reported.add(id(key))
                 if cuts is None:
-                    cuts = _cut_keys(source, node) if source is not None else {}
+                    cuts = cut_keys(source, node) if source is not None else {}
                 hinted = len(found) < _HINTED_KEYWORDS
                 hint = _keyword_hint(keyword, value, pairs, cuts.get(id(key)), hinted)
                 where = f" at '{'.'.join(str(p) for p in path)}'" if path else ""
-                empty = " with no value" if _written_empty(value) else ""
+                empty = " with no value" if written_empty(value) else ""
                 found.append((key, path, f"parameters{where} has unknown JSON Schema keyword "
                                          f"'{clip(keyword)}'{empty}{hint}"))
         stack.extend(reversed(below))
-    return found
-
-
-def _written_empty(node: yamlnodes.Node) -> bool:
-    """A key written with nothing after it (``E.164`` in ``{a: b, E.164}``, or ``x:``)."""
-    return isinstance(node, yamlnodes.Scalar) and node.value is None and node.text == ""
-
-
-def _cut_keys(source: SourceText, mapping: yamlnodes.Mapping) -> dict[int, tuple[str, str]]:
-    """The keys of the flow mapping ``mapping`` that are the text after a ',' in an
-    unquoted value (``{description: The phone, E.164}``: a plain key written without
-    ':' and without a value), by ``id``: each with the key of the value it was cut from
-    and that value as it was meant (the value and the cut keys joined by ', '). In one
-    pass over the pairs as written (a merged key was written in another mapping)."""
-    text = source.text
-    start = source.index_of(mapping.line, mapping.column)
-    if start >= len(text) or text[start] != "{":
-        return {}  # a block mapping starts at its first key, a scalar
-    found: dict[int, tuple[str, str]] = {}
-    run: list[yamlnodes.Scalar] = []  # the cut keys after ``owner``
-    owner: tuple[str, str] | None = None  # the key and value they were cut from
-
-    def close() -> None:
-        if owner is not None and run:
-            meant = ", ".join([owner[1], *(str(k.value) for k in run)])
-            for cut in run:
-                found[id(cut)] = (owner[0], meant)
-        run.clear()
-
-    for key, value in mapping.pairs:
-        if (owner is not None and _written_empty(value) and key.style is None
-                and "\n" not in key.text):
-            end = source.index_of(key.line, key.column) + len(key.text)
-            if not text[end:end + 200].lstrip(" \t\r\n").startswith(":"):
-                run.append(key)
-                continue
-        close()
-        owner = None
-        if (isinstance(value, yamlnodes.Scalar) and value.style is None
-                and isinstance(value.value, str)):
-            owner = (str(key.value), value.value)
-    close()
     return found
 
 
@@ -253,10 +212,7 @@ def _keyword_hint(keyword: str, value: yamlnodes.Node,
                      and isinstance(v, yamlnodes.Scalar) and isinstance(v.value, str)), "string")
         return "; " + _OTHER_DIALECTS[keyword].format(type=clip(kind, 20))
     if split is not None:
-        name, meant = split
-        return (f": in a flow mapping ({{...}}) a ',' ends an unquoted value, so this is "
-                f"the text after a ',' in '{clip(name)}'; quote that text: {clip(name)}: "
-                f"{_double_quoted(clip(meant, 100))}")
+        return ": " + quote_hint(*split)
     close = closest_hint(keyword, _KEYWORD_POOL) if hinted else ""
     if close:
         return close
@@ -264,7 +220,3 @@ def _keyword_hint(keyword: str, value: yamlnodes.Node,
         return (f"; to declare an argument '{clip(keyword)}', write it under 'properties'"
                 f" (extension keywords start with '{EXTENSION_PREFIX}')")
     return f"; JSON Schema has no such keyword (extension keywords start with '{EXTENSION_PREFIX}')"
-
-
-def _double_quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

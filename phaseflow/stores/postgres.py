@@ -1,5 +1,5 @@
 """``PostgresStore``: sessions in a PostgreSQL database, on psycopg 3 (an optional extra:
-``pip install 'phaseflow[postgres]'``).
+``pip install '.[postgres]'``).
 
 The same schema and the same semantics as :class:`~phaseflow.stores.sqlite.SQLiteStore`
 (tables ``sessions``, ``messages``, ``marks``, ``events``, ``captures``, ``inbox``, ``turns``,
@@ -59,6 +59,7 @@ import select
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from phaseflow.errors import install_hint
 from phaseflow.stores import codec, operations, sql
 from phaseflow.stores.base import Lease, StoreError
 from phaseflow.stores.dsn import masked
@@ -224,7 +225,7 @@ class PostgresStore(DurableStore):
                  pool_timeout: float = 30.0, check_connections: bool = True) -> None:
         if _MISSING is not None:
             raise StoreError("PostgresStore needs psycopg 3 and psycopg-pool: "
-                             f"pip install 'phaseflow[postgres]' ({_MISSING})")
+                             f"{install_hint('postgres')} ({_MISSING})")
         if not isinstance(pool_size, int) or pool_size < 1:
             raise StoreError("pool_size must be a positive integer")
         self.dsn = dsn

@@ -3,6 +3,7 @@ a scripted model, tools from a module in the current folder."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -293,11 +294,13 @@ def test_a_missing_openai_package_says_how_to_install_it(tmp_path: Path) -> None
     shadow.mkdir()
     (shadow / "openai.py").write_text("raise ImportError('No module named openai')\n",
                                       encoding="utf-8")
-    env = cli_env(PYTHONPATH=str(shadow), OPENAI_API_KEY="sk-test")
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(shadow), str(REPO)]),
+                  OPENAI_API_KEY="sk-test")
     proc = run(cwd, "desk.yaml", "--model", "m", "-m", "x", env=env)
     assert proc.returncode == 2
     assert proc.stderr == ("phaseflow run: error: --provider openai needs the openai "
-                           "package: pip install 'phaseflow[openai]'\n")
+                           "package: pip install '.[openai]' in phaseflow's folder (the "
+                           "phaseflow-agent distribution)\n")
 
 
 def test_run_is_listed_and_its_help_names_every_option() -> None:

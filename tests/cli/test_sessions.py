@@ -315,7 +315,7 @@ def test_postgres_hint(capsys: pytest.CaptureFixture[str]) -> None:
         pytest.skip("psycopg is installed: the store opens")
     code, _, err = run_main(capsys, "list", "--store", "postgres://db/x")
     assert code == 2
-    assert "pip install 'phaseflow[postgres]'" in err
+    assert "pip install '.[postgres]'" in err
 
 
 def test_a_file_that_is_not_a_store(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -18,3 +18,4 @@ def test_embedding_doc_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "greet -> locate_order" in out
     assert "Current phase: locate_order — Identify the order to refund." in out
+    assert "awaiting_approval orders.refund\ncompleted O-9 is refunded.\n" in out

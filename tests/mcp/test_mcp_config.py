@@ -136,4 +136,5 @@ def test_without_the_extra_the_refusal_says_what_to_install(tmp_path: Path) -> N
         "          mcp={'mcpServers': {'s': {'command': 'x'}}})\n"
         "except ConfigError as exc:\n"
         "    print(exc)\n")
-    assert out == ["MCP servers need the 'mcp' package: pip install 'phaseflow[mcp]'"]
+    assert out == ["MCP servers need the 'mcp' package: pip install '.[mcp]' in phaseflow's "
+                   "folder (the phaseflow-agent distribution)"]

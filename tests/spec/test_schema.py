@@ -126,7 +126,7 @@ phases:
     prepare:
       - {name: p, produces: [k], call: c, with: {x: 1}}
     on_enter:
-      - {call: c, with: {x: 1}}
+      - {call: c, with: {x: 1}, produces: [k]}
     on_exit:
       - {set: {k: y}}
       - {unset: [k]}
@@ -155,7 +155,7 @@ LEVELS = {
         None,
         compiler.TRANSITION_KEYS,
     ),
-    "effect": ("      - {call: c, with: {x: 1}}", None, compiler.EFFECT_KEYS),
+    "effect": ("      - {call: c, with: {x: 1}, produces: [k]}", None, compiler.EFFECT_KEYS),
     "preparation": (
         "      - {name: p, produces: [k], call: c, with: {x: 1}}",
         None,

@@ -1,13 +1,19 @@
 // phaseflow web view: a workflow's phase graph drawn as SVG from its JSON form
 // (GET /v1/workflows/{name}/graph?format=json). Phases are laid out top-down in rows by
 // their distance from the initial phase; an edge to an earlier or the same row bends
-// round the side. Each phase is a <g data-phase="NAME">; mark() flags the visited ones
-// and gives the current one aria-current="step".
+// round the side; a guarded edge carries its description (or its guard), shortened, at
+// its middle. The drawing keeps its own size (never scaled up; scaled down only to fit
+// its column), so twelve phases in a line fit a 1400x900 window. Each phase is a
+// <g data-phase="NAME">; mark() flags the visited ones, gives the current one
+// aria-current="step" and scrolls the graph's box (not the page) to show it.
 "use strict";
 
 const PFGraph = (() => {
   const NS = "http://www.w3.org/2000/svg";
-  const W = 150, H = 40, GAP_X = 30, GAP_Y = 56, PAD = 24;
+  const W = 132, H = 26, GAP_X = 48, PAD = 6;
+  const TALL = 560; // the most a drawing's rows take: the gaps shrink to fit, down to 22
+  const LABEL = 26; // characters of an edge's label (the whole text is its tooltip)
+  const CHAR = 6.2, LINE = 13; // an 11 px label's character width and line height
 
   function svg(tag, attrs, ...children) {
     const node = document.createElementNS(NS, tag);
@@ -39,6 +45,19 @@ const PFGraph = (() => {
     return {rows: rows.filter(Boolean), depth};
   }
 
+  // What a guarded edge says on the drawing: its description, else its guard. An edge
+  // without a guard ("always", or the model's bare choice, dashed) says nothing more than
+  // its arrow (its tooltip still has its description).
+  function edgeLabel(e) {
+    const guard = String(e.condition || "").replace(/^model:\s*/, "");
+    if (!guard || guard === "always" || guard === "model") return "";
+    return e.description || guard;
+  }
+
+  function overlaps(a, b) {
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  }
+
   function short(text, n) {
     return text.length > n ? text.slice(0, n - 1) + "…" : text;
   }
@@ -47,8 +66,11 @@ const PFGraph = (() => {
     const opts = options || {};
     const {rows} = layers(graph);
     const widest = Math.max(1, ...rows.map((r) => r.length));
-    const SIDE = 60; // room either side for the edges that go back up
+    const SIDE = 96; // room either side: the edges that go back up, and labels
     const width = SIDE * 2 + widest * W + (widest - 1) * GAP_X;
+    // the gap between rows: room for labels when there are few rows, less for many
+    const GAP_Y = rows.length < 2 ? 0
+      : Math.max(22, Math.min(64, Math.floor((TALL - rows.length * H) / (rows.length - 1))));
     const height = PAD * 2 + rows.length * H + (rows.length - 1) * GAP_Y;
     const pos = new Map();
     rows.forEach((row, r) => {
@@ -56,32 +78,41 @@ const PFGraph = (() => {
       const left = (width - rowWidth) / 2;
       row.forEach((p, i) => pos.set(p.name, {x: left + i * (W + GAP_X), y: PAD + r * (H + GAP_Y), row: r, col: i}));
     });
-    const root = svg("svg", {viewBox: `0 0 ${width} ${height}`, class: "phase-graph",
-                             role: "group", "aria-label": "Phase graph"});
+    const root = svg("svg", {viewBox: `0 0 ${width} ${height}`, width, height,
+                             class: "phase-graph", role: "group", "aria-label": "Phase graph"});
     root.append(svg("defs", {}, svg("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
       markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse"},
       svg("path", {d: "M0,0 L10,5 L0,10 z", class: "arrowhead"}))));
     const edges = svg("g", {class: "edges"});
+    const labels = svg("g", {class: "edge-labels"});
+    const placed = []; // the boxes and labels so far: a label that would cover one moves down
+    for (const at of pos.values()) placed.push({x: at.x - 2, y: at.y - 2, w: W + 4, h: H + 4});
     let bend = 0;
     for (const e of graph.edges) {
       const a = pos.get(e.from), b = pos.get(e.to);
       if (!a || !b) continue;
       const mid = a.y + H / 2;
       let d;
+      let at; // the middle of the edge, where its label goes
       if (b.row > a.row) {
         d = `M${a.x + W / 2},${a.y + H} L${b.x + W / 2},${b.y}`;
+        // beside a straight drop, centred on a slanted edge
+        at = {x: (a.x + b.x + W) / 2, y: (a.y + H + b.y) / 2, centred: a.x !== b.x};
       } else if (e.from === e.to) {
-        d = `M${a.x + W},${a.y + 10} C${a.x + W + 30},${a.y - 10} ${a.x + W + 30},${a.y + H + 10} ${a.x + W},${a.y + H - 10}`;
+        d = `M${a.x + W},${a.y + 6} C${a.x + W + 26},${a.y - 8} ${a.x + W + 26},${a.y + H + 8} ${a.x + W},${a.y + H - 6}`;
+        at = {x: a.x + W + 22, y: mid};
       } else if (b.row === a.row) {
         const right = b.col > a.col;
         const shift = right ? -6 : 6;
         if (Math.abs(b.col - a.col) === 1) {
           d = right ? `M${a.x + W},${mid + shift} L${b.x},${mid + shift}`
                     : `M${a.x},${mid + shift} L${b.x + W},${mid + shift}`;
+          at = {x: (a.x + b.x + W) / 2, y: mid + shift * 2};
         } else {
           const dip = right ? a.y + H + 28 : a.y - 28;
           const y0 = right ? a.y + H : a.y;
           d = `M${a.x + W / 2},${y0} C${a.x + W / 2},${dip} ${b.x + W / 2},${dip} ${b.x + W / 2},${y0}`;
+          at = {x: (a.x + b.x + W) / 2, y: (y0 + 3 * dip) / 4};
         }
       } else {
         // back up to an earlier row: round the nearer side of the drawing
@@ -91,25 +122,43 @@ const PFGraph = (() => {
         if (leftSide) {
           const x = Math.min(a.x, b.x) - out;
           d = `M${a.x},${mid} C${x},${mid} ${x},${b.y + H / 2} ${b.x},${b.y + H / 2}`;
+          at = {x: (a.x + b.x + 6 * x) / 8, y: (mid + b.y + H / 2) / 2};
         } else {
           const x = Math.max(a.x, b.x) + W + out;
           d = `M${a.x + W},${mid} C${x},${mid} ${x},${b.y + H / 2} ${b.x + W},${b.y + H / 2}`;
+          at = {x: (a.x + b.x + 2 * W + 6 * x) / 8, y: (mid + b.y + H / 2) / 2};
         }
       }
       const label = `${e.from} → ${e.to}: ${e.condition}` + (e.description ? ` (${e.description})` : "");
       edges.append(svg("path", {d, class: "edge" + (e.trigger === "model" ? " model" : ""),
         "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to}, svg("title", {}, label)));
+      const words = edgeLabel(e);
+      if (words) labels.append(place(words, at, label));
     }
     root.append(edges);
+
+    // A label beside the middle of its edge, moved down while it would cover another.
+    function place(words, at, whole) {
+      const text = short(words, LABEL);
+      const w = text.length * CHAR;
+      const box = {x: at.centred ? at.x - w / 2 : at.x + 5, y: at.y - LINE / 2, w, h: LINE};
+      const start = box.y;
+      for (let tries = 1; tries < 8 && placed.some((o) => overlaps(o, box)); tries++) {
+        box.y = start + (tries % 2 ? 1 : -1) * Math.ceil(tries / 2) * LINE; // below, above, ...
+      }
+      placed.push(box);
+      return svg("text", {x: box.x, y: box.y + LINE - 3, class: "edge-label"}, text, svg("title", {}, whole));
+    }
     const nodes = new Map();
+    root.append(labels);
     for (const p of graph.phases) {
       const at = pos.get(p.name);
       const g = svg("g", {class: "phase" + (p.terminal ? " terminal" : "") + (p.initial ? " initial" : ""),
         "data-phase": p.name, transform: `translate(${at.x},${at.y})`});
       g.append(svg("title", {}, p.name + (p.goal ? ": " + p.goal : "") + (p.terminal ? " (final)" : "")));
       g.append(svg("rect", {width: W, height: H, rx: 8, class: "box"}));
-      if (p.terminal) g.append(svg("rect", {x: 4, y: 4, width: W - 8, height: H - 8, rx: 6, class: "inner"}));
-      g.append(svg("text", {x: W / 2, y: H / 2 + 5, "text-anchor": "middle"}, short(p.name, 18)));
+      if (p.terminal) g.append(svg("rect", {x: 3, y: 3, width: W - 6, height: H - 6, rx: 5, class: "inner"}));
+      g.append(svg("text", {x: W / 2, y: H / 2 + 4.5, "text-anchor": "middle"}, short(p.name, 19)));
       if (opts.onSelect) {
         g.setAttribute("tabindex", "0");
         g.setAttribute("role", "button");
@@ -123,14 +172,38 @@ const PFGraph = (() => {
       root.append(g);
     }
     container.replaceChildren(root);
+    // Trim the drawing to what was drawn (the room left either side for back edges and
+    // labels is often unused), so a narrow column shrinks it less.
+    const drawn = root.getBBox();
+    if (drawn.width > 0 && drawn.height > 0) {
+      const m = 4, w = Math.ceil(drawn.width + 2 * m), h = Math.ceil(drawn.height + 2 * m);
+      root.setAttribute("viewBox", `${drawn.x - m} ${drawn.y - m} ${w} ${h}`);
+      root.setAttribute("width", w);
+      root.setAttribute("height", h);
+    }
+    // The graph's box ends where the first screen does: a taller graph scrolls inside
+    // it (and mark() keeps the current phase in view), the page does not.
+    function fit() {
+      const top = container.getBoundingClientRect().top + window.scrollY;
+      container.style.maxHeight = Math.max(240, window.innerHeight - top - 16) + "px";
+    }
+    fit();
+    window.addEventListener("resize", fit);
 
-    // Flag the visited phases and the current one (aria-current="step").
+    // Flag the visited phases and the current one (aria-current="step"); when the
+    // graph's box scrolls (a graph taller than the window), bring the current one into it.
     function mark(visited, current) {
       for (const [name, g] of nodes) {
         g.classList.toggle("visited", visited.has(name));
         g.classList.toggle("current", name === current);
         if (name === current) g.setAttribute("aria-current", "step");
         else g.removeAttribute("aria-current");
+      }
+      const g = nodes.get(current);
+      if (!g || container.scrollHeight <= container.clientHeight) return;
+      const box = g.getBoundingClientRect(), frame = container.getBoundingClientRect();
+      if (box.top < frame.top || box.bottom > frame.bottom) {
+        container.scrollTop += box.top - frame.top - (frame.height - box.height) / 2;
       }
     }
     return {mark, nodes};

@@ -16,10 +16,32 @@
   // turns whose turn_finished was shown: a text delta of theirs that arrives late (a
   // live delta queued while the stored events were read) is not shown again
   const finishedTurns = new Set();
+  const startedAt = new Map(); // turn -> when it started (its end says how long it took)
   let refreshing = null;
+  let ended = false; // the session has finished: its stream has nothing more to bring
 
   document.getElementById("session-id").textContent = sid;
   document.title = "Session " + sid + " · phaseflow";
+
+  // A time of day to the millisecond: turns a few milliseconds apart read apart.
+  function clock(seconds) {
+    if (!seconds) return "";
+    return new Date(seconds * 1000).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit",
+      second: "2-digit", fractionalSecondDigits: 3, hour12: false});
+  }
+
+  function took(seconds) {
+    return seconds < 1 ? Math.round(seconds * 1000) + " ms"
+      : seconds < 120 ? seconds.toFixed(1) + " s" : Math.round(seconds / 60) + " min";
+  }
+
+  // What a pending call's reason adds to its name: "needs approval" for the default
+  // reason ("NAME needs approval"), else the reason, without the name said twice.
+  function askedFor(name, reason) {
+    const text = String(reason || "").trim();
+    if (!text || text === name + " needs approval") return "needs approval";
+    return text.startsWith(name + " ") ? text.slice(name.length + 1) : "needs approval: " + text;
+  }
 
   function badge(status) {
     return el("span", {class: "badge " + String(status).replace(/[^a-z_]/g, ""), text: status});
@@ -77,7 +99,9 @@
     switch (e.type) {
       case "turn_started":
         item("user", turn, el("p", {class: "who", text: "User · turn " + turn}), el("p", {class: "text", text: e.message}));
-        step(turn, "started", "turn started " + when(e.at));
+        startedAt.set(turn, e.at);
+        turnBlock(turn).append(el("li", {class: "step started"}, "turn started ",
+          el("time", {datetime: new Date(e.at * 1000).toISOString(), title: when(e.at), text: clock(e.at)})));
         break;
       case "text_delta":
         if (finishedTurns.has(turn)) break;
@@ -95,8 +119,8 @@
         step(turn, "tool", el("span", {class: "tool", text: e.name}), " ", badge(e.status));
         break;
       case "approval_requested":
-        item("approval-asked", turn, el("p", {class: "who"}, "Approval needed for ", el("span", {class: "tool", text: e.name})),
-             e.reason ? el("p", {class: "muted", text: e.reason}) : null, el("pre", {text: json(e.arguments)}));
+        item("approval-asked", turn, el("p", {class: "who"}, el("span", {class: "tool", text: e.name}), " " + askedFor(e.name, e.reason)),
+             el("pre", {text: json(e.arguments)}));
         step(turn, "approval", "approval requested: ", el("span", {class: "tool", text: e.name}));
         break;
       case "approval_resolved":
@@ -125,7 +149,8 @@
         if (typing) { typing.remove(); typing = null; }
         if (e.reply) item("assistant", turn, el("p", {class: "who", text: "Assistant · turn " + turn}), el("p", {class: "text", text: e.reply}));
         item("finished", turn, el("p", {class: "muted"}, "turn " + turn + " ended: ", badge(e.status)));
-        step(turn, "finished", "turn ended: ", badge(e.status));
+        step(turn, "finished", "turn ended: ", badge(e.status),
+             startedAt.has(turn) && e.at ? " after " + took(Math.max(0, e.at - startedAt.get(turn))) : "");
         break;
       default:
         return;
@@ -143,12 +168,16 @@
     link.textContent = s.workflow;
     link.href = "/ui/workflows/" + encodeURIComponent(s.workflow);
     setPhase(s.phase);
+    if (s.status === "finished" && !ended) {
+      ended = true; // "live" would promise more: a finished session takes no turn again
+      document.getElementById("stream-state").textContent = "no: the session has finished";
+    }
     const box = document.getElementById("approval");
     const pending = s.pending_approval;
     if (pending) {
       box.dataset.callId = pending.call_id;
       document.getElementById("approval-name").textContent = pending.name;
-      document.getElementById("approval-reason").textContent = pending.reason || "";
+      document.getElementById("approval-reason").textContent = askedFor(pending.name, pending.reason);
       document.getElementById("approval-arguments").textContent = json(pending.arguments);
       for (const id of ["approve", "reject"]) document.getElementById(id).disabled = false;
       box.hidden = false;
@@ -203,7 +232,7 @@
       if (!session) return;
     }
     const state = document.getElementById("stream-state");
-    follow(sid, onEvent, (what) => { state.textContent = what; });
+    follow(sid, onEvent, (what) => { if (!ended) state.textContent = what; });
   }
 
   start();
