@@ -23,6 +23,9 @@ Reported:
   open conversation), and 2 s after they ended, every session kept by the worker (the
   growth per idle kept session);
 * errors: every failed request or turn, by its message (where it breaks first).
+
+``BENCH_THOUSAND_PROFILE=FILE`` runs the server (one worker) under cProfile, written to
+FILE when it stops (``python -m pstats FILE``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from tests.support import serve_server
 from tests.support.serve_server import start
 
 WORKFLOW = """\
@@ -259,6 +263,10 @@ def main() -> None:
     parser.add_argument("--dir", default=None,
                         help="where the SQLite file goes (e.g. /dev/shm: no disk sync)")
     args = parser.parse_args()
+    profile = os.environ.get("BENCH_THOUSAND_PROFILE")
+    if profile:  # where the server's CPU goes: cProfile over it, written when it stops
+        serve_server.PHASEFLOW = (sys.executable, "-m", "cProfile", "-o", profile,
+                                  "-m", "phaseflow.cli.main")
     folder = Path(tempfile.mkdtemp(prefix="bench-thousand-", dir=args.dir))
     (folder / "wf.yaml").write_text(WORKFLOW)
     (folder / "model.py").write_text(MODEL_SERVER)
