@@ -166,3 +166,18 @@ def sigterm_quits(wanted: bool) -> Iterator[Terminated]:
             raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def add_request_layout(parser: Any) -> None:
+    """``--context-position`` and ``--offer-tools`` (run, serve): how each model request is
+    laid out (docs/sessions.md, What a request holds)."""
+    parser.add_argument(
+        "--context-position", choices=("end", "system"), default=None,
+        help="where the phase's instructions and navigation block go: after the history "
+        "(end, the default: a prompt cache reuses everything before them) or in the "
+        "system text (system: one system message, as before)")
+    parser.add_argument(
+        "--offer-tools", choices=("phase", "workflow"), default=None,
+        help="the tools each request offers: the current phase's (phase, the default) or "
+        "every tool of the workflow in one order (workflow: a phase change keeps the "
+        "request's prefix; a call the phase does not allow is still refused)")

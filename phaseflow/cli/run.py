@@ -54,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hooks", metavar="MODULE:ATTR",
         help="the callables of the workflow's 'call' effects: a mapping from name to callable")
-    from phaseflow.cli.agent_options import MCP_HELP
+    from phaseflow.cli.agent_options import MCP_HELP, add_request_layout
+
+    add_request_layout(parser)
 
     parser.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     parser.add_argument(
@@ -163,7 +165,9 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.session import Agent
 
     options = given_options(lease=lease, mode=args.mode, busy=args.busy,
-                            max_history_tokens=max_history)
+                            max_history_tokens=max_history,
+                            context_position=args.context_position,
+                            offer_tools=args.offer_tools)
     try:
         with sigterm_quits(mcp is not None) as term:
             agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,

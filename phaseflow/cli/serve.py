@@ -60,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "than N tokens (docs/sessions.md, History compaction)")
     parser.add_argument("--mode", choices=("exec", "plan"), default=None,
                         help="the mode new sessions start in (plan: only read_only tools run)")
-    from phaseflow.cli.agent_options import MCP_HELP
+    from phaseflow.cli.agent_options import MCP_HELP, add_request_layout
+
+    add_request_layout(parser)
 
     parser.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     parser.add_argument("--host", default="127.0.0.1",
@@ -234,7 +236,9 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     served: dict[str, Served] = {}
-    options = given_options(lease=lease, max_history_tokens=max_history, mode=args.mode)
+    options = given_options(lease=lease, max_history_tokens=max_history, mode=args.mode,
+                            context_position=args.context_position,
+                            offer_tools=args.offer_tools)
     for workflow in workflows:
         mine = _tools_for(workflow, tools)
         first: list[Agent] = []
@@ -248,7 +252,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
                              store=store, system=args.system, model=args.model,
                              worker=new_worker_id(), busy=busy, **options)  # type: ignore[arg-type]
                 first[0].mcp.listeners.append(
-                    lambda _server: made.config.views.phases.clear())
+                    lambda _server: made.config.views.clear())
                 return made
             return Agent(workflow, provider, tools=mine, hooks=hooks, store=store,
                          system=args.system, model=args.model, worker=new_worker_id(),

@@ -211,7 +211,8 @@ class Drive:
             attributes[n.REQUEST_MAX_TOKENS] = request.max_output_tokens
         if owner.capture:
             attributes[n.SYSTEM_INSTRUCTIONS] = json.dumps(
-                [{"type": "text", "content": request.system}], ensure_ascii=False)
+                [{"type": "text", "content": t} for t in (request.system, request.context) if t],
+                ensure_ascii=False)
             attributes[n.INPUT_MESSAGES] = _messages(request.history)
         span = owner.tracer.start_span(f"chat {request.model}".rstrip(), context=self._context(),
                                        kind=SpanKind.CLIENT, attributes=attributes)

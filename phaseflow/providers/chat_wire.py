@@ -7,7 +7,7 @@ adapter (``openai.py``) only sends it and reads the stream.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.providers.wire_names import WireNames
@@ -21,7 +21,7 @@ from phaseflow.turn.messages import (
     UserMessage,
 )
 
-__all__ = ["names_of", "plain", "request_messages", "request_tools"]
+__all__ = ["ContextAs", "names_of", "plain", "request_messages", "request_tools"]
 
 
 def names_of(request: ProviderRequest) -> WireNames:
@@ -73,7 +73,41 @@ def _user_content(content: Content) -> str | list[dict[str, Any]]:
     return parts
 
 
-def request_messages(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:
+#: where ``ProviderRequest.context`` goes: a trailing system message, or appended to the
+#: last user or tool message (for chat templates that refuse a system message not first)
+ContextAs = Literal["system", "inline"]
+
+
+def request_messages(request: ProviderRequest, names: WireNames,
+                     context_as: ContextAs = "system") -> list[dict[str, Any]]:
+    """The request's system text, history and context as Chat Completions messages: the
+    system text first, the history in order, the context last (see
+    :class:`~phaseflow.providers.protocol.ProviderRequest`)."""
+    out = _history_messages(request, names)
+    if request.context:
+        if context_as == "system":
+            out.append({"role": "system", "content": request.context})
+        else:
+            _inline(out, request.context)
+    return out
+
+
+def _inline(out: list[dict[str, Any]], context: str) -> None:
+    """``context`` appended to the last message when it is a user or tool message (a
+    text part after a user message's parts, a paragraph after a text), else a user
+    message of its own."""
+    last = out[-1] if out else None
+    if last is None or last["role"] not in ("user", "tool"):
+        out.append({"role": "user", "content": context})
+        return
+    content = last["content"]
+    if isinstance(content, list):
+        out[-1] = {**last, "content": [*content, {"type": "text", "text": context}]}
+    else:
+        out[-1] = {**last, "content": f"{content}\n\n{context}" if content else context}
+
+
+def _history_messages(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:
     """The request's system text and history as Chat Completions messages."""
     out: list[dict[str, Any]] = []
     if request.system:

@@ -30,7 +30,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
 from phaseflow.errors import ConfigError, install_hint
-from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
+from phaseflow.providers.chat_wire import ContextAs, names_of, request_messages, request_tools
 from phaseflow.providers.protocol import (
     ProviderEvent,
     ProviderFailure,
@@ -268,6 +268,10 @@ class OpenAIProvider:
       servers that do not know the former).
     - ``include_usage``: ask for token counts (``stream_options``); ``False`` for
       servers that reject it.
+    - ``context_as``: where the phase's instructions and navigation block
+      (``ProviderRequest.context``) go, after the history: ``"system"`` (default) a
+      trailing system message; ``"inline"`` appended to the last user or tool message,
+      for a chat template that refuses a system message that is not the first.
     - ``**extra``: goes into every request (``top_p``, ``seed``, ``reasoning_effort``,
       ``extra_body``, ``extra_headers``...); what the adapter sets itself (``model``,
       ``messages``, ``tools``, ``tool_choice``, ``stream``, ``stream_options``) cannot
@@ -285,6 +289,7 @@ class OpenAIProvider:
         max_tokens: int | None = None,
         include_usage: bool = True,
         max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
+        context_as: ContextAs = "system",
         **extra: Any,
     ) -> None:
         if find_spec("openai") is None:
@@ -299,6 +304,9 @@ class OpenAIProvider:
         if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
             raise ConfigError("max_tokens_field: expected 'max_completion_tokens' or "
                               f"'max_tokens', got {max_tokens_field!r}")
+        if context_as not in ("system", "inline"):
+            raise ConfigError(f"context_as: expected 'system' or 'inline', got {context_as!r}")
+        self.context_as: ContextAs = context_as
         self.model = model
         #: the limit sent when a request has none (see the class docstring)
         self.max_tokens = check_max_tokens(max_tokens, "max_tokens")
@@ -356,7 +364,7 @@ class OpenAIProvider:
         params: dict[str, Any] = dict(self.extra)
         params.update(
             model=request.model or self.model,
-            messages=request_messages(request, names),
+            messages=request_messages(request, names, self.context_as),
             stream=True,
         )
         if self.include_usage:

@@ -36,9 +36,36 @@ class ProviderRequest:
 
     ``history`` is the exact conversation (the turn core's neutral messages, no system
     message), a read-only sequence shared with the session (never copied for a
-    request); ``system`` is the system text (the host's text, the phase's instructions
-    and the navigation block). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is
-    unique per call and stable across retries of that call.
+    request); ``system`` is the stable system text (the host's text: the same for every
+    request of a conversation) and ``context`` what changes with the phase and the state
+    (see below). ``tool_choice`` is ``"auto"`` or ``"none"``. ``request_id`` is unique
+    per call and stable across retries of that call.
+
+    **The layout a prompt cache can reuse.** A provider sends, in this order: ``system``,
+    ``tools`` (in the order given), ``history`` (append-only between requests of a
+    conversation), then ``context`` **last**, after the newest history message. A
+    provider cache reuses a request's prefix up to its first byte that differs, so
+    everything before ``context`` is the previous request's prefix plus the new
+    messages. ``context`` is never stored in the history: it is rebuilt for every
+    request, and the next request has no trace of this one's. When ``context`` is empty
+    nothing is added. Each provider places it in its API's own form:
+
+    - OpenAI Chat Completions: a trailing ``system`` message after the history (or, for
+      a chat template that refuses a system message that is not first, appended to the
+      last user or tool message: ``OpenAIProvider(context_as="inline")``);
+    - OpenAI Responses: a trailing ``developer`` message after the input items;
+    - Anthropic Messages and Gemini (system text is a top-level field): a ``text`` block
+      appended at the end of the last ``user`` turn (the turn holding the newest user
+      text or tool results); when the history ends with an assistant turn, a new
+      ``user`` turn holding only that block. A cache breakpoint, where the API has
+      them, goes on the last history block before it and on the system text.
+
+    A provider that ignores the field would hide the phase's instructions from the
+    model: every provider must place it (at worst after ``system``, which loses the
+    cache but not the meaning).
+    With ``Agent(context_position="system")`` the session puts it into ``system`` (the
+    layout before this field: one system text of host text, instructions and navigation)
+    and ``context`` is empty.
     """
 
     model: str
@@ -56,6 +83,10 @@ class ProviderRequest:
     #: history was never compacted): ``len(replies in history) + folded_replies`` is the
     #: number of replies the conversation has had
     folded_replies: int = 0
+    #: what changes with the phase and the state, sent after the history (see above): the
+    #: phase's rendered instructions, the navigation block, the final-phase and plan-mode
+    #: notes, and (with ``offer_tools="workflow"``) which offered tools the phase allows
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)

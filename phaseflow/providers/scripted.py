@@ -229,7 +229,7 @@ def _tokens(text: str) -> int:
 
 
 def _request_size(request: ProviderRequest) -> int:
-    size = _tokens(request.system)
+    size = _tokens(request.system) + _tokens(request.context)
     for message in request.history:
         content = message.content
         if isinstance(content, str):
@@ -243,7 +243,9 @@ class ScriptedProvider:
     """A :class:`~phaseflow.providers.protocol.Provider` that answers from a script.
 
     ``requests`` holds every request received, in order (retries included), so a test
-    can check which tools were offered and what the system text said.
+    can check which tools were offered, what the system text said and what the trailing
+    block said (``request.context``: the phase's instructions and the navigation block,
+    sent after the history); :meth:`told` gives both as the model reads them.
     """
 
     def __init__(self, replies: Sequence[object] = ()) -> None:
@@ -256,6 +258,12 @@ class ScriptedProvider:
         self._furthest = 0  # the highest reply number a request asked for
         #: where a call is written: (reply number, call index) -> "FILE:LINE" (from_file)
         self._where: dict[tuple[int, int], str] = {}
+
+    def told(self, index: int = -1) -> str:
+        """What request ``index`` (the last by default) told the model besides the
+        history: its system text, then its trailing context block."""
+        request = self.requests[index]
+        return "\n\n".join(t for t in (request.system, request.context) if t)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedProvider:

@@ -187,6 +187,8 @@ class Agent:
         tracer_provider: Any = None,
         meter_provider: Any = None,
         mcp: str | Path | Mapping[str, Any] | None = None,
+        context_position: str = "end",
+        offer_tools: str = "phase",
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -225,6 +227,11 @@ class Agent:
         if busy not in BUSY_MODES:
             raise ConfigError(f"busy must be one of {', '.join(BUSY_MODES)}, not {busy!r}")
         self.busy: Busy = busy
+        if context_position not in ("end", "system"):
+            raise ConfigError("context_position must be 'end' or 'system', not "
+                              f"{context_position!r}")
+        if offer_tools not in ("phase", "workflow"):
+            raise ConfigError(f"offer_tools must be 'phase' or 'workflow', not {offer_tools!r}")
         if mode not in ("exec", "plan"):
             raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
         #: the mode a new session starts in (a stored session keeps its own)
@@ -253,9 +260,11 @@ class Agent:
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
             compaction_provider=compaction_provider, compaction_prompt=compaction_prompt,
             observer=self.observer,
+            context_position="system" if context_position == "system" else "end",
+            offer_tools="workflow" if offer_tools == "workflow" else "phase",
         )
         if self.mcp is not None:  # a server's tools changed: offered anew from the next request
-            self.mcp.listeners.append(lambda _server: self.config.views.phases.clear())
+            self.mcp.listeners.append(lambda _server: self.config.views.clear())
 
     def close(self) -> None:
         """Stop what the agent started: its MCP servers (nothing else needs closing)."""

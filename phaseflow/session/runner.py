@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.expr.describe import describe_exception
@@ -61,7 +61,14 @@ from phaseflow.session.values import (
     ToolDone,
     TurnOver,
 )
-from phaseflow.session.view import ViewCache, phase_view, system_text, tool_specs
+from phaseflow.session.view import (
+    ViewCache,
+    context_text,
+    joined,
+    phase_view,
+    tool_specs,
+    workflow_specs,
+)
 from phaseflow.spec.model import Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
@@ -121,6 +128,12 @@ class RunnerConfig:
     compaction_prompt: str = DEFAULT_PROMPT
     #: who watches the turns (traces and metrics; see phaseflow.observe)
     observer: Observer = NOOP
+    #: where the phase's instructions and the navigation block go: ``end`` (after the
+    #: history, ``ProviderRequest.context``) or ``system`` (in the system text)
+    context_position: Literal["end", "system"] = "end"
+    #: the tools each request offers: the ``phase``'s, or every tool of the ``workflow``
+    #: in one stable order (the phase's view still decides what may run)
+    offer_tools: Literal["phase", "workflow"] = "phase"
 
 
 def _ok_value(value: T | Rejected) -> T:
@@ -372,15 +385,25 @@ class Runner:
     def build_request(self, command: CallProvider) -> tuple[ProviderRequest, PhaseView]:
         view = self.view()
         final = command.final or view.terminal
-        system = system_text(self.config.system, self.machine, self.state, final=final,
-                             plan=self.core.execution.mode is Mode.PLAN)
-        tools = () if final else tool_specs(view)
+        config = self.config
+        every = config.offer_tools == "workflow"
+        context = context_text(self.machine, self.state, final=final,
+                               plan=self.core.execution.mode is Mode.PLAN,
+                               allowed=view.names if every else None)
+        system = config.system.strip()
+        if config.context_position == "system":
+            system, context = joined(system, context), ""
+        if every:  # the same tools in every request; the view decides what may run
+            tools = workflow_specs(config.workflow, config.tools, config.views)
+            choice: Literal["auto", "none"] = "none" if final or not view.tools else "auto"
+        else:
+            tools = () if final else tool_specs(view)
+            choice = "none" if final or not tools else "auto"
         request = ProviderRequest(
-            model=self.config.model, system=system, history=command.history,
-            tools=tools, request_id=command.request_id,
-            tool_choice="none" if final or not tools else "auto",
-            max_output_tokens=self.config.max_output_tokens,
-            folded_replies=command.folded_replies,
+            model=config.model, system=system, history=command.history,
+            tools=tools, request_id=command.request_id, tool_choice=choice,
+            max_output_tokens=config.max_output_tokens,
+            folded_replies=command.folded_replies, context=context,
         )
         return request, view
 
@@ -389,7 +412,7 @@ class Runner:
         core turns the reply's token usage into a ratio with it); 0 otherwise."""
         if self.config.limits.max_history_tokens is None:
             return 0
-        return (len(request.system) + history_chars(request.history)
+        return (len(request.system) + len(request.context) + history_chars(request.history)
                 + sum(len(t.name) + len(t.description) + len(str(t.parameters))
                       for t in request.tools))
 

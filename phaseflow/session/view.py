@@ -12,6 +12,7 @@ what may run can never differ.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from typing import Any
 
 from phaseflow.machine.machine import PhaseMachine
@@ -49,11 +50,42 @@ class ViewCache:
     an agent: a view is built before every request, and only ``go_to_phase`` (whose
     targets are the model moves whose ``when`` holds now) depends on the state."""
 
-    __slots__ = ("phases",)
+    __slots__ = ("phases", "workflow")
 
     def __init__(self) -> None:
         self.phases: dict[str, tuple[tuple[OfferedTool, ...], dict[str, str],
                                      OfferedTool | None, bool]] = {}
+        #: every tool of the workflow, as offered with ``offer_tools="workflow"``
+        self.workflow: tuple[ToolSpec, ...] | None = None
+
+    def clear(self) -> None:
+        """Forget what was worked out (the host's tools changed)."""
+        self.phases.clear()
+        self.workflow = None
+
+
+def _host_tool(name: str, fn: FunctionTool, workflow: Workflow) -> OfferedTool:
+    """A host tool as offered: the catalogue's schema when it declares ``parameters``
+    (which the workflow's authors reviewed), else the function's."""
+    entry = workflow.tools.get(name) if workflow.tools is not None else None
+    parameters: Mapping[str, Any] = fn.parameters
+    description = fn.description
+    approval = False
+    writes: tuple[str, ...] = ()
+    read_only = False
+    check: ArgumentValidator = fn.validate
+    if entry is not None:
+        declared = entry.parameters_json()
+        if declared is not None:
+            parameters = declared
+            check = compile_validator(declared)
+        description = description or (entry.description or "")
+        approval = entry.approval == "always"
+        writes = entry.writes
+        read_only = entry.read_only
+    types = {k: workflow.state[k].type for k in writes if k in workflow.state}
+    return OfferedTool(name, description or name, parameters, approval, writes, read_only,
+                       check, types)
 
 
 def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, FunctionTool]
@@ -61,31 +93,12 @@ def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, Funct
     """The current phase's host tools (the catalogue's when it declares ``parameters``,
     which the workflow's authors reviewed, else the function's schema) and ``collect``."""
     phase = machine.current_phase
-    catalogue = workflow.tools
     offered: list[OfferedTool] = []
     for name in tool_names(workflow, tools):
         fn = tools.get(name)
         if fn is None or not machine.tool_allowed(name):
             continue
-        entry = catalogue.get(name) if catalogue is not None else None
-        parameters: Mapping[str, Any] = fn.parameters
-        description = fn.description
-        approval = False
-        writes: tuple[str, ...] = ()
-        read_only = False
-        check: ArgumentValidator = fn.validate
-        if entry is not None:
-            declared = entry.parameters_json()
-            if declared is not None:
-                parameters = declared
-                check = compile_validator(declared)
-            description = description or (entry.description or "")
-            approval = entry.approval == "always"
-            writes = entry.writes
-            read_only = entry.read_only
-        types = {k: workflow.state[k].type for k in writes if k in workflow.state}
-        offered.append(OfferedTool(name, description or name, parameters, approval, writes,
-                                   read_only, check, types))
+        offered.append(_host_tool(name, fn, workflow))
     collect: dict[str, str] = {}
     if phase is not None and phase.collect:
         for key in phase.collect:
@@ -138,6 +151,10 @@ def _go_to_phase(machine: PhaseMachine, state: Mapping[str, Any]) -> OfferedTool
             targets.append(target)
     if not targets:
         return None
+    return _move_tool(targets)
+
+
+def _move_tool(targets: list[str]) -> OfferedTool:
     return OfferedTool(
         GO_TO_PHASE,
         "Move the conversation to another phase. Call it when this phase's goal is met and "
@@ -176,6 +193,53 @@ def tool_specs(view: PhaseView) -> tuple[ToolSpec, ...]:
     return tuple(ToolSpec(t.name, t.description, t.parameters) for t in view.tools)
 
 
+def _allows(phase: Phase, name: str) -> bool:
+    """Does a non-terminal ``phase`` let the model use tool ``name`` (its list, or a
+    pattern in it)?"""
+    if phase.terminal:
+        return False
+    if phase.tools is None:
+        return True
+    return name in phase.tools or any(fnmatchcase(name, p) for p in phase.tools)
+
+
+def workflow_specs(workflow: Workflow, tools: Mapping[str, FunctionTool],
+                   cache: ViewCache | None = None) -> tuple[ToolSpec, ...]:
+    """Every tool any phase of the workflow may offer, in one stable order (what
+    ``offer_tools="workflow"`` offers in every request, so a phase change leaves the
+    tool definitions, and what follows them, as they were): the host's tools in
+    :func:`tool_names` order that some phase allows, then ``go_to_phase`` with every
+    ``model`` target of the workflow, then ``record`` with every collected key. The
+    current phase's view still decides what may run (a narrower ``go_to_phase`` and
+    ``record`` check the arguments)."""
+    if cache is not None and cache.workflow is not None:
+        return cache.workflow
+    phases = list(workflow.phases.values())
+    offered: list[OfferedTool] = []
+    for name in tool_names(workflow, tools):
+        fn = tools.get(name)
+        if fn is not None and any(_allows(p, name) for p in phases):
+            offered.append(_host_tool(name, fn, workflow))
+    targets: list[str] = []
+    for phase in phases:
+        for t in phase.transitions:
+            if t.trigger == "model" and t.to not in targets:
+                targets.append(t.to)
+    if targets:
+        offered.append(_move_tool(targets))
+    collect: dict[str, str] = {}
+    for phase in phases:
+        for key in phase.collect or ():
+            state_key = workflow.state.get(key)
+            collect.setdefault(key, state_key.type if state_key is not None else "any")
+    if collect:
+        offered.append(_record_tool(collect, workflow))
+    specs = tuple(ToolSpec(t.name, t.description, t.parameters) for t in offered)
+    if cache is not None:
+        cache.workflow = specs
+    return specs
+
+
 #: said in plan mode, after the navigation block
 PLAN_MODE_NOTE = (
     "Plan mode: only read-only tools run now. Call the other tools you would use, in the "
@@ -183,12 +247,14 @@ PLAN_MODE_NOTE = (
     "run. Then say what the plan does.")
 
 
-def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
-                final: bool, plan: bool = False) -> str:
-    """One system message: the host's text, the phase's rendered instructions and the
-    navigation block (and, in a terminal phase, that it is the final one; in plan mode,
-    what plan mode means)."""
-    parts = [system.strip()] if system.strip() else []
+def context_text(machine: PhaseMachine, state: Mapping[str, Any], *, final: bool,
+                 plan: bool = False, allowed: tuple[str, ...] | None = None) -> str:
+    """What changes with the phase and the state, as one block: the phase's rendered
+    instructions, the navigation block (and, in a terminal phase, that it is the final
+    one; in plan mode, what plan mode means; when every tool of the workflow is offered,
+    the ``allowed`` ones this phase may call). It goes at the end of a request
+    (:attr:`ProviderRequest.context`), so the prefix before it stays the same."""
+    parts: list[str] = []
     instructions = machine.render_instructions(state)
     if instructions and instructions.strip():
         parts.append(instructions.strip())
@@ -199,4 +265,30 @@ def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
         parts.append(FINAL_PHASE_NOTE)  # said once: a terminal phase's block says it
     if plan and not final:
         parts.append(PLAN_MODE_NOTE)
+    if allowed is not None:
+        parts.append(allowed_note(() if final else allowed))
     return "\n\n".join(parts)
+
+
+def allowed_note(allowed: tuple[str, ...]) -> str:
+    """Which of the offered tools this phase lets the model call (said when every tool
+    of the workflow is offered: a call of another one is refused)."""
+    if not allowed:
+        return "Tools: none may be called in this phase."
+    return ("Tools: only these may be called in this phase (any other is refused): "
+            + ", ".join(allowed) + ".")
+
+
+def system_text(system: str, machine: PhaseMachine, state: Mapping[str, Any], *,
+                final: bool, plan: bool = False) -> str:
+    """One system message: the host's text, then :func:`context_text` (the layout of
+    ``context_position="system"``)."""
+    return joined(system, context_text(machine, state, final=final, plan=plan))
+
+
+def joined(system: str, context: str) -> str:
+    """The host's text and the changing block as one system text."""
+    host = system.strip()
+    if not host:
+        return context
+    return f"{host}\n\n{context}" if context else host

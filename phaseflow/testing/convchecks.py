@@ -109,7 +109,8 @@ def _called(expected: Any, seen: Seen) -> str | None:
 def _navigation(expected: Any, seen: Seen) -> str | None:
     if seen.request is None:
         return "navigation: no request was sent to the model yet"
-    system = seen.request.system
+    request = seen.request
+    system = "\n\n".join(t for t in (request.system, request.context) if t)
     absent = [s for s in expected if s not in system]
     if not absent:
         return None

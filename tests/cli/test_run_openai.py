@@ -38,7 +38,10 @@ def test_a_turn_through_the_openai_provider(tmp_path: Path,
     assert first["model"] == "fake-model"
     assert first["messages"][0]["role"] == "system"
     assert first["messages"][0]["content"].startswith("You are the desk.")
-    assert first["messages"][-1] == {"role": "user", "content": "Please pay 5"}
+    assert first["messages"][-2] == {"role": "user", "content": "Please pay 5"}
+    # the phase's block goes after the history (docs/sessions.md, What a request holds)
+    assert first["messages"][-1]["role"] == "system"
+    assert "Current phase: work" in first["messages"][-1]["content"]
     offered = sorted(t["function"]["name"] for t in first["tools"])
     assert offered == ["pay", "slow__block", "slow__wait"]
     assert fake_openai.pending == 0

@@ -93,7 +93,12 @@ def test_a_refund_conversation_through_the_openai_sdk() -> None:
             assert session.phase == "locate_order"
             # the phase change inside the turn is seen by the turn's next request
             second = _messages(server, 1)
-            assert "Current phase: locate_order" in second[0]["content"]
+            # the stable system text first, the phase's block last, after the history
+            assert second[0] == {"role": "system",
+                                 "content": "You are the support agent of Acme."}
+            assert second[-1]["role"] == "system"
+            assert "Current phase: locate_order" in second[-1]["content"]
+            second = second[:-1]
             tools = [t["function"]["name"] for t in server.requests[1].body["tools"]]
             assert "crm__lookup_customer" not in tools
             assert "orders__select" in tools
@@ -118,7 +123,7 @@ def test_a_refund_conversation_through_the_openai_sdk() -> None:
             assert session.status == "finished"
             final = server.requests[-1].body
             assert "tools" not in final or not final["tools"]
-            assert "This is the final phase." in final["messages"][0]["content"]
+            assert "This is the final phase." in final["messages"][-1]["content"]
 
         asyncio.run(run())
         assert server.pending == 0

@@ -90,7 +90,7 @@ def test_plan_mode_runs_only_read_only_tools_and_lists_the_rest_as_the_plan() ->
     assert [(c.name, c.argument_value()) for c in session.plan] == [
         ("pay", {"amount": 5}), ("ship", {"item": "kettle"})]
     assert session.pending_approval is None  # nothing asked: nothing would run
-    assert "Plan mode" in provider.requests[0].system
+    assert "Plan mode" in provider.told(0)
     planned = next(m for m in session.history if getattr(m, "call_id", "") ==
                    session.plan[0].id)
     assert "not run" in str(planned.content).lower()
@@ -109,7 +109,7 @@ def test_switching_to_exec_lets_the_next_turn_carry_the_plan_out_with_approvals(
     assert reply.approval.name == "pay"
     session.resolve_sync(reply.approval.call_id, "approve")
     assert RAN == ["lookup order", "pay 5.0", "ship kettle"]
-    assert "Plan mode" not in provider.requests[-1].system
+    assert "Plan mode" not in provider.told()
 
 
 def test_the_mode_changes_between_turns_only() -> None:

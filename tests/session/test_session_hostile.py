@@ -184,7 +184,7 @@ def test_the_final_phase_is_said_once_in_the_last_system_text() -> None:
     assert pending is not None
     collect(session.resolve(pending.call_id, "approve"))
     assert session.status == "finished"
-    last = provider.requests[-1].system
+    last = provider.told()
     assert last.count("This is the final phase.") == 1
 
 
