@@ -53,7 +53,8 @@ def score(conversation: Conversation, expect: Sequence[Criterion],
             if held:
                 broken[criterion.source] = (f"held in phase {phase} after turn "
                                             f"{facts.get('turns', 0)}")
-    failures.extend(Failure("never", source, detail) for source, detail in broken.items())
+    failures.extend(Failure("never", c.source, broken[c.source]) for c in never
+                    if c.source in broken)  # in the order written
     for criterion in expect:
         held, error = criterion.holds(facts, phase)
         if not held:

@@ -31,8 +31,7 @@ def terminal(report: Mapping[str, Any]) -> str:
                          f"  {s['latency']['mean']:.2f} s"
                          + (f"  ${s['cost']:.4f}" if s["cost"] else ""))
             for f in s["failures"][:5]:
-                tag = " (judged)" if f["judged"] else ""
-                lines.append(f"       trial {f['trial']}: {f['kind']}{tag}: "
+                lines.append(f"       trial {f['trial']}: {f['kind']}: "
                              f"{f['criterion']} -- {f['detail']}  "
                              f"[phaseflow sessions show {f['session_id']}]")
             if len(s["failures"]) > 5:
@@ -94,7 +93,7 @@ def junit(report: Mapping[str, Any]) -> str:
             out.append("      </properties>")
             if s["passed"] < s["trials"] or not s["trials"]:
                 detail = "\n".join(
-                    f"trial {f['trial']}: {f['kind']}{' (judged)' if f['judged'] else ''}: "
+                    f"trial {f['trial']}: {f['kind']}: "
                     f"{f['criterion']} -- {f['detail']} [session {f['session_id']}]"
                     for f in s["failures"])
                 message = quoteattr(f"{s['passed']}/{s['trials']} trials passed")
