@@ -82,7 +82,7 @@ def check_eval_file(path: str) -> list[Diagnostic]:
                                           f"mock '{name}': the workflow never calls it"))
         unmocked = sorted(calls - set(scenario.mocks))
         if unmocked:
-            out.append(EvalDiagnostic(path, scenario.line, 1, "EV002",
+            out.append(EvalDiagnostic(path, scenario.line, scenario.column, "EV002",
                                       f"scenario '{scenario.name}': the workflow calls "
                                       f"{', '.join(unmocked)}, which no mock answers (they "
                                       "return nothing; add them under 'mocks')"))

@@ -79,11 +79,11 @@ class _Rewrite(ast.NodeTransformer):
         if isinstance(func, ast.Name) and func.id in FUNCTIONS:
             if len(node.args) != 1 or node.keywords:
                 raise CriterionError(f"{func.id}() takes one argument, a name",
-                                     node.col_offset)
+                                     node.col_offset - 1)
             argument = node.args[0]
             if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
                 raise CriterionError(f"{func.id}() takes a name in quotes: "
-                                     f"{func.id}('...')", argument.col_offset)
+                                     f"{func.id}('...')", argument.col_offset - 1)
             read = ast.Subscript(value=_fact(FUNCTIONS[func.id]), slice=argument,
                                  ctx=ast.Load())
             if func.id == "args":

@@ -106,6 +106,7 @@ class EvalScenario:
     #: the scripted agent's replies (the form of a scripted provider's file)
     model: tuple[Any, ...] | None = None
     judge: Judge | None = None
+    column: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +261,7 @@ class _Reader(_TestReader):
             name, node.line, user, expect, never, state,
             {**shared["mocks"], **mocks}, {**shared["tools"], **tools},
             {**shared["cases"], **cases}, data,
-            self.approve(fields.get("approve"), shared["approve"]), model, judge)
+            self.approve(fields.get("approve"), shared["approve"]), model, judge, node.column)
 
     def model_script(self, node: Node) -> tuple[Any, ...]:
         from phaseflow.errors import ConfigError

@@ -16,7 +16,8 @@ table{border-collapse:collapse;margin:.5rem 0}td,th{padding:.25rem .6rem;
 border-bottom:1px solid #dde;text-align:left;vertical-align:top}th{background:#f3f4f8}
 .ok{color:#176c2c}.fail{color:#b3261e}.judged{background:#fff4d6;border-radius:3px;
 padding:0 .3rem;font-size:.8em}code{background:#f3f4f8;padding:0 .2rem}
-details{margin:.3rem 0}.turn{margin:.2rem 0 .2rem 1rem}.user{color:#174f9c}
+.transcript{display:none;border:1px solid #dde;padding:.5rem;margin:.5rem 0}
+.transcript:target{display:block}.turn{margin:.2rem 0 .2rem 1rem}.user{color:#174f9c}
 .tool{color:#6b5800}.agent{color:#1d232a}svg{display:block;margin:.5rem 0}
 """
 
@@ -103,9 +104,10 @@ def _transcript(sid: str, conversation: Mapping[str, Any]) -> str:
                          f'&rarr; {escape(str(event.get("to_phase")))}</div>')
         elif kind == "turn_finished" and event.get("reply"):
             lines.append(f'<div class="turn agent">agent: {escape(str(event["reply"]))}</div>')
-    return (f'<details id="t-{escape(sid)}"><summary>transcript <code>{escape(sid)}</code> '
-            f'(ended: {escape(str(conversation.get("ended")))})</summary>'
-            + "".join(lines) + "</details>")
+    # shown when its link is followed (:target): no script needed to open it
+    return (f'<section class="transcript" id="t-{escape(sid)}"><h4>transcript '
+            f'<code>{escape(sid)}</code> (ended: {escape(str(conversation.get("ended")))})'
+            f'</h4>' + "".join(lines) + "</section>")
 
 
 def html_page(report: Mapping[str, Any]) -> str:
@@ -184,7 +186,8 @@ def html_page(report: Mapping[str, Any]) -> str:
                            f"<td><a href=\"#t-{sid}\">{sid}</a></td></tr>")
             out.append("</table>")
     if transcripts:
-        out.append("<h2>Transcripts of failed conversations</h2>")
+        out.append("<h2>Transcripts of failed conversations</h2><p>Follow a link in "
+                   "the failed criteria to show one.</p>")
         out.extend(_transcript(sid, c) for sid, c in list(transcripts.items())[:500])
     out.append("</body></html>")
     return "\n".join(out) + "\n"
