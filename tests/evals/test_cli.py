@@ -21,9 +21,14 @@ from tests.support.phaseflow_cli import PHASEFLOW, cli_env, run_phaseflow
 SCHEMA = ROOT / "phaseflow" / "schemas" / "eval.schema.json"
 
 
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``phaseflow ARGS`` in a child that imports this checkout, wherever it runs."""
+    return run_phaseflow(*args, cwd=cwd, env=cli_env())
+
+
 def test_the_bundled_eval_runs_and_its_sessions_open(tmp_path: Path) -> None:
     store, report, junit = tmp_path / "s.db", tmp_path / "r.json", tmp_path / "r.xml"
-    proc = run_phaseflow("eval", "workflows/", "--store", str(store), "--run-id", "ci",
+    proc = _cli("eval", "workflows/", "--store", str(store), "--run-id", "ci",
                          "--json", str(report), "--junit", str(junit), cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.endswith("4 conversations: 4 passed, 0 failed "
@@ -34,7 +39,7 @@ def test_the_bundled_eval_runs_and_its_sessions_open(tmp_path: Path) -> None:
     cases = suites.findall("./testsuite/testcase")
     assert [c.get("name") for c in cases] == [s["name"] for s in bundled()["scenarios"]]
     assert all(c.find("failure") is None for c in cases)
-    shown = run_phaseflow("sessions", "show", "--store", str(store),
+    shown = _cli("sessions", "show", "--store", str(store),
                           "eval-ci-a-refund-of-900-is-escalated-to-a-duty-manager-t1")
     assert shown.returncode == 0, shown.stderr
     assert "phase      locate_order -> manager_approval (guard)" in shown.stdout
@@ -44,7 +49,7 @@ def test_the_bundled_eval_runs_and_its_sessions_open(tmp_path: Path) -> None:
 def test_a_failing_run_exits_1_and_junit_says_why(tmp_path: Path) -> None:
     path = write_eval(tmp_path, [cooperative(expect=["phase == 'handoff'"])])
     junit = tmp_path / "r.xml"
-    proc = run_phaseflow("eval", str(path), "--store", "memory", "--junit", str(junit),
+    proc = _cli("eval", str(path), "--store", "memory", "--junit", str(junit),
                          "--trials", "2")
     assert proc.returncode == 1
     [failure] = ET.parse(junit).getroot().findall("./testsuite/testcase/failure")
@@ -64,16 +69,16 @@ def test_compare_gates_on_a_significant_regression_only(tmp_path: Path) -> None:
     base = _report(tmp_path / "a.json", ("cooperative", 20, 20), ("escalated", 9, 10))
     noisy = _report(tmp_path / "b.json", ("cooperative", 19, 20), ("escalated", 7, 10))
     worse = _report(tmp_path / "c.json", ("cooperative", 9, 20), ("escalated", 9, 10))
-    same = run_phaseflow("eval", "compare", str(base), str(noisy), "--fail-on-regression")
+    same = _cli("eval", "compare", str(base), str(noisy), "--fail-on-regression")
     assert same.returncode == 0, same.stdout
     assert ("  same   refund-desk :: escalated: 9/10 -> 7/10 (-0.20, 95% interval -0.51 to "
             "+0.16: within noise)") in same.stdout
-    gated = run_phaseflow("eval", "compare", str(base), str(worse), "--fail-on-regression")
+    gated = _cli("eval", "compare", str(base), str(worse), "--fail-on-regression")
     assert gated.returncode == 1
     assert "  WORSE  refund-desk :: cooperative: 20/20 -> 9/20" in gated.stdout
     assert gated.stdout.endswith("2 scenarios compared: 1 regressions\n")
-    assert run_phaseflow("eval", "compare", str(base), str(worse)).returncode == 0
-    bad = run_phaseflow("eval", "compare", str(base), str(ROOT / "README.md"))
+    assert _cli("eval", "compare", str(base), str(worse)).returncode == 0
+    bad = _cli("eval", "compare", str(base), str(ROOT / "README.md"))
     assert bad.returncode == 2 and "cannot read" in bad.stderr
 
 
@@ -85,7 +90,7 @@ def test_validate_reads_eval_files_with_positions(tmp_path: Path) -> None:
         "phaseflow-eval: 1\nworkflow: desk.yaml\ntools:\n  crm.nope: {returns: {}}\n"
         "scenarios:\n  - name: one\n    user: {goal: a refund, max_turns: 0}\n"
         "    expect: [\"entered('refnd')\", \"called(state.x)\"]\n    nevr: []\n")
-    proc = run_phaseflow("validate", str(folder))
+    proc = _cli("validate", str(folder))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     eval_path = str(folder / "desk.eval.yaml")
@@ -102,7 +107,7 @@ def test_validate_reads_eval_files_with_positions(tmp_path: Path) -> None:
 
 
 def test_the_bundled_folder_validates_strictly_and_its_tests_still_run() -> None:
-    proc = run_phaseflow("validate", "--strict", "workflows/", cwd=ROOT)
+    proc = _cli("validate", "--strict", "workflows/", cwd=ROOT)
     assert (proc.returncode, proc.stdout) == (0, "6 files checked: 0 errors, 0 warnings\n")
 
 
@@ -130,7 +135,7 @@ def _json(path: Path) -> dict[str, Any]:
 def test_a_budget_stops_the_run_and_reports_what_finished(tmp_path: Path) -> None:
     path = write_eval(tmp_path, [cooperative()])
     report = tmp_path / "r.json"
-    proc = run_phaseflow("eval", str(path), "--store", "memory", "--trials", "3",
+    proc = _cli("eval", str(path), "--store", "memory", "--trials", "3",
                          "--concurrency", "1", "--max-turns", "6", "--json", str(report))
     assert proc.returncode == 1
     assert "stopped early (budget)" in proc.stdout
@@ -138,7 +143,7 @@ def test_a_budget_stops_the_run_and_reports_what_finished(tmp_path: Path) -> Non
     assert (got["stopped"], got["planned"], got["totals"]["conversations"]) == ("budget", 3, 1)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"m": {"input": 1.0, "output": 1.0}}))
-    proc = run_phaseflow("eval", str(path), "--store", "memory", "--trials", "3",
+    proc = _cli("eval", str(path), "--store", "memory", "--trials", "3",
                          "--concurrency", "1", "--model", "m", "--prices", str(prices),
                          "--max-cost", "0.004", "--json", str(report))
     got = _json(report)
@@ -194,6 +199,6 @@ def test_ctrl_c_keeps_the_conversations_that_finished(tmp_path: Path) -> None:
         "interrupted", 2, 2)
     assert [c["trial"] for c in got["workflows"][0]["scenarios"][0]["conversations"]] == [1, 2]
     assert "stopped early (interrupted)" in out
-    listed = run_phaseflow("sessions", "list", "--store", str(store))
+    listed = _cli("sessions", "list", "--store", str(store))
     assert "eval-c-a-cooperative-customer-gets-a-small-refund-t2  refund-desk  finished" in (
         listed.stdout)
