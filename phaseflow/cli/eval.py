@@ -372,7 +372,7 @@ def _report(args: argparse.Namespace, files: list[EvalFile], jobs: list[Job],
         runs.append(ScenarioRun(job.file, job.workflow, job.scenario, ended.get(key, [])))
     report = build_report(runs, meta)
     writers: tuple[tuple[str | None, Callable[[], str]], ...] = (
-        (args.json, lambda: json.dumps(report, indent=1, default=str)),
+        (args.json, lambda: json.dumps(report, default=str)),
         (args.html, lambda: html_page(report)),
         (args.junit, lambda: junit(report)))
     for path, text in writers:

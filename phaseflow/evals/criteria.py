@@ -64,8 +64,17 @@ class Criterion:
     def holds(self, facts: Mapping[str, Any], phase: str) -> tuple[bool, str | None]:
         """Whether it holds of ``facts`` (``phase``: the phase then); the guard's
         run-time error (a type error makes it false) as the second value."""
-        result = self.guard.evaluate(facts, GuardContext(phase=phase))
+        context = _CONTEXTS.get(phase)
+        if context is None:
+            if len(_CONTEXTS) > 1000:
+                _CONTEXTS.clear()
+            context = _CONTEXTS[phase] = GuardContext(phase=phase)
+        result = self.guard.evaluate(facts, context)
         return result.value, result.error
+
+
+#: the guard context of each phase a criterion is evaluated in (immutable, so shared)
+_CONTEXTS: dict[str, GuardContext] = {}
 
 
 def _fact(name: str) -> ast.expr:
@@ -88,9 +97,10 @@ class _Rewrite(ast.NodeTransformer):
                                  ctx=ast.Load())
             if func.id == "args":
                 return read
-            # a count of 0 or an absent name: false; the name as a bare boolean
-            return ast.Compare(left=argument, ops=[ast.In()],
-                               comparators=[_fact(FUNCTIONS[func.id])])
+            # present (a count of at least 1) or absent (null): `!= null` is the guard
+            # language's own comparison, with no helper call and no metering
+            return ast.Compare(left=read, ops=[ast.NotEq()],
+                               comparators=[ast.Name(id="null", ctx=ast.Load())])
         return self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> ast.AST:

@@ -79,5 +79,13 @@ def pass_hat_ks(tasks: Sequence[tuple[int, int]]) -> list[float]:
     if not tasks:
         return []
     most = min(n for n, _ in tasks)
-    return [sum(pass_hat_k(n, c, k) for n, c in tasks) / len(tasks)
-            for k in range(1, most + 1)]
+    sums = [0.0] * most
+    for n, c in tasks:
+        if not 0 <= c <= n:
+            raise ValueError(f"pass^k needs 0 <= c <= n (n={n}, c={c})")
+        # C(c, k) / C(n, k) = prod over i < k of (c - i) / (n - i): each k from the last
+        value = 1.0
+        for k in range(1, most + 1):
+            value *= (c - k + 1) / (n - k + 1)
+            sums[k - 1] += value
+    return [total / len(tasks) for total in sums]
