@@ -121,7 +121,8 @@ def report(count: int) -> None:
     cpu = time.process_time() - cpu
     print(f"  report of {per * len(found.scenarios)} conversations: scored and counted in "
           f"{scored - started:.2f} s, written in {done - scored:.2f} s, total "
-          f"{done - started:.2f} s (target < 10 s), CPU {cpu:.2f} s; JSON {sizes['.json'] / 1e6:.1f} MB, "
+          f"{done - started:.2f} s (target < 10 s), CPU {cpu:.2f} s; "
+          f"JSON {sizes['.json'] / 1e6:.1f} MB, "
           f"HTML {sizes['.html'] / 1e6:.2f} MB, JUnit {sizes['.xml'] / 1e6:.2f} MB, "
           f"{len(text.splitlines())} lines of text")
 

@@ -339,7 +339,10 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             await close_store(store)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
     progress.close()
     meta = {"run_id": run_id, "provider": args.provider, "model": args.model or "",
             "user_provider": args.user_provider, "user_model": args.user_model or "",
@@ -360,15 +363,15 @@ def _report(args: argparse.Namespace, files: list[EvalFile], jobs: list[Job],
 
     ended: dict[tuple[str, str], list[Any]] = {}
     for conversation in conversations:
-        ended.setdefault((conversation.workflow, conversation.scenario), []).append(
+        ended.setdefault((conversation.eval_file, conversation.scenario), []).append(
             conversation)
     runs: list[ScenarioRun] = []
     seen: set[tuple[str, str]] = set()
     for job in sorted(jobs, key=lambda j: (files.index(j.file), j.scenario.line)):
-        key = (job.workflow.name, job.scenario.name)
-        if (job.file.path, job.scenario.name) in seen:
+        key = (job.file.path, job.scenario.name)
+        if key in seen:
             continue
-        seen.add((job.file.path, job.scenario.name))
+        seen.add(key)
         runs.append(ScenarioRun(job.file, job.workflow, job.scenario, ended.get(key, [])))
     report = build_report(runs, meta)
     writers: tuple[tuple[str | None, Callable[[], str]], ...] = (

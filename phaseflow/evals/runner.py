@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.errors import PhaseflowError
+from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.evals.evalfile import EvalFile, EvalScenario
 from phaseflow.evals.standins import StandIns
 from phaseflow.evals.transcript import Conversation, Judgement
@@ -146,6 +146,20 @@ class EvalRun:
             task.cancel()
 
     async def run(self, jobs: list[Job]) -> list[Conversation]:
+        """Play ``jobs``; :class:`ConfigError` before any starts when two would share a
+        session id, or the store already has one of them (an earlier run's id)."""
+        ids: dict[str, Job] = {}
+        for job in jobs:
+            sid = session_id(self.options.run_id, job.scenario.name, job.trial)
+            first = ids.setdefault(sid, job)
+            if first is not job:
+                raise ConfigError(f"scenario '{job.scenario.name}' of {job.file.path} and "
+                                  f"'{first.scenario.name}' of {first.file.path} would both "
+                                  f"be stored as session {sid}: rename one")
+        for sid in ids:
+            if await self.options.store.load(sid) is not None:
+                raise ConfigError(f"the store already has session {sid}: give another "
+                                  "--run-id")
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in jobs:
             queue.put_nowait(job)
@@ -230,7 +244,8 @@ class EvalRun:
             judgement = await self._judge(scenario.judge.rubric, talk.events)
         options.budget.cost += options.prices.cost(0, 0, user.tokens)
         return Conversation(
-            workflow=job.workflow.name, scenario=scenario.name, trial=job.trial,
+            workflow=job.workflow.name, eval_file=job.file.path, scenario=scenario.name,
+            trial=job.trial,
             session_id=sid, initial_phase=job.workflow.initial,
             initial_state=_initial_state(job.workflow, scenario),
             events=tuple(talk.events), ended=ended,

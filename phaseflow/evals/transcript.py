@@ -65,6 +65,8 @@ class Conversation:
     data_after: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     judgement: Judgement | None = None
     error: str = ""
+    #: the eval file the scenario is written in
+    eval_file: str = ""
 
     @property
     def complete(self) -> bool:

@@ -44,6 +44,11 @@ def test_the_bundled_eval_runs_and_its_sessions_open(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "phase      locate_order -> manager_approval (guard)" in shown.stdout
     assert "status finished, phase done" in shown.stdout
+    again = _cli("eval", "workflows/", "--store", str(store), "--run-id", "ci", cwd=ROOT)
+    assert (again.returncode, again.stdout) == (2, "")
+    assert again.stderr == ("phaseflow eval: error: the store already has session "
+                            "eval-ci-a-cooperative-customer-gets-a-small-refund-t1: give "
+                            "another --run-id\n")
 
 
 def test_a_failing_run_exits_1_and_junit_says_why(tmp_path: Path) -> None:
