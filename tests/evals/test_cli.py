@@ -207,3 +207,30 @@ def test_ctrl_c_keeps_the_conversations_that_finished(tmp_path: Path) -> None:
     listed = _cli("sessions", "list", "--store", str(store))
     assert "eval-c-a-cooperative-customer-gets-a-small-refund-t2  refund-desk  finished" in (
         listed.stdout)
+
+
+def test_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    child = subprocess.Popen([*PHASEFLOW, "eval", "workflows/", "--store", "memory"],
+                             cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE,
+                             stderr=follower, stdin=subprocess.DEVNULL, text=True)
+    os.close(follower)
+    out, _ = child.communicate(timeout=60)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert child.returncode == 0, out
+    text = shown.decode()
+    assert "\r[#######.......................] 1/4 conversations (" in text
+    assert "\r[##############################] 4/4 conversations (" in text
+    assert "4 conversations: 4 passed" in out and "conversations (" not in out
