@@ -207,8 +207,10 @@ def _jobs(files: list[EvalFile], trials: int, seed: str | None) -> list[Job]:
     return jobs
 
 
-def _agent_models(args: argparse.Namespace, files: list[EvalFile]) -> Any:
-    """The agent's provider for a scenario: its own script, or the one given."""
+def _agent_models(args: argparse.Namespace, files: list[EvalFile],
+                  opened: list[Provider]) -> Any:
+    """The agent's provider for a scenario: its own script, or the one given (added to
+    ``opened``, to be closed at the end, when one serves every conversation)."""
     from phaseflow.providers.scripted import ScriptedProvider
 
     if args.provider == "scripted":
@@ -228,10 +230,11 @@ def _agent_models(args: argparse.Namespace, files: list[EvalFile]) -> Any:
         return lambda scenario: _provider(args.provider, args.model, args.base_url)
     shared = _provider(args.provider, args.model, args.base_url,
                        int(max_tokens) if max_tokens else None)
+    opened.append(shared)
     return lambda scenario: shared
 
 
-def _users(args: argparse.Namespace, files: list[EvalFile]) -> Any:
+def _users(args: argparse.Namespace, files: list[EvalFile], opened: list[Provider]) -> Any:
     from phaseflow.evals.users import ModelUser, ScriptedUser
 
     if args.user_provider == "scripted":
@@ -243,6 +246,7 @@ def _users(args: argparse.Namespace, files: list[EvalFile]) -> Any:
                          + "\n  ".join(missing))
         return lambda scenario: ScriptedUser(scenario.user.script or ())
     provider = _provider(args.user_provider, args.user_model, args.user_base_url)
+    opened.append(provider)
     return lambda scenario: ModelUser(scenario.user, provider, args.user_model or "")
 
 
@@ -278,6 +282,7 @@ def _run(args: argparse.Namespace) -> int:
     import time
 
     from phaseflow.cli.agent_options import hooks_option, tools_option
+    from phaseflow.cli.providers import close_provider
     from phaseflow.cli.stores import close_store, open_store, store_name
     from phaseflow.errors import ConfigError
     from phaseflow.evals.runner import Budget, EvalRun, RunOptions
@@ -301,10 +306,13 @@ def _run(args: argparse.Namespace) -> int:
         raise Misuse("--max-cost needs --prices (what a token costs)")
     files = _eval_files(args.paths)
     jobs = _jobs(files, trials, args.seed)
-    agent_models = _agent_models(args, files)
-    users = _users(args, files)
+    opened: list[Provider] = []  # made once for the whole run: closed at its end
+    agent_models = _agent_models(args, files, opened)
+    users = _users(args, files, opened)
     judge = (_provider(args.judge_provider, args.judge_model, args.judge_base_url)
              if args.judge_provider else None)
+    if judge is not None:
+        opened.append(judge)
     prices = _prices(args.prices, args.model or "", args.user_model or "")
     try:
         tools, hooks = tools_option(args.tools), hooks_option(args.hooks)
@@ -338,6 +346,8 @@ def _run(args: argparse.Namespace) -> int:
             await runner.run(jobs)
         finally:
             await close_store(store)
+            for provider in opened:
+                await close_provider(provider)
 
     try:
         asyncio.run(main())
