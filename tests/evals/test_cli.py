@@ -234,3 +234,38 @@ def test_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "\r[#######.......................] 1/4 conversations (" in text
     assert "\r[##############################] 4/4 conversations (" in text
     assert "4 conversations: 4 passed" in out and "conversations (" not in out
+
+
+def test_bad_input_is_one_clear_message_and_exit_2(tmp_path: Path) -> None:
+    no_script = cooperative()
+    del no_script["model"]
+    path = write_eval(tmp_path, [no_script])
+    cases: list[tuple[tuple[str, ...], str]] = [
+        ((), "name eval files or folders: phaseflow eval workflows/"),
+        (("nowhere.eval.yaml",), "no such file or folder: nowhere.eval.yaml"),
+        ((str(ROOT / "examples"),), f"no eval files (*.eval.yaml) in {ROOT / 'examples'}"),
+        ((str(path), "--trials", "0"), "--trials: expected a positive whole number up to "
+                                       "10000, got '0'"),
+        ((str(path), "--max-cost", "1"), "--max-cost needs --prices (what a token costs)"),
+        ((str(path), "--min-pass-rate", "2"), "--min-pass-rate: expected a share from 0 to 1, "
+                                              "got '2'"),
+        ((str(path),), "--provider scripted replays each scenario's 'model' replies; these "
+                       "have none (give --provider openai --model M):\n  "
+                       f"{path}: a cooperative customer gets a small refund"),
+        ((str(path), "--provider", "openai"), "--provider openai needs --model (the model the "
+                                              "server should run)"),
+    ]
+    for args, message in cases:
+        proc = _cli("eval", *args, "--store", "memory")
+        assert (proc.returncode, proc.stdout, proc.stderr) == (
+            2, "", f"phaseflow eval: error: {message}\n"), args
+    broken = tmp_path / "broken.eval.yaml"
+    broken.write_text("phaseflow-eval: 2\nworkflow: x.yaml\nscenarios:\n  - user: {}\n")
+    proc = _cli("eval", str(broken), "--store", "memory")
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "phaseflow eval: error: the eval files have mistakes:\n"
+        f"{broken}:1:17: an eval file starts with 'phaseflow-eval: 1'\n"
+        f"{broken}:4:5: scenario 'scenario 1' has no criteria: give expect, never or judge\n"
+        f"{broken}:4:11: scenario 'scenario 1' user needs a goal (for a simulated user) or a "
+        "script (for a scripted one)\n")
