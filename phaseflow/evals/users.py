@@ -27,6 +27,9 @@ __all__ = ["DONE", "ModelUser", "ScriptedUser", "User", "UserFailed", "user_prom
 #: what a model user answers to end the conversation
 DONE = "[done]"
 _START = "(The conversation starts: write your first message to the agent.)"
+#: the most tokens a simulated user's message, or a judge's verdict, may have: a user
+#: writes a chat message, a judge a word and a sentence (a model that rambles is cut)
+USER_MAX_TOKENS = 300
 _ids = itertools.count(1)
 
 
@@ -104,7 +107,8 @@ class ModelUser:
     async def _ask(self) -> str:
         request = ProviderRequest(model=self.model, system=self.system,
                                   history=tuple(self.history), tools=(),
-                                  request_id=f"user-{next(_ids)}", tool_choice="none")
+                                  request_id=f"user-{next(_ids)}", tool_choice="none",
+                                  max_output_tokens=USER_MAX_TOKENS)
         for _attempt in range(3):
             parts: list[str] = []
             failure: ProviderFailure | None = None
@@ -134,7 +138,7 @@ async def ask_judge(provider: Provider, model: str, rubric: str,
     request = ProviderRequest(
         model=model, system=system, tools=(), tool_choice="none",
         history=(UserMessage(f"Rubric: {rubric}\n\nConversation:\n{transcript}"),),
-        request_id=f"judge-{next(_ids)}")
+        request_id=f"judge-{next(_ids)}", max_output_tokens=USER_MAX_TOKENS)
     parts: list[str] = []
     async for event in provider.stream(request):
         if isinstance(event, TextDelta):
