@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from phaseflow.cli.main import main
 from phaseflow.evals import evalfile
 from tests.support.eval_files import ROOT, bundled, cooperative, write_eval
 from tests.support.phaseflow_cli import PHASEFLOW, cli_env, run_phaseflow
@@ -54,9 +55,8 @@ def test_the_bundled_eval_runs_and_its_sessions_open(tmp_path: Path) -> None:
 def test_a_failing_run_exits_1_and_junit_says_why(tmp_path: Path) -> None:
     path = write_eval(tmp_path, [cooperative(expect=["phase == 'handoff'"])])
     junit = tmp_path / "r.xml"
-    proc = _cli("eval", str(path), "--store", "memory", "--junit", str(junit),
-                         "--trials", "2")
-    assert proc.returncode == 1
+    assert main(["eval", str(path), "--store", "memory", "--junit", str(junit), "--trials",
+                 "2", "--quiet"]) == 1
     [failure] = ET.parse(junit).getroot().findall("./testsuite/testcase/failure")
     assert failure.get("message") == "0/2 trials passed"
     assert "trial 2: expect: phase == 'handoff' -- false at the end (phase done)" in (
@@ -70,21 +70,22 @@ def _report(path: Path, *scenarios: tuple[str, int, int]) -> Path:
     return path
 
 
-def test_compare_gates_on_a_significant_regression_only(tmp_path: Path) -> None:
+def test_compare_gates_on_a_significant_regression_only(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = _report(tmp_path / "a.json", ("cooperative", 20, 20), ("escalated", 9, 10))
     noisy = _report(tmp_path / "b.json", ("cooperative", 19, 20), ("escalated", 7, 10))
     worse = _report(tmp_path / "c.json", ("cooperative", 9, 20), ("escalated", 9, 10))
-    same = _cli("eval", "compare", str(base), str(noisy), "--fail-on-regression")
-    assert same.returncode == 0, same.stdout
+    assert main(["eval", "compare", str(base), str(noisy), "--fail-on-regression"]) == 0
     assert ("  same   refund-desk :: escalated: 9/10 -> 7/10 (-0.20, 95% interval -0.51 to "
-            "+0.16: within noise)") in same.stdout
+            "+0.16: within noise)") in capsys.readouterr().out
+    # a real process, for the exit status a CI job sees
     gated = _cli("eval", "compare", str(base), str(worse), "--fail-on-regression")
     assert gated.returncode == 1
     assert "  WORSE  refund-desk :: cooperative: 20/20 -> 9/20" in gated.stdout
     assert gated.stdout.endswith("2 scenarios compared: 1 regressions\n")
-    assert _cli("eval", "compare", str(base), str(worse)).returncode == 0
-    bad = _cli("eval", "compare", str(base), str(ROOT / "README.md"))
-    assert bad.returncode == 2 and "cannot read" in bad.stderr
+    assert main(["eval", "compare", str(base), str(worse)]) == 0
+    assert main(["eval", "compare", str(base), str(ROOT / "README.md")]) == 2
+    assert "cannot read" in capsys.readouterr().err
 
 
 def test_validate_reads_eval_files_with_positions(tmp_path: Path) -> None:
@@ -137,22 +138,23 @@ def _json(path: Path) -> dict[str, Any]:
     return data
 
 
-def test_a_budget_stops_the_run_and_reports_what_finished(tmp_path: Path) -> None:
+def test_a_budget_stops_the_run_and_reports_what_finished(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_eval(tmp_path, [cooperative()])
     report = tmp_path / "r.json"
-    proc = _cli("eval", str(path), "--store", "memory", "--trials", "3",
-                         "--concurrency", "1", "--max-turns", "6", "--json", str(report))
-    assert proc.returncode == 1
-    assert "stopped early (budget)" in proc.stdout
+    code = main(["eval", str(path), "--store", "memory", "--trials", "3", "--concurrency",
+                 "1", "--max-turns", "6", "--json", str(report)])
+    assert code == 1
+    assert "stopped early (budget)" in capsys.readouterr().out
     got = _json(report)
     assert (got["stopped"], got["planned"], got["totals"]["conversations"]) == ("budget", 3, 1)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"m": {"input": 1.0, "output": 1.0}}))
-    proc = _cli("eval", str(path), "--store", "memory", "--trials", "3",
-                         "--concurrency", "1", "--model", "m", "--prices", str(prices),
-                         "--max-cost", "0.004", "--json", str(report))
+    code = main(["eval", str(path), "--store", "memory", "--trials", "3", "--concurrency",
+                 "1", "--model", "m", "--prices", str(prices), "--max-cost", "0.004",
+                 "--json", str(report)])
     got = _json(report)
-    assert proc.returncode == 1
+    assert code == 1
     assert (got["stopped"], got["totals"]["conversations"]) == ("budget", 1)
     assert 0.002 < got["totals"]["cost"] < 0.004
 
@@ -236,7 +238,9 @@ def test_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "4 conversations: 4 passed" in out and "conversations (" not in out
 
 
-def test_bad_input_is_one_clear_message_and_exit_2(tmp_path: Path) -> None:
+def test_bad_input_is_one_clear_message_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """(In this process: each case is an argument check, before anything runs.)"""
     no_script = cooperative()
     del no_script["model"]
     path = write_eval(tmp_path, [no_script])
@@ -256,14 +260,14 @@ def test_bad_input_is_one_clear_message_and_exit_2(tmp_path: Path) -> None:
                                               "server should run)"),
     ]
     for args, message in cases:
-        proc = _cli("eval", *args, "--store", "memory")
-        assert (proc.returncode, proc.stdout, proc.stderr) == (
+        code = main(["eval", *args, "--store", "memory"])
+        captured = capsys.readouterr()
+        assert (code, captured.out, captured.err) == (
             2, "", f"phaseflow eval: error: {message}\n"), args
     broken = tmp_path / "broken.eval.yaml"
     broken.write_text("phaseflow-eval: 2\nworkflow: x.yaml\nscenarios:\n  - user: {}\n")
-    proc = _cli("eval", str(broken), "--store", "memory")
-    assert proc.returncode == 2
-    assert proc.stderr == (
+    assert main(["eval", str(broken), "--store", "memory"]) == 2
+    assert capsys.readouterr().err == (
         "phaseflow eval: error: the eval files have mistakes:\n"
         f"{broken}:1:17: an eval file starts with 'phaseflow-eval: 1'\n"
         f"{broken}:4:5: scenario 'scenario 1' has no criteria: give expect, never or judge\n"
