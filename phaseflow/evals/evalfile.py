@@ -259,8 +259,10 @@ class _Reader(_TestReader):
             self.fail(node, f"scenario '{name}' has no criteria: give expect, never or judge")
         return EvalScenario(
             name, node.line, user, expect, never, state,
-            {**shared["mocks"], **mocks}, {**shared["tools"], **tools},
-            {**shared["cases"], **cases}, data,
+            {**shared["mocks"], **mocks},
+            # a scenario's stand-in replaces the file's of that name, whatever its form
+            {k: v for k, v in {**shared["tools"], **tools}.items() if k not in cases},
+            {k: v for k, v in {**shared["cases"], **cases}.items() if k not in tools}, data,
             self.approve(fields.get("approve"), shared["approve"]), model, judge, node.column)
 
     def model_script(self, node: Node) -> tuple[Any, ...]:

@@ -148,3 +148,12 @@ def test_a_model_whose_script_runs_out_fails_the_conversation(
                                                           "expect"]
     [conversation] = report["workflows"][0]["scenarios"][0]["conversations"]
     assert (conversation["ended"], conversation["phase"]) == ("failed", "locate_order")
+
+
+def test_a_scenario_s_stand_in_replaces_the_file_s_whatever_its_form(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the file answers payments.issue_refund by cases; this scenario by `returns`
+    scenario = cooperative(tools={"payments.issue_refund": {"returns": {"refund_id": "R-5"}}},
+                           expect=["state.refund_id == 'R-5'", "len(data.refunds) == 0"])
+    code, report, out = _eval(tmp_path, capsys, [scenario])
+    assert (code, _failures(report)) == (0, []), out
