@@ -22,22 +22,27 @@ padding:0 .3rem;font-size:.8em}code{background:#f3f4f8;padding:0 .2rem}
 """
 
 
+def _short(text: str, most: int = 38) -> str:
+    return text if len(text) <= most else text[:most - 1] + "\u2026"
+
+
 def _bar_chart(title: str, rows: Sequence[tuple[str, float, str]], cls: str) -> str:
     """A horizontal bar chart of values in [0, 1] (label, value, text)."""
     height = 24 * len(rows) + 30
-    parts = [f'<svg class="{cls}" role="img" aria-label="{escape(title)}" width="720" '
-             f'height="{height}" viewBox="0 0 720 {height}" '
+    parts = [f'<svg class="{cls}" role="img" aria-label="{escape(title)}" width="900" '
+             f'height="{height}" viewBox="0 0 900 {height}" '
              'xmlns="http://www.w3.org/2000/svg">',
              f'<text x="0" y="14" font-size="13" font-weight="bold">{escape(title)}</text>']
     for i, (label, value, text) in enumerate(rows):
         y = 24 + i * 24
         width = max(0.0, min(1.0, value)) * 400
         colour = "#2e7d32" if value >= 0.999 else "#c62828" if value < 0.5 else "#f9a825"
-        parts.append(f'<text x="0" y="{y + 14}" font-size="12">{escape(label[:40])}</text>')
-        parts.append(f'<rect x="260" y="{y + 3}" width="400" height="14" fill="#eceff1"/>')
-        parts.append(f'<rect class="bar" x="260" y="{y + 3}" width="{width:.1f}" height="14" '
+        parts.append(f'<text x="0" y="{y + 14}" font-size="12">{escape(_short(label))}'
+                     f'<title>{escape(label)}</title></text>')
+        parts.append(f'<rect x="280" y="{y + 3}" width="400" height="14" fill="#eceff1"/>')
+        parts.append(f'<rect class="bar" x="280" y="{y + 3}" width="{width:.1f}" height="14" '
                      f'fill="{colour}"/>')
-        parts.append(f'<text x="666" y="{y + 14}" font-size="12">{escape(text)}</text>')
+        parts.append(f'<text x="690" y="{y + 14}" font-size="12">{escape(text)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -48,7 +53,7 @@ def _pass_k_chart(scenarios: Sequence[Mapping[str, Any]]) -> str:
     if most < 2:
         return ""
     left, top, width, height = 40, 20, 480, 180
-    parts = ['<svg class="pass-k" role="img" aria-label="pass^k by k" width="720" '
+    parts = ['<svg class="pass-k" role="img" aria-label="pass^k by k" width="900" '
              f'height="{height + 60}" xmlns="http://www.w3.org/2000/svg">',
              '<text x="0" y="14" font-size="13" font-weight="bold">pass^k by k</text>',
              f'<line x1="{left}" y1="{top + height}" x2="{left + width}" '
@@ -72,7 +77,7 @@ def _pass_k_chart(scenarios: Sequence[Mapping[str, Any]]) -> str:
         parts.append(f'<polyline class="line" fill="none" stroke="{colour}" '
                      f'stroke-width="2" points="{points}"/>')
         parts.append(f'<text x="{left + width + 10}" y="{top + 12 + i * 14}" '
-                     f'font-size="11" fill="{colour}">{escape(s["name"][:40])}</text>')
+                     f'font-size="11" fill="{colour}">{escape(_short(s["name"], 50))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
