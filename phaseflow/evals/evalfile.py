@@ -117,6 +117,9 @@ class EvalFile:
 
 
 class _Reader(_TestReader):
+    """The test files' reader (its primitives, mocks and tool stand-ins, read the same
+    way here), with what eval files add."""
+
     def expressions(self, node: Node | None, what: str) -> tuple[Criterion, ...]:
         if node is None:
             return ()
