@@ -10,11 +10,14 @@ errors and the model requests retried. Pure: a function of the conversations.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from phaseflow.evals.transcript import MOVE_TOOL, Conversation
+from phaseflow.evals.transcript import MOVE_TOOL, Conversation, frames
+
+#: per phase, its guarded automatic transitions: (to, the guard's text, the guard)
+Guards = Mapping[str, Sequence[tuple[str, str, Callable[[Mapping[str, Any]], bool]]]]
 
 __all__ = ["Funnel", "funnel"]
 
@@ -36,6 +39,9 @@ class Funnel:
     not_offered: Counter[tuple[str, str]] = field(default_factory=Counter)
     tool_errors: Counter[str] = field(default_factory=Counter)
     retries: int = 0
+    #: (phase, to, guard) -> conversations that stalled in the phase with that guard
+    #: still false at their end: which guard never opened
+    closed: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
     def to_json(self) -> dict[str, Any]:
         names = self.phases + sorted(set(self.entered) - set(self.phases))
@@ -56,6 +62,8 @@ class Funnel:
                             for (p, t), n in self.not_offered.most_common()],
             "tool_errors": [{"tool": t, "times": n} for t, n in self.tool_errors.most_common()],
             "retries": self.retries,
+            "closed_guards": [{"phase": p, "to": to, "when": when, "times": n}
+                              for (p, to, when), n in self.closed.most_common()],
         }
 
 
@@ -64,8 +72,9 @@ def _reason(content: Any) -> str:
     return text[:_BLOCKED_REASON_CHARS]
 
 
-def add(result: Funnel, conversation: Conversation) -> None:
-    """Count one conversation into ``result``."""
+def add(result: Funnel, conversation: Conversation, guards: Guards | None = None) -> None:
+    """Count one conversation into ``result`` (``guards``: to see which of the phase it
+    stalled in stayed closed)."""
     result.conversations += 1
     phase = conversation.initial_phase
     seen = {phase}
@@ -94,12 +103,19 @@ def add(result: Funnel, conversation: Conversation) -> None:
             result.retries += 1
     result.entered.update(seen)
     result.ended[phase] += 1
+    if guards and phase not in result.terminal and guards.get(phase):
+        state: Mapping[str, Any] = {}
+        for facts, _ in frames(conversation):
+            state = facts["state"]
+        for to, when, guard in guards[phase]:
+            if not guard(state):
+                result.closed[(phase, to, when)] += 1
 
 
 def funnel(conversations: Iterable[Conversation], phases: Sequence[str],
-           terminal: Iterable[str]) -> Funnel:
+           terminal: Iterable[str], guards: Guards | None = None) -> Funnel:
     """The funnel of ``conversations`` of one workflow (``phases`` in its order)."""
     result = Funnel(list(phases), frozenset(terminal))
     for conversation in conversations:
-        add(result, conversation)
+        add(result, conversation, guards)
     return result

@@ -166,6 +166,8 @@ def html_page(report: Mapping[str, Any]) -> str:
                        f"<td>{exits}</td><td>{p['ended']}</td><td>{p['stalled']}</td></tr>")
         out.append("</table>")
         for title, rows, cells in (
+                ("Guards still closed where conversations stalled", funnel["closed_guards"],
+                 lambda g: (g["phase"], g["to"], g["when"], g["times"])),
                 ("Moves refused", funnel["blocked"],
                  lambda b: (b["phase"], b["requested"], b["reason"], b["times"])),
                 ("Tools tried where not offered", funnel["not_offered"],

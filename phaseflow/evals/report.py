@@ -111,11 +111,14 @@ def build_report(runs: Iterable[ScenarioRun], meta: Mapping[str, Any]) -> dict[s
         every = [c for run in file_runs for c in run.conversations]
         phases = list(workflow.phases)
         terminal = [name for name, phase in workflow.phases.items() if phase.terminal]
+        guards = {name: [(t.to, t.when.source, t.when) for t in phase.transitions
+                         if t.trigger == "auto" and t.when is not None]
+                  for name, phase in workflow.phases.items()}
         workflows.append({
             "workflow": workflow.name, "eval_file": path,
             "pass_hat_k": pass_hat_ks([(s["trials"], s["passed"]) for s in scenarios
                                        if s["trials"]]),
-            "funnel": funnel(every, phases, terminal).to_json(),
+            "funnel": funnel(every, phases, terminal, guards).to_json(),
             "scenarios": scenarios,
         })
     conversations = [row for w in workflows for s in w["scenarios"]

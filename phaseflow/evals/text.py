@@ -50,6 +50,9 @@ def terminal(report: Mapping[str, Any]) -> str:
         for b in funnel["blocked"][:3]:
             lines.append(f"    blocked {b['times']}x in {b['phase']}: move to "
                          f"{b['requested']} ({b['reason']})")
+        for g in funnel["closed_guards"][:3]:
+            lines.append(f"    guard closed {g['times']}x in {g['phase']} -> {g['to']}: "
+                         f"{' '.join(g['when'].split())}")
         for t in funnel["not_offered"][:3]:
             lines.append(f"    not offered {t['times']}x in {t['phase']}: {t['tool']}")
         for t in funnel["tool_errors"][:3]:

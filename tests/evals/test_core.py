@@ -185,6 +185,27 @@ def test_every_funnel_figure_of_known_transcripts() -> None:
         {"phase": "greet", "tool": "orders.search", "times": 1}]
     assert result["tool_errors"] == [{"tool": "orders.select", "times": 1}]
     assert result["retries"] == 1
+    assert result["closed_guards"] == []  # no guards given
+
+
+def test_the_guards_still_closed_where_conversations_stalled() -> None:
+    from phaseflow.expr import compile_guard
+
+    verified = compile_guard("state.customer.verified == true")
+    tried = compile_guard("state.verification_attempts >= 3")
+    guards = {"greet": [("locate_order", verified.source, verified),
+                        ("handoff", tried.source, tried)]}
+    unverified = _conversation([_state(customer={"verified": False}, verification_attempts=1)],
+                               trial=1, ended="user_done", status="idle")
+    gave_up = _conversation([_state(verification_attempts=3)], trial=2, ended="max_turns",
+                            status="idle")
+    result = funnel([unverified, gave_up, _conversation(REFUNDED, trial=3)], PHASES,
+                    TERMINAL, guards).to_json()
+    assert result["closed_guards"] == [
+        {"phase": "greet", "to": "locate_order", "when": "state.customer.verified == true",
+         "times": 2},
+        {"phase": "greet", "to": "handoff", "when": "state.verification_attempts >= 3",
+         "times": 1}]
 
 
 # --- compare ---------------------------------------------------------------------------
