@@ -49,3 +49,16 @@ def test_the_guide_s_eval_file_reads_without_a_mistake(tmp_path: Path) -> None:
     found, problems = read_eval_file(str(path))
     assert problems == []
     assert found is not None and found.scenarios[0].judge is not None
+
+
+def test_the_guide_names_every_key_and_code_and_criterion_name() -> None:
+    from phaseflow.evals import evalfile
+    from phaseflow.evals.check import EVAL_CODES
+    from phaseflow.evals.criteria import FUNCTIONS, NAMES
+
+    keys = (evalfile.TOP_KEYS | evalfile.SCENARIO_KEYS | evalfile.USER_KEYS
+            | evalfile.CASE_KEYS | evalfile.JUDGE_KEYS)
+    assert sorted(k for k in keys if f"`{k}" not in DOCS) == []
+    assert sorted(c for c in EVAL_CODES if f"| {c} |" not in DOCS) == []
+    named = {f"`{n}('" for n in FUNCTIONS} | {f"`{n}`" for n in NAMES if n != "args"}
+    assert sorted(n for n in named if n not in DOCS) == []
