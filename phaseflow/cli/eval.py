@@ -258,7 +258,7 @@ class _Progress:
 
     def __init__(self, total: int, shown: bool) -> None:
         self.total, self.shown = total, shown
-        self.done = self.passed = 0
+        self.done = 0
 
     def __call__(self, conversation: Any) -> None:
         self.done += 1
