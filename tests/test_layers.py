@@ -31,6 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     "interop": {"errors", "expr", "spec", "machine"},
     "testing": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
                 "session"},
+    "evals": {"errors", "expr", "spec", "machine", "turn", "stores", "providers", "tools",
+              "session", "testing"},
     "stores": {"errors", "turn"},
     "providers": {"errors", "turn"},
     "tools": {"errors", "expr", "spec", "machine", "providers"},

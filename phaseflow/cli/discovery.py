@@ -72,3 +72,15 @@ def discover(
                     found.append(full)
     normalised = (str(Path(p)) if not p.startswith("./") else p for p in found)
     return list(dict.fromkeys(normalised))
+
+
+#: the names of eval files (``phaseflow eval``; validate checks them with their reader)
+EVAL_SUFFIXES = (".eval.yaml", ".eval.yml")
+
+
+def eval_files(paths: list[str]) -> list[str]:
+    """The eval files named in ``paths`` or found in its folders (``*.eval.yaml``),
+    by the folder rules of :func:`discover`."""
+    return discover(paths, filter_files=True,
+                    accept=lambda path: path.endswith(EVAL_SUFFIXES))
+

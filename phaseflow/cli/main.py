@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "talk to a workflow's agent in the terminal, or send scripted messages"),
     "sessions": ("sessions", "list, show, delete and recover stored sessions"),
     "serve": ("serve", "serve workflows' agents over HTTP (SSE, JSON, AG-UI)"),
+    "eval": ("eval", "run eval files' simulated conversations and score them; compare runs"),
 }
 
 

@@ -131,10 +131,18 @@ def run(args: argparse.Namespace) -> int:
     files = discover_or_report(on_disk, "validate", "workflow files", search)
     if files is None:
         return 2
+    from phaseflow.cli.discovery import eval_files
+
+    evals = eval_files(on_disk)  # checked by their own reader, not as workflows
+    files = [path for path in files if path not in evals]
     results = [check_file(path, registry) for path in files]
     if STDIN in paths:
         results.append(_check_stdin(registry))
     found = [d for r in results for d in r.diagnostics]
+    if evals:
+        from phaseflow.evals.check import check_eval_file
+
+        found.extend(d for path in evals for d in check_eval_file(path))
     if args.mcp:
         online = _mcp_diagnostics(args.mcp, results)
         if isinstance(online, str):
@@ -148,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         json.dump(
             {
-                "files": len(results),
+                "files": len(results) + len(evals),
                 "errors": errors,
                 "warnings": warnings,
                 "diagnostics": [d.as_json() for d in diagnostics],
@@ -168,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
             out.write(d.format() + "\n")
         # The spec's exact form, for scripts that parse it: always "files", "errors",
         # "warnings", whatever the count.
-        out.write(f"{len(results)} files checked: {errors} errors, {warnings} warnings\n")
+        out.write(f"{len(results) + len(evals)} files checked: {errors} errors, "
+                  f"{warnings} warnings\n")
     if errors or (args.strict and warnings):
         return 1
     return 0
