@@ -406,7 +406,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     if reply.stop == "max_tokens":
         events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
             "the model's reply was cut at its output limit")))
-    assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning)
+    assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning, reply.carried)
     messages = (core.sent if core.sent is not None else core.history()).append(assistant)
     request = core.continuation.request
     assert request is not None
