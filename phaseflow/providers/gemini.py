@@ -297,6 +297,8 @@ def failure_of(error: BaseException, server: str) -> ProviderFailure:
     if isinstance(error, transports):
         return ProviderFailure(f"the connection to the model server{at} failed: {error}",
                                retryable=True)
+    if isinstance(error, errors.UnknownApiResponseError):
+        return ProviderFailure(f"the server sent a malformed stream chunk: {error}")
     if isinstance(error, json.JSONDecodeError | pydantic.ValidationError):
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         return ProviderFailure(f"the server sent a malformed stream chunk: {first}")
@@ -426,6 +428,11 @@ class GeminiProvider:
                     yield event
             except _Malformed as problem:
                 yield ProviderFailure(f"the server sent a malformed stream chunk: {problem}")
+            except (TypeError, KeyError, IndexError, AttributeError) as error:
+                # the SDK reading a chunk shaped unlike the API's (a list where an object
+                # belongs): the server's fault, as a malformed chunk is
+                yield ProviderFailure("the server sent a malformed stream chunk: "
+                                      f"{type(error).__name__}: {error}")
             except Exception as error:
                 yield failure_of(error, self.server)
         finally:
