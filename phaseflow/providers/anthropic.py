@@ -16,7 +16,8 @@ incomplete); ``refusal`` is a failure that is not retried.
 
 Errors are values, as :mod:`phaseflow.providers.openai` makes them: 429, 529 (overloaded)
 and other 5xx are retryable with the server's ``retry-after``; a prompt the model cannot
-take (HTTP 400 "prompt is too long") is a failure saying the context is full; a wire
+take (HTTP 400 "prompt is too long") is the failure
+:func:`~phaseflow.providers.sdk_clients.context_full` names; a wire
 event that is not what the API documents ends the turn with a failure that is not
 retried. The SDK's own retries are off.
 """
@@ -54,7 +55,7 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.providers.sdk_clients import CONTEXT_FULL, LoopClients, redacted
+from phaseflow.providers.sdk_clients import LoopClients, context_full, redacted
 from phaseflow.providers.settings import (
     check_base_url,
     check_header,
@@ -108,15 +109,11 @@ def failure_of(error: BaseException, server: str) -> ProviderFailure:
     at = f" at {shown_url(server)}"
     if isinstance(error, anthropic.APIStatusError):
         status = error.status_code
-        message = _server_message(error)
-        if status in (400, 413) and "too long" in message.lower():
-            return ProviderFailure(f"{CONTEXT_FULL}: {message}", retryable=False,
-                                   status=status)
         retryable = status in (408, 429) or status >= 500
-        return ProviderFailure(
-            f"the server answered {status}: {message}", retryable=retryable,
+        return context_full(ProviderFailure(
+            f"the server answered {status}: {_server_message(error)}", retryable=retryable,
             retry_after=retry_after(error.response.headers) if retryable else None,
-            status=status)
+            status=status))
     if isinstance(error, anthropic.APITimeoutError):
         return ProviderFailure(f"the request to the model server{at} timed out",
                                retryable=True)

@@ -40,7 +40,7 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.providers.sdk_clients import CONTEXT_FULL, LoopClients, redacted
+from phaseflow.providers.sdk_clients import LoopClients, context_full, redacted
 from phaseflow.providers.settings import (
     check_base_url,
     check_header,
@@ -281,15 +281,12 @@ def failure_of(error: BaseException, server: str) -> ProviderFailure:
     if isinstance(error, errors.APIError):
         status = error.code if type(error.code) is int else 0
         message = str(error.message or error.status or error)
-        if status == 400 and ("exceeds the maximum number of tokens" in message
-                              or "too long" in message.lower()):
-            return ProviderFailure(f"{CONTEXT_FULL}: {message}", status=status)
         retryable = status in (408, 429) or status >= 500
         headers = getattr(getattr(error, "response", None), "headers", None)
-        return ProviderFailure(
+        return context_full(ProviderFailure(
             f"the server answered {status}: {message}", retryable=retryable,
             retry_after=retry_after(headers) if retryable and isinstance(
-                headers, Mapping) else None, status=status or None)
+                headers, Mapping) else None, status=status or None))
     timeouts, transports = _transport_errors()
     if isinstance(error, timeouts):
         return ProviderFailure(f"the request to the model server{at} timed out",

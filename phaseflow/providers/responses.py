@@ -43,7 +43,7 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.providers.sdk_clients import LoopClients, redacted
+from phaseflow.providers.sdk_clients import LoopClients, context_full, redacted
 from phaseflow.providers.settings import check_max_tokens, check_timeout, shown_url, url_secrets
 from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
@@ -151,17 +151,26 @@ class _Reader:
     def __init__(self, names: WireNames, request_id: str) -> None:
         self.names = names
         self.request_id = request_id
-        self.items: dict[int, _Item] = {}
+        self.items: dict[tuple[str, object], _Item] = {}
         self.calls = 0
         self.text_seen = False
         self.reasoning: list[tuple[int, Any]] = []
         self.end_events: list[ProviderEvent] | None = None
 
-    def _index(self, event: Any) -> int:
+    def _keys(self, event: Any, item_id: Any) -> list[tuple[str, object]]:
+        """The keys an event names its output item by: its ``output_index``, and its
+        item's id (some servers, llama.cpp's among them, send only the id)."""
+        keys: list[tuple[str, object]] = []
         index = _get(event, "output_index")
-        if type(index) is not int or index < 0:
-            raise _Malformed(f"an output_index that is not a number: {index!r:.40}")
-        return index
+        if index is not None:
+            if type(index) is not int or index < 0:
+                raise _Malformed(f"an output_index that is not a number: {index!r:.40}")
+            keys.append(("index", index))
+        if isinstance(item_id, str) and item_id:
+            keys.append(("id", item_id))
+        if not keys:
+            raise _Malformed(f"{_get(event, 'type')} names no output item")
+        return keys
 
     def _string(self, event: Any, name: str) -> str:
         value = _get(event, name)
@@ -204,28 +213,29 @@ class _Reader:
         return []
 
     def _item(self, event: Any, kind: str) -> _Item:
-        index = self._index(event)
-        item = self.items.get(index)
+        key = self._keys(event, _get(event, "item_id"))[0]
+        item = self.items.get(key)
         if item is None or item.kind != kind:
-            raise _Malformed(f"{_get(event, 'type')} for output item {index}, which is not "
-                             f"a {kind}")
+            raise _Malformed(f"{_get(event, 'type')} for output item {key[1]!r:.40}, which "
+                             f"is not a {kind}")
         return item
 
     def _added(self, event: Any) -> list[ProviderEvent]:
-        index = self._index(event)
-        if index in self.items:
-            raise _Malformed(f"output item {index} added twice")
         item = _get(event, "item")
+        keys = self._keys(event, _get(item, "id"))
+        if any(key in self.items for key in keys):
+            raise _Malformed(f"output item {keys[0][1]!r:.40} added twice")
         kind = _get(item, "type")
         if kind != "function_call":
-            self.items[index] = _Item(str(kind))
+            self.items.update(dict.fromkeys(keys, _Item(str(kind))))
             return []
         call_id, name = _get(item, "call_id"), _get(item, "name")
         if not (isinstance(name, str) and name):
             raise _Malformed("a function_call without a name")
         if not isinstance(call_id, str | None):
             raise _Malformed("a function_call whose call_id is not a string")
-        entry = self.items[index] = _Item("function_call", self.calls)
+        entry = _Item("function_call", self.calls)
+        self.items.update(dict.fromkeys(keys, entry))
         self.calls += 1
         events: list[ProviderEvent] = [ToolCallStart(
             entry.position, call_id or f"call_{self.request_id}_{entry.position}",
@@ -372,7 +382,7 @@ class OpenAIResponsesProvider:
             params = self.parameters(request, names)
             events = await self._clients.get().responses.create(**params)
         except Exception as error:  # every failure is a value
-            yield failure_of(error, self.server)
+            yield context_full(failure_of(error, self.server))
             return
         reader = _Reader(names, request.request_id)
         try:

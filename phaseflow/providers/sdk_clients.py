@@ -16,11 +16,18 @@ from typing import Generic, TypeVar
 from phaseflow.providers.protocol import ProviderEvent, ProviderFailure
 from phaseflow.providers.settings import redact
 
-__all__ = ["CONTEXT_FULL", "LoopClients", "redacted"]
+__all__ = ["CONTEXT_FULL", "LoopClients", "context_full", "redacted"]
 
 #: how a failure says the prompt no longer fits the model's context window (a request
 #: the server refused as too long: retrying it as it is cannot help)
 CONTEXT_FULL = "the prompt is too long for the model's context window"
+
+#: how servers say it: Anthropic ("prompt is too long"), Gemini ("exceeds the maximum
+#: number of tokens"), llama.cpp ("exceeds the available context size"), OpenAI
+#: ("maximum context length", code context_length_exceeded)
+_CONTEXT_FULL_SAYINGS = ("prompt is too long", "exceeds the maximum number of tokens",
+                         "exceeds the available context size", "maximum context length",
+                         "context_length_exceeded")
 
 C = TypeVar("C")
 
@@ -56,6 +63,19 @@ class LoopClients(Generic[C]):
         self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
         if held is not None and held[0] is loop:
             await self._close(held[1])
+
+
+def context_full(failure: ProviderFailure) -> ProviderFailure:
+    """``failure`` said as :data:`CONTEXT_FULL` (and never retried) when it is a server's
+    refusal of a prompt too long for the model (an HTTP 400 or 413 saying so)."""
+    if failure.status not in (400, 413) or failure.message.startswith(CONTEXT_FULL):
+        return failure
+    lowered = failure.message.lower()
+    if not any(saying in lowered for saying in _CONTEXT_FULL_SAYINGS):
+        return failure
+    detail = failure.message.removeprefix(f"the server answered {failure.status}: ")
+    return replace(failure, message=f"{CONTEXT_FULL}: {detail}", retryable=False,
+                   retry_after=None)
 
 
 def redacted(event: ProviderEvent, secrets: tuple[str, ...]) -> ProviderEvent:
