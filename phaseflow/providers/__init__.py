@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from phaseflow.providers.scripted import ScriptedReply as ScriptedReply
     from phaseflow.providers.scripted import ScriptIncomplete as ScriptIncomplete
     from phaseflow.providers.wire_names import WireNames as WireNames
+    from phaseflow.turn.messages import Carried as Carried
 
 _LAZY = {
     **dict.fromkeys(
@@ -55,6 +56,7 @@ _LAZY = {
     "ScriptedReply": "phaseflow.providers.scripted",
     "ScriptIncomplete": "phaseflow.providers.scripted",
     "WireNames": "phaseflow.providers.wire_names",
+    "Carried": "phaseflow.turn.messages",
 }
 
 __all__ = list(_LAZY)

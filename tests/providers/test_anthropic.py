@@ -162,3 +162,22 @@ def test_no_server_listening_names_the_server_and_never_the_key() -> None:
     assert failure.message.startswith(
         f"the connection to the model server at http://127.0.0.1:{port} failed")
     assert KEY not in failure.message and KEY not in repr(provider)
+
+
+def test_the_tokens_read_from_the_cache_reach_the_turns_end(server: WireServer) -> None:
+    import phaseflow
+    from phaseflow.session import Agent
+    from tests.support.hostile_desk import collect as collect_events
+
+    workflow = phaseflow.load_workflow_text(
+        "phaseflow: 1\nname: hello\ninitial: greet\nphases:\n  greet:\n    goal: Greet.\n")
+    server.push(anthropic_reply("Hi!", usage=(10, 3, 0, 500)),
+                anthropic_reply("Bye!", usage=(12, 3, 500, 0)))
+    session = Agent(workflow, _provider(server)).session_sync("s")
+    ends = [next(e for e in collect_events(session.send(m)) if e.type == "turn_finished")
+            for m in ("hello", "bye")]
+    assert [(e.input_tokens, e.cached_input_tokens) for e in ends] == [(510, 0), (512, 500)]
+    # the second request's history ends with a breakpoint: the first turn is cached
+    second = server.requests[1].body["messages"]
+    assert second[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in second[0]["content"][-1]
