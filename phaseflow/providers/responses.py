@@ -388,10 +388,9 @@ class OpenAIResponsesProvider:
         try:
             try:
                 async for item in events:
-                    for event in reader.event(item):
-                        yield event
-                    if reader.end_events is not None:
-                        break
+                    if reader.end_events is None:  # (read to its end: the connection
+                        for event in reader.event(item):  # goes back to the pool)
+                            yield event
                 for event in reader.end():
                     yield event
             except _Malformed as problem:
