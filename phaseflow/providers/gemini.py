@@ -113,10 +113,23 @@ def _carried_parts(message: AssistantMessage) -> list[tuple[int, Any]]:
     return out
 
 
+def _call_id(part: Any) -> str | None:
+    """The id a ``function_call`` part sends (a rebuilt part's, or a carried part's)."""
+    call = part.get("function_call") if isinstance(part, dict) else getattr(
+        part, "function_call", None)
+    if call is None:
+        return None
+    value = call.get("id") if isinstance(call, dict) else getattr(call, "id", None)
+    return value if isinstance(value, str) and value else None
+
+
 def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:
-    """The history as ``contents`` (a function response names its call's function)."""
+    """The history as ``contents``. A function response names its call's function, and
+    its id when the call went with one: a call is sent as the model made it (carried,
+    with its id and signature) or, when nothing of it was carried (the model gave it no
+    id: the session named it), without an id."""
     contents: list[dict[str, Any]] = []
-    called: dict[str, str] = {}
+    called: dict[str, tuple[str, str | None]] = {}
 
     def add(role: str, parts: list[Any]) -> None:
         if contents and contents[-1]["role"] == role:
@@ -135,16 +148,22 @@ def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[st
             if text:
                 own.append({"text": text})
             for call in message.tool_calls:
-                called[call.id] = names.to_wire(call.name)
-                own.append({"function_call": {"id": call.id, "name": called[call.id],
+                own.append({"function_call": {"name": names.to_wire(call.name),
                                               "args": call.argument_value()}})
             parts = restored(own, _carried_parts(message), _replaces)
+            sent = [p for p in parts if (p.get("function_call") if isinstance(p, dict)
+                                         else getattr(p, "function_call", None)) is not None]
+            for call, part in zip(message.tool_calls, sent, strict=False):
+                called[call.id] = (names.to_wire(call.name), _call_id(part))
             add("model", parts or [{"text": ""}])
         elif isinstance(message, ToolResultMessage):
             key = "error" if message.is_error else "result"
-            add("user", [{"function_response": {
-                "id": message.call_id, "name": called.get(message.call_id, "tool"),
-                "response": {key: _text(message.content)}}}])
+            name, sent_id = called.get(message.call_id, ("tool", None))
+            response: dict[str, Any] = {"name": name,
+                                        "response": {key: _text(message.content)}}
+            if sent_id is not None:
+                response["id"] = sent_id
+            add("user", [{"function_response": response}])
     return contents
 
 
@@ -211,10 +230,10 @@ class _Reader:
                 raise _Malformed("a function_call whose args are not an object")
             position = self.calls
             self.calls += 1
-            if signature is not None:
+            call_id = getattr(call, "id", None)
+            if signature is not None or call_id:  # sent back as it came
                 self.kept.append((self.parts, _dump(part)))
             self.parts += 1
-            call_id = getattr(call, "id", None)
             call_id = call_id if isinstance(call_id, str) and call_id else (
                 f"call_{self.request_id}_{position}")
             return [ToolCallStart(position, call_id, self.names.from_wire(name)),

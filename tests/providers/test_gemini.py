@@ -119,3 +119,29 @@ def test_errors_map_and_the_key_is_never_shown(server: WireServer) -> None:
     for failure in (busy, full, dropped):
         assert KEY not in failure.message
     assert KEY not in repr(_provider(server))
+
+
+def test_a_calls_own_id_goes_back_with_its_response_and_a_made_up_one_never(
+        server: WireServer) -> None:
+    with_id = [(None, gemini_chunk([{"functionCall": {"id": "fc-7", "name": "crm__lookup",
+                                                      "args": {"q": "ada"}}},
+                                    {"functionCall": {"name": "crm__lookup",
+                                                      "args": {"q": "bob"}}}],
+                                   "STOP", (5, 1, 0)))]
+    reply = _reply(server, with_id)
+    assert isinstance(reply, ProviderReply)
+    (first_id, _, _), (second_id, _, _) = reply.calls
+    assert first_id == "fc-7" and second_id  # the session needs an id for each
+    history = (UserMessage("Hi"),
+               AssistantMessage("", tuple(ToolCall(i, "crm.lookup", a)
+                                          for i, _, a in reply.calls),
+                                carried=reply.carried),
+               ToolResultMessage(first_id, "Ada"), ToolResultMessage(second_id, "Bob"))
+    server.push(gemini_reply("ok"))
+    collect(_provider(server), request(*history, tools=["crm.lookup"]))
+    contents = server.requests[-1].body["contents"]
+    calls = [p["functionCall"] for p in contents[1]["parts"]]
+    assert calls[0].get("id") == "fc-7" and "id" not in calls[1]
+    responses = [p["functionResponse"] for p in contents[2]["parts"]]
+    assert responses[0]["id"] == "fc-7" and "id" not in responses[1]
+    assert [r["response"] for r in responses] == [{"result": "Ada"}, {"result": "Bob"}]
