@@ -12,6 +12,11 @@ adapter turning it into provider events (and, for a turn, the session around the
   tool calls and whose second answers in text: two requests, two tools run.
 
 And ``import phaseflow`` with no extra: the SDK modules it loads (none) and its time.
+
+With ``PHASEFLOW_LLAMA_SERVER`` naming llama.cpp's start script (see
+``tests/support/llama_server.py``): a 20-turn conversation through ``AnthropicProvider``
+against its ``/v1/messages``, and how much of each turn's input the server read from its
+prompt cache (``cache_read_input_tokens``, as ``turn_finished.cached_input_tokens``).
 """
 
 from __future__ import annotations
@@ -175,6 +180,37 @@ def _import_phaseflow() -> tuple[float, list[str]]:
     return statistics.median(times), loaded
 
 
+def _cache_over_a_conversation(turns: int = 20) -> list[tuple[int, int]]:
+    """(input tokens, of which read from the cache) of each turn of a conversation
+    against llama.cpp's server, or nothing when it is not there."""
+    if not os.environ.get("PHASEFLOW_LLAMA_SERVER"):
+        return []
+    import phaseflow
+    from phaseflow.providers import AnthropicProvider
+    from phaseflow.session import Agent
+    from tests.support.llama_server import llama_server
+
+    workflow = phaseflow.load_workflow_text(
+        "phaseflow: 1\nname: chat\ninitial: talk\nphases:\n  talk:\n    goal: Chat about "
+        "colours, one short sentence a reply.\n")
+    out: list[tuple[int, int]] = []
+    with llama_server() as server:
+        provider = AnthropicProvider("smollm", base_url=server.root, max_tokens=12)
+
+        async def conversation() -> None:
+            agent = Agent(workflow, provider, system="You are a terse assistant. " * 10)
+            session = await agent.session("c")
+            for n in range(turns):
+                async for event in session.send(f"Tell me about colour number {n}."):
+                    if event.type == "turn_finished":
+                        out.append((event.input_tokens,  # type: ignore[attr-defined]
+                                    event.cached_input_tokens))  # type: ignore[attr-defined]
+            await provider.aclose()
+
+        asyncio.run(conversation())
+    return out
+
+
 def main() -> None:
     if "--serve" in sys.argv:
         serve()
@@ -204,6 +240,13 @@ def main() -> None:
     seconds, loaded = _import_phaseflow()
     print(f"import phaseflow: {seconds * 1e3:.1f} ms (median of 7); SDK modules loaded: "
           f"{loaded or 'none'}")
+    turns = _cache_over_a_conversation()
+    if turns:
+        later = [cached / total for total, cached in turns[1:]]
+        print(f"a {len(turns)}-turn conversation through AnthropicProvider against "
+              f"llama.cpp's server: turn 1 read {turns[0][1]} of {turns[0][0]} input tokens "
+              f"from the cache; turns 2-{len(turns)}: {min(later):.0%} to {max(later):.0%} "
+              f"(median {statistics.median(later):.0%})")
 
 
 if __name__ == "__main__":

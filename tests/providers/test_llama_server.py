@@ -69,3 +69,18 @@ def test_a_session_turn_through_the_anthropic_provider(server: LlamaServer) -> N
     agent = Agent(workflow, _providers(server)["anthropic"])
     reply = agent.session_sync("s").reply_sync("Hello!")
     assert reply.status == "completed" and reply.strip()
+
+
+def test_later_turns_read_the_conversation_from_the_cache(server: LlamaServer) -> None:
+    from tests.support.hostile_desk import collect as collect_events
+
+    workflow = phaseflow.load_workflow_text(
+        "phaseflow: 1\nname: chat\ninitial: talk\nphases:\n  talk:\n    goal: Chat.\n")
+    agent = Agent(workflow, _providers(server)["anthropic"],
+                  system="You are a terse assistant. " * 10)
+    session = agent.session_sync("c")
+    ends = [next(e for e in collect_events(session.send(f"Colour {n}?"), 120)
+                 if e.type == "turn_finished") for n in range(3)]
+    assert all(e.status == "completed" for e in ends)
+    for end in ends[1:]:  # the system text and the turns before: from the cache
+        assert end.cached_input_tokens >= 0.8 * end.input_tokens, end
