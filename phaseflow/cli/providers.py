@@ -1,8 +1,11 @@
 """Which model a command talks to: the ``--provider``, ``--model`` and ``--base-url``
-values of ``phaseflow run`` and ``phaseflow sessions recover``.
+values of ``phaseflow run``, ``phaseflow serve`` and ``phaseflow sessions recover``.
 
-``openai`` is any OpenAI-compatible server (``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``
-are read); ``scripted:FILE`` replays replies written in advance (a YAML list, see
+``openai`` is any OpenAI-compatible server's Chat Completions; ``responses`` the OpenAI
+Responses API; ``anthropic`` the Anthropic Messages API; ``gemini`` the Gemini API. Each
+reads its SDK's standard environment variables (:data:`SERVERS`: the key, and the base
+URL where the SDK has one), and ``--base-url`` names another server. ``scripted:FILE``
+replays replies written in advance (a YAML list, see
 :meth:`~phaseflow.providers.scripted.ScriptedProvider.from_file`), which is how a
 workflow's conversations are tried and tested without a model. A recovering worker
 replays the same file: a scripted provider answers by the number of assistant messages
@@ -12,41 +15,73 @@ in the history, so it continues a turn where the stopped worker left it.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, NamedTuple
 
 from phaseflow.errors import ConfigError, PhaseflowError, install_hint
 
 if TYPE_CHECKING:
     from phaseflow.providers.protocol import Provider
 
+
+class Server(NamedTuple):
+    """A model server's ``--provider`` kind: its SDK, the extra that installs it, the
+    environment variables of its key (any one) and of its base URL, and the provider."""
+
+    module: str
+    extra: str
+    keys: tuple[str, ...]
+    base_variable: str | None
+    provider: str
+
+
+SERVERS: dict[str, Server] = {
+    "openai": Server("openai", "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL",
+                     "phaseflow.providers.openai:OpenAIProvider"),
+    "responses": Server("openai", "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL",
+                        "phaseflow.providers.responses:OpenAIResponsesProvider"),
+    "anthropic": Server("anthropic", "anthropic", ("ANTHROPIC_API_KEY",),
+                        "ANTHROPIC_BASE_URL", "phaseflow.providers.anthropic:AnthropicProvider"),
+    "gemini": Server("google.genai", "gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY"), None,
+                     "phaseflow.providers.gemini:GeminiProvider"),
+}
+
 #: the ``--provider`` values, for help texts
-CHOICES = "openai|scripted:FILE"
+CHOICES = "anthropic|openai|responses|gemini|scripted:FILE"
+
+#: the ``--provider`` help of every command
+HELP = ("the model: 'openai' (default: any OpenAI-compatible server, OPENAI_API_KEY and "
+        "OPENAI_BASE_URL are read), 'responses' (the OpenAI Responses API), 'anthropic' "
+        "(ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), 'gemini' (GEMINI_API_KEY) or "
+        "'scripted:FILE' (replies written in advance)")
 
 
 def check_provider(spec: str, base_url: str | None = None) -> tuple[str, str]:
-    """``("openai", "")`` or ``("scripted", FILE)``: the choice read before anything is
-    loaded (bad options are reported first, a ``--base-url`` that cannot work
-    included). :class:`ConfigError` otherwise."""
-    if spec == "openai":
+    """``(KIND, "")`` for a model server, or ``("scripted", FILE)``: the choice read
+    before anything is loaded (bad options are reported first, a ``--base-url`` that
+    cannot work included). :class:`ConfigError` otherwise."""
+    if spec in SERVERS:
         if base_url is not None:
             from phaseflow.providers.settings import check_base_url
 
             check_base_url(base_url, "--base-url")
-        return "openai", ""
+        return spec, ""
     kind, sep, path = spec.partition(":")
     if kind == "scripted" and sep and path:
         if base_url:
-            raise ConfigError("--base-url is for --provider openai")
+            raise ConfigError("--base-url is for --provider openai, responses, anthropic "
+                              "or gemini")
         return "scripted", path
-    raise ConfigError(f"--provider {spec}: expected 'openai' or 'scripted:FILE'")
+    raise ConfigError(f"--provider {spec}: expected 'anthropic', 'openai', 'responses', "
+                      "'gemini' or 'scripted:FILE'")
 
 
 def make_provider(spec: str, model: str | None = None, base_url: str | None = None, *,
                   max_tokens: int | None = None) -> Provider:
     """The provider ``spec`` names; every problem (no model, no key, a bad script file,
-    the openai package missing, a ``--base-url`` that cannot work) is a
-    :class:`ConfigError` to show as it is. ``max_tokens`` (``--max-tokens``) caps an
-    OpenAI provider's replies; a script's replies are written in advance: ignored."""
+    the SDK missing, a ``--base-url`` that cannot work) is a :class:`ConfigError` to show
+    as it is. ``max_tokens`` (``--max-tokens``) caps a model server's replies; a script's
+    replies are written in advance: ignored."""
     kind, script = check_provider(spec, base_url)
     if kind == "scripted":
         from phaseflow.providers.scripted import ScriptedProvider
@@ -55,22 +90,27 @@ def make_provider(spec: str, model: str | None = None, base_url: str | None = No
             return ScriptedProvider.from_file(script)
         except PhaseflowError as exc:
             raise ConfigError(f"--provider scripted: {exc}") from None
+    server = SERVERS[kind]
     if not model:
-        raise ConfigError("--provider openai needs --model (the model the server should run)")
-    if not (base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
-        raise ConfigError("--provider openai needs an API key: set OPENAI_API_KEY (a local "
-                          "server given by --base-url or OPENAI_BASE_URL needs none)")
-    try:
-        import openai  # noqa: F401 - only to know it is there
-    except ImportError:
-        raise ConfigError("--provider openai needs the openai package: "
-                          + install_hint("openai")) from None
-    from phaseflow.providers.openai import OpenAIProvider
+        raise ConfigError(f"--provider {kind} needs --model (the model the server should run)")
+    base_set = bool(base_url or (server.base_variable and os.environ.get(server.base_variable)))
+    if not (base_set or any(os.environ.get(v) for v in server.keys)):
+        local = (f"--base-url or {server.base_variable}" if server.base_variable
+                 else "--base-url")
+        raise ConfigError(f"--provider {kind} needs an API key: set {server.keys[0]} (a "
+                          f"local server given by {local} needs none)")
+    if find_spec(server.module.split(".")[0]) is None or find_spec(server.module) is None:
+        raise ConfigError(f"--provider {kind} needs the {server.module} package: "
+                          + install_hint(server.extra))
+    import importlib
 
+    module, _, name = server.provider.partition(":")
+    make = getattr(importlib.import_module(module), name)
     try:
-        return OpenAIProvider(model, base_url=base_url, max_tokens=max_tokens)
+        provider: Provider = make(model, base_url=base_url, max_tokens=max_tokens)
     except PhaseflowError as exc:
         raise ConfigError(str(exc)) from None
+    return provider
 
 
 async def close_provider(provider: object) -> None:

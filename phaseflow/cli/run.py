@@ -55,18 +55,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hooks", metavar="MODULE:ATTR",
         help="the callables of the workflow's 'call' effects: a mapping from name to callable")
     from phaseflow.cli.agent_options import MCP_HELP, add_request_layout
+    from phaseflow.cli.providers import CHOICES
+    from phaseflow.cli.providers import HELP as PROVIDER_HELP
 
     add_request_layout(parser)
 
     parser.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     parser.add_argument(
-        "--provider", default="openai", metavar="openai|scripted:FILE",
-        help="the model: 'openai' (default; any OpenAI-compatible server, OPENAI_API_KEY "
-        "and OPENAI_BASE_URL are read) or 'scripted:FILE' (replies written in advance)")
-    parser.add_argument("--model", metavar="M", help="the model name (required for openai)")
+        "--provider", default="openai", metavar=CHOICES, help=PROVIDER_HELP)
+    parser.add_argument("--model", metavar="M",
+                        help="the model name (required but for scripted:FILE)")
     parser.add_argument("--base-url", metavar="URL",
-                        help="the server of --provider openai (default: OPENAI_BASE_URL or "
-                        "the hosted API)")
+                        help="the model server of --provider (default: its SDK's "
+                        "variable, such as OPENAI_BASE_URL, or the hosted API)")
     parser.add_argument("--max-tokens", metavar="N",
                         help="the most tokens one model reply may have (--provider openai; "
                         "a scripted model's replies are written in advance: ignored)")

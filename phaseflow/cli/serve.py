@@ -40,11 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "name to callable (each workflow gets those of its catalogue)")
     parser.add_argument("--hooks", metavar="MODULE:ATTR",
                         help="the callables of the workflows' 'call' effects")
-    parser.add_argument("--provider", default="openai", metavar="openai|scripted:FILE",
-                        help="the model: 'openai' (OPENAI_API_KEY, OPENAI_BASE_URL) or "
-                        "'scripted:FILE' (replies written in advance)")
+    from phaseflow.cli.providers import CHOICES
+    from phaseflow.cli.providers import HELP as PROVIDER_HELP
+
+    parser.add_argument("--provider", default="openai", metavar=CHOICES, help=PROVIDER_HELP)
     parser.add_argument("--model", metavar="M", help="the model name (required for openai)")
-    parser.add_argument("--base-url", metavar="URL", help="the server of --provider openai")
+    parser.add_argument("--base-url", metavar="URL", help="the model server of --provider")
     parser.add_argument("--max-tokens", metavar="N",
                         help="the most tokens one model reply may have (--provider openai)")
     parser.add_argument("--system", metavar="TEXT", default="",

@@ -114,7 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from phaseflow.cli.agent_options import MCP_HELP
 
     recover.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
-    recover.add_argument("--provider", default="openai", metavar="openai|scripted:FILE",
+    from phaseflow.cli.providers import CHOICES
+
+    recover.add_argument("--provider", default="openai", metavar=CHOICES,
                          help="the model that continues the turns (default: openai)")
     recover.add_argument("--model", metavar="M", help="the model name (required for openai)")
     recover.add_argument("--base-url", metavar="URL", help="the server of --provider openai")

@@ -6,8 +6,11 @@ is checked and assembled into a reply in :mod:`phaseflow.providers.assembly`.
 
 ``ScriptedProvider`` answers from replies written in advance (tests, demos,
 ``phaseflow test``); ``OpenAIProvider`` talks to any OpenAI-compatible server through the
-official ``openai`` SDK. Names load lazily: importing this package never imports the SDK,
-so a host without the ``openai`` extra (or a CLI that only validates) pays nothing.
+official ``openai`` SDK. ``AnthropicProvider`` (the ``anthropic`` SDK's Messages API),
+``OpenAIResponsesProvider`` (the ``openai`` SDK's Responses API) and ``GeminiProvider``
+(``google-genai``) speak those APIs natively, each carrying back what its model needs
+(:mod:`phaseflow.providers.carry`). Names load lazily: importing this package never
+imports an SDK, so a host without an extra (or a CLI that only validates) pays nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from phaseflow.providers.anthropic import AnthropicProvider as AnthropicProvider
+    from phaseflow.providers.gemini import GeminiProvider as GeminiProvider
     from phaseflow.providers.openai import OpenAIProvider as OpenAIProvider
     from phaseflow.providers.protocol import Provider as Provider
     from phaseflow.providers.protocol import ProviderEvent as ProviderEvent
@@ -29,10 +34,12 @@ if TYPE_CHECKING:
     from phaseflow.providers.protocol import ToolCallStart as ToolCallStart
     from phaseflow.providers.protocol import ToolSpec as ToolSpec
     from phaseflow.providers.protocol import Usage as Usage
+    from phaseflow.providers.responses import OpenAIResponsesProvider as OpenAIResponsesProvider
     from phaseflow.providers.scripted import ScriptedProvider as ScriptedProvider
     from phaseflow.providers.scripted import ScriptedReply as ScriptedReply
     from phaseflow.providers.scripted import ScriptIncomplete as ScriptIncomplete
     from phaseflow.providers.wire_names import WireNames as WireNames
+    from phaseflow.turn.messages import Carried as Carried
 
 _LAZY = {
     **dict.fromkeys(
@@ -42,10 +49,14 @@ _LAZY = {
         "phaseflow.providers.protocol",
     ),
     "OpenAIProvider": "phaseflow.providers.openai",
+    "AnthropicProvider": "phaseflow.providers.anthropic",
+    "OpenAIResponsesProvider": "phaseflow.providers.responses",
+    "GeminiProvider": "phaseflow.providers.gemini",
     "ScriptedProvider": "phaseflow.providers.scripted",
     "ScriptedReply": "phaseflow.providers.scripted",
     "ScriptIncomplete": "phaseflow.providers.scripted",
     "WireNames": "phaseflow.providers.wire_names",
+    "Carried": "phaseflow.turn.messages",
 }
 
 __all__ = list(_LAZY)

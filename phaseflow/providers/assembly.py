@@ -11,6 +11,7 @@ a hang (the assembly failing after the stream ended) and never an exception out 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
+from phaseflow.turn.messages import Carried
 
 _STOPS: tuple[StopKind, ...] = ("end_turn", "tool_use", "max_tokens")
 
@@ -73,6 +75,20 @@ def failure_problem(item: ProviderFailure) -> str | None:
     return None
 
 
+def carried_problem(item: Carried) -> str | None:
+    """What is wrong with a :class:`Carried` event, or ``None``: its data must be JSON
+    text (it is stored as it is, and read back by the provider that made it)."""
+    problem = (_text_problem("Carried", "provider", item.provider)
+               or _text_problem("Carried", "data", item.data))
+    if problem is not None:
+        return problem
+    try:
+        json.loads(item.data)
+    except ValueError:
+        return "Carried.data is not JSON text"
+    return None
+
+
 def event_problem(item: object) -> str | None:
     """What is wrong with one event of a provider's stream, or ``None``."""
     if isinstance(item, TextDelta | ReasoningDelta):
@@ -88,12 +104,15 @@ def event_problem(item: object) -> str | None:
         return _index_problem("ToolCallEnd", item.index)
     if isinstance(item, Usage):
         return (_count_problem("input_tokens", item.input_tokens)
-                or _count_problem("output_tokens", item.output_tokens))
+                or _count_problem("output_tokens", item.output_tokens)
+                or _count_problem("cached_input_tokens", item.cached_input_tokens))
     if isinstance(item, StreamEnd):
         return None if item.stop in _STOPS else (
             f"StreamEnd.stop must be one of {', '.join(_STOPS)}, not {item.stop!r:.40}")
     if isinstance(item, ProviderFailure):
         return failure_problem(item)
+    if isinstance(item, Carried):
+        return carried_problem(item)
     return f"{_kind(item)} is not a provider stream event"
 
 
@@ -117,6 +136,7 @@ class ReplyAssembler:
     calls: dict[int, list[str]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     stop: StopKind = "end_turn"
+    carried: Carried | None = None
     #: a StreamEnd closed the reply
     ended: bool = False
 
@@ -147,6 +167,10 @@ class ReplyAssembler:
             return item
         elif isinstance(item, ReasoningDelta):
             self.reasoning.append(item.text)
+        elif isinstance(item, Carried):
+            if self.carried is not None:
+                return invalid("a second Carried event in one reply")
+            self.carried = item
         return None
 
     def reply(self) -> ProviderReply | ProviderFailure:
@@ -159,4 +183,4 @@ class ReplyAssembler:
     def _assembled(self) -> ProviderReply:
         ordered = tuple((c[0], c[1], c[2] or "{}") for _, c in sorted(self.calls.items()))
         return ProviderReply("".join(self.text), ordered, self.stop, "".join(self.reasoning),
-                             self.usage)
+                             self.usage, self.carried)

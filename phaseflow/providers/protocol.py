@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from phaseflow.turn.messages import Message
+from phaseflow.turn.messages import Carried, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +129,15 @@ class ToolCallEnd:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """A reply's tokens. ``input_tokens`` counts the whole prompt, of which
+    ``cached_input_tokens`` were read from the server's prompt cache (Anthropic's
+    ``cache_read_input_tokens``, the Responses API's ``cached_tokens``, Gemini's
+    ``cached_content_token_count``; 0 where the server says nothing)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     kind: Literal["usage"] = "usage"
+    cached_input_tokens: int = 0
 
 
 StopKind = Literal["end_turn", "tool_use", "max_tokens"]
@@ -160,8 +166,11 @@ class ProviderFailure:
 
 ProviderEvent = (
     TextDelta | ReasoningDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | Usage
-    | StreamEnd | ProviderFailure
+    | StreamEnd | ProviderFailure | Carried
 )
+"""A :class:`~phaseflow.turn.messages.Carried` event (at most one a reply, before its
+``StreamEnd``) holds what the provider needs back from this reply; the session stores it
+with the assistant message, and every provider sends it back only to its own wire."""
 
 
 @runtime_checkable
@@ -182,3 +191,5 @@ class ProviderReply:
     stop: StopKind = "end_turn"
     reasoning: str = ""
     usage: Usage = field(default_factory=Usage)
+    #: what the provider needs back from this reply (stored with the assistant message)
+    carried: Carried | None = None

@@ -175,7 +175,7 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
     core = evolve(
         core, execution=execution, continuation=continuation,
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
-        final_request=False, reply="", input_tokens=0, output_tokens=0,
+        final_request=False, reply="", input_tokens=0, output_tokens=0, cached_input_tokens=0,
     )
     events: tuple[ev.Event, ...] = (
         ev.TurnStartedEvent(message=plain_text(content), turn=turn),)
@@ -326,7 +326,7 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
                    group=None)
     finished_event = ev.TurnFinished(
         reply=core.reply, status=status, turn=core.turn, input_tokens=core.input_tokens,
-        output_tokens=core.output_tokens,
+        output_tokens=core.output_tokens, cached_input_tokens=core.cached_input_tokens,
     )
     if nxt is not None and session_status == "finished":
         events = (*events, unanswered(nxt.contents, core.turn))
@@ -398,6 +398,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         core, view=event.view, reply=reply.text or core.reply,
         input_tokens=core.input_tokens + reply.usage.input_tokens,
         output_tokens=core.output_tokens + reply.usage.output_tokens, request_id=None,
+        cached_input_tokens=core.cached_input_tokens + reply.usage.cached_input_tokens,
     )
     if event.sent_chars > 0 and reply.usage.input_tokens > 0:
         # what a character costs, as this provider counts: the next budget check's ratio
@@ -406,7 +407,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     if reply.stop == "max_tokens":
         events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
             "the model's reply was cut at its output limit")))
-    assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning)
+    assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning, reply.carried)
     messages = (core.sent if core.sent is not None else core.history()).append(assistant)
     request = core.continuation.request
     assert request is not None
@@ -736,7 +737,8 @@ def _on_failed(core: Core, event: RequestFailed, limits: Limits) -> Step:
     error = ev.ErrorEvent(code="provider_error", message=failure.message, turn=core.turn)
     finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
                                input_tokens=core.input_tokens,
-                               output_tokens=core.output_tokens)
+                               output_tokens=core.output_tokens,
+                               cached_input_tokens=core.cached_input_tokens)
     return Step(evolve(core, status="failed", request_id=None),
                 (Persist((error, finished)), TurnOver("failed")))
 
@@ -822,7 +824,8 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,
                   folding=None)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
-                               input_tokens=core.input_tokens, output_tokens=core.output_tokens)
+                               input_tokens=core.input_tokens, output_tokens=core.output_tokens,
+                               cached_input_tokens=core.cached_input_tokens)
     # the results that finished keep their writes; no boundary runs after them
     commands: list[Command] = [Persist((*events, finished), writes), TurnOver("cancelled")]
     queued = (*core.execution.steering, *core.execution.follow_up)

@@ -74,6 +74,8 @@ def core_to_json(core: Core) -> dict[str, Any]:
         "reply": core.reply,
         "input_tokens": core.input_tokens,
         "output_tokens": core.output_tokens,
+        **({"cached_input_tokens": core.cached_input_tokens}
+           if core.cached_input_tokens else {}),
         "pending": [e.to_json() for e in core.pending],
         **({"plan": [c.to_json() for c in core.plan]} if core.plan else {}),
         **({"steer": content_to_json(core.steer)} if core.steer is not None else {}),
@@ -229,6 +231,7 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
             reply=str(data["reply"]),
             input_tokens=int(data["input_tokens"]),
             output_tokens=int(data["output_tokens"]),
+            cached_input_tokens=int(data.get("cached_input_tokens", 0)),
             pending=tuple(ev.event_from_json(e) for e in data["pending"]),
             plan=tuple(_value(ToolCall.from_json(c), "planned call")
                        for c in data.get("plan", ())),

@@ -142,6 +142,9 @@ class TurnFinished(_Event):
     status: str = "completed"
     input_tokens: int = 0
     output_tokens: int = 0
+    #: of ``input_tokens``, those the server read from its prompt cache (0 when it says
+    #: nothing of a cache)
+    cached_input_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

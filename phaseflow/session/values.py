@@ -234,6 +234,8 @@ class Core:
     reply: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
+    #: of the input tokens, those the server read from its prompt cache
+    cached_input_tokens: int = 0
     #: where the conversation was at the last request or boundary
     view: PhaseView | None = None
     #: events that happened but wait for the next commit (results of a group whose

@@ -29,6 +29,7 @@ from phaseflow.turn.rejections import Rejected
 
 __all__ = [
     "AssistantMessage",
+    "Carried",
     "Content",
     "ContentPart",
     "History",
@@ -290,16 +291,52 @@ class UserMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Carried:
+    """What a provider needs back from one of its replies, kept exactly: Anthropic's
+    thinking blocks with their signatures, the Responses API's reasoning items, Gemini's
+    thought signatures. ``provider`` names the wire that made it (``anthropic``,
+    ``responses``, ``gemini``): only a provider of that name sends ``data`` back, and any
+    other drops it (the reply's visible text and calls are the message's own).
+    ``data`` is JSON text, opaque here: stored and sent back as it is."""
+
+    provider: str
+    data: str
+    #: its kind as a provider stream event (:mod:`phaseflow.providers.protocol`)
+    kind: ClassVar[str] = "carried"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "provider", i.text(self.provider, "carried provider"))
+        object.__setattr__(self, "data", i.text(self.data, "carried data"))
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"provider": self.provider, "data": self.data}
+
+    @classmethod
+    def decode(cls, data: object) -> Carried:
+        d = j.obj(data, "carried")
+        return cls(j.string(d, "provider", "carried"), j.string(d, "data", "carried"))
+
+
+def _read_carried(value: object) -> Carried | None:
+    if value is None:
+        return None
+    return i.exactly(value, (Carried,), "carried")  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
 class AssistantMessage:
     content: Content
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: str = ""
+    #: the provider's own parts of the reply, sent back to that provider only
+    carried: Carried | None = None
     role: ClassVar[Role] = Role.ASSISTANT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", freeze_content(self.content, "assistant content"))
         object.__setattr__(self, "tool_calls", i.sequence(self.tool_calls, "tool calls", read_call))
         object.__setattr__(self, "reasoning", i.text(self.reasoning, "reasoning"))
+        object.__setattr__(self, "carried", _read_carried(self.carried))
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +373,8 @@ def _message_json(message: Message) -> dict[str, JsonValue]:
             out["tool_calls"] = [c.to_json() for c in message.tool_calls]
         if message.reasoning:
             out["reasoning"] = message.reasoning
+        if message.carried is not None:
+            out["carried"] = message.carried.to_json()
     elif isinstance(message, ToolResultMessage):
         out["call_id"] = message.call_id
         out["is_error"] = message.is_error
@@ -356,7 +395,9 @@ def decode_message(data: object) -> Message:
             raise Malformed("message.tool_calls: expected an array")
         calls = tuple(ToolCall.decode(c) for c in raw_calls)
         reasoning = j.opt_string(d, "reasoning", "message") or ""
-        return AssistantMessage(content, calls, reasoning)
+        raw_carried = d.get("carried")
+        carried = None if raw_carried is None else Carried.decode(raw_carried)
+        return AssistantMessage(content, calls, reasoning, carried)
     return ToolResultMessage(
         j.string(d, "call_id", "message"), content, j.boolean(d, "is_error", "message")
     )

@@ -232,7 +232,8 @@ BAD_SCRIPT = "- calls: [{pay: 5}]\n"
      "phaseflow run: error: --provider scripted: bad.yaml:1: script entry 1.calls[0].pay: "
      "the arguments of 'pay' must be a mapping, not int"),
     (("desk.yaml", "--provider", "scripted", "-m", "x"),
-     "phaseflow run: error: --provider scripted: expected 'openai' or 'scripted:FILE'"),
+     "phaseflow run: error: --provider scripted: expected 'anthropic', 'openai', "
+     "'responses', 'gemini' or 'scripted:FILE'"),
     (("desk.yaml", "--store", "ftp://host/db", "-m", "x"),
      "phaseflow run: error: --store ftp://host/db: unknown kind of store 'ftp'"),
     (("desk.yaml", "--provider", "scripted:script.yaml", "--tools", "desk_tools", "-m", "x"),

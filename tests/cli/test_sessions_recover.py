@@ -232,7 +232,7 @@ def test_recover_names_what_it_cannot_do(host: Path, here: Any) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--provider", "gpt"), "--provider gpt: expected 'openai' or 'scripted:FILE'"),
+    (("--provider", "gpt"), "--provider gpt: expected 'anthropic', 'openai'"),
     (("--provider", "scripted:nope.yaml"), "--provider scripted: nope.yaml: cannot read"),
     (("--tools", "nowhere:TOOLS"), "--tools nowhere:TOOLS: cannot import nowhere"),
     (("--tools", "host"), "--tools takes MODULE:ATTR, got 'host'"),

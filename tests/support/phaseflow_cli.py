@@ -24,7 +24,8 @@ PHASEFLOW = (sys.executable, "-m", "phaseflow.cli.main")
 #: variables a child never inherits from the shell that runs the tests, since each changes
 #: what ``phaseflow`` does: a model's key, ``serve``'s tokens, tracing, colour switches. A
 #: test that wants one passes it to :func:`cli_env`.
-_NOT_INHERITED = ("OPENAI_", "PHASEFLOW_TOKENS", "OTEL_", "FORCE_COLOR", "NO_COLOR")
+_NOT_INHERITED = ("OPENAI_", "PHASEFLOW_TOKENS", "OTEL_", "FORCE_COLOR", "NO_COLOR",
+                  "ANTHROPIC_", "GEMINI_", "GOOGLE_API_KEY")
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -1,0 +1,139 @@
+"""The turn core's messages and tool specs as Anthropic Messages API request values.
+
+Plain data in, plain data out (the adapter, :mod:`phaseflow.providers.anthropic`, sends it
+and reads the stream). Roles alternate as the API wants: tool results, and a user message
+after them, go in one ``user`` message; an assistant message is its thinking blocks (put
+back exactly, see :mod:`phaseflow.providers.carry`), its text and its ``tool_use`` blocks.
+
+Prompt caching: a breakpoint (``cache_control``) ends the stable prefix (the tool
+definitions and the system text, which the API caches in that order) and another ends the
+history, so the next request, which extends this one, reads all of it from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from phaseflow.providers.carry import carried_parts, restored
+from phaseflow.providers.chat_wire import plain
+from phaseflow.providers.protocol import ProviderRequest
+from phaseflow.providers.wire_names import WireNames
+from phaseflow.turn.messages import (
+    AssistantMessage,
+    Content,
+    SystemMessage,
+    TextPart,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = ["WIRE", "request_messages", "request_system", "request_tools"]
+
+#: the name a reply's carried parts are kept under (:class:`~phaseflow.turn.messages.Carried`)
+WIRE = "anthropic"
+
+_CACHE = {"type": "ephemeral"}
+
+
+def _blocks(content: Content) -> list[dict[str, Any]]:
+    """Content as text and image blocks (an image by ``http(s):`` URL or ``data:`` URL;
+    other media named in text, since a media token is a reference, not bytes)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    out: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            if part.text:
+                out.append({"type": "text", "text": part.text})
+        elif part.media_type.startswith("image/") and part.token.startswith(
+                ("http://", "https://")):
+            out.append({"type": "image", "source": {"type": "url", "url": part.token}})
+        elif part.media_type.startswith("image/") and part.token.startswith("data:"):
+            header, _, data = part.token.partition(",")
+            out.append({"type": "image", "source": {
+                "type": "base64", "media_type": header[5:].split(";")[0], "data": data}})
+        else:
+            out.append({"type": "text", "text": f"[attachment {part.media_type}: {part.token}]"})
+    return out
+
+
+def _text(content: Content) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.text if isinstance(p, TextPart) else
+                   f"[attachment {p.media_type}: {p.token}]" for p in content)
+
+
+def _assistant(message: AssistantMessage, names: WireNames) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    text = _text(message.content)
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": names.to_wire(call.name),
+                       "input": call.argument_value()})
+    blocks = restored(blocks, carried_parts(message, WIRE))
+    # the API refuses an empty assistant message; a reply with nothing in it said nothing
+    return blocks or [{"type": "text", "text": "(no reply)"}]
+
+
+def request_messages(request: ProviderRequest, names: WireNames, *,
+                     cache: bool = True) -> list[dict[str, Any]]:
+    """The history as Messages API messages, the last block marked for the cache."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in request.history:
+        if isinstance(message, SystemMessage):
+            add("user", [{"type": "text", "text": f"[system] {_text(message.content)}"}])
+        elif isinstance(message, UserMessage):
+            add("user", _blocks(message.content) or [{"type": "text", "text": "(empty)"}])
+        elif isinstance(message, AssistantMessage):
+            add("assistant", _assistant(message, names))
+        elif isinstance(message, ToolResultMessage):
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id,
+                                      "content": _text(message.content) or "(empty)"}
+            if message.is_error:
+                result["is_error"] = True
+            add("user", [result])
+    if cache and out:
+        last = out[-1]["content"][-1]
+        if last.get("type") in ("text", "tool_result", "image", "tool_use"):
+            out[-1]["content"][-1] = {**last, "cache_control": _CACHE}
+    return out
+
+
+def request_system(request: ProviderRequest, *, cache: bool = True) -> list[dict[str, Any]]:
+    """The system text as one block, ending the cached prefix."""
+    if not request.system:
+        return []
+    block: dict[str, Any] = {"type": "text", "text": request.system}
+    if cache:
+        block["cache_control"] = _CACHE
+    return [block]
+
+
+def request_tools(request: ProviderRequest, names: WireNames, *,
+                  cache: bool = True) -> list[dict[str, Any]]:
+    """The offered tools; without a system text the last tool ends the cached prefix."""
+    tools: list[dict[str, Any]] = [
+        {"name": names.to_wire(t.name), "description": t.description,
+         "input_schema": plain(t.parameters) or {"type": "object", "properties": {}}}
+        for t in request.tools
+    ]
+    if cache and tools and not request.system:
+        tools[-1]["cache_control"] = _CACHE
+    return tools
+
+
+def dumps(value: Any) -> str:
+    """A JSON value as compact text (a tool call's input given whole)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,86 @@
+"""What every adapter over an official SDK shares: one SDK client per event loop, and
+its secrets taken out of every failure it yields.
+
+An HTTP connection pool belongs to one event loop, and a host's synchronous calls may
+each run a new one: :class:`LoopClients` makes the client of the running loop when it is
+first asked for, and drops the clients of loops already closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Generic, TypeVar
+
+from phaseflow.providers.protocol import ProviderEvent, ProviderFailure
+from phaseflow.providers.settings import redact
+
+__all__ = ["CONTEXT_FULL", "LoopClients", "context_full", "redacted"]
+
+#: how a failure says the prompt no longer fits the model's context window (a request
+#: the server refused as too long: retrying it as it is cannot help)
+CONTEXT_FULL = "the prompt is too long for the model's context window"
+
+#: how servers say it: Anthropic ("prompt is too long"), Gemini ("exceeds the maximum
+#: number of tokens"), llama.cpp ("exceeds the available context size"), OpenAI
+#: ("maximum context length", code context_length_exceeded)
+_CONTEXT_FULL_SAYINGS = ("prompt is too long", "exceeds the maximum number of tokens",
+                         "exceeds the available context size", "maximum context length",
+                         "context_length_exceeded")
+
+C = TypeVar("C")
+
+
+class LoopClients(Generic[C]):
+    """The SDK client of the running event loop (``make`` builds one, ``close`` closes
+    it); a client given by the host is used as it is and never closed here."""
+
+    def __init__(self, make: Callable[[], C], close: Callable[[C], Awaitable[object]],
+                 given: C | None = None) -> None:
+        self._make = make
+        self._close = close
+        self.given = given
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, C]] = {}
+
+    def get(self) -> C:
+        if self.given is not None:
+            return self.given
+        loop = asyncio.get_running_loop()
+        held = self._clients.get(id(loop))
+        if held is not None and held[0] is loop:
+            return held[1]
+        self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
+        client = self._make()
+        self._clients[id(loop)] = (loop, client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the client made for the running loop (the clients of loops already
+        closed are dropped: their connections went with their loop)."""
+        loop = asyncio.get_running_loop()
+        held = self._clients.pop(id(loop), None)
+        self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
+        if held is not None and held[0] is loop:
+            await self._close(held[1])
+
+
+def context_full(failure: ProviderFailure) -> ProviderFailure:
+    """``failure`` said as :data:`CONTEXT_FULL` (and never retried) when it is a server's
+    refusal of a prompt too long for the model (an HTTP 400 or 413 saying so)."""
+    if failure.status not in (400, 413) or failure.message.startswith(CONTEXT_FULL):
+        return failure
+    lowered = failure.message.lower()
+    if not any(saying in lowered for saying in _CONTEXT_FULL_SAYINGS):
+        return failure
+    detail = failure.message.removeprefix(f"the server answered {failure.status}: ")
+    return replace(failure, message=f"{CONTEXT_FULL}: {detail}", retryable=False,
+                   retry_after=None)
+
+
+def redacted(event: ProviderEvent, secrets: tuple[str, ...]) -> ProviderEvent:
+    """``event`` with ``secrets`` taken out of its message when it is a failure."""
+    if not isinstance(event, ProviderFailure):
+        return event
+    message = redact(event.message, secrets)
+    return event if message == event.message else replace(event, message=message)
