@@ -14,6 +14,7 @@ Only this module imports starlette and uvicorn (``phaseflow[serve]``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import os
 import socket
@@ -71,6 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", metavar="FILE",
                         help="bearer tokens, one a line (# comments); or set "
                         "PHASEFLOW_TOKENS")
+    parser.add_argument("--auth", metavar="MODULE:ATTR",
+                        help="a function of the request returning a "
+                        "phaseflow.serve.identity.Identity, or None to refuse it (401): "
+                        "each session is then seen by the identity that made it and by "
+                        "operators only (docs/serve.md, Users and their sessions)")
     parser.add_argument("--grace", default="30", metavar="SECONDS",
                         help="on SIGTERM, how long running turns may finish (default 30)")
     parser.add_argument("--max-body", default=str(1 << 20), metavar="BYTES",
@@ -250,10 +256,21 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         args.kept_sessions, "--kept-sessions", low=0, high=1_000_000, integer=True))
 
     notify = args.store if args.store and is_postgres(args.store) else None
-    return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
-                       max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
-                       sweep=sweep, notify_dsn=notify,
-                       **({} if kept is None else {"kept_sessions": kept}))
+    auth = None
+    if args.auth:
+        from phaseflow.cli.imports import import_attr
+        from phaseflow.serve.identity import check_hook
+
+        try:
+            auth = check_hook(import_attr(args.auth, "--auth"), f"--auth {args.auth}")
+        except ConfigError as exc:
+            raise Misuse(str(exc)) from None
+    config = ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
+                         max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
+                         sweep=sweep, notify_dsn=notify, auth=auth)
+    if kept is not None:
+        config = dataclasses.replace(config, kept_sessions=kept)
+    return config
 
 
 def _tools_for(workflow: Any, tools: Any) -> Any:

@@ -32,6 +32,7 @@ S = "/v1/sessions/{session_id}"
 
 
 def routes() -> list[BaseRoute]:
+    from phaseflow.serve.identity import owned
     from phaseflow.serve.openapi import openapi
 
     return [
@@ -42,13 +43,13 @@ def routes() -> list[BaseRoute]:
         Route("/v1/workflows/{name}/graph", r.graph, methods=["GET"]),
         Route("/v1/sessions", r.create_session, methods=["POST"]),
         Route("/v1/sessions", r.list_sessions, methods=["GET"]),
-        Route(S, r.get_session, methods=["GET"]),
-        Route(S, r.delete_session, methods=["DELETE"]),
-        Route(S + "/history", r.get_history, methods=["GET"]),
-        Route(S + "/messages", t.post_message, methods=["POST"]),
-        Route(S + "/events", t.get_events, methods=["GET"]),
-        Route(S + "/approvals/{call_id}", t.post_approval, methods=["POST"]),
-        Route(S + "/cancel", t.post_cancel, methods=["POST"]),
+        Route(S, owned(r.get_session), methods=["GET"]),
+        Route(S, owned(r.delete_session), methods=["DELETE"]),
+        Route(S + "/history", owned(r.get_history), methods=["GET"]),
+        Route(S + "/messages", owned(t.post_message), methods=["POST"]),
+        Route(S + "/events", owned(t.get_events), methods=["GET"]),
+        Route(S + "/approvals/{call_id}", owned(t.post_approval), methods=["POST"]),
+        Route(S + "/cancel", owned(t.post_cancel), methods=["POST"]),
         *_agui_routes(),
         *_ui_routes(),
     ]
@@ -128,7 +129,7 @@ class RequestLog:
 
 def create_app(config: ServeConfig) -> ASGIApp:
     """The server's ASGI application for ``config``."""
-    hub = Hub(config.served, config.log, kept=config.kept_sessions)
+    hub = Hub(config.served, config.log, kept=config.kept_sessions, poll=config.poll)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -162,7 +163,13 @@ def create_app(config: ServeConfig) -> ASGIApp:
     )
     app.state.hub = hub
     app.state.config = config
-    wrapped: ASGIApp = BearerAuth(app, config.tokens)
+    inner: ASGIApp = app
+    if config.auth is not None:
+        from phaseflow.serve.identity import IdentityAuth, check_hook
+
+        inner = IdentityAuth(app, check_hook(config.auth, "ServeConfig(auth=...)"),
+                             config.log)
+    wrapped: ASGIApp = BearerAuth(inner, config.tokens)
     wrapped = RequestLog(wrapped, config.log)
     outer = _Outer(wrapped, app)
     return outer

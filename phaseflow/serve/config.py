@@ -4,10 +4,14 @@ serve``): the served workflows and the limits and timings of the HTTP layer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from phaseflow.serve.idle import KEPT
 from phaseflow.serve.logs import Log
 from phaseflow.serve.served import Served
+
+if TYPE_CHECKING:
+    from phaseflow.serve.identity import AuthHook
 
 #: the default body limit: 1 MiB
 MAX_BODY = 1 << 20
@@ -34,3 +38,7 @@ class ServeConfig:
     #: idle sessions a worker keeps open between requests (0: none; each message then
     #: reads its session from the store), the least recently used dropped first
     kept_sessions: int = KEPT
+    #: the host's hook that turns a request into an Identity (None: refused, 401);
+    #: sessions are then owned by the identity that made them
+    #: (:mod:`phaseflow.serve.identity`). ``None``: no hook, every caller sees all
+    auth: AuthHook | None = None
