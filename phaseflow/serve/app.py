@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
@@ -127,7 +127,7 @@ class RequestLog:
                              time.monotonic() - started, session)
 
 
-def create_app(config: ServeConfig) -> ASGIApp:
+def create_app(config: ServeConfig) -> _Outer:
     """The server's ASGI application for ``config``."""
     hub = Hub(config.served, config.log, kept=config.kept_sessions, poll=config.poll)
 
@@ -187,6 +187,12 @@ class _Outer:
     def hub(self) -> Hub:
         hub: Hub = self.inner.state.hub
         return hub
+
+    def lifespan(self) -> AbstractAsyncContextManager[Any]:
+        """The application's start and stop (the sweep, the notifications, the graceful
+        drain of running turns), for a host that mounts it in its own ASGI application:
+        entered in the host's lifespan (a mounted application's own is not run)."""
+        return self.inner.router.lifespan_context(self.inner)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)

@@ -3,7 +3,7 @@ serve``): the served workflows and the limits and timings of the HTTP layer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from phaseflow.serve.idle import KEPT
@@ -20,7 +20,8 @@ MAX_BODY = 1 << 20
 @dataclass(frozen=True)
 class ServeConfig:
     served: dict[str, Served]
-    log: Log
+    #: the request and turn log (default: text on standard error)
+    log: Log = field(default_factory=Log)
     tokens: tuple[str, ...] = ()
     max_body: int = MAX_BODY
     #: seconds between heartbeat comments on an idle stream (at most 15)

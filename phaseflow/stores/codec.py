@@ -55,8 +55,8 @@ from phaseflow.turn.rejections import Rejected
 #: version 1 gets it when the new code opens it (:func:`must_migrate`). 3: the
 #: ``request_keys`` (a request's ``Idempotency-Key``, kept with its session so every
 #: worker recognises a retry), ``cancels`` (a cancel asked of the worker that runs the
-#: turn) and ``owners`` (the identity a served session belongs to) tables, and the index
-#: sessions are paged by (most recently updated first)
+#: turn) and ``owners`` (the identity a served session belongs to) tables, and the indexes
+#: sessions are paged by (most recently updated first; of one status)
 SCHEMA_VERSION = 3
 
 #: phaseflow's tables and their columns, the same in both databases (each store's DDL

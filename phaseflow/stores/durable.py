@@ -211,8 +211,12 @@ class DurableStore(CommitEntry, ABC):
     async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
         if not session_ids:
             return {}
-        rows = await self._all(sql.take_cancels(len(session_ids)),
-                               [check_session_id(s) for s in session_ids])
+        ids = [check_session_id(s) for s in session_ids]
+        # a read first: the common answer is none, and a read takes no write lock
+        asked = [str(r[0]) for r in await self._all(sql.cancels(len(ids)), ids)]
+        if not asked:
+            return {}
+        rows = await self._all(sql.take_cancels(len(asked)), asked)
         return {str(sid): float(at) for sid, at in rows}
 
     async def claim_owner(self, session_id: str, owner: str) -> str:

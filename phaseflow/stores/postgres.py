@@ -128,11 +128,12 @@ _ADDED: dict[str, tuple[str, ...]] = {
         created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (session_id, key))""",),
     "cancels": ("""CREATE TABLE IF NOT EXISTS cancels (
         session_id TEXT PRIMARY KEY, requested_at DOUBLE PRECISION NOT NULL)""",),
-    # the sessions' paging index comes with version 3's owners (one migration adds both)
+    # the sessions' paging indexes come with version 3's owners (one migration adds all)
     "owners": ("""CREATE TABLE IF NOT EXISTS owners (
         session_id TEXT PRIMARY KEY, owner TEXT NOT NULL)""",
                "CREATE INDEX IF NOT EXISTS owners_owner ON owners (owner, session_id)",
-               "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)"),
+               "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)",
+               "CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, updated_at, id)"),
 }
 
 #: the record of a turn's end (one statement, so one snapshot: the turn's row and the

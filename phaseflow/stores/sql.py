@@ -78,6 +78,12 @@ REQUEST_CANCEL = ("INSERT INTO cancels (session_id, requested_at) VALUES (?, ?)"
                   " requested_at = excluded.requested_at")
 
 
+def cancels(count: int) -> str:
+    """Which of ``count`` sessions have a cancel request (a read)."""
+    marks = ", ".join("?" * count)
+    return f"SELECT session_id FROM cancels WHERE session_id IN ({marks})"
+
+
 def take_cancels(count: int) -> str:
     """The cancel requests of ``count`` sessions, deleted as they are read."""
     marks = ", ".join("?" * count)
@@ -92,8 +98,9 @@ OWNER = "SELECT owner FROM owners WHERE session_id = ?"
 
 def sessions_page(*, owner: bool, workflow: bool, status: bool, before: bool) -> str:
     """One page of :data:`SESSIONS`' rows, read backwards along the ``sessions_recent``
-    index (``updated_at, id``) from ``before`` (keyset pagination: no row before the
-    page is read); parameters, of those asked for, in this order: owner, workflow,
+    index (``updated_at, id``; ``sessions_status`` with a status: ``status, updated_at,
+    id``) from ``before`` (keyset pagination: no row before the page is read);
+    parameters, of those asked for, in this order: owner, workflow,
     status, before's updated_at and id, then the limit."""
     where = ["s.version != 0"]
     source = "sessions AS s"

@@ -98,11 +98,12 @@ _ADDED: dict[str, tuple[str, ...]] = {
     created_at REAL NOT NULL, PRIMARY KEY (session_id, key)) WITHOUT ROWID""",),
     "cancels": ("""CREATE TABLE IF NOT EXISTS cancels (
     session_id TEXT PRIMARY KEY, requested_at REAL NOT NULL) WITHOUT ROWID""",),
-    # the sessions' paging index comes with version 3's owners (one migration adds both)
+    # the sessions' paging indexes come with version 3's owners (one migration adds all)
     "owners": ("""CREATE TABLE IF NOT EXISTS owners (
     session_id TEXT PRIMARY KEY, owner TEXT NOT NULL) WITHOUT ROWID""",
                "CREATE INDEX IF NOT EXISTS owners_owner ON owners (owner, session_id)",
-               "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)"),
+               "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)",
+               "CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, updated_at, id)"),
 }
 
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")

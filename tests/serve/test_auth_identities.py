@@ -6,6 +6,8 @@ and nothing of the session is in any answer (lists, events, AG-UI, the web view)
 from __future__ import annotations
 
 import json
+import re
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,20 +16,20 @@ import httpx
 import pytest
 
 from tests.support.desk_project import PAY_TOOL, desk_workflow
-from tests.support.phaseflow_cli import PHASEFLOW, cli_env
+from tests.support.phaseflow_cli import PHASEFLOW, ROOT, cli_env
 from tests.support.serve_server import Server, start
 
-AUTH = '''\
-from phaseflow.serve.identity import Identity
 
-KEYS = {"key-ada": Identity("ada"), "key-bob": Identity("bob"),
-        "key-ops": Identity("ops", operator=True)}
+def _doc_block(first_line: str) -> str:
+    """The Python block of docs/serve.md that starts with ``first_line``."""
+    text = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S)
+               if b.startswith(first_line)]
+    return block
 
 
-def auth(request):
-    """The host's own check: here an API key in a header of its choosing."""
-    return KEYS.get(request.headers.get("x-api-key", ""))
-'''
+#: the hook as docs/serve.md writes it: an API key in the header x-api-key
+AUTH = _doc_block("# host_auth.py")
 
 TOOLS = "from phaseflow.tools import tool\n\n\n" + PAY_TOOL + "\n\nTOOLS = [pay]\n"
 
@@ -53,7 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (folder / "script.yaml").write_text(SCRIPT, encoding="utf-8")
     running = start([str(folder / "desk.yaml"), "--provider",
                      f"scripted:{folder / 'script.yaml'}", "--tools", "desk_tools:TOOLS",
-                     "--store", str(folder / "sessions.db"), "--auth", "host_auth:auth"],
+                     "--store", str(folder / "sessions.db"), "--auth", "host_auth:identity"],
                     folder / "server.log", cwd=folder)
     yield running
     running.stop()
@@ -83,8 +85,8 @@ def test_a_request_without_an_identity_is_refused(server: Server) -> None:
 
 
 def test_another_identity_reaches_nothing_of_a_session(server: Server) -> None:
-    with _client(server, "key-ada") as ada, _client(server, "key-bob") as bob, \
-            _client(server, "key-ops") as ops:
+    with _client(server, "key-of-ada") as ada, _client(server, "key-of-bob") as bob, \
+            _client(server, "key-of-ops") as ops:
         made = ada.post("/v1/sessions", json={})
         assert made.status_code == 201, made.text
         sid = made.json()["id"]
@@ -148,7 +150,7 @@ def test_an_agui_thread_belongs_to_whoever_started_it(server: Server) -> None:
     thread = f"t-{uuid.uuid4().hex[:8]}"
     body = {"threadId": thread, "runId": "r1",
             "messages": [{"id": "1", "role": "user", "content": SECRET}]}
-    with _client(server, "key-bob") as bob, _client(server, "key-ada") as ada:
+    with _client(server, "key-of-bob") as bob, _client(server, "key-of-ada") as ada:
         with bob.stream("POST", "/v1/ag-ui/desk", json=body) as run:
             assert run.status_code == 200
             assert any("RUN_FINISHED" in line or "RUN_ERROR" in line
@@ -175,3 +177,55 @@ def test_a_bad_auth_option_is_refused_at_start(tmp_path: Path) -> None:
                               env=cli_env(), capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_mounted_in_a_host_application_as_the_docs_write_it(tmp_path: Path) -> None:
+    """docs/serve.md's host application, run by uvicorn as it is: the host's own
+    authentication middleware finds the user, phaseflow's hook turns it into an
+    identity, and one user's session is another's 404."""
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    (tmp_path / "host_app.py").write_text(_doc_block("# host_app.py"), encoding="utf-8")
+    for shared in ("workflows", "examples"):  # the paths the example names, relative
+        (tmp_path / shared).symlink_to(ROOT / shared)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "host_app:app", "--port", "0"], cwd=tmp_path,
+        env=cli_env(), stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    found: list[str] = []
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            found.append(line)
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 60
+    base = None
+    while base is None and time.monotonic() < deadline and process.poll() is None:
+        hit = re.search(r"running on (http://\S+)", "".join(found))
+        base = hit.group(1) if hit else None
+        time.sleep(0.05)
+    try:
+        assert base is not None, "".join(found)
+        keys = {name: {"x-api-key": f"key-of-{name}"} for name in ("ada", "bob", "ops")}
+        with httpx.Client(base_url=base, timeout=60) as client:
+            assert client.get("/me", headers=keys["ada"]).json() == {"user": "ada"}
+            assert client.get("/v1/sessions").status_code == 401
+            assert client.get("/healthz").status_code == 200
+            sid = client.post("/v1/sessions", json={}, headers=keys["ada"]).json()["id"]
+            said = client.post(f"/v1/sessions/{sid}/messages", headers=keys["ada"],
+                               json={"text": "Hi, I'm ada@example.com"})
+            assert said.status_code == 200 and said.json()["status"] == "completed"
+            _not_found(client.get(f"/v1/sessions/{sid}/history", headers=keys["bob"]), sid)
+            assert client.get("/v1/sessions", headers=keys["bob"]).json()["sessions"] == []
+            assert client.get(f"/v1/sessions/{sid}", headers=keys["ops"]).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        # uvicorn stops gracefully, then raises the signal again: -SIGTERM
+        assert process.wait(60) in (0, -signal.SIGTERM), "".join(found)
+    log = "".join(found)
+    assert "Application startup complete" in log  # phaseflow's lifespan ran in the host's
+    assert "Application shutdown complete" in log and "Traceback" not in log

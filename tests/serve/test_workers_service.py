@@ -217,6 +217,16 @@ def test_sessions_page_across_workers(tmp_path: Path, pg: str) -> None:
             updated = [s["updated_at"] for s in ca.get(
                 "/v1/sessions", params={"limit": 100}).json()["sessions"]]
             assert updated == sorted(updated, reverse=True)
+            # a request refused before it stored anything lets its key go: its retry runs
+            key = {"Idempotency-Key": "early"}
+            late = f"late-{uuid.uuid4().hex[:6]}"
+            refused = ca.post(f"/v1/sessions/{late}/messages", json={"text": "hi"},
+                              headers=key)
+            assert refused.status_code == 404
+            assert cb.post("/v1/sessions", json={"id": late}).status_code == 201
+            ran = cb.post(f"/v1/sessions/{late}/messages", json={"text": "hi"}, headers=key)
+            assert ran.status_code == 200 and "idempotent-replayed" not in ran.headers
+            assert ran.json()["status"] == "completed"
     finally:
         a.stop()
         b.stop()

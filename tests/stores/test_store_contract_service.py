@@ -109,6 +109,7 @@ def test_a_store_of_schema_version_2_is_migrated(durable: Backend) -> None:
         for table in ("request_keys", "cancels", "owners"):
             await durable.sql(f"DROP TABLE {table}")
         await durable.sql("DROP INDEX sessions_recent")
+        await durable.sql("DROP INDEX sessions_status")
         await durable.sql("UPDATE phaseflow_schema SET version = 2")
         store = await durable.open()
         assert [s.session_id for s in await store.sessions_page(SessionsPage(5))] == ["old"]
@@ -117,10 +118,11 @@ def test_a_store_of_schema_version_2_is_migrated(durable: Backend) -> None:
         assert await store.claim_key("old", "k", "fp", 1.0, 60.0) is None
         if durable.name == "sqlite":
             indexes = await durable.sql("SELECT name FROM sqlite_master WHERE type = 'index'"
-                                        " AND name = 'sessions_recent'")
+                                        " AND name IN ('sessions_recent', 'sessions_status')"
+                                        " ORDER BY name")
         else:
             indexes = await durable.sql("SELECT indexname FROM pg_indexes WHERE"
-                                        " indexname = 'sessions_recent'"
-                                        " AND schemaname = current_schema()")
-        assert indexes == [("sessions_recent",)]
+                                        " indexname IN ('sessions_recent', 'sessions_status')"
+                                        " AND schemaname = current_schema() ORDER BY 1")
+        assert indexes == [("sessions_recent",), ("sessions_status",)]
     durable.run(body)
