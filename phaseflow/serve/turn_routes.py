@@ -63,8 +63,8 @@ def _wants_async(request: Request) -> bool:
     return any(p.strip().lower() == "respond-async" for p in prefer.split(","))
 
 
-async def _claim(request: Request, hub: Hub, sid: str, key: str | None,
-                 fingerprint: str) -> Response | None:
+async def _claim(hub: Hub, sid: str, key: str | None, fingerprint: str
+                 ) -> Response | None:
     """Claim ``key`` in the store when this worker does not remember it: ``None``
     when claimed (or no key), else the answer to a retry of a request another worker
     (or an earlier life of this one) accepted: ``202`` and where its events are, with
@@ -139,7 +139,7 @@ async def post_message(request: Request) -> Response:
     busy = text_field(body, "busy", default="queue", choices=BUSY)
     assert text is not None and busy is not None
     fingerprint = _fingerprint(request, body, key)
-    replayed = await _claim(request, hub, sid, key, fingerprint)
+    replayed = await _claim(hub, sid, key, fingerprint)
     if replayed is not None:
         return replayed
     try:
@@ -193,7 +193,7 @@ async def post_approval(request: Request) -> Response:
     reason = text_field(body, "reason", default="", max_chars=config.max_text) or ""
     assert decision is not None
     fingerprint = _fingerprint(request, body, key)
-    replayed = await _claim(request, hub, sid, key, fingerprint)
+    replayed = await _claim(hub, sid, key, fingerprint)
     if replayed is not None:
         return replayed
     try:
