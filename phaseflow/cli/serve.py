@@ -167,9 +167,10 @@ def _run(args: argparse.Namespace) -> int:
     poll = _number(args.poll, "--poll", low=0.01, high=60)
     sweep = _number(args.sweep, "--sweep", low=0, high=3600)
     tokens = _tokens(args)
-    if not tokens and not _loopback(args.host):
+    if not tokens and not args.auth and not _loopback(args.host):
         raise Misuse(f"--host {args.host} is not loopback: give bearer tokens "
-                     "(--token-file or PHASEFLOW_TOKENS) to serve beyond this machine")
+                     "(--token-file or PHASEFLOW_TOKENS) or an auth hook (--auth) to serve "
+                     "beyond this machine")
     if workers > 1 and args.store == "memory":
         raise Misuse("--workers > 1 needs a store the workers share (a SQLite file or "
                      "PostgreSQL), not 'memory'")
@@ -315,7 +316,10 @@ def _banner(args: argparse.Namespace, address: str, tokens: bool, workers: int) 
           f"{', '.join(os.path.basename(w) for w in args.workflows)}; store: "
           f"{store_name(args.store)}; workers: {workers})", flush=True)
     print(f"phaseflow serve: web view at {address}/ui/", flush=True)
-    if not tokens:
+    if args.auth:
+        print(f"phaseflow serve: every request is checked by the auth hook {args.auth}",
+              flush=True)
+    elif not tokens:
         print("phaseflow serve: no tokens: anyone on this machine may call (loopback only)",
               flush=True)
 

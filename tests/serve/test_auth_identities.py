@@ -82,6 +82,8 @@ def test_a_request_without_an_identity_is_refused(server: Server) -> None:
             assert answer.json()["code"] == "unauthorized"
             assert "www-authenticate" in answer.headers
         assert anonymous.get("/healthz").status_code == 200  # the probes stay open
+    assert any("checked by the auth hook host_auth:identity" in line
+               for line in server.banner)
 
 
 def test_another_identity_reaches_nothing_of_a_session(server: Server) -> None:
