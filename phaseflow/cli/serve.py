@@ -14,6 +14,7 @@ Only this module imports starlette and uvicorn (``phaseflow[serve]``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import os
 import socket
@@ -82,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", metavar="FILE",
                         help="bearer tokens, one a line (# comments); or set "
                         "PHASEFLOW_TOKENS")
+    parser.add_argument("--auth", metavar="MODULE:ATTR",
+                        help="a function of the request returning a "
+                        "phaseflow.serve.identity.Identity, or None to refuse it (401): "
+                        "each session is then seen by the identity that made it and by "
+                        "operators only (docs/serve.md, Users and their sessions)")
     parser.add_argument("--grace", default="30", metavar="SECONDS",
                         help="on SIGTERM, how long running turns may finish (default 30)")
     parser.add_argument("--max-body", default=str(1 << 20), metavar="BYTES",
@@ -181,9 +187,10 @@ def _run(args: argparse.Namespace) -> int:
     sweep = _number(args.sweep, "--sweep", low=0, high=3600)
     tokens = _tokens(args)
     _allowed_hosts(args)  # checked before anything is loaded
-    if not tokens and not _loopback(args.host):
+    if not tokens and not args.auth and not _loopback(args.host):
         raise Misuse(f"--host {args.host} is not loopback: give bearer tokens "
-                     "(--token-file or PHASEFLOW_TOKENS) to serve beyond this machine")
+                     "(--token-file or PHASEFLOW_TOKENS) or an auth hook (--auth) to serve "
+                     "beyond this machine")
     if workers > 1 and args.store == "memory":
         raise Misuse("--workers > 1 needs a store the workers share (a SQLite file or "
                      "PostgreSQL), not 'memory'")
@@ -276,11 +283,22 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         args.kept_sessions, "--kept-sessions", low=0, high=1_000_000, integer=True))
 
     notify = args.store if args.store and is_postgres(args.store) else None
-    return ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
-                       max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
-                       sweep=sweep, notify_dsn=notify, allowed_hosts=_allowed_hosts(args),
-                       app_dir=_app_dir(args),
-                       **({} if kept is None else {"kept_sessions": kept}))
+    auth = None
+    if args.auth:
+        from phaseflow.cli.imports import import_attr
+        from phaseflow.serve.identity import check_hook
+
+        try:
+            auth = check_hook(import_attr(args.auth, "--auth"), f"--auth {args.auth}")
+        except ConfigError as exc:
+            raise Misuse(str(exc)) from None
+    config = ServeConfig(served=served, log=Log(args.log_format), tokens=tokens,
+                         max_body=max_body, heartbeat=heartbeat, poll=poll, grace=grace,
+                         sweep=sweep, notify_dsn=notify, auth=auth,
+                         allowed_hosts=_allowed_hosts(args), app_dir=_app_dir(args))
+    if kept is not None:
+        config = dataclasses.replace(config, kept_sessions=kept)
+    return config
 
 
 def _app_dir(args: argparse.Namespace) -> str | None:
@@ -345,7 +363,10 @@ def _banner(args: argparse.Namespace, address: str, tokens: bool, workers: int) 
           f"{', '.join(os.path.basename(w) for w in args.workflows)}; store: "
           f"{store_name(args.store)}; workers: {workers})", flush=True)
     print(f"phaseflow serve: web view at {address}/ui/", flush=True)
-    if not tokens:
+    if args.auth:
+        print(f"phaseflow serve: every request is checked by the auth hook {args.auth}",
+              flush=True)
+    elif not tokens:
         print("phaseflow serve: no tokens: anyone on this machine may call (loopback only)",
               flush=True)
 

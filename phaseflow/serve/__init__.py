@@ -8,5 +8,7 @@ else in phaseflow imports it.
 
 from phaseflow.serve.app import create_app
 from phaseflow.serve.config import ServeConfig
+from phaseflow.serve.identity import Identity
+from phaseflow.serve.served import serving
 
-__all__ = ["ServeConfig", "create_app"]
+__all__ = ["Identity", "ServeConfig", "create_app", "serving"]

@@ -34,6 +34,7 @@ from phaseflow.errors import ConfigError
 from phaseflow.serve.bodies import read_object
 from phaseflow.serve.common import declared_state, session_id
 from phaseflow.serve.config import ServeConfig
+from phaseflow.serve.identity import thread_access
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
 from phaseflow.serve.streams import frame, guarded, pinged
@@ -250,6 +251,7 @@ async def run_agent(request: Request) -> Response:
     resume = _resume(body)
     text = None if resume is not None else _last_user_text(body)
     record = await hub.store.load(sid)
+    await thread_access(request, hub.store, sid, exists=record is not None)
     if record is None:
         state = body.get("state") if isinstance(body.get("state"), dict) else None
         declared_state(served.agent.workflow, state)

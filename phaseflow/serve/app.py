@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
@@ -33,6 +33,7 @@ S = "/v1/sessions/{session_id}"
 
 
 def routes() -> list[BaseRoute]:
+    from phaseflow.serve.identity import owned
     from phaseflow.serve.openapi import openapi
 
     return [
@@ -43,13 +44,13 @@ def routes() -> list[BaseRoute]:
         Route("/v1/workflows/{name}/graph", r.graph, methods=["GET"]),
         Route("/v1/sessions", r.create_session, methods=["POST"]),
         Route("/v1/sessions", r.list_sessions, methods=["GET"]),
-        Route(S, r.get_session, methods=["GET"]),
-        Route(S, r.delete_session, methods=["DELETE"]),
-        Route(S + "/history", r.get_history, methods=["GET"]),
-        Route(S + "/messages", t.post_message, methods=["POST"]),
-        Route(S + "/events", t.get_events, methods=["GET"]),
-        Route(S + "/approvals/{call_id}", t.post_approval, methods=["POST"]),
-        Route(S + "/cancel", t.post_cancel, methods=["POST"]),
+        Route(S, owned(r.get_session), methods=["GET"]),
+        Route(S, owned(r.delete_session), methods=["DELETE"]),
+        Route(S + "/history", owned(r.get_history), methods=["GET"]),
+        Route(S + "/messages", owned(t.post_message), methods=["POST"]),
+        Route(S + "/events", owned(t.get_events), methods=["GET"]),
+        Route(S + "/approvals/{call_id}", owned(t.post_approval), methods=["POST"]),
+        Route(S + "/cancel", owned(t.post_cancel), methods=["POST"]),
         *_agui_routes(),
         *_ui_routes(),
     ]
@@ -127,9 +128,9 @@ class RequestLog:
                              time.monotonic() - started, session)
 
 
-def create_app(config: ServeConfig) -> ASGIApp:
+def create_app(config: ServeConfig) -> _Outer:
     """The server's ASGI application for ``config``."""
-    hub = Hub(config.served, config.log, kept=config.kept_sessions)
+    hub = Hub(config.served, config.log, kept=config.kept_sessions, poll=config.poll)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -163,7 +164,13 @@ def create_app(config: ServeConfig) -> ASGIApp:
     )
     app.state.hub = hub
     app.state.config = config
-    wrapped: ASGIApp = BearerAuth(app, config.tokens)
+    inner: ASGIApp = app
+    if config.auth is not None:
+        from phaseflow.serve.identity import IdentityAuth, check_hook
+
+        inner = IdentityAuth(app, check_hook(config.auth, "ServeConfig(auth=...)"),
+                             config.log)
+    wrapped: ASGIApp = BearerAuth(inner, config.tokens)
     if config.app_dir is not None:  # public files, as the web view's: before the tokens
         from phaseflow.serve.frontend import FrontEnd
 
@@ -186,6 +193,12 @@ class _Outer:
     def hub(self) -> Hub:
         hub: Hub = self.inner.state.hub
         return hub
+
+    def lifespan(self) -> AbstractAsyncContextManager[Any]:
+        """The application's start and stop (the sweep, the notifications, the graceful
+        drain of running turns), for a host that mounts it in its own ASGI application:
+        entered in the host's lifespan (a mounted application's own is not run)."""
+        return self.inner.router.lifespan_context(self.inner)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)

@@ -3,11 +3,15 @@ serve``): the served workflows and the limits and timings of the HTTP layer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from phaseflow.serve.idle import KEPT
 from phaseflow.serve.logs import Log
 from phaseflow.serve.served import Served
+
+if TYPE_CHECKING:
+    from phaseflow.serve.identity import AuthHook
 
 #: the default body limit: 1 MiB
 MAX_BODY = 1 << 20
@@ -16,7 +20,8 @@ MAX_BODY = 1 << 20
 @dataclass(frozen=True)
 class ServeConfig:
     served: dict[str, Served]
-    log: Log
+    #: the request and turn log (default: text on standard error)
+    log: Log = field(default_factory=Log)
     tokens: tuple[str, ...] = ()
     max_body: int = MAX_BODY
     #: seconds between heartbeat comments on an idle stream (at most 15)
@@ -41,3 +46,7 @@ class ServeConfig:
     #: a folder of the host's own front end, served at ``/app/`` (``--app``; see
     #: :mod:`phaseflow.serve.frontend`)
     app_dir: str | None = None
+    #: the host's hook that turns a request into an Identity (None: refused, 401);
+    #: sessions are then owned by the identity that made them
+    #: (:mod:`phaseflow.serve.identity`). ``None``: no hook, every caller sees all
+    auth: AuthHook | None = None

@@ -40,6 +40,7 @@ from phaseflow.session.agent import (
     SessionFinished,
 )
 from phaseflow.session.core import ResolutionRefused
+from phaseflow.stores import rules
 from phaseflow.stores.base import StoreError, StoreFenced
 
 #: how many Idempotency-Keys a process remembers (the oldest are forgotten first)
@@ -64,7 +65,8 @@ class Follower:
 
 
 class Hub:
-    def __init__(self, served: dict[str, Served], log: Log, *, kept: int = KEPT) -> None:
+    def __init__(self, served: dict[str, Served], log: Log, *, kept: int = KEPT,
+                 poll: float = 0.5) -> None:
         self.served = served
         first = next(iter(served.values()))
         self.store = first.agent.store
@@ -82,6 +84,12 @@ class Hub:
         self.closing = asyncio.Event()
         #: told the id of a session whose events this process committed (NOTIFY)
         self.on_commit: Callable[[str], None] | None = None
+        #: told the id of a session whose turn another worker runs, to cancel it there
+        #: (PostgreSQL: NOTIFY); ``None``: the request is stored for its holder to read
+        self.on_cancel: Callable[[str], None] | None = None
+        #: seconds between the reads of stored cancel requests while turns run here
+        self.poll = poll
+        self._watcher: asyncio.Task[None] | None = None
 
     # --- followers ----------------------------------------------------------------------
 
@@ -143,12 +151,80 @@ class Hub:
             found = True
         return found
 
+    # --- what other workers run -----------------------------------------------------------
+
+    async def claim(self, session_id: str, key: str, fingerprint: str) -> str | None:
+        """Claim ``key`` in the store, where every worker sees it (:meth:`Store.claim_key`):
+        ``None`` when this request claimed it, else the fingerprint of the request that
+        did (a retry of it: answered, never run again)."""
+        try:
+            return await self.store.claim_key(session_id, key, fingerprint, time.time(),
+                                              KEY_SECONDS)
+        except StoreError as exc:
+            raise Problem(503, "store_unavailable", f"the session store failed: {exc}",
+                          headers={"Retry-After": "1"}) from None
+
+    async def unclaim(self, session_id: str, key: str, fingerprint: str) -> None:
+        """Let a claimed key go: its request was refused and stored nothing."""
+        try:
+            await self.store.drop_key(session_id, key, fingerprint)
+        except StoreError as exc:
+            self.log.line("error", "an Idempotency-Key could not be let go",
+                          session=session_id, error=type(exc).__name__)
+
+    async def cancel_elsewhere(self, session_id: str) -> None:
+        """Ask the worker that runs the session's turn to cancel it: a notification
+        (PostgreSQL) or a request stored for it to read (:meth:`_watch_cancels`)."""
+        if self.on_cancel is not None:
+            self.on_cancel(session_id)
+            return
+        try:
+            await self.store.request_cancel(session_id, time.time())
+        except StoreError as exc:
+            raise Problem(503, "store_unavailable", f"the session store failed: {exc}",
+                          headers={"Retry-After": "1"}) from None
+
+    def cancel_asked(self, session_id: str, asked_at: float | None = None) -> bool:
+        """Another worker asked to cancel the session's turn: cancelled here when it
+        runs here (and, for a stored request, when it was asked during this turn's task:
+        :func:`rules.cancel_applies`); whether one was."""
+        found = False
+        for session, accepted in list(self._objects.get(session_id, {}).items()):
+            if asked_at is None or rules.cancel_applies(asked_at, accepted.started_at):
+                session.cancel()
+                found = True
+        return found
+
+    def _watch(self) -> None:
+        """Read stored cancel requests while turns run here (no notifications)."""
+        if self.on_cancel is None and self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch_cancels())
+
+    async def _watch_cancels(self) -> None:
+        try:
+            while self._objects and not self.closing.is_set():
+                await asyncio.sleep(self.poll)
+                running = list(self._objects)
+                if not running:
+                    break
+                try:
+                    asked = await self.store.take_cancels(running)
+                except StoreError as exc:
+                    self.log.line("error", "cancel requests could not be read",
+                                  error=type(exc).__name__)
+                    continue
+                for sid, at in asked.items():
+                    self.cancel_asked(sid, at)
+        finally:
+            self._watcher = None
+
     async def submit(self, served: Served, session_id: str, action: Action, *,
                      busy: str = "queue", key: str | None = None,
-                     fingerprint: str = "") -> tuple[Accepted, bool]:
+                     fingerprint: str = "", claimed: bool = False) -> tuple[Accepted, bool]:
         """Start ``action`` on the session in a server-owned task; the
         :class:`Accepted` and whether it is a repeat of an earlier request (same
-        ``key``)."""
+        ``key``). ``claimed``: the request claimed ``key`` in the store
+        (:meth:`claim`); it is let go if the task stores nothing."""
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             if key is not None:
@@ -170,7 +246,10 @@ class Hub:
                               "turn; busy=reject stores nothing", session_id=session_id)
             agent, session = await self._checkout(served, session_id, role)
             accepted = Accepted(session_id, fingerprint, session.phase)
+            if claimed:
+                accepted.key = key
             self._objects.setdefault(session_id, {})[session] = accepted
+            self._watch()
             task = asyncio.get_running_loop().create_task(
                 self._run(served, agent, session, action, accepted))
             self.tasks.add(task)
@@ -277,6 +356,9 @@ class Hub:
 
             accepted.problem = internal_problem()
         finally:
+            if accepted.key is not None and accepted.problem is not None and not any(
+                    e.seq for e in accepted.events):
+                await self.unclaim(sid, accepted.key, accepted.fingerprint)
             accepted.finish()
             objects = self._objects.get(sid)
             if objects is not None:

@@ -7,6 +7,10 @@ Only ``phaseflow serve`` workers notify (the store itself does not), so a commit
 another writer (``phaseflow sessions recover``, a host's own process) reaches the
 streams at the next poll (``--poll``), as with SQLite. A lost connection is opened again;
 meanwhile the polling carries the streams.
+
+A cancel asked of a worker that does not run the turn goes out on :data:`CANCELS`
+(the payload is the session id): the worker that runs it cancels it as ``POST
+.../cancel`` does there (its tools stopped, a sync tool's thread included).
 """
 
 from __future__ import annotations
@@ -18,22 +22,27 @@ from typing import Any
 from phaseflow.serve.hub import Hub
 
 CHANNEL = "phaseflow_events"
+#: the channel of cancel requests (the payload: the session id)
+CANCELS = "phaseflow_cancels"
 
 
 class Notifier:
     def __init__(self, hub: Hub, dsn: str) -> None:
         self.hub = hub
         self.dsn = dsn
-        self._pending: asyncio.Queue[str] = asyncio.Queue()
+        #: (channel, session id) to notify
+        self._pending: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.hub.on_commit = self._pending.put_nowait
+        self.hub.on_commit = lambda sid: self._pending.put_nowait((CHANNEL, sid))
+        self.hub.on_cancel = lambda sid: self._pending.put_nowait((CANCELS, sid))
         self._tasks = [loop.create_task(self._listen()), loop.create_task(self._notify())]
 
     async def stop(self) -> None:
         self.hub.on_commit = None
+        self.hub.on_cancel = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -51,8 +60,12 @@ class Notifier:
                 conn = await self._connect()
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {CANCELS}")
                     async for note in conn.notifies():
-                        self.hub.poke(note.payload)
+                        if note.channel == CANCELS:
+                            self.hub.cancel_asked(note.payload)
+                        else:
+                            self.hub.poke(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the polling carries the streams meanwhile
@@ -66,12 +79,12 @@ class Notifier:
                 conn = await self._connect()
                 async with conn:
                     while True:
-                        sid = await self._pending.get()
-                        sessions = {sid}
+                        first = await self._pending.get()
+                        notes = {first}
                         while not self._pending.empty():  # a burst: once per session
-                            sessions.add(self._pending.get_nowait())
-                        for one in sessions:
-                            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, one))
+                            notes.add(self._pending.get_nowait())
+                        for channel, one in notes:
+                            await conn.execute("SELECT pg_notify(%s, %s)", (channel, one))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

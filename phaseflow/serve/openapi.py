@@ -42,7 +42,7 @@ PREFER = {"name": "Prefer", "in": "header", "required": False,
           "schema": {"type": "string"},
           "description": "respond-async: answer 202 at once with a Location to follow"}
 COMMON = {"400": _problem("bad input, naming the field"),
-          "401": _problem("no valid bearer token"),
+          "401": _problem("no valid bearer token, or no identity (--auth)"),
           "403": _problem("a state-changing request from a foreign Origin"),
           "421": _problem("a Host the server does not answer to (DNS rebinding)"),
           "413": _problem("body over --max-body"),
@@ -218,10 +218,11 @@ def document(secured: bool = True) -> dict[str, Any]:
                 params=[SESSION_ID, {"name": "call_id", "in": "path", "required": True,
                                      "schema": {"type": "string"}}, IDEMPOTENCY, PREFER],
                 body=_ref("Decision"))},
-            s + "/cancel": {"post": _op("cancel the running turn", {
+            s + "/cancel": {"post": _op("cancel the running turn, in whichever worker runs it", {
                 "202": _ok({"type": "object", "required": ["session_id", "status"]}),
                 "404": _problem("unknown session"),
-                "409": _problem("no turn runs here"), **COMMON}, params=sid)},
+                "409": _problem("no turn runs, or its worker is gone"), **COMMON},
+                params=sid)},
             "/v1/ag-ui/{workflow}": {"post": _op("the AG-UI endpoint", {
                 "200": {"description": "AG-UI events", "content": {SSE: {
                     "schema": {"type": "string"}}}},

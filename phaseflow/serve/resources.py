@@ -21,15 +21,17 @@ from phaseflow.serve.common import (
     stored,
 )
 from phaseflow.serve.hub import Hub
+from phaseflow.serve.identity import claim, owner_filter
 from phaseflow.serve.problems import Problem
 from phaseflow.serve.views import (
     STATUSES,
+    decode_cursor,
     history_json,
     page,
     session_json,
     workflow_json,
 )
-from phaseflow.stores.base import StoreConflict, StoreError
+from phaseflow.stores.base import SessionsPage, StoreConflict, StoreError
 
 
 def hub_of(request: Request) -> Hub:
@@ -113,6 +115,7 @@ async def create_session(request: Request) -> Response:
     try:
         if await hub.store.version(sid):
             raise Problem(409, "session_exists", f"session {sid!r} exists", session_id=sid)
+        await claim(request, hub.store, sid)  # its owner first: never stored without one
         session = await served.agent.session(sid, state=state)
         await session.save()
     except ConfigError as exc:
@@ -133,13 +136,16 @@ async def list_sessions(request: Request) -> Response:
     status = choice_param(request, "status", STATUSES)
     limit = int_param(request, "limit", 20, low=1, high=100)
     cursor = request.query_params.get("cursor") or None
+    before = decode_cursor(cursor) if cursor is not None else None
     try:
-        summaries = await hub.store.sessions()
+        # one more than the page: whether there is a next one
+        summaries = await hub.store.sessions_page(SessionsPage(
+            limit + 1, before, owner=owner_filter(request), workflow=workflow,
+            status=status))
     except StoreError as exc:
         raise Problem(503, "store_unavailable", f"the session store failed: {exc}",
                       headers={"Retry-After": "1"}) from None
-    return JSONResponse(page(summaries, workflow=workflow, status=status, limit=limit,
-                             cursor=cursor))
+    return JSONResponse(page(summaries, limit=limit))
 
 
 async def get_session(request: Request) -> Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from phaseflow.session.agent import Agent
+from phaseflow.session.agent import Agent, workflow_hash
 
 
 class Served:
@@ -27,3 +27,21 @@ class Served:
 
     def give(self, agent: Agent) -> None:
         self._idle[agent.busy].append(agent)
+
+
+def serving(*factories: Callable[..., Agent]) -> dict[str, Served]:
+    """What ``ServeConfig(served=...)`` takes, for a host that builds the server itself:
+    one workflow per factory, which makes an agent when called with the keyword
+    arguments ``busy`` and ``worker`` (``functools.partial(Agent, workflow, provider,
+    tools=..., store=...)`` is one): each task's agent gets a worker id of its own."""
+    from phaseflow.session.workers import new_worker_id
+
+    served: dict[str, Served] = {}
+    for factory in factories:
+        def make(busy: str, factory: Callable[..., Agent] = factory) -> Agent:
+            return factory(busy=busy, worker=new_worker_id())
+
+        agent = make("queue")
+        name = agent.workflow.name
+        served[name] = Served(name, agent, make, workflow_hash(agent.workflow))
+    return served

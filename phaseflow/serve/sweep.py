@@ -11,6 +11,7 @@ lease over by itself); the sweep is for the sessions nobody writes to.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 
 from phaseflow.errors import PhaseflowError
@@ -19,7 +20,7 @@ from phaseflow.serve.problems import Problem
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
 from phaseflow.session.workers import holder_is_gone
-from phaseflow.stores.base import StoreError
+from phaseflow.stores.base import SessionsPage, SessionSummary, StoreError
 
 
 async def _recover(session: Session) -> AsyncIterator[ev.Event]:
@@ -27,10 +28,27 @@ async def _recover(session: Session) -> AsyncIterator[ev.Event]:
         yield event
 
 
+#: sessions read from the store's index at a time, looking for running ones
+SWEEP_PAGE = 500
+
+
+async def _running(hub: Hub) -> list[SessionSummary]:
+    """The stored sessions whose status is ``running``, read page by page from the
+    store's index of statuses (never every session stored)."""
+    found: list[SessionSummary] = []
+    page = SessionsPage(SWEEP_PAGE, status="running")
+    while True:
+        rows = await hub.store.sessions_page(page)
+        found += rows
+        if len(rows) < page.limit:
+            return found
+        page = dataclasses.replace(page, before=(rows[-1].updated_at, rows[-1].session_id))
+
+
 async def sweep_once(hub: Hub) -> int:
     """Start recovering every abandoned turn this server can serve; how many."""
     started = 0
-    for summary in await hub.store.sessions():
+    for summary in await _running(hub):
         served = hub.served.get(summary.workflow)
         sid = summary.session_id
         if (summary.status != "running" or served is None or hub.running_here(sid)

@@ -62,6 +62,26 @@ def _wants_async(request: Request) -> bool:
     return any(p.strip().lower() == "respond-async" for p in prefer.split(","))
 
 
+async def _claim(hub: Hub, sid: str, key: str | None, fingerprint: str
+                 ) -> Response | None:
+    """Claim ``key`` in the store when this worker does not remember it: ``None``
+    when claimed (or no key), else the answer to a retry of a request another worker
+    (or an earlier life of this one) accepted: ``202`` and where its events are, with
+    ``Idempotent-Replayed: true``; ``422`` when the key was used for another request."""
+    if key is None or hub.remembered(sid, key) is not None:
+        return None
+    held = await hub.claim(sid, key, fingerprint)
+    if held is None:
+        return None
+    if held != fingerprint:
+        raise Problem(422, "idempotency_key_reused", "this Idempotency-Key was used for "
+                      "another request on this session", session_id=sid)
+    url = events_url(sid, 0)
+    return JSONResponse({"session_id": sid, "status": "accepted", "events": url},
+                        status_code=202, headers={"Idempotent-Replayed": "true",
+                                                  "Location": url})
+
+
 async def _last_seq(hub: Hub, sid: str) -> int:
     events = await hub.store.events(sid, 0)
     return events[-1].seq if events else 0
@@ -117,6 +137,20 @@ async def post_message(request: Request) -> Response:
     text = text_field(body, "text", required=True, max_chars=config.max_text)
     busy = text_field(body, "busy", default="queue", choices=BUSY)
     assert text is not None and busy is not None
+    fingerprint = _fingerprint(request, body, key)
+    replayed = await _claim(hub, sid, key, fingerprint)
+    if replayed is not None:
+        return replayed
+    try:
+        return await _post_message(request, hub, sid, key, fingerprint, text, busy)
+    except BaseException:
+        if key is not None and hub.remembered(sid, key) is None:
+            await hub.unclaim(sid, key, fingerprint)  # refused: nothing stored
+        raise
+
+
+async def _post_message(request: Request, hub: Hub, sid: str, key: str | None,
+                        fingerprint: str, text: str, busy: str) -> Response:
     if busy == "interrupt" and hub.running_here(sid):
         # the turn running here stops at once (its tools cancelled, as cancel() stops
         # them); the interrupting message then takes the turn over (Session.send)
@@ -141,8 +175,8 @@ async def post_message(request: Request) -> Response:
         served = next(iter(hub.served.values()))  # not used: the repeat is answered
     with trace_parent(_trace_headers(request)):  # the turn continues the caller's trace
         accepted, repeat = await hub.submit(served, sid, _send(text, busy),
-                                            busy=busy, key=key,
-                                            fingerprint=_fingerprint(request, body, key))
+                                            busy=busy, key=key, fingerprint=fingerprint,
+                                            claimed=key is not None and repeat_of is None)
     return await answer(request, accepted, repeat)
 
 
@@ -157,6 +191,22 @@ async def post_approval(request: Request) -> Response:
     decision = text_field(body, "decision", required=True, choices=DECISIONS)
     reason = text_field(body, "reason", default="", max_chars=config.max_text) or ""
     assert decision is not None
+    fingerprint = _fingerprint(request, body, key)
+    replayed = await _claim(hub, sid, key, fingerprint)
+    if replayed is not None:
+        return replayed
+    try:
+        return await _post_approval(request, hub, sid, key, fingerprint, call_id,
+                                    decision, reason)
+    except BaseException:
+        if key is not None and hub.remembered(sid, key) is None:
+            await hub.unclaim(sid, key, fingerprint)  # refused: nothing stored
+        raise
+
+
+async def _post_approval(request: Request, hub: Hub, sid: str, key: str | None,
+                         fingerprint: str, call_id: str, decision: str,
+                         reason: str) -> Response:
     repeat_of = hub.remembered(sid, key) if key is not None else None
     record = await stored(hub, sid)
     served = served_for(hub, record)
@@ -175,7 +225,8 @@ async def post_approval(request: Request) -> Response:
         return session.resolve(call_id, decision, reason=reason)
 
     accepted, repeat = await hub.submit(served, sid, action, key=key,
-                                        fingerprint=_fingerprint(request, body, key))
+                                        fingerprint=fingerprint,
+                                        claimed=key is not None and repeat_of is None)
     return await answer(request, accepted, repeat)
 
 
@@ -194,9 +245,16 @@ async def post_cancel(request: Request) -> Response:
         await hub.submit(served, sid, action)
         return JSONResponse({"session_id": sid, "status": "cancelling"}, status_code=202)
     if record.status == "running":
-        raise Problem(409, "turn_elsewhere", f"session {sid!r}'s turn runs in another "
-                      "worker; cancel it there (a cancellation reaches the worker that runs "
-                      "the turn only)", session_id=sid)
+        lease = await hub.store.lease(sid)
+        clock = served.agent.config.clock
+        if lease is not None and lease.expires > clock():
+            # another worker runs the turn: the cancel is carried to it
+            await hub.cancel_elsewhere(sid)
+            return JSONResponse({"session_id": sid, "status": "cancelling"},
+                                status_code=202)
+        raise Problem(409, "turn_elsewhere", f"session {sid!r}'s turn was left by a "
+                      "worker that is gone (its lease expired); a sweep (serve --sweep) "
+                      "or `phaseflow sessions recover` finishes it", session_id=sid)
     raise Problem(409, "no_running_turn", f"session {sid!r} runs no turn (status "
                   f"{record.status})", session_id=sid)
 

@@ -33,6 +33,11 @@ class Accepted:
         self.queued: int | None = None
         self.done = False
         self.started = time.monotonic()
+        #: wall clock seconds at the start (a cancel asked by another worker is for this
+        #: task when asked after it: ``rules.cancel_applies``)
+        self.started_at = time.time()
+        #: the ``Idempotency-Key`` it claimed in the store (let go when it stores nothing)
+        self.key: str | None = None
         self._signal = asyncio.Event()
 
     def add(self, event: ev.Event) -> None:

@@ -63,16 +63,10 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
                       field="cursor") from None
 
 
-def page(summaries: Sequence[SessionSummary], *, workflow: str | None, status: str | None,
-         limit: int, cursor: str | None) -> dict[str, Any]:
-    """Newest first (by last update, then id), filtered, after ``cursor``."""
-    rows = [s for s in summaries
-            if (workflow is None or s.workflow == workflow)
-            and (status is None or s.status == status)]
-    rows.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
-    if cursor is not None:
-        at, sid = decode_cursor(cursor)
-        rows = [s for s in rows if (s.updated_at, s.session_id) < (at, sid)]
+def page(rows: Sequence[SessionSummary], *, limit: int) -> dict[str, Any]:
+    """A page of sessions as the store read it (newest first, by last update, then id,
+    filtered, after the cursor: ``Store.sessions_page``), of up to ``limit + 1`` rows:
+    the first ``limit`` listed, a next cursor when there are more."""
     chosen = rows[:limit]
     more = len(rows) > limit
     return {"sessions": [summary_json(s) for s in chosen],

@@ -186,6 +186,21 @@ class SessionSummary:
     problem: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionsPage:
+    """What :meth:`Store.sessions_page` is asked for: at most ``limit`` sessions, most
+    recently updated first (by ``updated_at``, then id, both descending), those before
+    ``before`` (the ``(updated_at, id)`` of the last one of the previous page; ``None``:
+    from the newest), of ``owner`` only (``None``: anyone's), of ``workflow`` and in
+    ``status`` when given."""
+
+    limit: int
+    before: tuple[float, str] | None = None
+    owner: str | None = None
+    workflow: str | None = None
+    status: str | None = None
+
+
 class Store(Protocol):
     """Where sessions live. Every method is a coroutine; a store that does blocking I/O
     runs it off the event loop. See :mod:`phaseflow.stores.base`."""
@@ -262,8 +277,46 @@ class Store(Protocol):
         too, with its ``problem`` (so one damaged row hides no other session)."""
         ...
 
+    async def sessions_page(self, page: SessionsPage) -> tuple[SessionSummary, ...]:
+        """One page of the stored sessions (:class:`SessionsPage`), read from an index
+        (the cost does not grow with the number of sessions stored); a damaged one is
+        listed with its ``problem``, as :meth:`sessions` lists it."""
+        ...
+
     async def delete(self, session_id: str) -> bool:
-        """Remove a session, its events and its turns' records; whether it existed."""
+        """Remove a session, its events, its turns' records, its request keys, its
+        cancel request and its owner; whether it existed."""
+        ...
+
+    async def claim_key(self, session_id: str, key: str, fingerprint: str, now: float,
+                        ttl: float) -> str | None:
+        """Claim a request's ``Idempotency-Key`` for the session, atomically: ``None``
+        when this caller claimed it (no claim of it, or one older than ``ttl`` seconds),
+        else the fingerprint of the request that claimed it first (every worker of the
+        store sees the same claims, so of two racing claims exactly one wins)."""
+        ...
+
+    async def drop_key(self, session_id: str, key: str, fingerprint: str) -> None:
+        """Let a claim go (its request was refused and stored nothing: a retry runs)."""
+        ...
+
+    async def request_cancel(self, session_id: str, now: float) -> None:
+        """Ask the worker that runs the session's turn to cancel it (it reads the
+        request with :meth:`take_cancels`)."""
+        ...
+
+    async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
+        """The cancel requests of ``session_ids`` (session id: when it was asked),
+        removed as they are read."""
+        ...
+
+    async def claim_owner(self, session_id: str, owner: str) -> str:
+        """Make ``owner`` the session's owner unless it has one: the owner it has now."""
+        ...
+
+    async def owner(self, session_id: str) -> str | None:
+        """The identity the session belongs to (``None``: nobody's, made without an
+        identity)."""
         ...
 
     async def put_capture(self, data: bytes) -> str:

@@ -52,8 +52,12 @@ from phaseflow.turn.rejections import Rejected
 
 #: the version of the stored form; a store refuses data of a later version. 2: the
 #: ``turns`` table (the record of each turn's end, what a fork starts from); a store of
-#: version 1 gets it when the new code opens it (:func:`must_migrate`)
-SCHEMA_VERSION = 2
+#: version 1 gets it when the new code opens it (:func:`must_migrate`). 3: the
+#: ``request_keys`` (a request's ``Idempotency-Key``, kept with its session so every
+#: worker recognises a retry), ``cancels`` (a cancel asked of the worker that runs the
+#: turn) and ``owners`` (the identity a served session belongs to) tables, and the indexes
+#: sessions are paged by (most recently updated first; of one status)
+SCHEMA_VERSION = 3
 
 #: phaseflow's tables and their columns, the same in both databases (each store's DDL
 #: makes exactly these); a store opening a database checks them before it uses it
@@ -69,11 +73,14 @@ TABLES: dict[str, tuple[str, ...]] = {
     "inbox": ("id", "session_id", "data"),
     "turns": ("session_id", "turn", "version", "workflow", "workflow_hash", "status", "phase",
               "snapshot", "message_count", "mark_count", "updated_at"),
+    "request_keys": ("session_id", "key", "fingerprint", "created_at"),
+    "cancels": ("session_id", "requested_at"),
+    "owners": ("session_id", "owner"),
 }
 
 #: the schema version each table came with (the others are version 1's): a store of an
 #: older version lacks them until it is migrated
-ADDED_IN: dict[str, int] = {"turns": 2}
+ADDED_IN: dict[str, int] = {"turns": 2, "request_keys": 3, "cancels": 3, "owners": 3}
 
 
 class StoreDataError(StoreError):

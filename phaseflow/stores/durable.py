@@ -24,14 +24,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from phaseflow.stores import codec, operations
+from phaseflow.stores import codec, operations, sql
 from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
     SessionRecord,
+    SessionsPage,
     SessionSummary,
     StoreConflict,
     StoredEvent,
+    StoreError,
     check_session_id,
 )
 from phaseflow.stores.operations import CommitEntry, CommitRequest, Steps
@@ -115,6 +117,11 @@ class DurableStore(CommitEntry, ABC):
     async def _read_queue(self, session_id: str) -> Iterable[tuple[Any, Any]]:
         """The session's queued rows ``(id, data)``, in order of id."""
 
+    @abstractmethod
+    async def _all(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        """Every row of one statement written as :mod:`phaseflow.stores.sql` writes
+        them, run on its own (none for a write)."""
+
     # --- the protocol ------------------------------------------------------------------
 
     async def load(self, session_id: str) -> SessionRecord | None:
@@ -167,9 +174,61 @@ class DurableStore(CommitEntry, ABC):
     async def sessions(self) -> tuple[SessionSummary, ...]:
         return tuple(codec.summary(r) for r in await self._read_sessions())
 
+    async def sessions_page(self, page: SessionsPage) -> tuple[SessionSummary, ...]:
+        params: list[Any] = [v for v in (page.owner, page.workflow, page.status)
+                             if v is not None]
+        if page.before is not None:
+            params += page.before
+        statement = sql.sessions_page(
+            owner=page.owner is not None, workflow=page.workflow is not None,
+            status=page.status is not None, before=page.before is not None)
+        rows = await self._all(statement, (*params, page.limit))
+        return tuple(_placed(codec.summary(r), r[6]) for r in rows)
+
     async def delete(self, session_id: str) -> bool:
         self._known.pop(check_session_id(session_id), None)
         return await self._delete(session_id)
+
+    async def claim_key(self, session_id: str, key: str, fingerprint: str, now: float,
+                        ttl: float) -> str | None:
+        check_session_id(session_id)
+        for _ in range(3):  # a claim dropped between the two statements: claim again
+            if await self._all(sql.CLAIM_KEY, (session_id, key, fingerprint, now,
+                                               now - ttl)):
+                return None
+            held = await self._all(sql.KEY, (session_id, key))
+            if held:
+                return str(held[0][0])
+        raise StoreError(f"session {session_id!r}: the Idempotency-Key {key!r} is claimed "
+                         "and let go again and again")
+
+    async def drop_key(self, session_id: str, key: str, fingerprint: str) -> None:
+        await self._all(sql.DROP_KEY, (check_session_id(session_id), key, fingerprint))
+
+    async def request_cancel(self, session_id: str, now: float) -> None:
+        await self._all(sql.REQUEST_CANCEL, (check_session_id(session_id), now))
+
+    async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
+        if not session_ids:
+            return {}
+        ids = [check_session_id(s) for s in session_ids]
+        # a read first: the common answer is none, and a read takes no write lock
+        asked = [str(r[0]) for r in await self._all(sql.cancels(len(ids)), ids)]
+        if not asked:
+            return {}
+        rows = await self._all(sql.take_cancels(len(asked)), asked)
+        return {str(sid): float(at) for sid, at in rows}
+
+    async def claim_owner(self, session_id: str, owner: str) -> str:
+        await self._all(sql.CLAIM_OWNER, (check_session_id(session_id), owner))
+        found = await self.owner(session_id)
+        if found is None:
+            raise StoreError(f"session {session_id!r}: its owner was not kept")
+        return found
+
+    async def owner(self, session_id: str) -> str | None:
+        rows = await self._all(sql.OWNER, (check_session_id(session_id),))
+        return str(rows[0][0]) if rows else None
 
     async def put_capture(self, data: bytes) -> str:
         reference = hashlib.sha256(data).hexdigest()
@@ -210,3 +269,13 @@ class DurableStore(CommitEntry, ABC):
 
     async def queued(self, session_id: str) -> tuple[QueuedMessage, ...]:
         return codec.queued(session_id, await self._read_queue(check_session_id(session_id)))
+
+
+def _placed(summary: SessionSummary, updated_at: object) -> SessionSummary:
+    """A damaged row's summary keeps the place the index gave it (its ``updated_at``
+    column, when that is a number), so the next page starts after it, not at the
+    start of time."""
+    if summary.problem is None or isinstance(updated_at, bool) or not isinstance(
+            updated_at, int | float):
+        return summary
+    return dataclasses.replace(summary, updated_at=float(updated_at))

@@ -19,6 +19,7 @@ from phaseflow.stores.base import (
     Lease,
     QueuedMessage,
     SessionRecord,
+    SessionsPage,
     SessionSummary,
     StoredEvent,
     check_session_id,
@@ -45,6 +46,10 @@ class MemoryStore(CommitEntry):
         self._sessions: dict[str, _Entry] = {}
         self._captures: dict[str, bytes] = {}
         self._queue_ids = 0
+        #: (session id, Idempotency-Key) -> (fingerprint, claimed at)
+        self._keys: dict[tuple[str, str], tuple[str, float]] = {}
+        self._cancels: dict[str, float] = {}
+        self._owners: dict[str, str] = {}
         #: how many commits were made (for tests and benchmarks)
         self.commits = 0
 
@@ -108,10 +113,53 @@ class MemoryStore(CommitEntry):
         rows.sort(key=lambda s: s.updated_at, reverse=True)
         return tuple(rows)
 
+    async def sessions_page(self, page: SessionsPage) -> tuple[SessionSummary, ...]:
+        """Sorted here (a dict has no index: the memory store is for one process and
+        tests, not for millions of sessions)."""
+        rows = [s for s in await self.sessions()
+                if (page.owner is None or self._owners.get(s.session_id) == page.owner)
+                and (page.workflow is None or s.workflow == page.workflow)
+                and (page.status is None or s.status == page.status)
+                and (page.before is None or (s.updated_at, s.session_id) < page.before)]
+        rows.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
+        return tuple(rows[:page.limit])
+
     async def delete(self, session_id: str) -> bool:
         check_session_id(session_id)
         entry = self._sessions.pop(session_id, None)
+        for key in [k for k in self._keys if k[0] == session_id]:
+            del self._keys[key]
+        self._cancels.pop(session_id, None)
+        self._owners.pop(session_id, None)
         return entry is not None and entry.record is not None
+
+    async def claim_key(self, session_id: str, key: str, fingerprint: str, now: float,
+                        ttl: float) -> str | None:
+        check_session_id(session_id)
+        held = self._keys.get((session_id, key))
+        if rules.key_claimed(held, now, ttl):
+            self._keys[(session_id, key)] = (fingerprint, now)
+            return None
+        assert held is not None
+        return held[0]
+
+    async def drop_key(self, session_id: str, key: str, fingerprint: str) -> None:
+        check_session_id(session_id)
+        held = self._keys.get((session_id, key))
+        if held is not None and held[0] == fingerprint:
+            del self._keys[(session_id, key)]
+
+    async def request_cancel(self, session_id: str, now: float) -> None:
+        self._cancels[check_session_id(session_id)] = now
+
+    async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
+        return {s: self._cancels.pop(s) for s in session_ids if s in self._cancels}
+
+    async def claim_owner(self, session_id: str, owner: str) -> str:
+        return self._owners.setdefault(check_session_id(session_id), owner)
+
+    async def owner(self, session_id: str) -> str | None:
+        return self._owners.get(check_session_id(session_id))
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:

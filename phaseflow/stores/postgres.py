@@ -117,13 +117,24 @@ _DDL = (
 
 #: the tables a later schema version added (``codec.ADDED_IN``): made by a new store, and
 #: by the migration of an older one
-_ADDED = {
-    "turns": """CREATE TABLE IF NOT EXISTS turns (
+_ADDED: dict[str, tuple[str, ...]] = {
+    "turns": ("""CREATE TABLE IF NOT EXISTS turns (
         session_id TEXT NOT NULL, turn BIGINT NOT NULL, version BIGINT NOT NULL,
         workflow TEXT NOT NULL, workflow_hash TEXT NOT NULL, status TEXT NOT NULL,
         phase TEXT NOT NULL, snapshot TEXT NOT NULL, message_count BIGINT NOT NULL,
         mark_count BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (session_id, turn))""",
+        PRIMARY KEY (session_id, turn))""",),
+    "request_keys": ("""CREATE TABLE IF NOT EXISTS request_keys (
+        session_id TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (session_id, key))""",),
+    "cancels": ("""CREATE TABLE IF NOT EXISTS cancels (
+        session_id TEXT PRIMARY KEY, requested_at DOUBLE PRECISION NOT NULL)""",),
+    # the sessions' paging indexes come with version 3's owners (one migration adds all)
+    "owners": ("""CREATE TABLE IF NOT EXISTS owners (
+        session_id TEXT PRIMARY KEY, owner TEXT NOT NULL)""",
+               "CREATE INDEX IF NOT EXISTS owners_owner ON owners (owner, session_id)",
+               "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)",
+               "CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, updated_at, id)"),
 }
 
 #: the record of a turn's end (one statement, so one snapshot: the turn's row and the
@@ -291,7 +302,8 @@ class PostgresStore(DurableStore):
                     found, version = await _found(conn)  # still, under the lock
                     if codec.must_create(self.where, found, version):
                         async with conn.pipeline():
-                            for statement in (*_DDL, *_ADDED.values()):
+                            for statement in (*_DDL, *(s for group in _ADDED.values()
+                                                        for s in group)):
                                 await conn.execute(statement)
                             await conn.execute(
                                 "INSERT INTO phaseflow_schema (version) VALUES (%s)",
@@ -300,7 +312,8 @@ class PostgresStore(DurableStore):
                         # an older schema: the tables it lacks, and the version raised
                         async with conn.pipeline():
                             for table in codec.migrations(version):
-                                await conn.execute(_ADDED[table])
+                                for statement in _ADDED[table]:
+                                    await conn.execute(statement)
                             await conn.execute("UPDATE phaseflow_schema SET version = %s",
                                                (codec.SCHEMA_VERSION,))
         except psycopg.Error as exc:

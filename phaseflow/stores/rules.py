@@ -145,3 +145,18 @@ def is_lease(holder: str | None, epoch: int, lease: Lease | None) -> bool:
     """The row's lease (``holder``, ``epoch``) is ``lease``: the test of a release, of a
     replacement, and (in :func:`plan_commit`) of fencing."""
     return lease is not None and holder == lease.owner and epoch == lease.epoch
+
+
+def key_claimed(held: tuple[str, float] | None, now: float, ttl: float) -> bool:
+    """The rule of an ``Idempotency-Key``'s claim, given the claim stored for it
+    (``(fingerprint, claimed at)``; ``None``: none): a new claim wins when there is
+    none, or when the one there is older than ``ttl`` seconds (forgotten: the key may be
+    used again). The durable stores apply it in their upsert's condition."""
+    return held is None or held[1] < now - ttl
+
+
+def cancel_applies(requested_at: float, started_at: float, *, skew: float = 1.0) -> bool:
+    """Whether a cancel request read by the worker that runs a turn is for that turn:
+    asked after the turn's task started (less ``skew`` seconds: the workers' clocks are
+    not one), not a stale request of an earlier turn that ended before it was read."""
+    return requested_at >= started_at - skew

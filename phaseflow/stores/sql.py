@@ -36,7 +36,8 @@ DROP_HISTORY = tuple(f"DELETE FROM {t} WHERE session_id = ?"
 
 #: what a deleted session leaves: every row of it (the sessions row is deleted first)
 DELETE_REST = tuple(f"DELETE FROM {t} WHERE session_id = ?"
-                    for t in ("messages", "marks", "events", "inbox", "turns"))
+                    for t in ("messages", "marks", "events", "inbox", "turns",
+                              "request_keys", "cancels", "owners"))
 
 CONSUME = "DELETE FROM inbox WHERE session_id = ? AND id <= ?"
 
@@ -60,6 +61,61 @@ SESSIONS = ("SELECT id, workflow, status, phase, turn, version, updated_at, snap
             " FROM sessions WHERE version != 0 ORDER BY updated_at DESC")
 QUEUED = "SELECT id, data FROM inbox WHERE session_id = ? ORDER BY id"
 GET_CAPTURE = "SELECT data FROM captures WHERE sha256 = ?"
+
+
+#: an ``Idempotency-Key``'s claim (``rules.key_claimed``, in one statement, so two
+#: racing claims cannot both win): a row when this claim won; parameters: session id,
+#: key, fingerprint, now, now - ttl
+CLAIM_KEY = ("INSERT INTO request_keys (session_id, key, fingerprint, created_at)"
+             " VALUES (?, ?, ?, ?) ON CONFLICT (session_id, key) DO UPDATE SET"
+             " fingerprint = excluded.fingerprint, created_at = excluded.created_at"
+             " WHERE request_keys.created_at < ? RETURNING 1")
+KEY = "SELECT fingerprint FROM request_keys WHERE session_id = ? AND key = ?"
+DROP_KEY = "DELETE FROM request_keys WHERE session_id = ? AND key = ? AND fingerprint = ?"
+
+REQUEST_CANCEL = ("INSERT INTO cancels (session_id, requested_at) VALUES (?, ?)"
+                  " ON CONFLICT (session_id) DO UPDATE SET"
+                  " requested_at = excluded.requested_at")
+
+
+def cancels(count: int) -> str:
+    """Which of ``count`` sessions have a cancel request (a read)."""
+    marks = ", ".join("?" * count)
+    return f"SELECT session_id FROM cancels WHERE session_id IN ({marks})"
+
+
+def take_cancels(count: int) -> str:
+    """The cancel requests of ``count`` sessions, deleted as they are read."""
+    marks = ", ".join("?" * count)
+    return (f"DELETE FROM cancels WHERE session_id IN ({marks})"
+            " RETURNING session_id, requested_at")
+
+
+CLAIM_OWNER = ("INSERT INTO owners (session_id, owner) VALUES (?, ?)"
+               " ON CONFLICT (session_id) DO NOTHING")
+OWNER = "SELECT owner FROM owners WHERE session_id = ?"
+
+
+def sessions_page(*, owner: bool, workflow: bool, status: bool, before: bool) -> str:
+    """One page of :data:`SESSIONS`' rows, read backwards along the ``sessions_recent``
+    index (``updated_at, id``; ``sessions_status`` with a status: ``status, updated_at,
+    id``) from ``before`` (keyset pagination: no row before the page is read);
+    parameters, of those asked for, in this order: owner, workflow,
+    status, before's updated_at and id, then the limit."""
+    where = ["s.version != 0"]
+    source = "sessions AS s"
+    if owner:
+        source += " JOIN owners AS o ON o.session_id = s.id"
+        where.append("o.owner = ?")
+    if workflow:
+        where.append("s.workflow = ?")
+    if status:
+        where.append("s.status = ?")
+    if before:
+        where.append("(s.updated_at, s.id) < (?, ?)")
+    return ("SELECT s.id, s.workflow, s.status, s.phase, s.turn, s.version, s.updated_at,"
+            f" s.snapshot FROM {source} WHERE {' AND '.join(where)}"
+            " ORDER BY s.updated_at DESC, s.id DESC LIMIT ?")
 
 
 def for_psycopg(statement: str) -> str:

@@ -86,13 +86,24 @@ CREATE INDEX IF NOT EXISTS inbox_session ON inbox (session_id, id);
 
 #: the tables a later schema version added (``codec.ADDED_IN``): made by a new store, and
 #: by the migration of an older one
-_ADDED = {
-    "turns": """CREATE TABLE IF NOT EXISTS turns (
+_ADDED: dict[str, tuple[str, ...]] = {
+    "turns": ("""CREATE TABLE IF NOT EXISTS turns (
     session_id TEXT NOT NULL, turn INTEGER NOT NULL, version INTEGER NOT NULL,
     workflow TEXT NOT NULL, workflow_hash TEXT NOT NULL, status TEXT NOT NULL,
     phase TEXT NOT NULL, snapshot TEXT NOT NULL, message_count INTEGER NOT NULL,
     mark_count INTEGER NOT NULL, updated_at REAL NOT NULL,
-    PRIMARY KEY (session_id, turn)) WITHOUT ROWID""",
+    PRIMARY KEY (session_id, turn)) WITHOUT ROWID""",),
+    "request_keys": ("""CREATE TABLE IF NOT EXISTS request_keys (
+    session_id TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (session_id, key)) WITHOUT ROWID""",),
+    "cancels": ("""CREATE TABLE IF NOT EXISTS cancels (
+    session_id TEXT PRIMARY KEY, requested_at REAL NOT NULL) WITHOUT ROWID""",),
+    # the sessions' paging indexes come with version 3's owners (one migration adds all)
+    "owners": ("""CREATE TABLE IF NOT EXISTS owners (
+    session_id TEXT PRIMARY KEY, owner TEXT NOT NULL) WITHOUT ROWID""",
+               "CREATE INDEX IF NOT EXISTS owners_owner ON owners (owner, session_id)",
+               "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)",
+               "CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, updated_at, id)"),
 }
 
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -196,8 +207,9 @@ class SQLiteStore(DurableStore):
                 for statement in _DDL.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-                for statement in _ADDED.values():
-                    conn.execute(statement)
+                for statements in _ADDED.values():
+                    for statement in statements:
+                        conn.execute(statement)
                 conn.execute("INSERT INTO phaseflow_schema (version) VALUES (?)",
                              (codec.SCHEMA_VERSION,))
 
@@ -211,7 +223,8 @@ class SQLiteStore(DurableStore):
             codec.must_create(self.path, found, version, whole=True)
             if version is not None and codec.must_migrate(version):
                 for table in codec.migrations(version):
-                    conn.execute(_ADDED[table])
+                    for statement in _ADDED[table]:
+                        conn.execute(statement)
                 conn.execute("UPDATE phaseflow_schema SET version = ?",
                              (codec.SCHEMA_VERSION,))
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.phaseflow_cli import run_phaseflow
+from tests.support.phaseflow_cli import cli_env, run_phaseflow
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "workflows" / "refund-desk.yaml"
@@ -90,7 +90,10 @@ def host(tmp_path: Path) -> Path:
 
 
 def env(folder: Path, **extra: str) -> dict[str, str]:
-    out = {**os.environ, "HOST_LOG": str(folder / "calls.log")}
+    # this checkout first on the path, as cli_env has it: the children (a worker,
+    # `phaseflow sessions`) run this checkout's phaseflow and its store schema
+    out = {**os.environ, "HOST_LOG": str(folder / "calls.log"),
+           "PYTHONPATH": cli_env()["PYTHONPATH"]}
     out.pop("HOST_BLOCK", None)
     out.update(extra)
     return out

@@ -37,6 +37,9 @@ SCHEMA = {
     "inbox": ["id", "session_id", "data"],
     "turns": ["session_id", "turn", "version", "workflow", "workflow_hash", "status", "phase",
               "snapshot", "message_count", "mark_count", "updated_at"],
+    "request_keys": ["session_id", "key", "fingerprint", "created_at"],
+    "cancels": ["session_id", "requested_at"],
+    "owners": ["session_id", "owner"],
 }
 
 
@@ -59,9 +62,9 @@ def test_both_stores_have_the_same_schema(durable: Backend) -> None:
     async def body() -> None:
         await (await durable.open()).sessions()
         assert await _columns(durable) == SCHEMA
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(2,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(3,)]
         await (await durable.open()).sessions()  # opening again changes nothing
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(2,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(3,)]
     durable.run(body)
 
 
