@@ -86,6 +86,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compact the history when a request would carry more than N tokens: its "
         "oldest turns are folded into a summary the model makes (every message is kept)")
     parser.add_argument(
+        "--max-continuations", metavar="N",
+        help="how many times a reply cut at the model's output limit is continued (the "
+        "model is asked to go on) before the turn ends 'cut' (default 2; 0: never)")
+    parser.add_argument(
         "--busy", choices=("queue", "reject", "steer", "interrupt"),
         help="what a message does when another worker runs the session's turn: queue it "
         "for the next turn (default), reject it, steer the running turn with it, or "
@@ -121,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.cli.agent_options import (
         TERMINATED,
         agent_code,
+        count_option,
         given_options,
         positive_integer,
         seconds,
@@ -136,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         max_history = positive_integer(args.max_history_tokens, "--max-history-tokens")
+        continuations = count_option(args.max_continuations, "--max-continuations")
         lease = seconds(args.lease, "--lease")
         store = open_store(args.store)
     except ConfigError as exc:
@@ -154,7 +160,8 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.session import Agent
 
     options = given_options(lease=lease, mode=args.mode, busy=args.busy,
-                            max_history_tokens=max_history)
+                            max_history_tokens=max_history,
+                            max_continuations=continuations)
     try:
         with sigterm_quits(mcp is not None) as term:
             agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
@@ -530,7 +537,7 @@ class Chat:
                 self._resuming_notice(event)
                 self.sink.show(event)
                 if isinstance(event, TurnFinished) and event.status in ("failed",
-                                                                        "step_limit"):
+                                                                        "step_limit", "cut"):
                     self.failed = True
         except PhaseflowError as exc:
             print(f"phaseflow run: error: {exc}", file=sys.stderr)

@@ -45,6 +45,7 @@ def routes() -> list[BaseRoute]:
         Route(S, r.get_session, methods=["GET"]),
         Route(S, r.delete_session, methods=["DELETE"]),
         Route(S + "/history", r.get_history, methods=["GET"]),
+        Route(S + "/outputs/{ref}", r.get_output, methods=["GET"]),
         Route(S + "/messages", t.post_message, methods=["POST"]),
         Route(S + "/events", t.get_events, methods=["GET"]),
         Route(S + "/approvals/{call_id}", t.post_approval, methods=["POST"]),

@@ -134,8 +134,9 @@ class Retrying(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnFinished(_Event):
-    """The turn ended. ``status``: completed, awaiting_approval, cancelled, failed or
-    step_limit."""
+    """The turn ended. ``status``: completed, awaiting_approval, cancelled, failed,
+    step_limit or cut (the reply still cut at the output limit after the last
+    continuation)."""
 
     type: ClassVar[str] = "turn_finished"
     reply: str = ""
@@ -163,6 +164,19 @@ class HistoryCompacted(_Event):
     folded: int = 0
     upto: int = 0
     summary: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyContinued(_Event):
+    """The model's reply was cut at its output limit: the session asks it to go on
+    (``continuation``: this one's number, from 1; ``of``: ``max_continuations``).
+    ``calls``: the cut reply's tool calls, none of which ran (each has a result saying
+    so). A text reply's parts are stitched into one message, marked ``continued``."""
+
+    type: ClassVar[str] = "reply_continued"
+    continuation: int = 0
+    of: int = 0
+    calls: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,6 +214,7 @@ Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
     | ModeChanged | MessageSteered | HistoryCompacted | SessionForked | ErrorEvent
+    | ReplyContinued
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
@@ -207,7 +222,7 @@ EVENT_TYPES: dict[str, type[_Event]] = {
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
                 TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, SessionForked,
-                ErrorEvent)
+                ErrorEvent, ReplyContinued)
 }
 
 

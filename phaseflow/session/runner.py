@@ -17,7 +17,7 @@ import random
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from phaseflow.errors import PhaseflowError
@@ -38,6 +38,13 @@ from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, history_chars, summary_input
 from phaseflow.session.core import GO_TO_PHASE, named_calls, step
 from phaseflow.session.core_json import core_to_json
+from phaseflow.session.outputs import (
+    READ_OUTPUT,
+    READ_OUTPUT_TOOL,
+    OutputNotFound,
+    read_output,
+    tool_text,
+)
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -69,8 +76,12 @@ from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome, UserMessage
 from phaseflow.turn.output import (
+    Capture,
     CaptureComplete,
+    CaptureIncomplete,
+    CaptureReason,
     OutputReference,
+    PresentationComplete,
     PresentationTruncated,
     Selection,
     SelectionKind,
@@ -104,6 +115,10 @@ class RunnerConfig:
     output_lines: int = 200
     #: characters of a tool's output the model is shown (after the line limit)
     output_chars: int = 20_000
+    #: the most bytes of one tool output kept for ``read_output`` (capture_byte_limit)
+    capture_bytes: int = 10 * 2**20
+    #: the most bytes of tool output one session keeps (session_disk_quota)
+    session_capture_bytes: int = 100 * 2**20
     max_concurrency: int = 8
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -166,12 +181,19 @@ class Runner:
         self.released = False
         #: what the current (or last) drive reports to (see phaseflow.observe.observer)
         self.obs: TurnObserver = IDLE
+        #: outputs captured whose calls' results the core has not recorded yet (their
+        #: bytes count against the session's capture quota meanwhile)
+        self._capturing: dict[str, int] = {}
 
     # --- the view --------------------------------------------------------------------
 
     def view(self) -> PhaseView:
-        return phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
+        view = phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
                           self.config.views)
+        if self.core.captures and not view.terminal:
+            # the session's own cut outputs can be read back in any phase
+            view = replace(view, tools=(*view.tools, READ_OUTPUT_TOOL))
+        return view
 
     # --- the lease --------------------------------------------------------------------
 
@@ -555,6 +577,9 @@ class Runner:
         if call.name == GO_TO_PHASE:
             done = await self._check_move(call)
             return ToolDone(call.id, done, time.perf_counter() - started)
+        if call.name == READ_OUTPUT:
+            return ToolDone(call.id, await self._read_output(call),
+                            time.perf_counter() - started)
         fn = self.config.tools.get(call.name)
         catalogue = self.config.workflow.tools
         entry = catalogue.get(call.name) if catalogue is not None else None
@@ -615,36 +640,82 @@ class Runner:
             return Done(ToolOutcome.error(f"{call.name} returned a value that is not JSON: "
                                           f"{describe_exception(exc)}"), "error")
         # the writes asked for, as they came: the core judges them (catalogue, types)
-        return Done(await self._present(text), "ok", tuple(candidates.items()))
+        outcome, captured = await self._present(text)
+        return Done(outcome, "error" if outcome.is_error else "ok", tuple(candidates.items()),
+                    captured=captured)
 
-    async def _present(self, text: str) -> ToolOutcome:
+    async def _present(self, text: str) -> tuple[ToolOutcome, tuple[str, int] | None]:
         """The model's view of a tool's output, cut by the turn core's presentation rules
         (whole lines, at most ``output_lines`` of them and ``output_chars`` characters; a
         first line longer than that is cut by bytes), the whole capture kept by the
-        store under a reference the note names."""
+        store under a reference of the session the note names (``read_output`` reads
+        it back), and that capture. An output larger than the capture bounds
+        (``capture_bytes`` an output, ``session_capture_bytes`` a session) is kept as
+        far as they allow, and the result is an error naming why (never a silent cut)."""
         limit_lines, limit_chars = self.config.output_lines, self.config.output_chars
         lines = text.splitlines(keepends=True)
         if len(lines) <= limit_lines and len(text) <= limit_chars:
-            return ToolOutcome.ok(text)
+            return ToolOutcome.ok(text), None
+        data = text.encode()
+        room = max(0, self.config.session_capture_bytes - self._captured_bytes())
+        keep = min(len(data), self.config.capture_bytes, room)
+        capture: Capture = CaptureComplete()
+        if keep < len(data):
+            capture = CaptureIncomplete(CaptureReason.CAPTURE_BYTE_LIMIT
+                                        if keep == self.config.capture_bytes
+                                        else CaptureReason.SESSION_DISK_QUOTA)
+            text = data[:keep].decode(errors="ignore")  # the part that could be kept
+            data = text.encode()
+            lines = text.splitlines(keepends=True)
         fit, size = 0, 0
         for line in lines[:limit_lines]:
             size += len(line)
             if size > limit_chars:
                 break
             fit += 1
-        data = text.encode()
-        token = await self.config.store.put_capture(data)
-        reference = _ok_value(OutputReference.create(token, "text/plain", len(data), token))
+        if fit == len(lines) or not data:  # what could be kept is all shown
+            whole = ToolOutput.create(text, capture, PresentationComplete())
+            return result(_ok_value(whole)), None
+        token = await self.config.store.put_capture(data, session_id=self.core.session_id)
+        self._capturing[token] = len(data)
+        digest = token.rpartition("-")[2]
+        reference = _ok_value(OutputReference.create(token, "text/plain", len(data), digest))
+        captured = (token, len(data))
         if fit:
-            return result(_ok_value(present_lines(text, fit, reference=reference)))
+            return result(_ok_value(present_lines(text, fit, capture=capture,
+                                                  reference=reference))), captured
         prefix = data[:limit_chars].decode(errors="ignore")
         shown = len(prefix.encode())
         selection = _ok_value(Selection.create(SelectionKind.CAPTURED_PREFIX,
                                                SelectionUnit.BYTES, 0, shown, len(data)))
-        output = ToolOutput.create(prefix, CaptureComplete(),
-                                   PresentationTruncated(len(data) - shown), selection,
-                                   reference)
-        return result(_ok_value(output))
+        output = ToolOutput.create(prefix, capture, PresentationTruncated(len(data) - shown),
+                                   selection, reference)
+        return result(_ok_value(output)), captured
+
+    def _captured_bytes(self) -> int:
+        """The bytes of tool output this session keeps (its capture quota's count)."""
+        recorded = self.core.captures
+        known = {reference for reference, _ in recorded}
+        for reference in [r for r in self._capturing if r in known]:
+            del self._capturing[reference]  # recorded by the core since
+        return sum(n for _, n in recorded) + sum(self._capturing.values())
+
+    async def _read_output(self, call: ToolCall) -> Done:
+        """``read_output``: a range of one of this session's captured outputs."""
+        arguments = call.argument_value()
+        if not isinstance(arguments, dict):
+            return Done(ToolOutcome.error("read_output needs a reference"), "refused")
+        reference = arguments.get("reference")
+        offset = arguments.get("offset", 0)
+        limit = arguments.get("limit")
+        try:
+            data, size = await read_output(self.config.store, self.core.session_id,
+                                           str(reference), offset, limit)
+        except OutputNotFound as missing:
+            known = ", ".join(r for r, _ in self.core.captures) or "none"
+            return Done(ToolOutcome.error(f"{missing}; this session's outputs: {known}"),
+                        "error")
+        return Done(ToolOutcome.ok(tool_text(str(reference), data, offset, size)), "ok")
 
     async def _check_move(self, call: ToolCall) -> Done:
         """``go_to_phase``: checked as the machine's ``request`` checks it; a target only

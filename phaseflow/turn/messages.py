@@ -294,12 +294,25 @@ class AssistantMessage:
     content: Content
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: str = ""
+    #: the continuations stitched into this reply: a reply cut at the model's output
+    #: limit and continued is one message of ``1 + continued`` model replies
+    continued: int = 0
     role: ClassVar[Role] = Role.ASSISTANT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", freeze_content(self.content, "assistant content"))
         object.__setattr__(self, "tool_calls", i.sequence(self.tool_calls, "tool calls", read_call))
         object.__setattr__(self, "reasoning", i.text(self.reasoning, "reasoning"))
+        if self.continued:
+            count = i.integer(self.continued, "continued")
+            if count < 0:
+                raise i.TurnInputError(f"continued: expected a count, got {count}")
+            object.__setattr__(self, "continued", count)
+
+    @property
+    def replies(self) -> int:
+        """How many model replies this message holds (a continued reply: several)."""
+        return 1 + self.continued
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +349,8 @@ def _message_json(message: Message) -> dict[str, JsonValue]:
             out["tool_calls"] = [c.to_json() for c in message.tool_calls]
         if message.reasoning:
             out["reasoning"] = message.reasoning
+        if message.continued:
+            out["continued"] = message.continued
     elif isinstance(message, ToolResultMessage):
         out["call_id"] = message.call_id
         out["is_error"] = message.is_error
@@ -356,7 +371,10 @@ def decode_message(data: object) -> Message:
             raise Malformed("message.tool_calls: expected an array")
         calls = tuple(ToolCall.decode(c) for c in raw_calls)
         reasoning = j.opt_string(d, "reasoning", "message") or ""
-        return AssistantMessage(content, calls, reasoning)
+        continued = j.opt_integer(d, "continued", "message") or 0
+        if continued < 0:
+            raise Malformed("message.continued: expected a count")
+        return AssistantMessage(content, calls, reasoning, continued)
     return ToolResultMessage(
         j.string(d, "call_id", "message"), content, j.boolean(d, "is_error", "message")
     )

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
@@ -35,7 +36,12 @@ from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from phaseflow.providers.protocol import ProviderFailure, ProviderReply, ProviderRequest
+from phaseflow.providers.protocol import (
+    CONTEXT_LENGTH_EXCEEDED,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+)
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
 from phaseflow.session.core import ResolutionRefused
@@ -51,6 +57,7 @@ from tests.support.stateful_session import (
     SCRIPT,
     SMALL,
     answered_at,
+    continues,
     is_summary,
     pick,
 )
@@ -105,7 +112,8 @@ class SessionMachine(RuleBasedStateMachine):
 
         return Agent(self.desk.workflow, self.provider, tools=self.tools.mapping(),
                      store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2,
-                     sleep=sleep, max_history_tokens=self.history_budget)
+                     sleep=sleep, max_history_tokens=self.history_budget,
+                     max_continuations=1)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this machine's loop. Nothing here waits for time, so a step
@@ -161,6 +169,15 @@ class SessionMachine(RuleBasedStateMachine):
                                        status=429)
             if kind == "fatal":
                 return ProviderFailure("bad request", retryable=False, status=400)
+            if kind == "context_full":
+                # recovered by a compaction (made with the agent's own provider when no
+                # budget is set) and sent again once; the turn fails when nothing folds
+                return ProviderFailure("maximum context length exceeded", status=400,
+                                       code=CONTEXT_LENGTH_EXCEEDED)
+            if kind == "cut_text":
+                return ProviderReply(text or "partly", stop="max_tokens")
+            if kind == "cut_group":
+                return replace(self._group(calls, text, request), stop="max_tokens")
             if kind == "raise":
                 return RuntimeError("connection reset")
             return self._group(calls, text, request)
@@ -404,6 +421,12 @@ class SessionMachine(RuleBasedStateMachine):
         history = self.session.transcript
         for request in self.provider.requests:
             sent = tuple(request.history)
+            if continues(sent):
+                # a cut reply's continuation: the reply so far and the ask, then what
+                # the transcript holds (the parts stitched into one message)
+                cut = sent[-2]
+                assert isinstance(cut, AssistantMessage) and not cut.tool_calls
+                sent = sent[:-2]
             if request.folded_replies or (sent and is_summary(sent[0])):
                 rest = sent[1:]
                 assert any(history[i:i + len(rest)] == rest
@@ -522,6 +545,29 @@ class SessionMachine(RuleBasedStateMachine):
                     replayed[key] = e.new.get(key)
         replayed = {k: v for k, v in replayed.items() if v is not None}
         assert replayed == state
+
+    @invariant()
+    def a_cut_reply_is_continued_or_ends_its_turn_cut(self) -> None:
+        """Each continuation is an event, each stitched part is one of them, and a turn
+        whose reply stayed cut ends ``cut`` (never ``completed``) with a ``max_tokens``
+        error; a full context is recovered (``context_full``) or fails its turn."""
+        events = self._events()
+        asked = [e for e in events if isinstance(e, ev.ReplyContinued)]
+        stitched = sum(m.continued for m in self.session.transcript
+                       if isinstance(m, AssistantMessage))
+        assert stitched <= len(asked)
+        for e in events:
+            if isinstance(e, ev.TurnFinished) and e.status == "cut":
+                assert any(isinstance(x, ev.ErrorEvent) and x.code == "max_tokens"
+                           and x.turn == e.turn for x in events)
+        if asked:
+            event("a reply was continued")
+        if stitched:
+            event("continued parts were stitched")
+        if any(isinstance(e, ev.TurnFinished) and e.status == "cut" for e in events):
+            event("a turn ended cut")
+        if any(isinstance(e, ev.ErrorEvent) and e.code == "context_full" for e in events):
+            event("a full context was recovered")
 
     @invariant()
     def retries_never_wait_past_the_cap(self) -> None:
