@@ -107,6 +107,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: ask in a chat, reject otherwise)")
 
 
+#: seconds after which a cancelled turn still waiting for its tools is said to be
+STILL_STOPPING_AFTER = 2.0
+
+
 class Misuse(Exception):
     """Input the command cannot use: printed as one line, exit status 2."""
 
@@ -529,13 +533,18 @@ class Chat:
 
     async def _consume(self, stream: AsyncIterator[Event], outcome: _Outcome) -> None:
         from phaseflow.errors import PhaseflowError
-        from phaseflow.session.events import TurnFinished
+        from phaseflow.session.events import TurnCancelling, TurnFinished
 
+        stopping: asyncio.Future[None] | None = None
         try:
             async for event in stream:
                 outcome.events += 1
                 self._resuming_notice(event)
                 self.sink.show(event)
+                if isinstance(event, TurnCancelling):
+                    stopping = asyncio.ensure_future(self._still_stopping(event.tools))
+                if isinstance(event, TurnFinished) and stopping is not None:
+                    stopping.cancel()
                 if isinstance(event, TurnFinished) and event.status in ("failed",
                                                                         "step_limit", "cut"):
                     self.failed = True
@@ -543,6 +552,14 @@ class Chat:
             print(f"phaseflow run: error: {exc}", file=sys.stderr)
             self.failed = True
             outcome.refused = True
+        finally:
+            if stopping is not None:
+                stopping.cancel()
+
+    async def _still_stopping(self, tools: tuple[str, ...]) -> None:
+        """A cancelled turn waits for its sync tools' threads: said after 2 s."""
+        await asyncio.sleep(STILL_STOPPING_AFTER)
+        self.sink.urgent(f"still stopping: {', '.join(tools)}")
 
     def _resuming_notice(self, event: Event) -> None:
         """Before the first event of a turn a stopped process left unfinished (the

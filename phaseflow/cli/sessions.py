@@ -475,6 +475,10 @@ def describe(data: Mapping[str, Any]) -> tuple[str, str]:
                              f"{_field(data, 'summary')}")
     if kind == "message_steered":
         return "steer", _field(data, "message")
+    if kind == "turn_cancelling":
+        tools = data.get("tools")
+        shown = ", ".join(str(t) for t in tools) if isinstance(tools, list) else ""
+        return "cancelling", one_line(f"waiting for {shown} to end")
     if kind == "reply_continued":
         return "continued", (f"reply cut at the output limit: continuation "
                              f"{_field(data, 'continuation', 20)} of {_field(data, 'of', 20)}")

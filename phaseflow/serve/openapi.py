@@ -186,7 +186,7 @@ def document(secured: bool = True) -> dict[str, Any]:
                     "200": _ok(_ref("SessionPage")), **COMMON}, params=[
                     _query("workflow", {"type": "string"}),
                     _query("status", {"enum": ["idle", "running", "awaiting_approval",
-                                               "finished", "failed"]}),
+                                               "finished", "failed", "cancelling"]}),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 100}),
                     _query("cursor", {"type": "string"})])},
             s: {

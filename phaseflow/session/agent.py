@@ -448,7 +448,8 @@ class Session:
         approvals as usual. :class:`ModeRefused` while a turn runs or waits."""
         if mode not in ("exec", "plan"):
             raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
-        if self._driver.running or self.status in ("running", "awaiting_approval"):
+        if self._driver.running or self.status in ("running", "awaiting_approval",
+                                                   "cancelling"):
             raise ModeRefused(f"session {self.id!r}: the mode changes between turns, and a "
                               f"turn is {self.status.replace('_', ' ')}")
         return tuple([e async for e in self._driver.run(SetMode(Mode(mode)))])
@@ -485,7 +486,8 @@ class Session:
         keeps every message. :class:`CompactionRefused` while a turn runs or waits."""
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-        if self._driver.running or self.status in ("running", "awaiting_approval"):
+        if self._driver.running or self.status in ("running", "awaiting_approval",
+                                                   "cancelling"):
             raise CompactionRefused(f"session {self.id!r}: a compaction asked by the host "
                                     f"waits for the turn to end (it is {self.status})")
         return tuple([e async for e in self._driver.run(CompactNow(max_tokens))])

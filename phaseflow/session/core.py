@@ -39,6 +39,7 @@ from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
+    Cancelling,
     Command,
     Compact,
     Compacted,
@@ -903,9 +904,25 @@ def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
 # --- cancellation ------------------------------------------------------------------------
 
 
-def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> Step:
-    if core.status not in ("running", "awaiting_approval"):
+#: the result of a call whose sync tool still ran at its deadline after a cancel
+GIVEN_UP_TEXT = ("Cancelled, and given up on: its thread was still running at its deadline, "
+                 "so its outcome is unknown; do not assume it failed, and do not call it "
+                 "again to retry.")
+
+
+def _on_cancelling(core: Core, event: Cancelling, limits: Limits) -> Step:
+    """A cancel that waits for sync tools' threads: the session is ``cancelling`` (and
+    committed so) until :class:`Cancel` ends the turn."""
+    if core.status != "running":
         return Step(core)
+    core = evolve(core, status="cancelling")
+    return Step(core, (Persist((ev.TurnCancelling(tools=event.tools, turn=core.turn),)),))
+
+
+def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> Step:
+    if core.status not in ("running", "awaiting_approval", "cancelling"):
+        return Step(core)
+    given_up = set(event.given_up)
     events: list[ev.Event] = list(core.pending)
     core = evolve(core, pending=())
     for done in event.done:
@@ -922,7 +939,9 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
             if p.ended is not None:
                 continue
             effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
-            if effect is not None and effect.state.value == "admitted":
+            if p.call.id in given_up:
+                done_ = Done(ToolOutcome.error(GIVEN_UP_TEXT), "unknown")
+            elif effect is not None and effect.state.value == "admitted":
                 done_ = Done(ToolOutcome.cancelled(
                     f"Cancelled while running: {OUTCOME_UNKNOWN_TEXT}"), "cancelled")
             else:
@@ -969,6 +988,12 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
     # ``pending``: results committed in the values (with a queued message) whose events
     # wait for the group's commit; they go out with it, as they would have.
     core = evolve(core, view=event.view, sent=None)
+    if core.status == "cancelling":
+        # stopped while it waited for a cancelled turn's threads: what ran is not known
+        group = core.group
+        open_ids = tuple(p.call.id for p in group.calls if p.ended is None) if (
+            group is not None and group.admitted) else ()
+        return _on_cancel(core, Cancel(0.0, given_up=open_ids), limits)
     if core.status != "running":
         return Step(core)
     group = core.group
@@ -1036,6 +1061,7 @@ _HANDLERS: dict[type, Callable[[Core, Any, Limits], Step]] = {
     BoundaryDone: _on_boundary,
     Resolve: _on_resolve,
     Cancel: _on_cancel,
+    Cancelling: _on_cancelling,
     Resume: _on_resume,
     Interrupt: _on_interrupt,
     SetMode: _between_turns(on_mode),

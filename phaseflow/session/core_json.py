@@ -136,7 +136,7 @@ def _group(data: Mapping[str, Any], continuation: Continuation) -> Group:
                  bool(data.get("cut", False)))
 
 
-_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed", "cancelling")
 
 
 def _stored_call(data: Mapping[str, Any], made: Mapping[str, ToolCall]) -> ToolCall:

@@ -167,6 +167,21 @@ class HistoryCompacted(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCancelling(_Event):
+    """The turn was cancelled while these sync tools' threads still ran: the session is
+    ``cancelling`` until each has ended (its result kept) or reached its deadline (its
+    result ``unknown``); then ``turn_finished`` says ``cancelled``."""
+
+    type: ClassVar[str] = "turn_cancelling"
+    tools: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = _Event.to_json(self)
+        out["tools"] = list(self.tools)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplyContinued(_Event):
     """The model's reply was cut at its output limit: the session asks it to go on
     (``continuation``: this one's number, from 1; ``of``: ``max_continuations``).
@@ -214,7 +229,7 @@ Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
     | ModeChanged | MessageSteered | HistoryCompacted | SessionForked | ErrorEvent
-    | ReplyContinued
+    | ReplyContinued | TurnCancelling
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
@@ -222,7 +237,7 @@ EVENT_TYPES: dict[str, type[_Event]] = {
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
                 TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, SessionForked,
-                ErrorEvent, ReplyContinued)
+                ErrorEvent, ReplyContinued, TurnCancelling)
 }
 
 
@@ -241,6 +256,8 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
     values = {k: v for k, v in data.items() if k in names}
     if cls is StateChanged and "keys" in values:
         values["keys"] = tuple(values["keys"])
+    if cls is TurnCancelling and isinstance(values.get("tools"), list):
+        values["tools"] = tuple(values["tools"])
     try:
         return cls(**values)  # type: ignore[return-value]
     except TypeError as exc:

@@ -13,7 +13,10 @@ whatever was running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import random
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -49,6 +52,7 @@ from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
+    Cancelling,
     Compact,
     Compacted,
     Core,
@@ -145,6 +149,19 @@ def _ok_value(value: T | Rejected) -> T:
     return value
 
 
+@dataclass(slots=True)
+class _ToolThread:
+    """A sync tool's thread: its call, when it started and its deadline
+    (``time.perf_counter``), and, once ``ended``, what it returned or raised."""
+
+    call: ToolCall
+    started: float
+    deadline: float
+    ended: asyncio.Event
+    value: Any = None
+    error: BaseException | None = None
+
+
 #: what request_cancel() puts into the stream's queue
 _CANCEL = object()
 #: what the stream's queue gets when the task reading the provider has ended
@@ -184,6 +201,10 @@ class Runner:
         #: outputs captured whose calls' results the core has not recorded yet (their
         #: bytes count against the session's capture quota meanwhile)
         self._capturing: dict[str, int] = {}
+        #: the threads of sync tools with a timeout, by call id, while they run
+        self._threads: dict[str, _ToolThread] = {}
+        #: the threads a cancel found still running (the drive waits for them)
+        self._lingering: list[_ToolThread] = []
 
     # --- the view --------------------------------------------------------------------
 
@@ -247,7 +268,18 @@ class Runner:
             self.core.session_id, self.core.turn, self.machine.current, isinstance(first, Send))
         inputs: deque[Input] = deque([first])
         while inputs:
-            s = step(self.core, inputs.popleft(), self.config.limits)
+            given = inputs.popleft()
+            if isinstance(given, Cancel) and self._lingering:
+                # a cancel that waits for its tools' threads (committed as cancelling)
+                waited: list[Cancel] = []
+                async for event in self._stopping(given, waited):
+                    yield event
+                given = waited[0]
+                if self._restart and not given.restart:  # an interrupt came meanwhile
+                    given = replace(given, restart=True)
+                    self._restart = False
+                    self._cancel.clear()
+            s = step(self.core, given, self.config.limits)
             self.core = s.core
             for position, command in enumerate(s.commands):
                 if isinstance(command, Persist):
@@ -331,7 +363,7 @@ class Runner:
             release = release and self.lease is not None
             # The commit that ends a turn (its turn_finished, the session no longer in
             # it) is kept as that turn's record, which a fork starts from.
-            keep = record.status not in ("running", "awaiting_approval") and any(
+            keep = record.status not in ("running", "awaiting_approval", "cancelling") and any(
                 isinstance(e, ev.TurnFinished) and e.turn == record.turn for e in stamped)
             seqs = await self.obs.commit(stamped, lambda data: self.config.store.commit(
                 record, data, expected_version=self.version,
@@ -357,6 +389,44 @@ class Runner:
             self.lease = renewed
 
     # --- cancellation -----------------------------------------------------------------
+
+    async def _stopping(self, cancel: Cancel, out: list[Cancel]) -> AsyncIterator[ev.Event]:
+        """The cancelled turn's sync tools whose threads still run: the session is
+        committed ``cancelling``, then each thread is waited for until it ends (its
+        result is kept, as a call that finished before the cancel) or reaches its
+        deadline (given up on: ``unknown``). ``out`` gets the cancel that ends the turn."""
+        lingering, self._lingering = self._lingering, []
+        names = tuple(dict.fromkeys(t.call.name for t in lingering))
+        s = step(self.core, Cancelling(names), self.config.limits)
+        self.core = s.core
+        for command in s.commands:
+            if isinstance(command, Persist):
+                for event in await self.persist(command):
+                    yield event
+        done = list(cancel.done)
+        given_up: list[str] = []
+        for t in lingering:
+            remaining = t.deadline - time.perf_counter()
+            if not t.ended.is_set() and remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(t.ended.wait(), remaining)
+            if t.ended.is_set():
+                done.append(await self._thread_result(t))
+            else:
+                given_up.append(t.call.id)
+        out.append(replace(cancel, done=tuple(done), given_up=tuple(given_up)))
+
+    async def _thread_result(self, t: _ToolThread) -> ToolDone:
+        """The result of a sync tool whose thread ended after its turn was cancelled."""
+        call = t.call
+        duration = time.perf_counter() - t.started
+        if t.error is not None:
+            return ToolDone(call.id, Done(ToolOutcome.error(
+                f"{call.name} failed: {describe_exception(t.error)}"), "error"), duration)
+        catalogue = self.config.workflow.tools
+        entry = catalogue.get(call.name) if catalogue is not None else None
+        done = await self._outcome(call, t.value, entry.writes if entry is not None else ())
+        return ToolDone(call.id, done, duration)
 
     def _cancelled(self, done: tuple[ToolDone, ...] = ()) -> Cancel:
         """The input that says the host stopped the turn (``done``: calls that finished).
@@ -568,6 +638,9 @@ class Runner:
             work = asyncio.gather(*(one(p) for p in command.calls))
         cancelled = await self._until_cancelled(work)
         if cancelled:
+            ids = {p.call.id for p in command.calls}
+            self._lingering = [t for cid, t in self._threads.items()
+                               if cid in ids and not t.ended.is_set()]
             return [self._cancelled(tuple(finished))]
         return list(finished)
 
@@ -594,9 +667,11 @@ class Runner:
                 value = await fn.invoke(call.argument_value(), self._context(call.id))
             else:
                 # a sync tool with a timeout runs in a thread of its own, so the deadline
-                # ends the wait even while the function runs (see FunctionTool.invoke)
-                work = asyncio.ensure_future(fn.invoke(
-                    call.argument_value(), self._context(call.id), threaded=threaded))
+                # ends the wait even while the function runs (see FunctionTool.invoke);
+                # the runner keeps the thread, so that a cancel can wait for it
+                work = asyncio.ensure_future(
+                    self._in_thread(fn, call, started + timeout) if threaded else
+                    fn.invoke(call.argument_value(), self._context(call.id)))
                 try:
                     # the deadline is ours only when it passed: a TimeoutError the tool
                     # raised itself (a socket's) is the tool's own failure, below
@@ -618,6 +693,40 @@ class Runner:
         writes_allowed = entry.writes if entry is not None else ()
         done = await self._outcome(call, value, writes_allowed)
         return ToolDone(call.id, done, time.perf_counter() - started)
+
+    async def _in_thread(self, fn: FunctionTool, call: ToolCall, deadline: float) -> Any:
+        """``fn`` called in a daemon thread of its own, awaited without blocking the loop;
+        the thread is kept (``_threads``) until it ends, so that a cancelled turn can
+        wait for it. A wait that is cancelled leaves the thread to finish on its own."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        t = _ToolThread(call, time.perf_counter(), deadline, asyncio.Event())
+        arguments, ctx = call.argument_value(), self._context(call.id)
+        context = contextvars.copy_context()
+
+        def ended(value: Any, error: BaseException | None) -> None:
+            t.value, t.error = value, error
+            t.ended.set()
+            if self._threads.get(call.id) is t:
+                del self._threads[call.id]
+            if future.done():
+                return  # the wait was cancelled (a timeout, a cancel): read from ``t``
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
+
+        def work() -> None:
+            try:
+                value, error = context.run(asyncio.run, fn.invoke(arguments, ctx)), None
+            except BaseException as exc:  # handed to the awaiting coroutine, not lost here
+                value, error = None, exc
+            with contextlib.suppress(RuntimeError):  # (a loop closed meanwhile)
+                loop.call_soon_threadsafe(ended, value, error)
+
+        self._threads[call.id] = t
+        threading.Thread(target=work, name="phaseflow-tool", daemon=True).start()
+        return await future
 
     @staticmethod
     def _timed_out(call: ToolCall, timeout: float, threaded: bool) -> Done:

@@ -36,7 +36,7 @@ from phaseflow.turn.messages import (
     UserMessage,
 )
 
-Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
+Status = Literal["idle", "running", "awaiting_approval", "finished", "failed", "cancelling"]
 #: how a call's result is labelled for the host and for conversation tests
 ResultLabel = Literal["ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown",
                       "planned"]
@@ -406,6 +406,18 @@ class Cancel:
     #: an interrupt: the queued messages start the next turn at once (a plain cancel
     #: leaves them queued for the next message)
     restart: bool = False
+    #: calls whose sync tool's thread was still running at its deadline: given up on,
+    #: their outcome ``unknown``
+    given_up: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelling:
+    """The host cancelled the turn while sync tools' threads still run (nothing can stop
+    them): the turn is ``cancelling`` until each has ended or reached its deadline, then
+    :class:`Cancel` ends it. ``tools``: their names."""
+
+    tools: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,7 +442,7 @@ class Resume:
 
 
 Input = (Send | Replied | RequestFailed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits)
+         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits | Cancelling)
 
 
 # --- commands --------------------------------------------------------------------------

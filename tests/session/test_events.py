@@ -29,4 +29,4 @@ def test_the_event_types_on_the_wire_are_unchanged() -> None:
         "turn_started", "text_delta", "tool_call", "tool_result", "approval_requested",
         "approval_resolved", "state_changed", "phase_changed", "retrying", "turn_finished",
         "mode_changed", "message_steered", "history_compacted",
-        "session_forked", "error", "reply_continued"}
+        "session_forked", "error", "reply_continued", "turn_cancelling"}
