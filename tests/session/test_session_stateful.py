@@ -48,9 +48,17 @@ from phaseflow.session.core import ResolutionRefused
 from phaseflow.session.fork import ForkRefused
 from phaseflow.session.values import Core
 from phaseflow.stores.memory import MemoryStore
+from phaseflow.tools import ToolContext, tool
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.messages import AssistantMessage, UserMessage
-from tests.support.session_fakes import FORGED, DrawnProvider, Gate, Plan, open_or_doubled
+from tests.support.session_fakes import (
+    FORGED,
+    DeskTools,
+    DrawnProvider,
+    Gate,
+    Plan,
+    open_or_doubled,
+)
 from tests.support.stateful_session import (
     HALLUCINATED,
     REFUND,
@@ -581,6 +589,46 @@ class CompactingMachine(SessionMachine):
     history_budget = 120
 
 
+class ThreadedDeskTools(DeskTools):
+    """The desk's tools with ``wait`` a sync tool with a timeout: it runs in a thread of
+    its own and blocks there at the gate (a real thread, which nothing can stop)."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def mapping(self) -> dict[str, Any]:
+        tools = super().mapping()
+
+        def wait(ctx: ToolContext, **arguments: Any) -> str:
+            loop = self.loop
+            assert loop is not None
+            asyncio.run_coroutine_threadsafe(self._note("wait", arguments, ctx), loop).result()
+            asyncio.run_coroutine_threadsafe(self.gate.point("tool"), loop).result()
+            return "waited"
+
+        tools["wait"] = tool(name="wait", description="the wait tool",
+                             parameters={"type": "object"}, timeout=0.5)(wait)
+        return tools
+
+
+class ThreadedToolMachine(SessionMachine):
+    """The same machine with a tool that blocks in a thread of its own: a cancel (or an
+    interrupt) at it leaves the session ``cancelling`` until the thread is released or
+    reaches its deadline (``unknown``); never at rest, and no call gets two results."""
+
+    desk = replace(SMALL, tools=ThreadedDeskTools)
+
+    def __init__(self) -> None:
+        super().__init__()
+        assert isinstance(self.tools, ThreadedDeskTools)
+        self.tools.loop = self.loop
+
+    @invariant()
+    def never_cancelling_at_rest(self) -> None:
+        assert self.session.status != "cancelling" or self.crashes, self.session.status
+        if any(isinstance(e, ev.TurnCancelling) for e in self._events()):
+            event("a cancel waited for a tool's thread")
+
+
 class RefundDeskMachine(SessionMachine):
     """The same machine on the bundled refund desk (preparations, guards, needs)."""
 
@@ -599,6 +647,8 @@ CompactingMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXA
 TestSession = SessionMachine.TestCase
 TestCompacting = CompactingMachine.TestCase
 TestRefundDesk = RefundDeskMachine.TestCase
+ThreadedToolMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 3))
+TestThreadedTool = ThreadedToolMachine.TestCase
 
 
 class _Script:
