@@ -89,6 +89,21 @@ def positive_integer(value: str | None, option: str) -> int | None:
     return _positive(value, option, int, "a positive integer")
 
 
+def count_option(value: str | None, option: str) -> int | None:
+    """A count that may be 0 (``--max-continuations``), ``None`` when not given."""
+    if value is None:
+        return None
+    from phaseflow.errors import ConfigError
+
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ConfigError(f"{option}: expected a whole number (0 or more), not {value!r}")
+    return number
+
+
 def seconds(value: str | None, option: str) -> float | None:
     """A positive, finite number of seconds (``--lease``), ``None`` when not given."""
     return _positive(value, option, float, "a positive number of seconds")

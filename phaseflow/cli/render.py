@@ -174,6 +174,10 @@ class Transcript:
         elif isinstance(event, ev.HistoryCompacted):
             self._line(self.paint(f"[history compacted: {event.folded} older messages "
                                   "folded into a summary]", "dim"))
+        elif isinstance(event, ev.ReplyContinued):
+            self._close()
+            self._line(self.paint(f"[reply cut at the output limit: continuing "
+                                  f"({event.continuation} of {event.of})]", "dim"))
         elif isinstance(event, ev.MessageSteered):
             self._line("  " + self.paint("steering:", "bold", "green") + " "
                        + one_line(event.message))

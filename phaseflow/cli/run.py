@@ -92,6 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="compact the history when a request would carry more than N tokens: its "
         "oldest turns are folded into a summary the model makes (every message is kept)")
     parser.add_argument(
+        "--max-continuations", metavar="N",
+        help="how many times a reply cut at the model's output limit is continued (the "
+        "model is asked to go on) before the turn ends 'cut' (default 2; 0: never)")
+    parser.add_argument(
         "--busy", choices=("queue", "reject", "steer", "interrupt"),
         help="what a message does when another worker runs the session's turn: queue it "
         "for the next turn (default), reject it, steer the running turn with it, or "
@@ -114,6 +118,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "for); without it that is a warning")
 
 
+#: seconds after which a cancelled turn still waiting for its tools is said to be
+STILL_STOPPING_AFTER = 2.0
+
+
 class Misuse(Exception):
     """Input the command cannot use: printed as one line, exit status 2."""
 
@@ -132,6 +140,7 @@ def _run(args: argparse.Namespace) -> int:
     from phaseflow.cli.agent_options import (
         TERMINATED,
         agent_code,
+        count_option,
         given_options,
         positive_integer,
         seconds,
@@ -148,6 +157,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         max_history = positive_integer(args.max_history_tokens, "--max-history-tokens")
+        continuations = count_option(args.max_continuations, "--max-continuations")
         lease = seconds(args.lease, "--lease")
         store = open_store(args.store)
     except ConfigError as exc:
@@ -168,7 +178,8 @@ def _run(args: argparse.Namespace) -> int:
     options = given_options(lease=lease, mode=args.mode, busy=args.busy,
                             max_history_tokens=max_history,
                             context_position=args.context_position,
-                            offer_tools=args.offer_tools)
+                            offer_tools=args.offer_tools,
+                            max_continuations=continuations)
     try:
         with sigterm_quits(mcp is not None) as term:
             agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
@@ -562,20 +573,33 @@ class Chat:
 
     async def _consume(self, stream: AsyncIterator[Event], outcome: _Outcome) -> None:
         from phaseflow.errors import PhaseflowError
-        from phaseflow.session.events import TurnFinished
+        from phaseflow.session.events import TurnCancelling, TurnFinished
 
+        stopping: asyncio.Future[None] | None = None
         try:
             async for event in stream:
                 outcome.events += 1
                 self._resuming_notice(event)
                 self.sink.show(event)
+                if isinstance(event, TurnCancelling):
+                    stopping = asyncio.ensure_future(self._still_stopping(event.tools))
+                if isinstance(event, TurnFinished) and stopping is not None:
+                    stopping.cancel()
                 if isinstance(event, TurnFinished) and event.status in ("failed",
-                                                                        "step_limit"):
+                                                                        "step_limit", "cut"):
                     self.failed = True
         except PhaseflowError as exc:
             print(f"phaseflow run: error: {exc}", file=sys.stderr)
             self.failed = True
             outcome.refused = True
+        finally:
+            if stopping is not None:
+                stopping.cancel()
+
+    async def _still_stopping(self, tools: tuple[str, ...]) -> None:
+        """A cancelled turn waits for its sync tools' threads: said after 2 s."""
+        await asyncio.sleep(STILL_STOPPING_AFTER)
+        self.sink.urgent(f"still stopping: {', '.join(tools)}")
 
     def _resuming_notice(self, event: Event) -> None:
         """Before the first event of a turn a stopped process left unfinished (the

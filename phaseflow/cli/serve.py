@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-history-tokens", metavar="N",
                         help="compact a session's history when a request would carry more "
                         "than N tokens (docs/sessions.md, History compaction)")
+    parser.add_argument("--max-continuations", metavar="N",
+                        help="how many times a reply cut at the model's output limit is "
+                        "continued before the turn ends 'cut' (default 2; 0: never)")
     parser.add_argument("--mode", choices=("exec", "plan"), default=None,
                         help="the mode new sessions start in (plan: only read_only tools run)")
     from phaseflow.cli.agent_options import MCP_HELP, add_request_layout
@@ -204,7 +207,13 @@ def _run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
             heartbeat: float, poll: float, grace: float, sweep: float) -> ServeConfig:
-    from phaseflow.cli.agent_options import agent_code, given_options, positive_integer, seconds
+    from phaseflow.cli.agent_options import (
+        agent_code,
+        count_option,
+        given_options,
+        positive_integer,
+        seconds,
+    )
     from phaseflow.cli.common import load_or_report
     from phaseflow.cli.providers import check_provider, make_provider
     from phaseflow.cli.stores import open_store
@@ -222,6 +231,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         lease = seconds(args.lease, "--lease")
         max_history = positive_integer(args.max_history_tokens, "--max-history-tokens")
+        continuations = count_option(args.max_continuations, "--max-continuations")
         tools, hooks, mcp = agent_code(args)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
@@ -246,7 +256,8 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     served: dict[str, Served] = {}
     options = given_options(lease=lease, max_history_tokens=max_history, mode=args.mode,
                             context_position=args.context_position,
-                            offer_tools=args.offer_tools)
+                            offer_tools=args.offer_tools,
+                            max_continuations=continuations)
     for workflow in workflows:
         mine = _tools_for(workflow, tools)
         first: list[Agent] = []

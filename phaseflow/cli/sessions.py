@@ -88,6 +88,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     events.add_argument("--json", action="store_true", help="print one JSON object a line")
     delete = sub.add_parser("delete", parents=[common], help="remove a session and its events")
     delete.add_argument("id", metavar="ID")
+    output = sub.add_parser("output", parents=[common],
+                            help="a tool output of ID that was cut for the model, whole (or "
+                            "a byte range): REF is the reference its result names")
+    output.add_argument("id", metavar="ID")
+    output.add_argument("reference", metavar="REF")
+    output.add_argument("--offset", default="0", metavar="N",
+                        help="the first byte to print (default 0)")
+    output.add_argument("--limit", default=None, metavar="N",
+                        help="the most bytes to print (default: to the end)")
     fork = sub.add_parser("fork", parents=[common],
                           help="a new session that starts at the end of a past turn of ID")
     fork.add_argument("id", metavar="ID")
@@ -135,7 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
-              "recover [ID ...]; or fork ID --at N --as NEW, branches ID", file=sys.stderr)
+              "recover [ID ...]; or fork ID --at N --as NEW, branches ID, output ID REF",
+              file=sys.stderr)
         return 2
     for stream in (sys.stdout, sys.stderr):
         # a model's text that the terminal cannot show is replaced, not a crash
@@ -269,6 +279,39 @@ async def _events(store: Store, args: argparse.Namespace) -> int:
             print(visible(f"{stored.seq:>5}  {when(data.get('at'))}  turn "
                           f"{data.get('turn', 0)}  {label:<10} {text}".rstrip()))
     return 0
+
+
+async def _output(store: Store, args: argparse.Namespace) -> int:
+    """``sessions output ID REF``: the captured bytes, as they were, in reads of 1 MiB."""
+    from phaseflow.session.outputs import OutputNotFound, read_output
+
+    offset, limit = _bytes_option(args.offset, "--offset", 0), None
+    if args.limit is not None:
+        limit = _bytes_option(args.limit, "--limit", 1)
+    if await store.version(args.id) == 0:
+        raise Failed(f"no session {args.id!r} in the store")
+    out = sys.stdout.buffer
+    while limit is None or limit > 0:
+        step = 2**20 if limit is None else min(limit, 2**20)
+        try:
+            data, size = await read_output(store, args.id, args.reference, offset, step)
+        except OutputNotFound as missing:
+            raise Failed(str(missing)) from None
+        out.write(data)
+        offset += len(data)
+        if limit is not None:
+            limit -= len(data)
+        if not data or offset >= size:
+            break
+    out.flush()
+    return 0
+
+
+def _bytes_option(value: str, option: str, least: int) -> int:
+    text = str(value).strip()
+    if not text.isascii() or not text.isdigit() or int(text) < least:
+        raise Misuse(f"{option} is a number of bytes ({least} or more), not {value!r}")
+    return int(text)
 
 
 async def _delete(store: Store, args: argparse.Namespace) -> int:
@@ -434,6 +477,13 @@ def describe(data: Mapping[str, Any]) -> tuple[str, str]:
                              f"{_field(data, 'summary')}")
     if kind == "message_steered":
         return "steer", _field(data, "message")
+    if kind == "turn_cancelling":
+        tools = data.get("tools")
+        shown = ", ".join(str(t) for t in tools) if isinstance(tools, list) else ""
+        return "cancelling", one_line(f"waiting for {shown} to end")
+    if kind == "reply_continued":
+        return "continued", (f"reply cut at the output limit: continuation "
+                             f"{_field(data, 'continuation', 20)} of {_field(data, 'of', 20)}")
     if kind == "mode_changed":
         return "mode", _field(data, "mode", 20)
     if kind == "session_forked":
@@ -593,4 +643,5 @@ def _outcome(session_id: str, before: str, status: str, phase: str,
 
 #: the actions that need the store and nothing else (``recover`` needs an agent too)
 _STORE_ACTIONS = {"list": _list, "show": _show, "events": _events, "delete": _delete,
+                  "output": _output,
                   "fork": _fork, "branches": _branches}

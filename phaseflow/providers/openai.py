@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.chat_wire import ContextAs, names_of, request_messages, request_tools
 from phaseflow.providers.protocol import (
+    CONTEXT_LENGTH_EXCEEDED,
     ProviderEvent,
     ProviderFailure,
     ProviderRequest,
@@ -111,6 +113,21 @@ def _server_message(error: Any) -> str:
     return str(getattr(error, "message", None) or error)
 
 
+#: how OpenAI-compatible servers that send no error code say the context is full
+#: (vLLM: "maximum context length is 512 tokens"; llama.cpp: "exceeds the available
+#: context size")
+_CONTEXT_FULL = re.compile(r"context (length|size|window)", re.IGNORECASE)
+
+
+def _context_full(error: Any, status: int, message: str) -> bool:
+    """The request is larger than the model's context: the API's error code
+    ``context_length_exceeded``, or a 400 whose message says so."""
+    code = getattr(error, "code", None)
+    if code == CONTEXT_LENGTH_EXCEEDED:
+        return True
+    return status == 400 and bool(_CONTEXT_FULL.search(message))
+
+
 def failure_of(error: BaseException, server: str | None = None) -> ProviderFailure:
     """An SDK (or transport) exception as a failure value; ``server``: the base URL to
     name in a connection failure or a timeout (shown without credentials)."""
@@ -120,11 +137,13 @@ def failure_of(error: BaseException, server: str | None = None) -> ProviderFailu
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         retryable = status in (408, 429) or status >= 500
+        message = _server_message(error)
         return ProviderFailure(
-            f"the server answered {status}: {_server_message(error)}",
+            f"the server answered {status}: {message}",
             retryable=retryable,
             retry_after=retry_after(error.response.headers) if retryable else None,
             status=status,
+            code=CONTEXT_LENGTH_EXCEEDED if _context_full(error, status, message) else None,
         )
     if isinstance(error, openai.APITimeoutError):
         return ProviderFailure(f"the request to the model server{at} timed out",

@@ -162,6 +162,14 @@ class ProviderFailure:
     retry_after: float | None = None
     status: int | None = None
     kind: Literal["error"] = "error"
+    #: what kind of failure, when the provider knows (``CONTEXT_LENGTH_EXCEEDED``: the
+    #: request is larger than the model's context; the session compacts and resends)
+    code: str | None = None
+
+
+#: the :attr:`ProviderFailure.code` of a request the model's context cannot hold (the
+#: OpenAI API's error code; an adapter for another provider sets it for its own error)
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 
 
 ProviderEvent = (

@@ -8,12 +8,13 @@ continues where it stood, and a retried request gets the same reply again.
 A script is a list of replies, each one of:
 
 - a string: a text reply;
-- a mapping ``{text: TEXT, calls: [{TOOL: ARGS}, ...], reasoning: TEXT}`` (every key
-  optional; ``ARGS`` a mapping or null), the form of a conversation test's ``model:``
-  steps;
+- a mapping ``{text: TEXT, calls: [{TOOL: ARGS}, ...], reasoning: TEXT, stop: STOP}``
+  (every key optional; ``ARGS`` a mapping or null; ``stop: max_tokens`` a reply cut at
+  the model's output limit), the form of a conversation test's ``model:`` steps;
 - a ready :class:`~phaseflow.providers.protocol.ProviderReply` (its call ids are kept);
 - a scripted failure ``{error: MESSAGE, retryable: BOOL, retry_after: SECONDS,
-  status: INT}`` (or a :class:`~phaseflow.providers.protocol.ProviderFailure`), to test how
+  status: INT, code: CODE}`` (``code: context_length_exceeded``: a full context)
+  (or a :class:`~phaseflow.providers.protocol.ProviderFailure`), to test how
   a session retries. A failure is not a reply: it is yielded once, by this provider
   object, to the first request that asks for the reply written after it; the retried
   request then gets that reply. (A new provider object yields it again.)
@@ -39,6 +40,7 @@ from phaseflow.providers.protocol import (
     ProviderReply,
     ProviderRequest,
     ReasoningDelta,
+    StopKind,
     StreamEnd,
     TextDelta,
     ToolCallDelta,
@@ -64,6 +66,8 @@ class ScriptedReply:
     calls: tuple[tuple[str, str, str], ...] = ()  # (call id, name, arguments JSON text)
     reasoning: str = ""
     failures: tuple[ProviderFailure, ...] = ()
+    #: why the model stopped (None: ``tool_use`` with calls, ``end_turn`` without)
+    stop: StopKind | None = None
 
 
 class _Bad(Exception):
@@ -75,8 +79,9 @@ class _Bad(Exception):
         self.path = path
 
 
-_REPLY_KEYS = frozenset({"text", "calls", "reasoning"})
-_FAILURE_KEYS = frozenset({"error", "retryable", "retry_after", "status"})
+_REPLY_KEYS = frozenset({"text", "calls", "reasoning", "stop"})
+_STOPS: tuple[StopKind, ...] = ("end_turn", "tool_use", "max_tokens")
+_FAILURE_KEYS = frozenset({"error", "retryable", "retry_after", "status", "code"})
 
 
 def _describe(value: object) -> str:
@@ -107,8 +112,13 @@ def _failure(entry: Mapping[str, Any], path: tuple[int | str, ...]) -> ProviderF
     status = entry.get("status")
     if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
         raise _Bad("status must be an integer", (*path, "status"))
+    code = entry.get("code")
+    if code is not None and not isinstance(code, str):
+        raise _Bad("code must be a string (context_length_exceeded: the request is larger "
+                   "than the model's context)", (*path, "code"))
     return ProviderFailure(
-        message, retryable, None if retry_after is None else float(retry_after), status
+        message, retryable, None if retry_after is None else float(retry_after), status,
+        code=code,
     )
 
 
@@ -152,22 +162,27 @@ def _reply(entry: object, number: int, path: tuple[int | str, ...]) -> ScriptedR
     if isinstance(entry, str):
         return ScriptedReply(text=entry)
     if isinstance(entry, ProviderReply):
-        return ScriptedReply(entry.text, tuple(entry.calls), entry.reasoning)
+        return ScriptedReply(entry.text, tuple(entry.calls), entry.reasoning,
+                             stop=entry.stop)
     if isinstance(entry, ScriptedReply):
-        return ScriptedReply(entry.text, entry.calls, entry.reasoning)
+        return ScriptedReply(entry.text, entry.calls, entry.reasoning, stop=entry.stop)
     if not isinstance(entry, Mapping):
         raise _Bad("a reply must be a string, a mapping {text, calls} or a scripted failure "
                    f"{{error: ...}}, not {_describe(entry)}", path)
     unknown = sorted((k for k in entry if k not in _REPLY_KEYS), key=str)
     if unknown:
-        raise _Bad(f"unknown key {unknown[0]!r} in a reply (allowed: calls, reasoning, text; "
+        raise _Bad(f"unknown key {unknown[0]!r} in a reply (allowed: calls, reasoning, stop, text; "
                    "a scripted failure has 'error')", (*path, str(unknown[0])))
     text = _string(entry.get("text", ""), (*path, "text"), "text")
     reasoning = _string(entry.get("reasoning", ""), (*path, "reasoning"), "reasoning")
     calls = _calls(entry.get("calls"), number, (*path, "calls"))
     if not text and not calls:
         raise _Bad("a reply needs text or calls", path)
-    return ScriptedReply(text, calls, reasoning)
+    stop = entry.get("stop")
+    if stop is not None and stop not in _STOPS:
+        raise _Bad(f"stop must be one of {', '.join(_STOPS)}, not {_describe(stop)}",
+                   (*path, "stop"))
+    return ScriptedReply(text, calls, reasoning, stop=stop)
 
 
 def _is_failure(entry: object) -> bool:
@@ -201,7 +216,7 @@ def _script_entries(
         else:
             reply = _reply(entry, len(replies) + 1, (index,))
             replies.append(ScriptedReply(reply.text, reply.calls, reply.reasoning,
-                                         tuple(pending)))
+                                         tuple(pending), reply.stop))
             positions.append(index)
             pending = []
     return tuple(replies), tuple(pending), tuple(positions)
@@ -351,7 +366,7 @@ class ScriptedProvider:
             return
         # (replies folded into a compacted history's summary count: the script goes on)
         number = 1 + request.folded_replies + sum(
-            isinstance(m, AssistantMessage) for m in request.history)
+            m.replies for m in request.history if isinstance(m, AssistantMessage))
         self._furthest = max(self._furthest, min(number, len(self._replies)))
         if number > len(self._replies):
             for k, failure in enumerate(self._trailing):
@@ -381,7 +396,7 @@ class ScriptedProvider:
             yield ToolCallEnd(index)
         output = _tokens(reply.text) + sum(_tokens(a) for _, _, a in reply.calls)
         yield Usage(_request_size(request), output)
-        yield StreamEnd("tool_use" if reply.calls else "end_turn")
+        yield StreamEnd(reply.stop or ("tool_use" if reply.calls else "end_turn"))
 
 
 def compaction_summary(request: ProviderRequest) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Generic, TypeVar
 
-from phaseflow.providers.protocol import ProviderEvent, ProviderFailure
+from phaseflow.providers.protocol import CONTEXT_LENGTH_EXCEEDED, ProviderEvent, ProviderFailure
 from phaseflow.providers.settings import redact
 
 __all__ = ["CONTEXT_FULL", "LoopClients", "context_full", "redacted"]
@@ -68,14 +68,16 @@ class LoopClients(Generic[C]):
 def context_full(failure: ProviderFailure) -> ProviderFailure:
     """``failure`` said as :data:`CONTEXT_FULL` (and never retried) when it is a server's
     refusal of a prompt too long for the model (an HTTP 400 or 413 saying so)."""
-    if failure.status not in (400, 413) or failure.message.startswith(CONTEXT_FULL):
+    if failure.message.startswith(CONTEXT_FULL):
+        return replace(failure, code=CONTEXT_LENGTH_EXCEEDED)
+    if failure.status not in (400, 413):
         return failure
     lowered = failure.message.lower()
     if not any(saying in lowered for saying in _CONTEXT_FULL_SAYINGS):
         return failure
     detail = failure.message.removeprefix(f"the server answered {failure.status}: ")
     return replace(failure, message=f"{CONTEXT_FULL}: {detail}", retryable=False,
-                   retry_after=None)
+                   retry_after=None, code=CONTEXT_LENGTH_EXCEEDED)
 
 
 def redacted(event: ProviderEvent, secrets: tuple[str, ...]) -> ProviderEvent:

@@ -47,6 +47,7 @@ def routes() -> list[BaseRoute]:
         Route(S, owned(r.get_session), methods=["GET"]),
         Route(S, owned(r.delete_session), methods=["DELETE"]),
         Route(S + "/history", owned(r.get_history), methods=["GET"]),
+        Route(S + "/outputs/{ref}", owned(r.get_output), methods=["GET"]),
         Route(S + "/messages", owned(t.post_message), methods=["POST"]),
         Route(S + "/events", owned(t.get_events), methods=["GET"]),
         Route(S + "/approvals/{call_id}", owned(t.post_approval), methods=["POST"]),

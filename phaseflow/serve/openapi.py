@@ -189,7 +189,7 @@ def document(secured: bool = True) -> dict[str, Any]:
                     "200": _ok(_ref("SessionPage")), **COMMON}, params=[
                     _query("workflow", {"type": "string"}),
                     _query("status", {"enum": ["idle", "running", "awaiting_approval",
-                                               "finished", "failed"]}),
+                                               "finished", "failed", "cancelling"]}),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 100}),
                     _query("cursor", {"type": "string"})])},
             s: {
@@ -202,6 +202,14 @@ def document(secured: bool = True) -> dict[str, Any]:
             s + "/history": {"get": _op("the exact model messages", {
                 "200": _ok({"type": "object", "required": ["session_id", "messages"]}),
                 "404": _problem("unknown session"), **COMMON}, params=sid)},
+            s + "/outputs/{ref}": {"get": _op("a tool output that was cut for the model", {
+                "200": {"description": "the output's bytes (text/plain); X-Output-Size: "
+                                       "its whole size"},
+                "404": _problem("unknown session or output"), **COMMON}, params=[
+                SESSION_ID, {"name": "ref", "in": "path", "required": True,
+                             "schema": {"type": "string"}},
+                _query("offset", {"type": "integer", "minimum": 0}),
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": 8 * 2**20})])},
             s + "/messages": {"post": _op("a turn", TURN, params=[
                 SESSION_ID, IDEMPOTENCY, PREFER], body=_ref("Message"))},
             s + "/events": {"get": _op("the session's events (SSE), resumable", {

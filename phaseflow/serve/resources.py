@@ -161,6 +161,26 @@ async def get_history(request: Request) -> Response:
     return JSONResponse({"session_id": sid, "messages": history_json(record)})
 
 
+async def get_output(request: Request) -> Response:
+    """A tool output of the session that was cut for the model: its bytes from
+    ``?offset=`` (default 0), at most ``?limit=`` of them (default: to the end, up to
+    8 MiB a response); ``X-Output-Size`` is the output's whole size."""
+    from phaseflow.session.outputs import OutputNotFound, read_output
+
+    hub = hub_of(request)
+    sid = path_session(request)
+    await stored(hub, sid)
+    reference = request.path_params["ref"]
+    offset = int_param(request, "offset", 0)
+    limit = int_param(request, "limit", 8 * 2**20, low=1, high=8 * 2**20)
+    try:
+        data, size = await read_output(hub.store, sid, reference, offset, limit)
+    except OutputNotFound as missing:
+        raise Problem(404, "output_not_found", str(missing), session_id=sid) from None
+    return Response(data, media_type="text/plain; charset=utf-8",
+                    headers={"X-Output-Size": str(size), "X-Output-Offset": str(offset)})
+
+
 async def delete_session(request: Request) -> Response:
     hub = hub_of(request)
     sid = path_session(request)

@@ -14,7 +14,7 @@ from phaseflow.session.records import history, message_json, pending_json
 from phaseflow.stores.base import SessionRecord, SessionSummary, StoredEvent
 
 #: the statuses a session may have (``?status=`` is one of them)
-STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed", "cancelling")
 
 
 def session_json(record: SessionRecord) -> dict[str, Any]:

@@ -72,7 +72,9 @@ __all__ = ["Agent", "ForkRefused", "PendingApproval", "Reply", "Session", "Sessi
 
 class Reply(str):
     """The text of a turn's final reply (it *is* that string), with how the turn ended:
-    ``status`` is ``completed`` or ``step_limit`` (the text is the reply so far), or
+    ``status`` is ``completed``, ``step_limit`` (the text is the reply so far) or
+    ``cut`` (the reply still cut at the model's output limit after the last
+    continuation: the text is what it said), or
     ``awaiting_approval`` with ``approval`` the call to decide on."""
 
     status: str
@@ -189,6 +191,9 @@ class Agent:
         mcp: str | Path | Mapping[str, Any] | None = None,
         context_position: str = "end",
         offer_tools: str = "phase",
+        max_continuations: int = 2,
+        capture_bytes: int = 10 * 2**20,
+        session_capture_bytes: int = 100 * 2**20,
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -201,7 +206,10 @@ class Agent:
                     "output_lines": output_lines, "output_chars": output_chars,
                     "lease": lease, "parallel_tools": parallel_tools, "system": system,
                     "max_output_tokens": max_output_tokens, "worker": worker,
-                    "max_history_tokens": max_history_tokens},
+                    "max_history_tokens": max_history_tokens,
+                    "max_continuations": max_continuations,
+                    "capture_bytes": capture_bytes,
+                    "session_capture_bytes": session_capture_bytes},
             callables={"clock": clock, "phase_clock": phase_clock, "sleep": sleep,
                        "approve": approve})
         #: the phase machine's clock (``seconds_in_phase``): monotonic, so a wall-clock
@@ -254,7 +262,9 @@ class Agent:
             model=model or getattr(provider, "model", "") or "",
             limits=Limits(max_steps=max_steps, max_retries=max_retries,
                           parallel_tools=parallel_tools,
-                          max_history_tokens=max_history_tokens),
+                          max_history_tokens=max_history_tokens,
+                          max_continuations=max_continuations,
+                          compaction_provider=compaction_provider is not None),
             approve=approve, output_lines=output_lines, output_chars=output_chars,
             clock=clock, sleep=sleep, lease=float(lease),
             worker=worker or new_worker_id(), max_output_tokens=max_output_tokens,
@@ -262,6 +272,8 @@ class Agent:
             observer=self.observer,
             context_position="system" if context_position == "system" else "end",
             offer_tools="workflow" if offer_tools == "workflow" else "phase",
+            capture_bytes=capture_bytes,
+            session_capture_bytes=session_capture_bytes,
         )
         if self.mcp is not None:  # a server's tools changed: offered anew from the next request
             self.mcp.listeners.append(lambda _server: self.config.views.clear())
@@ -446,7 +458,8 @@ class Session:
         approvals as usual. :class:`ModeRefused` while a turn runs or waits."""
         if mode not in ("exec", "plan"):
             raise ConfigError(f"mode must be 'exec' or 'plan', not {mode!r}")
-        if self._driver.running or self.status in ("running", "awaiting_approval"):
+        if self._driver.running or self.status in ("running", "awaiting_approval",
+                                                   "cancelling"):
             raise ModeRefused(f"session {self.id!r}: the mode changes between turns, and a "
                               f"turn is {self.status.replace('_', ' ')}")
         return tuple([e async for e in self._driver.run(SetMode(Mode(mode)))])
@@ -483,7 +496,8 @@ class Session:
         keeps every message. :class:`CompactionRefused` while a turn runs or waits."""
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-        if self._driver.running or self.status in ("running", "awaiting_approval"):
+        if self._driver.running or self.status in ("running", "awaiting_approval",
+                                                   "cancelling"):
             raise CompactionRefused(f"session {self.id!r}: a compaction asked by the host "
                                     f"waits for the turn to end (it is {self.status})")
         return tuple([e async for e in self._driver.run(CompactNow(max_tokens))])
@@ -514,6 +528,27 @@ class Session:
 
     def events_sync(self, after: int = 0) -> tuple[ev.Event, ...]:
         return _run(self.events(after))
+
+    @property
+    def outputs(self) -> tuple[tuple[str, int], ...]:
+        """The session's captured tool outputs (cut for the model), ``(reference,
+        bytes)``, oldest first: what :meth:`read_output` and the model's ``read_output``
+        tool read."""
+        return self._runner.core.captures
+
+    async def read_output(self, reference: str, *, offset: int = 0,
+                          limit: int | None = None) -> bytes:
+        """At most ``limit`` bytes (default 20,000) of the captured output ``reference``
+        of this session, from byte ``offset``; ``OutputNotFound`` (a ``SessionError``'s
+        sibling under ``PhaseflowError``) for a reference that is not this session's."""
+        from phaseflow.session.outputs import read_output
+
+        data, _size = await read_output(self._agent.store, self.id, reference, offset, limit)
+        return data
+
+    def read_output_sync(self, reference: str, *, offset: int = 0,
+                         limit: int | None = None) -> bytes:
+        return _run(self.read_output(reference, offset=offset, limit=limit))
 
     # --- talking ----------------------------------------------------------------------
 

@@ -97,7 +97,7 @@ def fold_point(history: History, compaction: Compaction | None, keep_chars: int
 
 
 def replies_in(messages: Iterable[Message]) -> int:
-    return sum(isinstance(m, AssistantMessage) for m in messages)
+    return sum(m.replies for m in messages if isinstance(m, AssistantMessage))
 
 
 def summary_input(previous: str, messages: Iterable[Message]) -> str:

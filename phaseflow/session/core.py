@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from phaseflow.errors import PhaseflowError
+from phaseflow.providers.protocol import CONTEXT_LENGTH_EXCEEDED
 from phaseflow.session import events as ev
 from phaseflow.session.compaction import fold_point, history_chars, replies_in, visible
 from phaseflow.session.host_inputs import (
@@ -38,6 +39,7 @@ from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
+    Cancelling,
     Command,
     Compact,
     Compacted,
@@ -93,6 +95,7 @@ from phaseflow.turn.messages import (
     TextPart,
     ToolCall,
     ToolOutcome,
+    UserMessage,
 )
 from phaseflow.turn.progress import TurnId
 from phaseflow.turn.rejections import Rejected
@@ -176,6 +179,7 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
         core, execution=execution, continuation=continuation,
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0, cached_input_tokens=0,
+        cut="", cut_reasoning="", cut_parts=0, continued=0, cut_off=False, recovered=0,
     )
     events: tuple[ev.Event, ...] = (
         ev.TurnStartedEvent(message=plain_text(content), turn=turn),)
@@ -200,7 +204,7 @@ def _next_request(core: Core, limits: Limits) -> Step:
                       execution=evolve(core.execution, steering=()))
         first = (Persist((ev.MessageSteered(message=plain_text(content), turn=core.turn),)),)
     core = evolve(core, step=n, attempt=0, request_id=request_id, final_request=final,
-                   sent=core.history())
+                   sent=core.history(), recovered=0)
     return _ask(core, first, limits)
 
 
@@ -230,8 +234,19 @@ def _call(core: Core) -> CallProvider:
     sent = core.sent if core.sent is not None else core.history()
     assert core.request_id is not None
     compaction = core.compaction
-    return CallProvider(core.request_id, visible(sent, compaction), core.final_request,
+    shown = visible(sent, compaction)
+    if core.cut_parts:
+        # a reply cut at the output limit: what it said so far, and the ask to go on
+        shown = shown.append(AssistantMessage(core.cut, (), core.cut_reasoning,
+                                              continued=core.cut_parts - 1)).append(
+            UserMessage(CONTINUE_TEXT))
+    return CallProvider(core.request_id, shown, core.final_request,
                         compaction.replies if compaction is not None else 0)
+
+
+#: what the model is asked after a reply cut at its output limit (with what it said)
+CONTINUE_TEXT = ("Your reply was cut at the output limit. Continue it exactly where it "
+                 "stopped, without repeating anything.")
 
 
 def _on_compacted(core: Core, event: Compacted) -> Step:
@@ -246,13 +261,18 @@ def _on_compacted(core: Core, event: Compacted) -> Step:
     if upto is None or not (between_turns or in_turn):
         return Step(core)  # stale: the turn moved on (a cancel)
     core = evolve(core, folding=None)
-    then: tuple[Command, ...] = (_call(core),) if in_turn else ()
     if event.summary is None:
+        if in_turn and core.recovered:
+            # the request was refused as too long: sent again as it was, it would be
+            # refused again
+            return _fail(core, "context_length_exceeded", (
+                f"the model's context is full and the history could not be compacted "
+                f"({event.problem})"))
         failed = ev.ErrorEvent(code="compaction_failed", turn=core.turn, message=(
             f"the history could not be compacted ({event.problem}); "
             + ("the request is sent with the history as it was" if in_turn else
                "the history is as it was")))
-        return Step(core, (Persist((failed,)), *then))
+        return Step(core, (Persist((failed,)), *((_call(core),) if in_turn else ())))
     sent = core.sent
     assert sent is not None
     before = core.compaction
@@ -264,7 +284,9 @@ def _on_compacted(core: Core, event: Compacted) -> Step:
                                     turn=core.turn)
     if not in_turn:
         core = evolve(core, sent=None)
-    return Step(core, (Persist((compacted,)), *then))
+    # the request waiting for the summary is built now, with the fold in place (built
+    # before it, it would carry the history the fold was made to shorten)
+    return Step(core, (Persist((compacted,)), *((_call(core),) if in_turn else ())))
 
 
 def _end_after_group(core: Core) -> Core:
@@ -394,8 +416,11 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         return Step(core)  # stale: a reply to a request that is no longer asked
     reply = event.reply
     calls = named_calls(reply.calls, core) if not core.final_request else []
+    # a continued reply: the parts so far, then this one (stitched into one message)
+    text, reasoning, parts = core.cut + reply.text, core.cut_reasoning + reply.reasoning, \
+        core.cut_parts
     core = evolve(
-        core, view=event.view, reply=reply.text or core.reply,
+        core, view=event.view, reply=text or core.reply,
         input_tokens=core.input_tokens + reply.usage.input_tokens,
         output_tokens=core.output_tokens + reply.usage.output_tokens, request_id=None,
         cached_input_tokens=core.cached_input_tokens + reply.usage.cached_input_tokens,
@@ -404,10 +429,22 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         # what a character costs, as this provider counts: the next budget check's ratio
         core = evolve(core, tokens_per_char=reply.usage.input_tokens / event.sent_chars)
     events: list[ev.Event] = []
-    if reply.stop == "max_tokens":
+    cut = reply.stop == "max_tokens"
+    more = cut and core.continued < limits.max_continuations
+    if more and not calls:
+        return _continue_cut(core, text, reasoning, limits)
+    if cut and not more:
         events.append(ev.ErrorEvent(code="max_tokens", turn=core.turn, message=(
-            "the model's reply was cut at its output limit")))
-    assistant = AssistantMessage(reply.text, tuple(calls), reply.reasoning, reply.carried)
+            "the model's reply was cut at its output limit" + (
+                f", and still after {core.continued} continuation(s) (max_continuations)"
+                if core.continued else ""))))
+        core = evolve(core, cut_off=True)
+    if core.continued or parts:
+        core = evolve(core, cut="", cut_reasoning="", cut_parts=0,
+                      continued=core.continued if cut else 0)
+    # a stitched reply's provider parts belong to its last part alone: none are carried
+    assistant = AssistantMessage(text, tuple(calls), reasoning,
+                                 reply.carried if not parts else None, continued=parts)
     messages = (core.sent if core.sent is not None else core.history()).append(assistant)
     request = core.continuation.request
     assert request is not None
@@ -416,7 +453,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
             RequestOutcome(request.id, request.turn_id, request.revision, messages)))
         core = evolve(core, continuation=done, steer=None)
         if core.final_request:
-            return _finish(core, "completed", tuple(events), limits)
+            return _finish(core, _ended(core), tuple(events), limits)
         # The reply is committed with the final boundary (one commit): a crash before it
         # resumes from the last commit, which asks the model this request again.
         first: tuple[Command, ...] = (Persist(tuple(events)),) if events else ()
@@ -424,18 +461,23 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
     checkpoint = continuation.checkpoint
     assert checkpoint is not None
-    cut = reply.stop == "max_tokens"
     if cut:
         # A reply cut at the output limit may hold a call cut short: none of its calls
-        # runs (each gets a result saying so), and the turn ends after the group.
+        # runs (each gets a result saying so); the model is asked to go on after the
+        # group, or, past max_continuations, the turn ends after it.
         planned = tuple(Planned(c, "refused", CUT_CALL_TEXT) for c in calls)
+        if more:
+            core = evolve(core, continued=core.continued + 1)
+            events.append(ev.ReplyContinued(continuation=core.continued,
+                                            of=limits.max_continuations, calls=len(calls),
+                                            turn=core.turn))
     else:
         planned = _plan(calls, event.view, event.flagged, core.execution)
         listed = tuple(p.call for p in planned if p.kind == "planned")
         if listed:
             core = evolve(core, plan=(*core.plan, *listed))
     core = evolve(core, continuation=continuation, steer=None,
-                  group=Group(checkpoint.id, planned, cut=cut))
+                  group=Group(checkpoint.id, planned, cut=cut and not more))
     for call in calls:
         events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
                                        arguments=_shown_arguments(call)))
@@ -456,7 +498,27 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
 
 #: the result of each call of a reply cut at the model's output limit
 CUT_CALL_TEXT = ("Not run: your reply was cut at the output limit (max_tokens), so this call "
-                 "may be incomplete.")
+                 "may be incomplete. Make it again if you still need it.")
+
+
+def _ended(core: Core) -> str:
+    """How a turn whose last reply is in ended: ``cut`` when that reply was still cut
+    at the output limit after the last continuation."""
+    return "cut" if core.cut_off else "completed"
+
+
+def _continue_cut(core: Core, text: str, reasoning: str, limits: Limits) -> Step:
+    """A text reply cut at the output limit, with continuations left: the model is
+    asked to go on (its reply so far sent back, then :data:`CONTINUE_TEXT`), within the
+    same request of the ledger; the parts are stitched into one message when a reply
+    that is not cut arrives."""
+    k = core.continued + 1
+    request_id = f"{core.session_id}:{core.turn}:{core.step}:more{k}"
+    core = evolve(core, cut=text, cut_reasoning=reasoning, cut_parts=core.cut_parts + 1,
+                  continued=k, request_id=request_id, attempt=0, recovered=0)
+    continued = ev.ReplyContinued(continuation=k, of=limits.max_continuations,
+                                  turn=core.turn)
+    return _ask(core, (Persist((continued,)),), limits)
 
 
 #: the result of a call in plan mode of a tool that is not ``read_only``
@@ -590,6 +652,8 @@ def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResult
     entry = group.entry(call.id)
     assert entry is not None
     group = group.with_entry(evolve(entry, ended=done.ended))
+    if done.captured is not None and done.captured not in core.captures:
+        core = evolve(core, captures=(*core.captures, done.captured))
     event = ev.ToolResultEvent(call_id=call.id, name=call.name, status=done.label,
                                content=plain_text(done.outcome.content), turn=core.turn)
     return evolve(core, continuation=c, group=group), event
@@ -687,7 +751,7 @@ def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
     if event.final:
         if event.view.terminal and not core.final_request:
             return _final_request(core, event.events, limits)
-        return _finish(core, "completed", event.events, limits)
+        return _finish(core, _ended(core), event.events, limits)
     nxt = _next_request(evolve(core, group=None), limits)
     head = nxt.commands[0] if nxt.commands else None
     if isinstance(head, Persist):
@@ -706,8 +770,8 @@ def _final_request(core: Core, events: tuple[ev.Event, ...], limits: Limits) -> 
     request there, with no tools, within the same user turn."""
     request_id = f"{core.session_id}:{core.turn}:final"
     continuation = _ok(core.continuation.begin_request(request_id, TurnId(core.turn), None))
-    core = evolve(core, continuation=continuation,
-                   step=core.step + 1, attempt=0, request_id=request_id, final_request=True)
+    core = evolve(core, continuation=continuation, step=core.step + 1, attempt=0,
+                  request_id=request_id, final_request=True, cut_off=False, recovered=0)
     return _ask(evolve(core, sent=core.history()), (Persist(events),), limits)
 
 
@@ -718,6 +782,8 @@ def _on_failed(core: Core, event: RequestFailed, limits: Limits) -> Step:
     if event.request_id != core.request_id or core.status != "running":
         return Step(core)
     failure = event.failure
+    if failure.code == CONTEXT_LENGTH_EXCEEDED:
+        return _recover_context(core, failure.message, limits)
     if failure.retryable and core.attempt < limits.max_retries:
         attempt = core.attempt + 1
         delay = failure.retry_after
@@ -731,16 +797,66 @@ def _on_failed(core: Core, event: RequestFailed, limits: Limits) -> Step:
         if core.sent is None:
             core = evolve(core, sent=core.history())
         return Step(core, (Persist((retrying,)), Sleep(delay), _call(core)))
+    return _fail(core, "provider_error", failure.message)
+
+
+def _fail(core: Core, code: str, message: str) -> Step:
+    """The turn fails: its request closed (what it has kept), an error event naming
+    why, the session ``failed``."""
     core = _close_request(core)
-    execution = core.execution.fail(failure.message) if core.execution.active else core.execution
-    core = evolve(core, execution=execution)
-    error = ev.ErrorEvent(code="provider_error", message=failure.message, turn=core.turn)
+    execution = core.execution.fail(message) if core.execution.active else core.execution
+    core = evolve(core, execution=execution, cut="", cut_reasoning="", cut_parts=0)
+    error = ev.ErrorEvent(code=code, message=message, turn=core.turn)
     finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
                                input_tokens=core.input_tokens,
                                output_tokens=core.output_tokens,
                                cached_input_tokens=core.cached_input_tokens)
-    return Step(evolve(core, status="failed", request_id=None),
+    return Step(evolve(core, status="failed", request_id=None, folding=None),
                 (Persist((error, finished)), TurnOver("failed")))
+
+
+def _recover_context(core: Core, problem: str, limits: Limits) -> Step:
+    """The provider refused the request as larger than the model's context: the history
+    is compacted as ``max_history_tokens`` compaction does (to that budget, or to half
+    the request's size when none is configured) and the same request sent again, once.
+    Refused again, or with nothing left to fold, the turn fails naming the size and the
+    budget."""
+    sent = core.sent if core.sent is not None else core.history()
+    core = evolve(core, sent=sent)
+    chars = history_chars(visible(sent, core.compaction)) + (
+        len(core.cut) if core.cut_parts else 0)
+    size = max(1, round(chars * core.tokens_per_char))
+    if core.recovered:
+        return _fail(core, "context_length_exceeded", (
+            f"the request is still larger than the model's context after its history was "
+            f"compacted: about {size} tokens of history, for a budget of {core.recovered} "
+            f"tokens ({problem})"))
+    configured = limits.max_history_tokens
+    budget = configured if configured is not None and configured < size else max(1, size // 2)
+    upto = fold_point(sent, core.compaction, int(budget / 2 / core.tokens_per_char))
+    if upto is None:
+        return _fail(core, "context_length_exceeded", (
+            f"the request is larger than the model's context and its history cannot be "
+            f"compacted further (the current turn is never folded): about {size} tokens "
+            f"of history, for a budget of {budget} tokens ({problem})"))
+    if configured is not None:
+        who = ""
+    elif limits.compaction_provider:
+        who = (" by the agent's compaction provider (no max_history_tokens is "
+               "configured)")
+    else:
+        who = (" by the agent's own provider (no compaction is configured: "
+               "max_history_tokens)")
+    notice = ev.ErrorEvent(code="context_full", turn=core.turn, message=(
+        f"the model's context is full ({problem}): the history (about {size} tokens) is "
+        f"compacted to {budget} tokens{who} and the request sent again"))
+    start = core.compaction.upto if core.compaction is not None else 0
+    previous = core.compaction.summary if core.compaction is not None else ""
+    folded = sent.after(start)[:upto - start]
+    assert core.request_id is not None
+    core = evolve(core, folding=upto, recovered=budget, attempt=0)
+    return Step(core, (Persist((notice,)), Compact(f"{core.request_id}:compact", folded,
+                                                   previous, max(64, budget // 4))))
 
 
 # --- approvals ---------------------------------------------------------------------------
@@ -792,9 +908,25 @@ def _on_resolve(core: Core, event: Resolve, limits: Limits) -> Step:
 # --- cancellation ------------------------------------------------------------------------
 
 
-def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> Step:
-    if core.status not in ("running", "awaiting_approval"):
+#: the result of a call whose sync tool still ran at its deadline after a cancel
+GIVEN_UP_TEXT = ("Cancelled, and given up on: its thread was still running at its deadline, "
+                 "so its outcome is unknown; do not assume it failed, and do not call it "
+                 "again to retry.")
+
+
+def _on_cancelling(core: Core, event: Cancelling, limits: Limits) -> Step:
+    """A cancel that waits for sync tools' threads: the session is ``cancelling`` (and
+    committed so) until :class:`Cancel` ends the turn."""
+    if core.status != "running":
         return Step(core)
+    core = evolve(core, status="cancelling")
+    return Step(core, (Persist((ev.TurnCancelling(tools=event.tools, turn=core.turn),)),))
+
+
+def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> Step:
+    if core.status not in ("running", "awaiting_approval", "cancelling"):
+        return Step(core)
+    given_up = set(event.given_up)
     events: list[ev.Event] = list(core.pending)
     core = evolve(core, pending=())
     for done in event.done:
@@ -811,7 +943,9 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
             if p.ended is not None:
                 continue
             effect = c.checkpoint.effect(p.call.id) if c.checkpoint is not None else None
-            if effect is not None and effect.state.value == "admitted":
+            if p.call.id in given_up:
+                done_ = Done(ToolOutcome.error(GIVEN_UP_TEXT), "unknown")
+            elif effect is not None and effect.state.value == "admitted":
                 done_ = Done(ToolOutcome.cancelled(
                     f"Cancelled while running: {OUTCOME_UNKNOWN_TEXT}"), "cancelled")
             else:
@@ -822,7 +956,7 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     writes = core.group.writes() if core.group is not None else ()
     core = _close_request(core)
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,
-                  folding=None)
+                  folding=None, cut="", cut_reasoning="", cut_parts=0)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens,
                                cached_input_tokens=core.cached_input_tokens)
@@ -859,6 +993,12 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
     # ``pending``: results committed in the values (with a queued message) whose events
     # wait for the group's commit; they go out with it, as they would have.
     core = evolve(core, view=event.view, sent=None)
+    if core.status == "cancelling":
+        # stopped while it waited for a cancelled turn's threads: what ran is not known
+        group = core.group
+        open_ids = tuple(p.call.id for p in group.calls if p.ended is None) if (
+            group is not None and group.admitted) else ()
+        return _on_cancel(core, Cancel(0.0, given_up=open_ids), limits)
     if core.status != "running":
         return Step(core)
     group = core.group
@@ -926,6 +1066,7 @@ _HANDLERS: dict[type, Callable[[Core, Any, Limits], Step]] = {
     BoundaryDone: _on_boundary,
     Resolve: _on_resolve,
     Cancel: _on_cancel,
+    Cancelling: _on_cancelling,
     Resume: _on_resume,
     Interrupt: _on_interrupt,
     SetMode: _between_turns(on_mode),

@@ -83,6 +83,12 @@ def core_to_json(core: Core) -> dict[str, Any]:
                            "replies": core.compaction.replies}}
            if core.compaction is not None else {}),
         **({"tokens_per_char": core.tokens_per_char} if core.tokens_per_char != 0.25 else {}),
+        **({"cut": {"text": core.cut, "reasoning": core.cut_reasoning,
+                    "parts": core.cut_parts}} if core.cut_parts else {}),
+        **({"continued": core.continued} if core.continued else {}),
+        **({"cut_off": True} if core.cut_off else {}),
+        **({"recovered": core.recovered} if core.recovered else {}),
+        **({"captures": [list(c) for c in core.captures]} if core.captures else {}),
         "group": None if group is None else {
             "checkpoint_id": group.checkpoint_id,
             "calls": [{**_call_json(p.call, made), "kind": p.kind, "note": p.note,
@@ -132,7 +138,7 @@ def _group(data: Mapping[str, Any], continuation: Continuation) -> Group:
                  bool(data.get("cut", False)))
 
 
-_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
+_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed", "cancelling")
 
 
 def _stored_call(data: Mapping[str, Any], made: Mapping[str, ToolCall]) -> ToolCall:
@@ -182,6 +188,30 @@ def _ratio(value: Any) -> float:
             0 < value < 1e6) or value != value:
         raise ValueError(f"tokens_per_char {value!r}")
     return float(value)
+
+
+def _count(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{what} {value!r}")
+    return value
+
+
+def _cut(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A reply being continued (cut at the output limit) and the context recovery of
+    the current request, as the core's fields (their defaults when absent)."""
+    out: dict[str, Any] = {}
+    cut = data.get("cut")
+    if cut is not None:
+        text, reasoning = cut["text"], cut["reasoning"]
+        if not isinstance(text, str) or not isinstance(reasoning, str):
+            raise ValueError(f"cut {cut!r}")
+        out.update(cut=text, cut_reasoning=reasoning, cut_parts=_count(cut["parts"], "cut"))
+    out["continued"] = _count(data.get("continued", 0), "continued")
+    out["cut_off"] = data.get("cut_off", False) is True
+    out["recovered"] = _count(data.get("recovered", 0), "recovered")
+    captures = data.get("captures", ())
+    out["captures"] = tuple((str(r), _count(n, "capture size")) for r, n in captures)
+    return out
 
 
 def _steer(session_id: str, data: Mapping[str, Any]) -> Any:
@@ -238,6 +268,7 @@ def core_from_json(session_id: str, data: Mapping[str, Any], execution: TurnExec
             steer=_steer(session_id, data),
             compaction=_compaction(data.get("compaction")),
             tokens_per_char=_ratio(data.get("tokens_per_char", 0.25)),
+            **_cut(data),
             group=group,
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -134,8 +134,9 @@ class Retrying(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnFinished(_Event):
-    """The turn ended. ``status``: completed, awaiting_approval, cancelled, failed or
-    step_limit."""
+    """The turn ended. ``status``: completed, awaiting_approval, cancelled, failed,
+    step_limit or cut (the reply still cut at the output limit after the last
+    continuation)."""
 
     type: ClassVar[str] = "turn_finished"
     reply: str = ""
@@ -166,6 +167,34 @@ class HistoryCompacted(_Event):
     folded: int = 0
     upto: int = 0
     summary: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCancelling(_Event):
+    """The turn was cancelled while these sync tools' threads still ran: the session is
+    ``cancelling`` until each has ended (its result kept) or reached its deadline (its
+    result ``unknown``); then ``turn_finished`` says ``cancelled``."""
+
+    type: ClassVar[str] = "turn_cancelling"
+    tools: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = _Event.to_json(self)
+        out["tools"] = list(self.tools)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyContinued(_Event):
+    """The model's reply was cut at its output limit: the session asks it to go on
+    (``continuation``: this one's number, from 1; ``of``: ``max_continuations``).
+    ``calls``: the cut reply's tool calls, none of which ran (each has a result saying
+    so). A text reply's parts are stitched into one message, marked ``continued``."""
+
+    type: ClassVar[str] = "reply_continued"
+    continuation: int = 0
+    of: int = 0
+    calls: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,6 +232,7 @@ Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
     | ModeChanged | MessageSteered | HistoryCompacted | SessionForked | ErrorEvent
+    | ReplyContinued | TurnCancelling
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
@@ -210,7 +240,7 @@ EVENT_TYPES: dict[str, type[_Event]] = {
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
                 TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, SessionForked,
-                ErrorEvent)
+                ErrorEvent, ReplyContinued, TurnCancelling)
 }
 
 
@@ -229,6 +259,8 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
     values = {k: v for k, v in data.items() if k in names}
     if cls is StateChanged and "keys" in values:
         values["keys"] = tuple(values["keys"])
+    if cls is TurnCancelling and isinstance(values.get("tools"), list):
+        values["tools"] = tuple(values["tools"])
     try:
         return cls(**values)  # type: ignore[return-value]
     except TypeError as exc:

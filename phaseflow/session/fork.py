@@ -39,7 +39,8 @@ from phaseflow.stores.base import SessionRecord, Store, StoreConflict, check_ses
 MAX_LINEAGE = 64
 
 #: the statuses of a session whose current turn has not ended
-NOT_ENDED = {"running": "is running", "awaiting_approval": "waits for approval"}
+NOT_ENDED = {"running": "is running", "awaiting_approval": "waits for approval",
+             "cancelling": "is stopping"}
 
 
 class ForkRefused(SessionError):

@@ -33,7 +33,7 @@ def host_compaction_id(core: Core) -> str:
 def on_compact_now(core: Core, event: CompactNow) -> Step:
     """Fold everything before the last turn now (between turns). Nothing to fold (one
     turn so far, or folded already): nothing happens."""
-    if core.status in ("running", "awaiting_approval"):
+    if core.status in ("running", "awaiting_approval", "cancelling"):
         raise CompactionRefused(f"session {core.session_id!r}: a compaction asked by the "
                                 f"host waits for the turn to end (it is {core.status})")
     history = core.history()
@@ -61,7 +61,7 @@ class ModeRefused(PhaseflowError):
 
 
 def on_mode(core: Core, event: SetMode) -> Step:
-    if core.status in ("running", "awaiting_approval"):
+    if core.status in ("running", "awaiting_approval", "cancelling"):
         raise ModeRefused(f"session {core.session_id!r}: the mode changes between turns, and "
                           f"a turn is {core.status.replace('_', ' ')}")
     if core.execution.mode is event.mode:

@@ -34,6 +34,8 @@ def message_json(message: Message) -> dict[str, Any]:
                              for c in message.tool_calls]
         if message.reasoning:
             out["reasoning"] = message.reasoning
+        if message.continued:
+            out["continued"] = message.continued  # a reply cut and continued: stitched
     return out
 
 

@@ -13,11 +13,14 @@ whatever was running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import random
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from phaseflow.errors import PhaseflowError
@@ -38,10 +41,18 @@ from phaseflow.session import events as ev
 from phaseflow.session.compaction import DEFAULT_PROMPT, history_chars, summary_input
 from phaseflow.session.core import GO_TO_PHASE, named_calls, step
 from phaseflow.session.core_json import core_to_json
+from phaseflow.session.outputs import (
+    READ_OUTPUT,
+    READ_OUTPUT_TOOL,
+    OutputNotFound,
+    read_output,
+    tool_text,
+)
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
     Cancel,
+    Cancelling,
     Compact,
     Compacted,
     Core,
@@ -76,8 +87,12 @@ from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import ToolCall, ToolOutcome, UserMessage
 from phaseflow.turn.output import (
+    Capture,
     CaptureComplete,
+    CaptureIncomplete,
+    CaptureReason,
     OutputReference,
+    PresentationComplete,
     PresentationTruncated,
     Selection,
     SelectionKind,
@@ -111,6 +126,10 @@ class RunnerConfig:
     output_lines: int = 200
     #: characters of a tool's output the model is shown (after the line limit)
     output_chars: int = 20_000
+    #: the most bytes of one tool output kept for ``read_output`` (capture_byte_limit)
+    capture_bytes: int = 10 * 2**20
+    #: the most bytes of tool output one session keeps (session_disk_quota)
+    session_capture_bytes: int = 100 * 2**20
     max_concurrency: int = 8
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -141,6 +160,19 @@ def _ok_value(value: T | Rejected) -> T:
     if isinstance(value, Rejected):
         raise PhaseflowError(f"turn core refused the runner's value: {value}")
     return value
+
+
+@dataclass(slots=True)
+class _ToolThread:
+    """A sync tool's thread: its call, when it started and its deadline
+    (``time.perf_counter``), and, once ``ended``, what it returned or raised."""
+
+    call: ToolCall
+    started: float
+    deadline: float
+    ended: asyncio.Event
+    value: Any = None
+    error: BaseException | None = None
 
 
 #: what request_cancel() puts into the stream's queue
@@ -179,12 +211,23 @@ class Runner:
         self.released = False
         #: what the current (or last) drive reports to (see phaseflow.observe.observer)
         self.obs: TurnObserver = IDLE
+        #: outputs captured whose calls' results the core has not recorded yet (their
+        #: bytes count against the session's capture quota meanwhile)
+        self._capturing: dict[str, int] = {}
+        #: the threads of sync tools with a timeout, by call id, while they run
+        self._threads: dict[str, _ToolThread] = {}
+        #: the threads a cancel found still running (the drive waits for them)
+        self._lingering: list[_ToolThread] = []
 
     # --- the view --------------------------------------------------------------------
 
     def view(self) -> PhaseView:
-        return phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
+        view = phase_view(self.machine, self.state, self.config.workflow, self.config.tools,
                           self.config.views)
+        if self.core.captures and not view.terminal:
+            # the session's own cut outputs can be read back in any phase
+            view = replace(view, tools=(*view.tools, READ_OUTPUT_TOOL))
+        return view
 
     # --- the lease --------------------------------------------------------------------
 
@@ -238,7 +281,18 @@ class Runner:
             self.core.session_id, self.core.turn, self.machine.current, isinstance(first, Send))
         inputs: deque[Input] = deque([first])
         while inputs:
-            s = step(self.core, inputs.popleft(), self.config.limits)
+            given = inputs.popleft()
+            if isinstance(given, Cancel) and self._lingering:
+                # a cancel that waits for its tools' threads (committed as cancelling)
+                waited: list[Cancel] = []
+                async for event in self._stopping(given, waited):
+                    yield event
+                given = waited[0]
+                if self._restart and not given.restart:  # an interrupt came meanwhile
+                    given = replace(given, restart=True)
+                    self._restart = False
+                    self._cancel.clear()
+            s = step(self.core, given, self.config.limits)
             self.core = s.core
             for position, command in enumerate(s.commands):
                 if isinstance(command, Persist):
@@ -322,7 +376,7 @@ class Runner:
             release = release and self.lease is not None
             # The commit that ends a turn (its turn_finished, the session no longer in
             # it) is kept as that turn's record, which a fork starts from.
-            keep = record.status not in ("running", "awaiting_approval") and any(
+            keep = record.status not in ("running", "awaiting_approval", "cancelling") and any(
                 isinstance(e, ev.TurnFinished) and e.turn == record.turn for e in stamped)
             seqs = await self.obs.commit(stamped, lambda data: self.config.store.commit(
                 record, data, expected_version=self.version,
@@ -348,6 +402,44 @@ class Runner:
             self.lease = renewed
 
     # --- cancellation -----------------------------------------------------------------
+
+    async def _stopping(self, cancel: Cancel, out: list[Cancel]) -> AsyncIterator[ev.Event]:
+        """The cancelled turn's sync tools whose threads still run: the session is
+        committed ``cancelling``, then each thread is waited for until it ends (its
+        result is kept, as a call that finished before the cancel) or reaches its
+        deadline (given up on: ``unknown``). ``out`` gets the cancel that ends the turn."""
+        lingering, self._lingering = self._lingering, []
+        names = tuple(dict.fromkeys(t.call.name for t in lingering))
+        s = step(self.core, Cancelling(names), self.config.limits)
+        self.core = s.core
+        for command in s.commands:
+            if isinstance(command, Persist):
+                for event in await self.persist(command):
+                    yield event
+        done = list(cancel.done)
+        given_up: list[str] = []
+        for t in lingering:
+            remaining = t.deadline - time.perf_counter()
+            if not t.ended.is_set() and remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(t.ended.wait(), remaining)
+            if t.ended.is_set():
+                done.append(await self._thread_result(t))
+            else:
+                given_up.append(t.call.id)
+        out.append(replace(cancel, done=tuple(done), given_up=tuple(given_up)))
+
+    async def _thread_result(self, t: _ToolThread) -> ToolDone:
+        """The result of a sync tool whose thread ended after its turn was cancelled."""
+        call = t.call
+        duration = time.perf_counter() - t.started
+        if t.error is not None:
+            return ToolDone(call.id, Done(ToolOutcome.error(
+                f"{call.name} failed: {describe_exception(t.error)}"), "error"), duration)
+        catalogue = self.config.workflow.tools
+        entry = catalogue.get(call.name) if catalogue is not None else None
+        done = await self._outcome(call, t.value, entry.writes if entry is not None else ())
+        return ToolDone(call.id, done, duration)
 
     def _cancelled(self, done: tuple[ToolDone, ...] = ()) -> Cancel:
         """The input that says the host stopped the turn (``done``: calls that finished).
@@ -569,6 +661,9 @@ class Runner:
             work = asyncio.gather(*(one(p) for p in command.calls))
         cancelled = await self._until_cancelled(work)
         if cancelled:
+            ids = {p.call.id for p in command.calls}
+            self._lingering = [t for cid, t in self._threads.items()
+                               if cid in ids and not t.ended.is_set()]
             return [self._cancelled(tuple(finished))]
         return list(finished)
 
@@ -578,6 +673,9 @@ class Runner:
         if call.name == GO_TO_PHASE:
             done = await self._check_move(call)
             return ToolDone(call.id, done, time.perf_counter() - started)
+        if call.name == READ_OUTPUT:
+            return ToolDone(call.id, await self._read_output(call),
+                            time.perf_counter() - started)
         fn = self.config.tools.get(call.name)
         catalogue = self.config.workflow.tools
         entry = catalogue.get(call.name) if catalogue is not None else None
@@ -592,9 +690,11 @@ class Runner:
                 value = await fn.invoke(call.argument_value(), self._context(call.id))
             else:
                 # a sync tool with a timeout runs in a thread of its own, so the deadline
-                # ends the wait even while the function runs (see FunctionTool.invoke)
-                work = asyncio.ensure_future(fn.invoke(
-                    call.argument_value(), self._context(call.id), threaded=threaded))
+                # ends the wait even while the function runs (see FunctionTool.invoke);
+                # the runner keeps the thread, so that a cancel can wait for it
+                work = asyncio.ensure_future(
+                    self._in_thread(fn, call, started + timeout) if threaded else
+                    fn.invoke(call.argument_value(), self._context(call.id)))
                 try:
                     # the deadline is ours only when it passed: a TimeoutError the tool
                     # raised itself (a socket's) is the tool's own failure, below
@@ -617,6 +717,40 @@ class Runner:
         done = await self._outcome(call, value, writes_allowed)
         return ToolDone(call.id, done, time.perf_counter() - started)
 
+    async def _in_thread(self, fn: FunctionTool, call: ToolCall, deadline: float) -> Any:
+        """``fn`` called in a daemon thread of its own, awaited without blocking the loop;
+        the thread is kept (``_threads``) until it ends, so that a cancelled turn can
+        wait for it. A wait that is cancelled leaves the thread to finish on its own."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        t = _ToolThread(call, time.perf_counter(), deadline, asyncio.Event())
+        arguments, ctx = call.argument_value(), self._context(call.id)
+        context = contextvars.copy_context()
+
+        def ended(value: Any, error: BaseException | None) -> None:
+            t.value, t.error = value, error
+            t.ended.set()
+            if self._threads.get(call.id) is t:
+                del self._threads[call.id]
+            if future.done():
+                return  # the wait was cancelled (a timeout, a cancel): read from ``t``
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
+
+        def work() -> None:
+            try:
+                value, error = context.run(asyncio.run, fn.invoke(arguments, ctx)), None
+            except BaseException as exc:  # handed to the awaiting coroutine, not lost here
+                value, error = None, exc
+            with contextlib.suppress(RuntimeError):  # (a loop closed meanwhile)
+                loop.call_soon_threadsafe(ended, value, error)
+
+        self._threads[call.id] = t
+        threading.Thread(target=work, name="phaseflow-tool", daemon=True).start()
+        return await future
+
     @staticmethod
     def _timed_out(call: ToolCall, timeout: float, threaded: bool) -> Done:
         """A call past its deadline. An async tool was cancelled at its ``await``: an
@@ -638,36 +772,82 @@ class Runner:
             return Done(ToolOutcome.error(f"{call.name} returned a value that is not JSON: "
                                           f"{describe_exception(exc)}"), "error")
         # the writes asked for, as they came: the core judges them (catalogue, types)
-        return Done(await self._present(text), "ok", tuple(candidates.items()))
+        outcome, captured = await self._present(text)
+        return Done(outcome, "error" if outcome.is_error else "ok", tuple(candidates.items()),
+                    captured=captured)
 
-    async def _present(self, text: str) -> ToolOutcome:
+    async def _present(self, text: str) -> tuple[ToolOutcome, tuple[str, int] | None]:
         """The model's view of a tool's output, cut by the turn core's presentation rules
         (whole lines, at most ``output_lines`` of them and ``output_chars`` characters; a
         first line longer than that is cut by bytes), the whole capture kept by the
-        store under a reference the note names."""
+        store under a reference of the session the note names (``read_output`` reads
+        it back), and that capture. An output larger than the capture bounds
+        (``capture_bytes`` an output, ``session_capture_bytes`` a session) is kept as
+        far as they allow, and the result is an error naming why (never a silent cut)."""
         limit_lines, limit_chars = self.config.output_lines, self.config.output_chars
         lines = text.splitlines(keepends=True)
         if len(lines) <= limit_lines and len(text) <= limit_chars:
-            return ToolOutcome.ok(text)
+            return ToolOutcome.ok(text), None
+        data = text.encode()
+        room = max(0, self.config.session_capture_bytes - self._captured_bytes())
+        keep = min(len(data), self.config.capture_bytes, room)
+        capture: Capture = CaptureComplete()
+        if keep < len(data):
+            capture = CaptureIncomplete(CaptureReason.CAPTURE_BYTE_LIMIT
+                                        if keep == self.config.capture_bytes
+                                        else CaptureReason.SESSION_DISK_QUOTA)
+            text = data[:keep].decode(errors="ignore")  # the part that could be kept
+            data = text.encode()
+            lines = text.splitlines(keepends=True)
         fit, size = 0, 0
         for line in lines[:limit_lines]:
             size += len(line)
             if size > limit_chars:
                 break
             fit += 1
-        data = text.encode()
-        token = await self.config.store.put_capture(data)
-        reference = _ok_value(OutputReference.create(token, "text/plain", len(data), token))
+        if fit == len(lines) or not data:  # what could be kept is all shown
+            whole = ToolOutput.create(text, capture, PresentationComplete())
+            return result(_ok_value(whole)), None
+        token = await self.config.store.put_capture(data, session_id=self.core.session_id)
+        self._capturing[token] = len(data)
+        digest = token.rpartition("-")[2]
+        reference = _ok_value(OutputReference.create(token, "text/plain", len(data), digest))
+        captured = (token, len(data))
         if fit:
-            return result(_ok_value(present_lines(text, fit, reference=reference)))
+            return result(_ok_value(present_lines(text, fit, capture=capture,
+                                                  reference=reference))), captured
         prefix = data[:limit_chars].decode(errors="ignore")
         shown = len(prefix.encode())
         selection = _ok_value(Selection.create(SelectionKind.CAPTURED_PREFIX,
                                                SelectionUnit.BYTES, 0, shown, len(data)))
-        output = ToolOutput.create(prefix, CaptureComplete(),
-                                   PresentationTruncated(len(data) - shown), selection,
-                                   reference)
-        return result(_ok_value(output))
+        output = ToolOutput.create(prefix, capture, PresentationTruncated(len(data) - shown),
+                                   selection, reference)
+        return result(_ok_value(output)), captured
+
+    def _captured_bytes(self) -> int:
+        """The bytes of tool output this session keeps (its capture quota's count)."""
+        recorded = self.core.captures
+        known = {reference for reference, _ in recorded}
+        for reference in [r for r in self._capturing if r in known]:
+            del self._capturing[reference]  # recorded by the core since
+        return sum(n for _, n in recorded) + sum(self._capturing.values())
+
+    async def _read_output(self, call: ToolCall) -> Done:
+        """``read_output``: a range of one of this session's captured outputs."""
+        arguments = call.argument_value()
+        if not isinstance(arguments, dict):
+            return Done(ToolOutcome.error("read_output needs a reference"), "refused")
+        reference = arguments.get("reference")
+        offset = arguments.get("offset", 0)
+        limit = arguments.get("limit")
+        try:
+            data, size = await read_output(self.config.store, self.core.session_id,
+                                           str(reference), offset, limit)
+        except OutputNotFound as missing:
+            known = ", ".join(r for r, _ in self.core.captures) or "none"
+            return Done(ToolOutcome.error(f"{missing}; this session's outputs: {known}"),
+                        "error")
+        return Done(ToolOutcome.ok(tool_text(str(reference), data, offset, size)), "ok")
 
     async def _check_move(self, call: ToolCall) -> Done:
         """``go_to_phase``: checked as the machine's ``request`` checks it; a target only

@@ -119,6 +119,11 @@ def check_agent(*, workflow: Workflow, tools: Mapping[str, FunctionTool],
     for name in ("max_steps", "output_lines", "output_chars"):
         positive_int(name, values[name])
     non_negative_int("max_retries", values["max_retries"])
+    if "max_continuations" in values:
+        non_negative_int("max_continuations", values["max_continuations"])
+    for name in ("capture_bytes", "session_capture_bytes"):
+        if name in values:
+            positive_int(name, values[name])
     for name in ("max_output_tokens", "max_history_tokens"):
         if values.get(name) is not None:
             positive_int(name, values[name])

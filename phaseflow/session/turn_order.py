@@ -249,7 +249,8 @@ def _holding(lease: Lease, first: Input | None, now: Callable[[], Now]) -> Plan:
         if isinstance(first, Send | Interrupt):
             check_open(core, seen.phase)
         yield CommitNotes()
-        if now().core.status == "running" and not isinstance(first, Interrupt):  # 3.
+        if now().core.status in ("running", "cancelling") and not isinstance(  # 3.
+                first, Interrupt):
             if isinstance(first, Send):
                 # The message takes its place in the queue first (committed), then the
                 # interrupted turn is finished; its end sends what is queued.

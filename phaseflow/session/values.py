@@ -36,7 +36,7 @@ from phaseflow.turn.messages import (
     UserMessage,
 )
 
-Status = Literal["idle", "running", "awaiting_approval", "finished", "failed"]
+Status = Literal["idle", "running", "awaiting_approval", "finished", "failed", "cancelling"]
 #: how a call's result is labelled for the host and for conversation tests
 ResultLabel = Literal["ok", "error", "refused", "rejected", "cancelled", "ignored", "unknown",
                       "planned"]
@@ -106,6 +106,12 @@ class Limits:
     #: the most tokens the history of a request may carry before its oldest turns are
     #: compacted into a summary (None: never)
     max_history_tokens: int | None = None
+    #: how many times a reply cut at the model's output limit is continued before the
+    #: turn ends ``cut`` (0: never continued)
+    max_continuations: int = 2
+    #: the agent has a compaction provider of its own (what a context-full recovery
+    #: without a budget says it compacts with)
+    compaction_provider: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,8 @@ class Done:
     writes: tuple[tuple[str, Any], ...] = ()
     move: str | None = None
     notes: tuple[ev.Event, ...] = field(default=(), compare=False)
+    #: the output captured for the call, ``(reference, bytes)`` (it was cut for the model)
+    captured: tuple[str, int] | None = None
 
     @property
     def ended(self) -> Ended:
@@ -256,6 +264,22 @@ class Core:
     tokens_per_char: float = 0.25
     #: the fold a compaction request is making now (a message count), until its summary
     folding: int | None = None
+    #: a reply cut at the model's output limit, being continued: its text so far (the
+    #: parts stitched), its reasoning, and how many model replies that text holds
+    cut: str = ""
+    cut_reasoning: str = ""
+    cut_parts: int = 0
+    #: continuations asked since the last reply that was not cut (max_continuations)
+    continued: int = 0
+    #: the turn's reply was still cut after the last continuation: it ends ``cut``
+    cut_off: bool = False
+    #: the session's captured tool outputs, ``(reference, bytes)`` in the order they
+    #: were made (what ``read_output`` may read, and the session's capture quota counts)
+    captures: tuple[tuple[str, int], ...] = ()
+    #: the current request was refused as larger than the model's context and the
+    #: history compacted for it, to this many tokens: a second refusal fails the turn
+    #: (0: no recovery made for this request)
+    recovered: int = 0
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -384,6 +408,18 @@ class Cancel:
     #: an interrupt: the queued messages start the next turn at once (a plain cancel
     #: leaves them queued for the next message)
     restart: bool = False
+    #: calls whose sync tool's thread was still running at its deadline: given up on,
+    #: their outcome ``unknown``
+    given_up: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelling:
+    """The host cancelled the turn while sync tools' threads still run (nothing can stop
+    them): the turn is ``cancelling`` until each has ended or reached its deadline, then
+    :class:`Cancel` ends it. ``tools``: their names."""
+
+    tools: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +444,7 @@ class Resume:
 
 
 Input = (Send | Replied | RequestFailed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits)
+         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits | Cancelling)
 
 
 # --- commands --------------------------------------------------------------------------

@@ -13,14 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["BUILTIN_TOOLS", "GO_TO_PHASE", "OFFERED_WHEN", "RECORD"]
+__all__ = ["BUILTIN_TOOLS", "GO_TO_PHASE", "OFFERED_WHEN", "READ_OUTPUT", "RECORD"]
 
 GO_TO_PHASE: Final = "go_to_phase"
 RECORD: Final = "record"
+#: reads back a tool output of the session that was cut for the model
+READ_OUTPUT: Final = "read_output"
 #: Every built-in tool's name, in the order a session offers them.
-BUILTIN_TOOLS: Final[tuple[str, ...]] = (GO_TO_PHASE, RECORD)
+BUILTIN_TOOLS: Final[tuple[str, ...]] = (GO_TO_PHASE, RECORD, READ_OUTPUT)
 #: When the session offers each built-in, for messages.
 OFFERED_WHEN: Final[Mapping[str, str]] = {
     GO_TO_PHASE: "when the current phase has 'model' transitions whose 'when' holds",
     RECORD: "when the current phase collects keys",
+    READ_OUTPUT: "in every phase once a tool output of the session was cut for the model",
 }

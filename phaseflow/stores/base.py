@@ -16,6 +16,7 @@ new tail is ``messages.after(stored_length)``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -319,10 +320,45 @@ class Store(Protocol):
         identity)."""
         ...
 
-    async def put_capture(self, data: bytes) -> str:
+    async def put_capture(self, data: bytes, *, session_id: str | None = None) -> str:
         """Keep a tool's full output; its reference (the SHA-256 of the bytes: stored once
-        however often it is put)."""
+        however often it is put). With ``session_id`` the capture is that session's
+        (:func:`capture_reference`): it goes when the session is deleted."""
         ...
 
     async def get_capture(self, reference: str) -> bytes | None:
         ...
+
+    async def read_capture(self, reference: str, offset: int, limit: int
+                           ) -> tuple[bytes, int] | None:
+        """At most ``limit`` bytes of a capture from byte ``offset``, and the capture's
+        whole size; ``None`` when there is no such capture. Reads only that range (a
+        read near the end of a large capture costs what its bytes cost)."""
+        ...
+
+
+def capture_owner(session_id: str) -> str:
+    """The prefix of every capture reference of ``session_id`` (16 hex digits of its
+    SHA-256): what a session's deletion removes, and what says a reference is its."""
+    return hashlib.sha256(session_id.encode()).hexdigest()[:16]
+
+
+def capture_reference(data: bytes, session_id: str | None) -> str:
+    """A capture's reference: the SHA-256 of its bytes, after its session's
+    :func:`capture_owner` prefix when it belongs to one."""
+    digest = hashlib.sha256(data).hexdigest()
+    return digest if session_id is None else f"{capture_owner(session_id)}-{digest}"
+
+
+#: a capture larger than this is kept in chunks of this many bytes, under its reference
+#: with ``.NNNNNN`` after it (a read fetches only the chunks of its range)
+CAPTURE_CHUNK = 256 * 1024
+
+
+def chunk_key(reference: str, index: int) -> str:
+    """The key of chunk ``index`` of a chunked capture (ordered as the chunks are)."""
+    return f"{reference}.{index:06d}"
+
+
+def chunk_index(key: str) -> int:
+    return int(key.rpartition(".")[2])

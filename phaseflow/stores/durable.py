@@ -19,13 +19,13 @@ session on: the next load reads it again).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from phaseflow.stores import codec, operations, sql
 from phaseflow.stores.base import (
+    CAPTURE_CHUNK,
     Lease,
     QueuedMessage,
     SessionRecord,
@@ -34,7 +34,10 @@ from phaseflow.stores.base import (
     StoreConflict,
     StoredEvent,
     StoreError,
+    capture_owner,
+    capture_reference,
     check_session_id,
+    chunk_key,
 )
 from phaseflow.stores.operations import CommitEntry, CommitRequest, Steps
 
@@ -95,6 +98,15 @@ class DurableStore(CommitEntry, ABC):
     @abstractmethod
     async def _get_capture(self, reference: str) -> bytes | None:
         ...
+
+    @abstractmethod
+    async def _read_capture(self, reference: str, offset: int, limit: int
+                            ) -> tuple[bytes, int] | None:
+        """A range of a capture, read as a range (not the whole value), and its size."""
+
+    @abstractmethod
+    async def _delete_captures(self, owner: str) -> None:
+        """Remove the captures whose reference begins ``owner-`` (a deleted session's)."""
 
     @abstractmethod
     async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
@@ -187,7 +199,9 @@ class DurableStore(CommitEntry, ABC):
 
     async def delete(self, session_id: str) -> bool:
         self._known.pop(check_session_id(session_id), None)
-        return await self._delete(session_id)
+        gone = await self._delete(session_id)
+        await self._delete_captures(capture_owner(session_id))
+        return gone
 
     async def claim_key(self, session_id: str, key: str, fingerprint: str, now: float,
                         ttl: float) -> str | None:
@@ -230,13 +244,29 @@ class DurableStore(CommitEntry, ABC):
         rows = await self._all(sql.OWNER, (check_session_id(session_id),))
         return str(rows[0][0]) if rows else None
 
-    async def put_capture(self, data: bytes) -> str:
-        reference = hashlib.sha256(data).hexdigest()
-        await self._put_capture(reference, bytes(data))
+    async def put_capture(self, data: bytes, *, session_id: str | None = None) -> str:
+        data = bytes(data)
+        reference = capture_reference(data, session_id)
+        if len(data) <= CAPTURE_CHUNK:
+            await self._put_capture(reference, data)
+            return reference
+        # kept in chunks, so that a read near the end fetches only the chunks it needs
+        # (a row's large value is a chain of pages that a seek walks from its start)
+        for index, start in enumerate(range(0, len(data), CAPTURE_CHUNK)):
+            await self._put_capture(chunk_key(reference, index),
+                                    data[start:start + CAPTURE_CHUNK])
         return reference
 
     async def get_capture(self, reference: str) -> bytes | None:
-        return await self._get_capture(reference)
+        data = await self._get_capture(reference)
+        if data is None:
+            whole = await self._read_capture(reference, 0, 2**62)
+            return None if whole is None else whole[0]
+        return data
+
+    async def read_capture(self, reference: str, offset: int, limit: int
+                           ) -> tuple[bytes, int] | None:
+        return await self._read_capture(reference, max(offset, 0), max(limit, 0))
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:

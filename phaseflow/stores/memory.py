@@ -9,7 +9,6 @@ behaves the same on a durable store, and it refuses the session ids they refuse
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,8 @@ from phaseflow.stores.base import (
     SessionsPage,
     SessionSummary,
     StoredEvent,
+    capture_owner,
+    capture_reference,
     check_session_id,
 )
 from phaseflow.stores.operations import CommitEntry, CommitRequest
@@ -131,6 +132,9 @@ class MemoryStore(CommitEntry):
             del self._keys[key]
         self._cancels.pop(session_id, None)
         self._owners.pop(session_id, None)
+        owner = capture_owner(session_id) + "-"
+        for reference in [r for r in self._captures if r.startswith(owner)]:
+            del self._captures[reference]
         return entry is not None and entry.record is not None
 
     async def claim_key(self, session_id: str, key: str, fingerprint: str, now: float,
@@ -203,13 +207,20 @@ class MemoryStore(CommitEntry):
         entry = self._sessions.get(session_id)
         return () if entry is None else tuple(entry.queue)
 
-    async def put_capture(self, data: bytes) -> str:
-        reference = hashlib.sha256(data).hexdigest()
+    async def put_capture(self, data: bytes, *, session_id: str | None = None) -> str:
+        reference = capture_reference(bytes(data), session_id)
         self._captures.setdefault(reference, bytes(data))
         return reference
 
     async def get_capture(self, reference: str) -> bytes | None:
         return self._captures.get(reference)
+
+    async def read_capture(self, reference: str, offset: int, limit: int
+                           ) -> tuple[bytes, int] | None:
+        data = self._captures.get(reference)
+        if data is None:
+            return None
+        return data[max(offset, 0):max(offset, 0) + max(limit, 0)], len(data)
 
 
 def rewritten(before: SessionRecord, after: SessionRecord) -> bool:

@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 
 from phaseflow.errors import install_hint
 from phaseflow.stores import codec, operations, sql
-from phaseflow.stores.base import Lease, StoreError
+from phaseflow.stores.base import CAPTURE_CHUNK, Lease, StoreError, chunk_index, chunk_key
 from phaseflow.stores.dsn import masked
 from phaseflow.stores.durable import DurableStore, LoadRow
 from phaseflow.stores.operations import Steps
@@ -410,6 +410,37 @@ class PostgresStore(DurableStore):
     async def _get_capture(self, reference: str) -> bytes | None:
         row = await self._one(_pg(sql.GET_CAPTURE), (reference,))
         return None if row is None else bytes(row[0])
+
+    async def _read_capture(self, reference: str, offset: int, limit: int
+                            ) -> tuple[bytes, int] | None:
+        # (a bytea holds at most 1 GB: positions past an int's range read nothing more)
+        at, count = min(offset + 1, 2**31 - 1), min(limit, 2**31 - 1)
+        row = await self._one(_pg("SELECT substring(data from ?::int for ?::int), length(data)"
+                                  " FROM captures WHERE sha256 = ?"), (at, count, reference))
+        if row is not None:
+            return bytes(row[0]), int(row[1])
+        # kept in chunks (chunk_key): the last chunk's length gives the size, and only
+        # the chunks of the range are read
+        last = await self._one(_pg("SELECT sha256, length(data) FROM captures WHERE sha256 > ?"
+                                   " AND sha256 < ? ORDER BY sha256 DESC LIMIT 1"),
+                               (reference + ".", reference + "/"))
+        if last is None:
+            return None
+        size = chunk_index(last[0]) * CAPTURE_CHUNK + int(last[1])
+        if offset >= size or limit == 0:
+            return b"", size
+        end = min(size, offset + limit)
+        first = offset // CAPTURE_CHUNK
+        rows = await self._all("SELECT data FROM captures WHERE sha256 >= ? AND sha256 <= ?"
+                               " ORDER BY sha256", (chunk_key(reference, first), chunk_key(
+                                   reference, (end - 1) // CAPTURE_CHUNK)))
+        joined = b"".join(bytes(r[0]) for r in rows)
+        start = offset - first * CAPTURE_CHUNK
+        return joined[start:start + end - offset], size
+
+    async def _delete_captures(self, owner: str) -> None:
+        await self._all("DELETE FROM captures WHERE sha256 >= ? AND sha256 < ?",
+                        (f"{owner}-", f"{owner}."))
 
     async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
         async def take(conn: psycopg.AsyncConnection[Any]) -> Lease | None:

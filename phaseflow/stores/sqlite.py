@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from phaseflow.stores import codec, operations, sql
-from phaseflow.stores.base import Lease, StoreError
+from phaseflow.stores.base import CAPTURE_CHUNK, Lease, StoreError, chunk_index, chunk_key
 from phaseflow.stores.durable import DurableStore, LoadRow
 from phaseflow.stores.operations import Steps
 
@@ -361,6 +361,27 @@ class SQLiteStore(DurableStore):
         row = await self._one(sql.GET_CAPTURE, (reference,))
         return None if row is None else bytes(row[0])
 
+    async def _read_capture(self, reference: str, offset: int, limit: int
+                            ) -> tuple[bytes, int] | None:
+        def read(conn: sqlite3.Connection) -> tuple[bytes, int] | None:
+            row = conn.execute("SELECT rowid FROM captures WHERE sha256 = ?",
+                               (reference,)).fetchone()
+            if row is None:
+                return _read_chunks(conn, reference, offset, limit)
+            # incremental blob I/O: only the pages of the range are read
+            with conn.blobopen("captures", "data", row[0], readonly=True) as blob:
+                size = len(blob)
+                if offset >= size or limit == 0:
+                    return b"", size
+                blob.seek(offset)
+                return blob.read(min(limit, size - offset)), size
+        return await self._run(read)
+
+    async def _delete_captures(self, owner: str) -> None:
+        # a range of the primary key (every reference of ``owner`` begins ``owner-``)
+        await self._all("DELETE FROM captures WHERE sha256 >= ? AND sha256 < ?",
+                        (f"{owner}-", f"{owner}."))
+
     async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
         def take(conn: sqlite3.Connection) -> Lease | None:
             # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
@@ -538,3 +559,26 @@ def _reading(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute("COMMIT")
+
+
+def _read_chunks(conn: sqlite3.Connection, reference: str, offset: int, limit: int
+                 ) -> tuple[bytes, int] | None:
+    """A range of a capture kept in chunks (``chunk_key``): the last chunk's key and
+    length (not its bytes) give the size; only the chunks of the range are read."""
+    last = conn.execute("SELECT sha256, length(data) FROM captures WHERE sha256 > ? AND "
+                        "sha256 < ? ORDER BY sha256 DESC LIMIT 1",
+                        (reference + ".", reference + "/")).fetchone()
+    if last is None:
+        return None
+    size = chunk_index(last[0]) * CAPTURE_CHUNK + int(last[1])
+    if offset >= size or limit == 0:
+        return b"", size
+    end = min(size, offset + limit)
+    first = offset // CAPTURE_CHUNK
+    rows = conn.execute("SELECT data FROM captures WHERE sha256 >= ? AND sha256 <= ? "
+                        "ORDER BY sha256", (chunk_key(reference, first),
+                                            chunk_key(reference, (end - 1) // CAPTURE_CHUNK))
+                        ).fetchall()
+    joined = b"".join(bytes(r[0]) for r in rows)
+    start = offset - first * CAPTURE_CHUNK
+    return joined[start:start + end - offset], size

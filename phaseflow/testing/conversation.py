@@ -96,7 +96,7 @@ class _Model:
         if run.offset:  # (a fork: the script's replies after its turn are not its own)
             request = replace(request, folded_replies=request.folded_replies + run.offset)
         number = 1 + request.folded_replies + sum(
-            isinstance(m, AssistantMessage) for m in request.history)
+            m.replies for m in request.history if isinstance(m, AssistantMessage))
         if request.purpose == "compaction":
             async for item in self.script.stream(request):
                 yield item
@@ -377,7 +377,7 @@ class _Conversation:
         talk to the fork; its model's next reply is the next ``model:`` step written."""
         fork = await session.fork(f"{SESSION_ID}~{self.session_id.count('~') + 1}",
                                   at_turn=at)
-        held = sum(isinstance(m, AssistantMessage) for m in fork.transcript)
+        held = sum(m.replies for m in fork.transcript if isinstance(m, AssistantMessage))
         self.offset = self.model.furthest - held
         self.session, self.session_id = fork, fork.id
         self.seen_history = 0

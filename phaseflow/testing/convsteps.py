@@ -61,7 +61,9 @@ RESULT_STATUSES = (
 SESSION_STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed")
 _SCOPES = {"once": "approve", "turn": "approve_turn", "session": "approve_session"}
 _STAND_IN_KEYS = frozenset({"returns", "raises", "echo"})
-_MODEL_KEYS = frozenset({"text", "calls"})
+_MODEL_KEYS = frozenset({"text", "calls", "stop"})
+#: what a scripted reply's ``stop`` may say (``max_tokens``: cut at the output limit)
+_MODEL_STOPS = ("end_turn", "tool_use", "max_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +199,12 @@ class _Steps:
         spots: dict[str, Spot] = {}
         if "text" in fields:
             reply["text"] = self.text(fields["text"], "model text")
+        if "stop" in fields:
+            stop = self.text(fields["stop"], "model stop")
+            if stop not in _MODEL_STOPS:
+                raise self.fail(fields["stop"], f"stop is one of {', '.join(_MODEL_STOPS)}, "
+                                                f"not {stop!r}")
+            reply["stop"] = stop
         calls_node = fields.get("calls")
         if calls_node is not None:
             if not isinstance(calls_node, Sequence):

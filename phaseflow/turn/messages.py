@@ -330,6 +330,9 @@ class AssistantMessage:
     reasoning: str = ""
     #: the provider's own parts of the reply, sent back to that provider only
     carried: Carried | None = None
+    #: the continuations stitched into this reply: a reply cut at the model's output
+    #: limit and continued is one message of ``1 + continued`` model replies
+    continued: int = 0
     role: ClassVar[Role] = Role.ASSISTANT
 
     def __post_init__(self) -> None:
@@ -337,6 +340,16 @@ class AssistantMessage:
         object.__setattr__(self, "tool_calls", i.sequence(self.tool_calls, "tool calls", read_call))
         object.__setattr__(self, "reasoning", i.text(self.reasoning, "reasoning"))
         object.__setattr__(self, "carried", _read_carried(self.carried))
+        if self.continued:
+            count = i.integer(self.continued, "continued")
+            if count < 0:
+                raise i.TurnInputError(f"continued: expected a count, got {count}")
+            object.__setattr__(self, "continued", count)
+
+    @property
+    def replies(self) -> int:
+        """How many model replies this message holds (a continued reply: several)."""
+        return 1 + self.continued
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +388,8 @@ def _message_json(message: Message) -> dict[str, JsonValue]:
             out["reasoning"] = message.reasoning
         if message.carried is not None:
             out["carried"] = message.carried.to_json()
+        if message.continued:
+            out["continued"] = message.continued
     elif isinstance(message, ToolResultMessage):
         out["call_id"] = message.call_id
         out["is_error"] = message.is_error
@@ -397,7 +412,10 @@ def decode_message(data: object) -> Message:
         reasoning = j.opt_string(d, "reasoning", "message") or ""
         raw_carried = d.get("carried")
         carried = None if raw_carried is None else Carried.decode(raw_carried)
-        return AssistantMessage(content, calls, reasoning, carried)
+        continued = j.opt_integer(d, "continued", "message") or 0
+        if continued < 0:
+            raise Malformed("message.continued: expected a count")
+        return AssistantMessage(content, calls, reasoning, carried, continued)
     return ToolResultMessage(
         j.string(d, "call_id", "message"), content, j.boolean(d, "is_error", "message")
     )

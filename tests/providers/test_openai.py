@@ -316,6 +316,26 @@ def test_other_status_errors_are_final_with_the_servers_message(
         retryable=False, status=status)
 
 
+@pytest.mark.parametrize(("fail", "full"), [
+    (Fail(400, "This model's maximum context length is 4096 tokens",
+          type="invalid_request_error", code="context_length_exceeded"), True),
+    # vLLM and llama.cpp send no code: their message says it
+    (Fail(400, "This model's maximum context length is 512 tokens. However, you requested "
+               "536 tokens", type="BadRequestError"), True),
+    (Fail(400, "the request exceeds the available context size", type="invalid_request_error"),
+     True),
+    (Fail(400, "Invalid 'messages[2]': tool_call_id missing"), False),
+    (Fail(500, "context length of the cache is wrong"), False),
+])
+def test_a_context_length_error_is_marked_for_the_session_to_recover(
+    fake_openai: FakeOpenAIServer, fail: Fail, full: bool
+) -> None:
+    failure = _failure(fake_openai, fail)
+    assert failure.code == ("context_length_exceeded" if full else None)
+    assert not failure.retryable or fail.status >= 500
+    assert fail.message in failure.message
+
+
 def test_a_dropped_connection_mid_stream_is_retryable(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.push(Drop(text_reply("Hello there, partial", parts=3)[:2]))
     events = collect(_provider(fake_openai), request(UserMessage("Hi")))

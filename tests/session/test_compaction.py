@@ -112,6 +112,34 @@ def test_a_long_conversation_is_compacted_and_nothing_is_lost() -> None:
     assert "Folded" in summary and "turn" in summary  # it names what it folds
 
 
+class Measured:
+    """A provider that measures every request it receives, as it receives it (the
+    scripted model's token count of the history), then answers as ``inner``."""
+
+    def __init__(self, inner: ScriptedProvider) -> None:
+        self.inner = inner
+        self.sizes: list[int] = []
+
+    async def stream(self, request: ProviderRequest) -> Any:
+        if request.purpose == "turn":
+            self.sizes.append(scripted_tokens(request))
+        async for item in self.inner.stream(request):
+            yield item
+
+
+def test_every_request_the_provider_receives_stays_within_the_budget() -> None:
+    """The request that makes the history cross the budget is sent compacted: the
+    summary is installed before that request is built (it was sent with the history as
+    it was, and a server whose context is the budget refused it)."""
+    provider = Measured(ScriptedProvider(script(30)))
+    session = agent(provider, max_history_tokens=400).session_sync("s")
+    for n in range(1, 31):
+        assert session.reply_sync(f"turn {n}") == f"reply {n}"
+    assert any(isinstance(e, ev.HistoryCompacted) for e in session.events_sync())
+    assert len(provider.sizes) == 60
+    assert max(provider.sizes) <= 400, provider.sizes
+
+
 def test_a_summary_that_fails_leaves_the_history_and_the_turn_goes_on() -> None:
     class Broken:
         async def stream(self, request: ProviderRequest) -> Any:

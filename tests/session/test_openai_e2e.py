@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from phaseflow.session import Agent, TextDeltaEvent
+from phaseflow.session import Agent, TextDeltaEvent, TurnFailed
 from phaseflow.tools import tool
 from tests.support.fake_openai_server import (
+    Fail,
     FakeOpenAIServer,
     text_reply,
     tool_calls_reply,
@@ -184,8 +185,9 @@ def test_a_429_is_retried_after_its_retry_after_and_a_stalled_stream_is_cancelle
 
 def test_a_reply_cut_at_the_output_limit_through_a_real_server_runs_none_of_its_calls() -> None:
     """The server stops a reply holding tool calls with ``finish_reason: length`` (the
-    second call's arguments cut mid-JSON): no call runs, the turn ends, and the next
-    turn's request carries every call with its result."""
+    second call's arguments cut mid-JSON): no call runs, each gets a result saying so,
+    and the model is asked to go on in the same turn, its request carrying every call
+    with its result."""
     RAN.clear()
     cut = tool_calls_reply(("call_a", "crm__lookup_customer", '{"email": "ada@example.com"}'),
                            ("call_b", "crm__lookup_customer", '{"email": "ad'))
@@ -202,13 +204,98 @@ def test_a_reply_cut_at_the_output_limit_through_a_real_server_runs_none_of_its_
             session = await agent.session("conv-cut")
             events = [e async for e in session.send("hi, I'm ada@example.com")]
             assert RAN == []
-            assert [e.code for e in events if e.type == "error"] == ["max_tokens"]
+            assert [e.code for e in events if e.type == "error"] == []
+            assert [(e.continuation, e.calls) for e in events
+                    if e.type == "reply_continued"] == [(1, 2)]
             assert [e.status for e in events if e.type == "tool_result"] == ["refused"] * 2
             assert events[-1].type == "turn_finished" and events[-1].status == "completed"
-            assert len(server.requests) == 1  # not asked again in that turn
-            assert await session.reply("again") == "Sorry, could you say that again?"
+            assert events[-1].reply == "Sorry, could you say that again?"
+            assert len(server.requests) == 2  # asked to go on, in that turn
             sent = _messages(server, 1)
             answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
             assert answered == ["call_a", "call_b"]
+
+        asyncio.run(run())
+
+
+def test_a_text_reply_cut_at_the_output_limit_is_continued_and_stitched() -> None:
+    """``finish_reason: length`` on a text reply: the session sends what was said and
+    asks the model to go on; the parts are one reply (``reply()`` returns it whole,
+    ``completed``), one assistant message marked continued. Cut again after the last
+    continuation, the turn ends ``cut``: never the status of a whole reply."""
+    with FakeOpenAIServer() as server:
+        server.push(text_reply("The refund policy is", finish="length"),
+                    text_reply(" thirty days", finish="length"),
+                    text_reply(" from delivery."),
+                    text_reply("Part one", finish="length"),
+                    text_reply(" and part", finish="length"),
+                    text_reply(" two", finish="length"))
+        provider = OpenAIProvider("test-model", base_url=server.base_url, api_key="k")
+        agent = Agent(WORKFLOW, provider, hooks=HOOKS, max_continuations=2,
+                      tools=[lookup_customer, select_order, issue_refund])
+
+        async def run() -> None:
+            session = await agent.session("conv-long")
+            answer = await session.reply("what is the policy?")
+            assert answer == "The refund policy is thirty days from delivery."
+            assert answer.status == "completed"
+            assert len(server.requests) == 3
+            again = _messages(server, 2)
+            assert again[-2] == {"role": "assistant",
+                                 "content": "The refund policy is thirty days"}
+            assert again[-1]["role"] == "user" and "Continue" in again[-1]["content"]
+            stored = [m for m in session.transcript if m.role.value == "assistant"]
+            assert [(m.content, m.continued) for m in stored] == [
+                ("The refund policy is thirty days from delivery.", 2)]
+            cut = await session.reply("and the rest?")
+            assert cut == "Part one and part two" and cut.status == "cut"
+            assert len(server.requests) == 6
+            assert session.status == "idle"
+            # the next turn's request carries the stitched replies, one message each
+            assistants = [m for m in session.transcript if m.role.value == "assistant"]
+            assert [m.continued for m in assistants] == [2, 2]
+
+        asyncio.run(run())
+
+
+def test_a_context_length_error_through_a_real_server_is_compacted_and_sent_again() -> None:
+    """The server refuses a request with the API's ``context_length_exceeded`` error:
+    the session summarises the older turns with the same server (no compaction is
+    configured, and the event says so) and sends the request again, once; refused a
+    second time, the turn fails naming the size and the budget."""
+    full = Fail(400, "This model's maximum context length is 512 tokens. However, you "
+                     "requested 536 tokens.", type="invalid_request_error",
+                code="context_length_exceeded")
+    with FakeOpenAIServer() as server:
+        server.push(text_reply("Hello Ada, how can I help?"),
+                    text_reply("Which order is it?"),
+                    full, text_reply("Summary: Ada wants a refund."),
+                    text_reply("Order O-9, noted."),
+                    full, text_reply("Summary again."), full)
+        provider = OpenAIProvider("test-model", base_url=server.base_url, api_key="k")
+        agent = Agent(WORKFLOW, provider, hooks=HOOKS,
+                      tools=[lookup_customer, select_order, issue_refund])
+
+        async def run() -> None:
+            session = await agent.session("conv-full")
+            await session.reply("hi, I'm Ada " + "and I want a refund " * 10)
+            await session.reply("for my order " + "which arrived broken " * 10)
+            answer = await session.reply("it is O-9")
+            assert answer == "Order O-9, noted." and answer.status == "completed"
+            events = [e for e in await session.events() if e.turn == 3]
+            notice = next(e for e in events if e.type == "error")
+            assert notice.code == "context_full"
+            assert "maximum context length is 512 tokens" in notice.message
+            assert "agent's own provider" in notice.message
+            assert [e.type for e in events].count("history_compacted") == 1
+            refused, summary, resent = (r.body for r in server.requests[2:5])
+            assert summary["messages"][0]["role"] == "system"  # the compaction request
+            assert len(json.dumps(resent["messages"])) < len(json.dumps(refused["messages"]))
+            assert resent["messages"][-1] == refused["messages"][-1]
+            with pytest.raises(TurnFailed) as failed:
+                await session.reply("thanks")
+            assert "still larger than the model's context" in failed.value.error
+            assert "for a budget of" in failed.value.error
+            assert server.pending == 0  # asked once more, never a third time
 
         asyncio.run(run())

@@ -141,12 +141,31 @@ def test_reply_says_when_the_turn_waits_for_a_human() -> None:
     assert reply.approval is not None and reply.approval.arguments == {"amount": 5}
 
 
+def _cut_calls() -> Broken:
+    return Broken([TextDelta("Looking"), ToolCallStart(0, "c1", "lookup"),
+                   ToolCallDelta(0, '{"q": "a"}'), ToolCallStart(1, "c2", "lookup"),
+                   ToolCallDelta(1, '{"q": "b'), StreamEnd("max_tokens")])
+
+
+def test_a_reply_cut_at_max_tokens_runs_none_of_its_calls_and_is_continued() -> None:
+    RAN.clear()
+    provider = _cut_calls()
+    session = Agent(workflow(), provider, tools=TOOLS).session_sync("s")
+    events = collect(session.send("look"))
+    assert RAN == []
+    assert provider.calls == 2  # asked to go on, in this turn
+    assert [e.continuation for e in events if e.type == "reply_continued"] == [1]
+    results = [e for e in events if e.type == "tool_result"]
+    assert [e.call_id for e in results] == ["c1", "c2"]
+    assert all("Not run" in e.content for e in results)
+    finished = [e for e in events if e.type == "turn_finished"]
+    assert [(e.status, e.reply) for e in finished] == [("completed", "fine")]
+
+
 def test_a_reply_cut_at_max_tokens_runs_none_of_its_calls_and_ends_the_turn() -> None:
     RAN.clear()
-    provider = Broken([TextDelta("Looking"), ToolCallStart(0, "c1", "lookup"),
-                       ToolCallDelta(0, '{"q": "a"}'), ToolCallStart(1, "c2", "lookup"),
-                       ToolCallDelta(1, '{"q": "b'), StreamEnd("max_tokens")])
-    session = Agent(workflow(), provider, tools=TOOLS).session_sync("s")
+    provider = _cut_calls()
+    session = Agent(workflow(), provider, tools=TOOLS, max_continuations=0).session_sync("s")
     events = collect(session.send("look"))
     assert RAN == []
     assert provider.calls == 1  # the model is not asked again in this turn
@@ -155,7 +174,7 @@ def test_a_reply_cut_at_max_tokens_runs_none_of_its_calls_and_ends_the_turn() ->
     assert [e.call_id for e in results] == ["c1", "c2"]
     assert all("Not run" in e.content for e in results)
     finished = [e for e in events if e.type == "turn_finished"]
-    assert [(e.status, e.reply) for e in finished] == [("completed", "Looking")]
+    assert [(e.status, e.reply) for e in finished] == [("cut", "Looking")]
     # the cut reply is kept as it was, every call answered: the next turn is a normal one
     history = session.history
     assert [c.id for c in history[1].tool_calls] == ["c1", "c2"]

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
@@ -35,22 +36,36 @@ from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from phaseflow.providers.protocol import ProviderFailure, ProviderReply, ProviderRequest
+from phaseflow.providers.protocol import (
+    CONTEXT_LENGTH_EXCEEDED,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+)
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Agent, Session, SessionFinished
 from phaseflow.session.core import ResolutionRefused
 from phaseflow.session.fork import ForkRefused
 from phaseflow.session.values import Core
 from phaseflow.stores.memory import MemoryStore
+from phaseflow.tools import ToolContext, tool
 from phaseflow.turn.continuation import EffectState
 from phaseflow.turn.messages import AssistantMessage, UserMessage
-from tests.support.session_fakes import FORGED, DrawnProvider, Gate, Plan, open_or_doubled
+from tests.support.session_fakes import (
+    FORGED,
+    DeskTools,
+    DrawnProvider,
+    Gate,
+    Plan,
+    open_or_doubled,
+)
 from tests.support.stateful_session import (
     HALLUCINATED,
     REFUND,
     SCRIPT,
     SMALL,
     answered_at,
+    continues,
     is_summary,
     pick,
 )
@@ -105,7 +120,8 @@ class SessionMachine(RuleBasedStateMachine):
 
         return Agent(self.desk.workflow, self.provider, tools=self.tools.mapping(),
                      store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2,
-                     sleep=sleep, max_history_tokens=self.history_budget)
+                     sleep=sleep, max_history_tokens=self.history_budget,
+                     max_continuations=1)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this machine's loop. Nothing here waits for time, so a step
@@ -161,6 +177,15 @@ class SessionMachine(RuleBasedStateMachine):
                                        status=429)
             if kind == "fatal":
                 return ProviderFailure("bad request", retryable=False, status=400)
+            if kind == "context_full":
+                # recovered by a compaction (made with the agent's own provider when no
+                # budget is set) and sent again once; the turn fails when nothing folds
+                return ProviderFailure("maximum context length exceeded", status=400,
+                                       code=CONTEXT_LENGTH_EXCEEDED)
+            if kind == "cut_text":
+                return ProviderReply(text or "partly", stop="max_tokens")
+            if kind == "cut_group":
+                return replace(self._group(calls, text, request), stop="max_tokens")
             if kind == "raise":
                 return RuntimeError("connection reset")
             return self._group(calls, text, request)
@@ -404,6 +429,12 @@ class SessionMachine(RuleBasedStateMachine):
         history = self.session.transcript
         for request in self.provider.requests:
             sent = tuple(request.history)
+            if continues(sent):
+                # a cut reply's continuation: the reply so far and the ask, then what
+                # the transcript holds (the parts stitched into one message)
+                cut = sent[-2]
+                assert isinstance(cut, AssistantMessage) and not cut.tool_calls
+                sent = sent[:-2]
             if request.folded_replies or (sent and is_summary(sent[0])):
                 rest = sent[1:]
                 assert any(history[i:i + len(rest)] == rest
@@ -524,6 +555,29 @@ class SessionMachine(RuleBasedStateMachine):
         assert replayed == state
 
     @invariant()
+    def a_cut_reply_is_continued_or_ends_its_turn_cut(self) -> None:
+        """Each continuation is an event, each stitched part is one of them, and a turn
+        whose reply stayed cut ends ``cut`` (never ``completed``) with a ``max_tokens``
+        error; a full context is recovered (``context_full``) or fails its turn."""
+        events = self._events()
+        asked = [e for e in events if isinstance(e, ev.ReplyContinued)]
+        stitched = sum(m.continued for m in self.session.transcript
+                       if isinstance(m, AssistantMessage))
+        assert stitched <= len(asked)
+        for e in events:
+            if isinstance(e, ev.TurnFinished) and e.status == "cut":
+                assert any(isinstance(x, ev.ErrorEvent) and x.code == "max_tokens"
+                           and x.turn == e.turn for x in events)
+        if asked:
+            event("a reply was continued")
+        if stitched:
+            event("continued parts were stitched")
+        if any(isinstance(e, ev.TurnFinished) and e.status == "cut" for e in events):
+            event("a turn ended cut")
+        if any(isinstance(e, ev.ErrorEvent) and e.code == "context_full" for e in events):
+            event("a full context was recovered")
+
+    @invariant()
     def retries_never_wait_past_the_cap(self) -> None:
         assert all(0.0 <= s <= 30.0 for s in self.sleeps)
 
@@ -533,6 +587,46 @@ class CompactingMachine(SessionMachine):
     a turn, between its requests, under cancels, crashes, steering and interrupts)."""
 
     history_budget = 120
+
+
+class ThreadedDeskTools(DeskTools):
+    """The desk's tools with ``wait`` a sync tool with a timeout: it runs in a thread of
+    its own and blocks there at the gate (a real thread, which nothing can stop)."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def mapping(self) -> dict[str, Any]:
+        tools = super().mapping()
+
+        def wait(ctx: ToolContext, **arguments: Any) -> str:
+            loop = self.loop
+            assert loop is not None
+            asyncio.run_coroutine_threadsafe(self._note("wait", arguments, ctx), loop).result()
+            asyncio.run_coroutine_threadsafe(self.gate.point("tool"), loop).result()
+            return "waited"
+
+        tools["wait"] = tool(name="wait", description="the wait tool",
+                             parameters={"type": "object"}, timeout=0.5)(wait)
+        return tools
+
+
+class ThreadedToolMachine(SessionMachine):
+    """The same machine with a tool that blocks in a thread of its own: a cancel (or an
+    interrupt) at it leaves the session ``cancelling`` until the thread is released or
+    reaches its deadline (``unknown``); never at rest, and no call gets two results."""
+
+    desk = replace(SMALL, tools=ThreadedDeskTools)
+
+    def __init__(self) -> None:
+        super().__init__()
+        assert isinstance(self.tools, ThreadedDeskTools)
+        self.tools.loop = self.loop
+
+    @invariant()
+    def never_cancelling_at_rest(self) -> None:
+        assert self.session.status != "cancelling" or self.crashes, self.session.status
+        if any(isinstance(e, ev.TurnCancelling) for e in self._events()):
+            event("a cancel waited for a tool's thread")
 
 
 class RefundDeskMachine(SessionMachine):
@@ -553,6 +647,8 @@ CompactingMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXA
 TestSession = SessionMachine.TestCase
 TestCompacting = CompactingMachine.TestCase
 TestRefundDesk = RefundDeskMachine.TestCase
+ThreadedToolMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 3))
+TestThreadedTool = ThreadedToolMachine.TestCase
 
 
 class _Script:

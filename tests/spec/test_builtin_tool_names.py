@@ -145,4 +145,4 @@ def test_the_session_offers_the_builtins_the_spec_reserves() -> None:
     this test holds the two together)."""
     from phaseflow.session import core
 
-    assert tuple(core.BUILTINS) == BUILTIN_TOOLS == ("go_to_phase", "record")
+    assert tuple(core.BUILTINS) == BUILTIN_TOOLS == ("go_to_phase", "record", "read_output")

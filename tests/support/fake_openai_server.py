@@ -73,6 +73,8 @@ class Fail:
     message: str = "scripted failure"
     headers: Mapping[str, str] = field(default_factory=dict)
     type: str = "server_error"
+    #: the error's ``code`` (``context_length_exceeded``: the request is too long)
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, fail: Fail) -> None:
         data = json.dumps({"error": {"message": fail.message, "type": fail.type,
-                                     "param": None, "code": None}}).encode()
+                                     "param": None, "code": fail.code}}).encode()
         self.send_response(fail.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from phaseflow.session.compaction import SUMMARY_HEADING
+from phaseflow.session.core import CONTINUE_TEXT
 from phaseflow.spec.loader import compile_file
 from phaseflow.spec.model import Workflow
 from phaseflow.turn.messages import ToolCall, UserMessage
@@ -122,7 +123,7 @@ CALL = st.tuples(
 #: one drawn reply (every field drawn; each kind reads the ones it needs)
 REPLY = st.tuples(
     st.sampled_from(["text"] * 4 + ["group"] * 8 + ["retryable"] * 2 + ["fatal", "raise"]
-                    + ["hang"] * 3),
+                    + ["hang"] * 3 + ["cut_text", "cut_group", "context_full"]),
     st.lists(CALL, min_size=1, max_size=4),
     st.sampled_from(["", "ok", "let me check"]),
     st.sampled_from([None, 0.0, 2.5, 1e6]))
@@ -133,10 +134,20 @@ def pick(options: list[Any], n: int) -> Any:
     return options[n % len(options)]
 
 
+def continues(sent: tuple[Any, ...]) -> bool:
+    """A request that asks the model to go on with a reply cut at its output limit: it
+    ends with the reply so far and the ask (neither is stored: the parts are stitched
+    into one message)."""
+    return bool(sent) and isinstance(sent[-1], UserMessage) and sent[-1].content == (
+        CONTINUE_TEXT)
+
+
 def answered_at(request: Any, history: tuple[Any, ...], k: int) -> bool:
     """``request`` is the one the reply at position ``k`` of the transcript answered: it
     carried the transcript up to ``k`` (after a summary of its start, when compacted)."""
     sent = tuple(request.history)
+    if continues(sent):
+        sent = sent[:-2]
     if sent and is_summary(sent[0]):
         rest = sent[1:]
         return len(rest) <= k and history[k - len(rest):k] == rest

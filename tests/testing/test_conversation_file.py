@@ -142,7 +142,7 @@ def test_stand_ins_and_names_the_workflow_does_not_have(tmp_path: Path) -> None:
         "16:41: expect offered: the workflow has no tool 'crm.lookp'; did you mean "
         "'crm.lookup'?",
         "16:63: expect approval: the workflow has no tool 'note' (tools: crm.lookup, pay, "
-        "helpdesk.note, go_to_phase, record)",
+        "helpdesk.note, go_to_phase, record, read_output)",
         "16:78: expect called: the workflow has no tool or call 'notfy'; did you mean "
         "'notify'?",
         "17:18: approve: the workflow has no tool 'helpdesk.not'; did you mean "

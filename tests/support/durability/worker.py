@@ -260,8 +260,14 @@ class KillingStore:
     async def delete(self, session_id: str) -> bool:
         return await self.inner.delete(session_id)  # type: ignore[no-any-return]
 
-    async def put_capture(self, data: bytes) -> str:
-        return await self.inner.put_capture(data)  # type: ignore[no-any-return]
+    async def put_capture(self, data: bytes, *, session_id: str | None = None) -> str:
+        return await self.inner.put_capture(  # type: ignore[no-any-return]
+            data, session_id=session_id)
+
+    async def read_capture(self, reference: str, offset: int, limit: int
+                           ) -> tuple[bytes, int] | None:
+        return await self.inner.read_capture(  # type: ignore[no-any-return]
+            reference, offset, limit)
 
     async def get_capture(self, reference: str) -> bytes | None:
         return await self.inner.get_capture(reference)  # type: ignore[no-any-return]
