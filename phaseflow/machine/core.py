@@ -118,6 +118,10 @@ class LiveContext(GuardContext):
     def visits(self) -> Mapping[str, int]:
         return self._m._visits
 
+    @property
+    def returned(self) -> str | None:
+        return self._m._returned
+
 
 class MachineCore:
     """One conversation's position in a set of phases, and the bookkeeping of its moves
@@ -135,6 +139,8 @@ class MachineCore:
         "_initial",
         "_live",
         "_owns_index",
+        "_returned",
+        "_stack",
         "_trace",
         "_turn",
         "_turns_in_phase",
@@ -184,6 +190,11 @@ class MachineCore:
         #: True while a move runs host code (effects, preparations, the writer): the one
         #: attribute every move checks first (see :class:`ReentrantCallError`)
         self._busy = False
+        #: the terminal phase the last call ended in (what guards read as ``returned``)
+        self._returned: str | None = None
+        #: the calls this conversation is inside, outermost first (``None``: none; see
+        #: :mod:`phaseflow.machine.calls`)
+        self._stack: list[Any] | None = None
 
     def _info(self) -> PhaseInfo | None:
         """The current phase's entry (cached until the next move)."""
