@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     from phaseflow.cli.common import STDIN, discover_or_report, report_missing
     from phaseflow.cli.discovery import discover
-    from phaseflow.spec.loader import check_file
+    from phaseflow.spec.tree import check_tree
 
     paths = args.paths or ["."]
     if report_missing(paths, "validate"):
@@ -131,10 +131,12 @@ def run(args: argparse.Namespace) -> int:
     files = discover_or_report(on_disk, "validate", "workflow files", search)
     if files is None:
         return 2
-    results = [check_file(path, registry) for path in files]
+    tree = check_tree(files, registry)  # each file, and every file it uses, read once
+    results = list(tree.results)
     if STDIN in paths:
         results.append(_check_stdin(registry))
-    found = [d for r in results for d in r.diagnostics]
+    found = list(dict.fromkeys([*(d for r in results for d in r.diagnostics),
+                                *tree.diagnostics]))
     if args.mcp:
         online = _mcp_diagnostics(args.mcp, results)
         if isinstance(online, str):

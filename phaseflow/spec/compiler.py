@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from collections.abc import Mapping as Mapping_
+from typing import Any, Protocol
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json, check_json_object
@@ -55,6 +56,24 @@ from phaseflow.template import (
     TemplateOrigin,
     compile_template,
 )
+
+
+class SharedParts(Protocol):
+    """What the shared files a workflow imports declare (see :mod:`phaseflow.spec.tree`)."""
+
+    state: dict[str, StateKey]
+    tools: dict[str, Tool] | None
+    diagnostics: list[Diagnostic]
+
+    def clashes(self, path: str, state: Mapping_[str, StateKey],
+                tools: Mapping_[str, Tool] | None) -> list[Diagnostic]:
+        """PF508 for each name this file defines differently from a shared file."""
+        ...
+
+
+#: Reads the shared files named in ``imports:`` (each name with its node) of the file at
+#: ``path``.
+ImportResolver = Callable[[str, list[tuple[str, Node]]], SharedParts]
 
 #: The keys the compiler reads at each level. A test proves these equal the JSON Schema's.
 TOP_KEYS = frozenset(
@@ -96,9 +115,16 @@ class Compiler:
     """Builds one workflow from one composed file, collecting diagnostics."""
 
     def __init__(
-        self, path: str, text: str, root: Mapping, broken_phases: Iterable[str] = ()
+        self,
+        path: str,
+        text: str,
+        root: Mapping,
+        broken_phases: Iterable[str] = (),
+        imports: ImportResolver | None = None,
     ) -> None:
         self.path = path
+        #: reads the shared files of ``imports:`` (spec/tree.py); ``None``: not read
+        self.imports = imports
         #: phases the schema found errors inside: their transitions and ``terminal`` may be
         #: wrong, so graph warnings that depend on them would only add noise.
         self.broken_phases = set(broken_phases)
@@ -207,14 +233,26 @@ class Compiler:
     def run(self, registry: Iterable[str] | None = None) -> Workflow | None:
         """Build the workflow; ``None`` when any error was found (all are in ``diags``)."""
         top = {k.value: (k, v) for k, v in entries(self.root)}
+        imported: SharedParts | None = None
+        if self.imports is not None and "imports" in top:
+            imported = self.imports(self.path, self.names(top["imports"][1]))
+            self.diags.extend(imported.diagnostics)
+            if imported.state:
+                self.state_declared = True
+                self.state.update(imported.state)
+            if imported.tools is not None:
+                self.tools = dict(imported.tools)
         if "state" in top and isinstance(top["state"][1], Mapping):
             self.state_declared = True
             for key, value in entries(top["state"][1]):
                 self.state_key(key, value)
         if "tools" in top and isinstance(top["tools"][1], Mapping):
-            self.tools = {}
+            if self.tools is None:
+                self.tools = {}
             for key, value in entries(top["tools"][1]):
                 self.tool(key, value)
+        if imported is not None:
+            self.diags.extend(imported.clashes(self.path, self.state, self.tools))
         if "phases" in top and isinstance(top["phases"][1], Mapping):
             for key, value in entries(top["phases"][1]):
                 if isinstance(key.value, str) and isinstance(value, Mapping):

@@ -14,11 +14,14 @@ import gc
 import os
 import stat
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phaseflow.errors import WorkflowError
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.model import MachineFactory, Workflow
+
+if TYPE_CHECKING:
+    from phaseflow.spec.compiler import ImportResolver
 
 #: Files larger than this are refused (PF001) before anything is parsed.
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -46,16 +49,23 @@ def _result(path: str, diags: list[Diagnostic], workflow: Workflow | None) -> Ch
 
 
 def check_text(
-    text: str, path: str = "<string>", registry: Mapping[str, Any] | None = None
+    text: str,
+    path: str = "<string>",
+    registry: Mapping[str, Any] | None = None,
+    *,
+    imports: ImportResolver | None = None,
 ) -> CheckResult:
-    """Check YAML text; never raises for anything in the text."""
+    """Check YAML text; never raises for anything in the text. ``imports`` reads the
+    shared files the text imports (:mod:`phaseflow.spec.tree`); without it they are read
+    from the disk, relative to ``path`` when it names a file (text of no file imports
+    nothing)."""
     # Checking builds a large tree of small objects and frees none of them before the end,
     # so the cycle collector would only walk them again and again (~8% of the time on
     # 60,000 phases): it is paused meanwhile, and resumed if it was running.
     running = gc.isenabled()
     gc.disable()
     try:
-        return _check_text(text, path, registry)
+        return _check_text(text, path, registry, imports)
     finally:
         if running:
             _promote()
@@ -78,7 +88,9 @@ def _promote() -> None:
         gc.unfreeze()
 
 
-def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> CheckResult:
+def _check_text(
+    text: str, path: str, registry: Mapping[str, Any] | None, imports: ImportResolver | None
+) -> CheckResult:
     from phaseflow.spec.compiler import Compiler
     from phaseflow.spec.schema import schema_diagnostics
     from phaseflow.spec.yamlnodes import Mapping as MappingNode
@@ -119,7 +131,11 @@ def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> Che
         return _result(path, diags, None)
     broken: set[str] = set()
     diags.extend(schema_diagnostics(document.data, root, path, broken))
-    compiler = Compiler(path, text, root, broken)
+    if imports is None and os.path.isfile(path):  # text without a file has no folder
+        from phaseflow.spec.tree import TreeLoader
+
+        imports = TreeLoader(registry).imports
+    compiler = Compiler(path, text, root, broken, imports)
     workflow = compiler.run(registry.keys() if registry is not None else None)
     diags.extend(compiler.diags)
     diags = list({(d.line, d.column, d.code, d.message): d for d in diags}.values())
@@ -194,7 +210,9 @@ def compile_file(
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"a workflow is loaded from a path (str or os.PathLike), not "
                         f"{type(path).__name__}")
-    result = check_file(os.fspath(path), registry)
+    from phaseflow.spec.tree import load_tree
+
+    result, _ = load_tree(os.fspath(path), registry)
     return _compiled(result, machine_factory)
 
 
