@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     from phaseflow.cli.common import STDIN, discover_or_report, report_missing
     from phaseflow.cli.discovery import discover
+    from phaseflow.spec.loader import check_text
     from phaseflow.spec.tree import check_tree
 
     paths = args.paths or ["."]
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     files = discover_or_report(on_disk, "validate", "workflow files", search)
     if files is None:
         return 2
-    tree = check_tree(files, registry)  # each file, and every file it uses, read once
+    tree = check_tree(files, check_text, registry)  # each file, and every file it uses, read once
     results = list(tree.results)
     if STDIN in paths:
         results.append(_check_stdin(registry))

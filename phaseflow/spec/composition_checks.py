@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from phaseflow.expr.describe import did_you_mean
 from phaseflow.spec.diagnostics import Diagnostic
-from phaseflow.spec.loader import CheckResult
 from phaseflow.spec.model import Input, Position, StateKey, Workflow
+from phaseflow.spec.results import CheckResult
 
 __all__ = ["COMPOSITION_CHECKS", "Linked", "check_composition"]
 

@@ -12,36 +12,20 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
-import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from phaseflow.errors import WorkflowError
 from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.files import MAX_FILE_BYTES as MAX_FILE_BYTES
+from phaseflow.spec.files import decode_text as decode_text
+from phaseflow.spec.files import read_text as read_text
 from phaseflow.spec.model import MachineFactory, Workflow
+from phaseflow.spec.results import CheckResult as CheckResult
 
 if TYPE_CHECKING:
     from phaseflow.spec.compiler import ImportResolver
 
-#: Files larger than this are refused (PF001) before anything is parsed.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CheckResult:
-    """What checking one file found; ``workflow`` is set when there were no errors."""
-
-    path: str
-    diagnostics: tuple[Diagnostic, ...]
-    workflow: Workflow | None
-
-    @property
-    def errors(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "error")
-
-    @property
-    def warnings(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "warning")
 
 
 def _result(path: str, diags: list[Diagnostic], workflow: Workflow | None) -> CheckResult:
@@ -132,9 +116,9 @@ def _check_text(
     broken: set[str] = set()
     diags.extend(schema_diagnostics(document.data, root, path, broken))
     if imports is None and os.path.isfile(path):  # text without a file has no folder
-        from phaseflow.spec.tree import TreeLoader
+        from phaseflow.spec.shared import SharedFiles
 
-        imports = TreeLoader(registry).imports
+        imports = SharedFiles().imports
     compiler = Compiler(path, text, root, broken, imports)
     workflow = compiler.run(registry.keys() if registry is not None else None)
     diags.extend(compiler.diags)
@@ -145,43 +129,6 @@ def _check_text(
         warnings = tuple(sorted(diags, key=Diagnostic.sort_key))
         workflow = dataclasses.replace(workflow, warnings=warnings, registry=dict(registry or {}))
     return _result(path, diags, workflow)
-
-
-def read_text(path: str) -> str | Diagnostic:
-    """The file's text, or a PF001 diagnostic saying why it cannot be read."""
-    too_big = f"file is larger than the limit of {MAX_FILE_BYTES:,} bytes"
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            # a folder, a device (/dev/zero never ends), a FIFO (would block)
-            return Diagnostic(path, 1, 1, "PF001", "cannot read file: not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            return Diagnostic(path, 1, 1, "PF001", too_big)
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)  # the file may grow after stat()
-        if len(data) > MAX_FILE_BYTES:
-            return Diagnostic(path, 1, 1, "PF001", too_big)
-    except OSError as exc:
-        return Diagnostic(path, 1, 1, "PF001", f"cannot read file: {exc.strerror or exc}")
-    return decode_text(data, path, "file")
-
-
-def decode_text(data: bytes, path: str, what: str = "file") -> str | Diagnostic:
-    """``data`` as UTF-8 text (a byte-order mark dropped), or a PF001 diagnostic at the
-    first byte that cannot be decoded; ``what`` names the source in the message."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = data[: exc.start]
-        line = before.count(b"\n") + 1
-        column = exc.start - (before.rfind(b"\n") + 1) + 1
-        return Diagnostic(
-            path,
-            line,
-            column,
-            "PF001",
-            f"{what} is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
-        )
 
 
 def check_file(path: str, registry: Mapping[str, Any] | None = None) -> CheckResult:
@@ -212,7 +159,7 @@ def compile_file(
                         f"{type(path).__name__}")
     from phaseflow.spec.tree import load_tree
 
-    result, _ = load_tree(os.fspath(path), registry)
+    result, _ = load_tree(os.fspath(path), check_text, registry)
     return _compiled(result, machine_factory)
 
 

@@ -195,9 +195,9 @@ def test_pf001_path_that_cannot_be_read(tmp_path: Path) -> None:
 
 
 def test_pf001_file_over_the_size_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from phaseflow.spec import loader
+    from phaseflow.spec import files
 
-    monkeypatch.setattr(loader, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 100)
     path = tmp_path / "big.yaml"
     path.write_text("phaseflow: 1\n" + "# padding\n" * 20)
     result = check_file(str(path))

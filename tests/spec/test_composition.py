@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from phaseflow.spec import tree as tree_module
-from phaseflow.spec.loader import compile_file
+from phaseflow.spec.loader import check_text, compile_file
 from phaseflow.spec.tree import check_tree, load_tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "composed"
@@ -46,11 +46,11 @@ def test_each_broken_link_is_reported_where_it_is_written(
     folder: str, expected: list[tuple[str, str, int, int]], words: list[str]
 ) -> None:
     root = FIXTURES / folder
-    found = check_tree([str(root / "main.yaml")]).all_diagnostics
+    found = check_tree([str(root / "main.yaml")], check_text).all_diagnostics
     assert [(d.code, Path(d.path).name, d.line, d.column) for d in found] == expected
     for word in words:
         assert word in found[0].message
-    result, _ = load_tree(str(root / "main.yaml"))
+    result, _ = load_tree(str(root / "main.yaml"), check_text)
     assert result.workflow is None  # every one is an error somewhere in the tree
 
 
@@ -75,7 +75,7 @@ def _write(path: Path, name: str, uses: str = "", call: str = "") -> None:
 def test_a_file_calling_itself_through_a_symlink_is_a_cycle(tmp_path: Path) -> None:
     _write(tmp_path / "self.yaml", "loop", "uses: {me: link.yaml}\n", "    call: me\n")
     os.symlink(tmp_path / "self.yaml", tmp_path / "link.yaml")
-    found = check_tree([str(tmp_path / "self.yaml")]).all_diagnostics
+    found = check_tree([str(tmp_path / "self.yaml")], check_text).all_diagnostics
     assert [(d.code, d.line, d.column) for d in found] == [("PF502", 8, 11)]
     assert "loop -> loop" in found[0].message
 
@@ -96,13 +96,13 @@ def test_a_thousand_deep_chain_is_read_once_per_file_without_recursion(
         return real_read(path)
 
     monkeypatch.setattr(tree_module, "read_text", counting)
-    result = check_tree([str(tmp_path / "w0.yaml"), str(tmp_path)  + "/w500.yaml"])
+    result = check_tree([str(tmp_path / "w0.yaml"), str(tmp_path / "w500.yaml")], check_text)
     assert result.all_diagnostics == []
     assert len(reads) == depth == len(set(reads))
     # and a cycle at the end of the chain is found, at the call that closes it
     _write(tmp_path / f"w{depth - 1}.yaml", "last", "uses: {first: w0.yaml}\n",
            "    call: first\n")
-    found = check_tree([str(tmp_path / "w0.yaml")]).all_diagnostics
+    found = check_tree([str(tmp_path / "w0.yaml")], check_text).all_diagnostics
     assert [d.code for d in found] == ["PF502"]
     assert Path(found[0].path).name == f"w{depth - 1}.yaml"
 
