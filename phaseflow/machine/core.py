@@ -129,8 +129,10 @@ class MachineCore:
 
     __slots__ = (
         "__weakref__",
+        "_back",
         "_busy",
         "_clock",
+        "_composes",
         "_cur",
         "_current",
         "_entered_at",
@@ -140,6 +142,7 @@ class MachineCore:
         "_live",
         "_owns_index",
         "_returned",
+        "_route",
         "_stack",
         "_trace",
         "_turn",
@@ -195,6 +198,13 @@ class MachineCore:
         #: the calls this conversation is inside, outermost first (``None``: none; see
         #: :mod:`phaseflow.machine.calls`)
         self._stack: list[Any] | None = None
+        #: the hand-offs taken, each the names that lead from the outermost workflow to
+        #: the one handed to (``None``: none)
+        self._route: list[list[str]] | None = None
+        #: ``(phase, visit)``: the visit of a calling phase whose call is done
+        self._back: tuple[str, int] | None = None
+        #: does this conversation compose workflows (then each move settles)
+        self._composes = workflow is not None and bool(workflow.uses)
 
     def _info(self) -> PhaseInfo | None:
         """The current phase's entry (cached until the next move)."""
