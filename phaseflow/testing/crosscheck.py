@@ -33,6 +33,19 @@ def call_names(workflow: Workflow) -> set[str]:
     return names
 
 
+def _used(workflow: Workflow) -> list[Workflow]:
+    """Every workflow ``workflow`` calls or hands off to, at any depth (each once): a
+    scenario crosses into them, so their phases are phases it may name."""
+    found: dict[int, Workflow] = {}
+    todo = list(workflow.library.values())
+    while todo:
+        nxt = todo.pop()
+        if id(nxt) not in found and nxt is not workflow:
+            found[id(nxt)] = nxt
+            todo.extend(nxt.library.values())
+    return list(found.values())
+
+
 class _Checker:
     def __init__(self, workflow: Workflow) -> None:
         self.workflow = workflow
@@ -48,13 +61,16 @@ class _Checker:
 
     def phase(self, name: str, spot: Spot | None, step: ScenarioStep, what: str) -> None:
         phases = self.workflow.phases
-        if name not in phases:
+        used = _used(self.workflow)
+        if name not in phases and not any(name in w.phases or name in w.uses for w in used) and (
+                name not in self.workflow.uses):  # a hand-off is asked for by its name
             hint = did_you_mean_or_list(name, phases, "phases")
             self.report(spot, step, f"{what}: the workflow has no phase '{name}'{hint}", "error")
 
     def tool(self, name: str, spot: Spot | None, step: ScenarioStep) -> None:
         catalogue = self.workflow.tools
-        if catalogue is not None and name not in catalogue:
+        if catalogue is not None and name not in catalogue and not any(
+                name in (w.tools or {}) for w in _used(self.workflow)):
             hint = did_you_mean(name, catalogue) or (
                 f" (tools: {', '.join(catalogue)})" if catalogue else " (it declares none)"
             )
@@ -62,7 +78,8 @@ class _Checker:
 
     def key(self, name: str, spot: Spot | None, step: ScenarioStep | None, what: str) -> None:
         declared = self.workflow.state
-        if declared and name not in declared:
+        if declared and name not in declared and not any(
+                name in w.state for w in _used(self.workflow)):
             hint = did_you_mean(name, declared)
             self.report(
                 spot, step, f"{what}: '{name}' is not a state key the workflow declares{hint}",

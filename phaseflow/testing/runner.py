@@ -178,6 +178,11 @@ class _Run:
                         else ""
                     )
                     problems.append(f"phase: expected '{expected}'{hint}, found '{found}'")
+            elif key == "path":
+                found = list(machine.path)
+                if found != list(expected):
+                    problems.append(f"path: expected {' › '.join(expected)}, found "
+                                    f"{' › '.join(found)}")
             elif key == "terminal":
                 found = bool(phase is not None and phase.terminal)
                 if found != expected:
@@ -286,14 +291,15 @@ def run_test_file(path: str) -> TestFileResult:
     """Load ``path`` and its workflow, check the test file against the workflow, and run
     every scenario. Never raises for anything in the files: problems become the result's
     ``error`` or ``warnings``, or a scenario's failure."""
-    from phaseflow.spec.loader import check_file
+    from phaseflow.spec.loader import check_text
+    from phaseflow.spec.tree import load_tree
     from phaseflow.testing.testfile import TestFileError, read_test_file
 
     test, problems = read_test_file(path)
     if test is None or not test.workflow_path:
         return TestFileResult(path, error=str(TestFileError(path, problems)))
     result = TestFileResult(path, test.workflow_path)
-    checked = check_file(test.workflow_path)
+    checked, _ = load_tree(test.workflow_path, check_text)  # and every workflow it uses
     if checked.workflow is None:
         shown = "\n".join(d.format() for d in checked.diagnostics if d.severity == "error")
         own = f"{TestFileError(path, problems)}\n" if problems else ""
