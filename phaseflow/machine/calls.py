@@ -81,9 +81,17 @@ def _replace_state(state: Mapping[str, Any], writer: Writer, values: Mapping[str
 
 
 def _suspend(m: MachineCore) -> MachineCore:
-    """A machine of ``m``'s workflow holding ``m``'s per-conversation values."""
-    assert m._workflow is not None  # a machine that composes has a workflow
-    held = type(m)(m._workflow.initial, clock=m._clock, workflow=m._workflow)
+    """A machine of ``m``'s workflow holding ``m``'s per-conversation values (made
+    without its constructor: only what a frame keeps and a snapshot reads is set)."""
+    held: MachineCore = object.__new__(type(m))
+    held._workflow = m._workflow
+    held._clock = m._clock
+    held._trace = None
+    held._busy = False
+    held._cur = None
+    held._live = None
+    held._stack = held._route = held._back = held._returned = None
+    held._composes = True
     held._index = m._index
     held._owns_index = m._owns_index
     held._initial = m._initial

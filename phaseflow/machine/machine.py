@@ -470,7 +470,19 @@ class PhaseMachine(MachineCore):
 
     # -- composition (phaseflow.machine.calls) -----------------------------------------------
 
+    def _unsettled(self) -> bool:
+        """Might the current phase call, return or hand off? (Most moves of a workflow
+        that composes land on a phase that does none: no generator for them.)"""
+        info = self._cur or self._info()
+        if info is None:
+            return False
+        phase = info.phase
+        return (phase.call is not None or bool(info.handoffs)
+                or (phase.terminal and self._stack is not None))
+
     def _settle_sync(self, state: Mapping[str, Any], writer: Writer | None, turn: int) -> None:
+        if not self._unsettled():
+            return
         steps = settle_steps(self, state, writer, turn)
         try:
             plan = steps.send(None)
@@ -480,6 +492,8 @@ class PhaseMachine(MachineCore):
             return
 
     async def _settle(self, state: Mapping[str, Any], writer: Writer | None, turn: int) -> None:
+        if not self._unsettled():
+            return
         steps = settle_steps(self, state, writer, turn)
         try:
             plan = steps.send(None)

@@ -209,12 +209,14 @@ class Input:
 
     def resolve(self, state: Mapping[str, Any]) -> tuple[bool, Any]:
         """``(present, value)`` read from the caller's ``state``."""
-        if self.key is None:
-            return True, copy.deepcopy(self.value)
-        if self.key in state:
-            return True, copy.deepcopy(state[self.key])
-        return False, None
+        value = self.value if self.key is None else state.get(self.key, _ABSENT)
+        if value is _ABSENT:
+            return False, None
+        return True, value if type(value) in _SCALARS else copy.deepcopy(value)
 
+
+_ABSENT = object()
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 #: ``state.KEY`` in a ``with``: a reference to the caller's key, not a literal string.
 STATE_REFERENCE = "state."
