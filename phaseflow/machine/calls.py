@@ -33,7 +33,7 @@ from phaseflow.machine.index import index_for
 from phaseflow.machine.plan import plan_boundary
 from phaseflow.machine.results import ErrorRecord
 from phaseflow.machine.snapshot import SnapshotError, restore_snapshot, take_snapshot
-from phaseflow.machine.state import Writer, writer_for
+from phaseflow.machine.state import State, Writer, writer_for
 from phaseflow.spec.model import Call, Handoff, Input, Workflow
 
 __all__ = [
@@ -74,6 +74,16 @@ def _seed(inputs: Mapping[str, Input], source: Mapping[str, Any], target: Workfl
 
 
 def _replace_state(state: Mapping[str, Any], writer: Writer, values: Mapping[str, Any]) -> None:
+    """The state becomes ``values``: every other key unset, each of them set, through the
+    writer (for a :class:`State`, what its ``unset`` and ``set`` do, in bulk)."""
+    if type(writer) is State:
+        data = writer._data
+        log = writer._changes
+        log.extend((k, None, True) for k in data if k not in values)
+        data.clear()
+        data.update(values)
+        log.extend((k, v, False) for k, v in values.items())
+        return
     for key in [k for k in state if k not in values]:
         writer.unset(key)
     for key, value in values.items():
