@@ -39,7 +39,9 @@ from phaseflow.spec.model import Call, Handoff, Input, Workflow
 __all__ = [
     "MAX_SETTLE",
     "Frame",
+    "call_scope",
     "calls_snapshot",
+    "mark_calls",
     "path_names",
     "restore_calls",
     "settle_steps",
@@ -50,7 +52,7 @@ __all__ = [
 #: settling (a trace event says so): a bound, so that no workflow can loop for ever.
 MAX_SETTLE = 10_000
 #: The snapshot's extra keys (present only when a conversation composes).
-CALL_KEYS = ("calls", "route", "returned", "back")
+CALL_KEYS = ("calls", "route", "returned", "back", "inner")
 
 
 @dataclass(slots=True)
@@ -61,6 +63,9 @@ class Frame:
     caller: MachineCore
     state: dict[str, Any]
     call: Call
+    #: how many messages the conversation had when the call began (set by the session:
+    #: what a ``history: since_call`` or ``summary`` call's requests start after)
+    mark: int | None = None
 
 
 def _seed(inputs: Mapping[str, Input], source: Mapping[str, Any], target: Workflow
@@ -192,7 +197,9 @@ def take_handoff(m: MachineCore, handoff: Handoff, state: Mapping[str, Any], wri
         _fail(m, f"handoff {handoff.workflow!r}: the workflow is not loaded", turn)
         return False
     seed = _seed(handoff.inputs, state, target)
-    route = m._route if m._route is not None else []
+    outermost = m._stack[0].caller._workflow if m._stack else m._workflow
+    # the first entry names the workflow the conversation started in
+    route = m._route if m._route is not None else [[outermost.name if outermost else ""]]
     # from the outermost workflow, through the calls, to the workflow handed to
     route.append([f.call.workflow for f in m._stack or ()] + [handoff.workflow])
     m._stack = None
@@ -277,8 +284,17 @@ def path_names(m: MachineCore) -> list[str]:
 def calls_snapshot(m: MachineCore, snapshot: dict[str, Any]) -> dict[str, Any]:
     """``snapshot`` (of the innermost workflow's values) with the stack of calls, the
     hand-offs taken and ``returned``, when there are any."""
+    # "workflow" names the workflow the conversation started in (the one a store keeps
+    # and restores with); "inner" the one whose values the snapshot's fields are
+    snapshot["inner"] = snapshot["workflow"]
+    if m._route:
+        snapshot["workflow"] = m._route[0][0]
+    elif m._stack:
+        first = m._stack[0].caller._workflow
+        snapshot["workflow"] = first.name if first is not None else None
     if m._stack:
-        snapshot["calls"] = [{"caller": take_snapshot(f.caller), "state": f.state}
+        snapshot["calls"] = [{"caller": take_snapshot(f.caller), "state": f.state,
+                              **({"mark": f.mark} if f.mark is not None else {})}
                              for f in m._stack]
     if m._route:
         snapshot["route"] = list(m._route)
@@ -296,12 +312,16 @@ def restore_calls(cls: type[MachineCore], root: Workflow, data: dict[str, Any],
     the hand-offs followed from ``root``, each call's caller restored, then the innermost
     workflow's values. :class:`SnapshotError` for anything that does not fit."""
     base = {k: v for k, v in data.items() if k not in CALL_KEYS}
+    if data.get("workflow") != root.name:
+        raise SnapshotError(f"snapshot.workflow: {data.get('workflow')!r} is not workflow "
+                            f"{root.name!r}")
+    base["workflow"] = data.get("inner", root.name)
     workflow = root
     route = data.get("route", [])
     if type(route) is not list or not all(
             type(c) is list and c and all(type(n) is str for n in c) for c in route):
         raise SnapshotError("snapshot.route: expected lists of workflow names")
-    for i, chain in enumerate(route):
+    for i, chain in enumerate(route[1:], start=1):
         for name in chain:
             nxt = workflow.library.get(name)
             if nxt is None:
@@ -313,9 +333,10 @@ def restore_calls(cls: type[MachineCore], root: Workflow, data: dict[str, Any],
         raise SnapshotError("snapshot.calls: expected a list")
     frames: list[Frame] = []
     for i, item in enumerate(calls):
-        if type(item) is not dict or set(item) != {"caller", "state"} or (
-                type(item["state"]) is not dict):
-            raise SnapshotError(f"snapshot.calls[{i}]: expected {{caller, state}}")
+        if type(item) is not dict or not {"caller", "state"} <= set(item) <= {
+                "caller", "state", "mark"} or type(item["state"]) is not dict or (
+                "mark" in item and (type(item["mark"]) is not int or item["mark"] < 0)):
+            raise SnapshotError(f"snapshot.calls[{i}]: expected {{caller, state, mark}}")
         held: Any = restore_snapshot(
             cast(Any, cls(workflow.initial, clock=clock, workflow=workflow)), workflow,
             item["caller"], history_limit, trace_limit)
@@ -324,7 +345,7 @@ def restore_calls(cls: type[MachineCore], root: Workflow, data: dict[str, Any],
         if call is None or callee is None:
             raise SnapshotError(f"snapshot.calls[{i}]: phase {held._current!r} of "
                                 f"{workflow.name!r} calls no loaded workflow")
-        frames.append(Frame(held, dict(item["state"]), call))
+        frames.append(Frame(held, dict(item["state"]), call, item.get("mark")))
         workflow = callee
     m: Any = restore_snapshot(cast(Any, cls(workflow.initial, clock=clock, workflow=workflow)),
                               workflow, base, history_limit, trace_limit)
@@ -342,3 +363,23 @@ def restore_calls(cls: type[MachineCore], root: Workflow, data: dict[str, Any],
         m._back = (m._current, back)
     restored: MachineCore = m
     return restored
+
+
+def mark_calls(m: MachineCore, messages: int) -> None:
+    """Note ``messages`` (the conversation's length now) as the start of every call
+    entered since the last note."""
+    for frame in m._stack or ():
+        if frame.mark is None:
+            frame.mark = messages
+
+
+def call_scope(m: MachineCore) -> tuple[str, int, str] | None:
+    """What the innermost call's requests carry: ``(history mode, mark, workflow name)``,
+    ``None`` outside a call or for ``history: full``."""
+    if not m._stack:
+        return None
+    frame = m._stack[-1]
+    if frame.call.history == "full" or frame.mark is None:
+        return None
+    workflow = m._workflow
+    return frame.call.history, frame.mark, workflow.name if workflow is not None else ""

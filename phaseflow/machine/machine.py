@@ -27,7 +27,9 @@ from phaseflow.expr import GuardContext
 from phaseflow.expr.describe import did_you_mean
 from phaseflow.machine.calls import (
     CALL_KEYS,
+    call_scope,
     calls_snapshot,
+    mark_calls,
     model_handoff,
     path_names,
     restore_calls,
@@ -528,6 +530,16 @@ class PhaseMachine(MachineCore):
     def returned(self) -> str | None:
         """The terminal phase the last call ended in (``None`` before one returns)."""
         return self._returned
+
+    def mark_calls(self, messages: int) -> None:
+        """Note ``messages`` (the conversation's length now) as the start of each call
+        entered since the last note (a session calls it after each move)."""
+        mark_calls(self, messages)
+
+    def call_scope(self) -> tuple[str, int, str] | None:
+        """What the innermost call's model requests carry: ``(history, mark, workflow)``
+        for ``history: since_call`` or ``summary``; ``None`` otherwise."""
+        return call_scope(self)
 
     @property
     def call_depth(self) -> int:

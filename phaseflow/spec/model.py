@@ -521,6 +521,18 @@ class Workflow:
         if self.uses:
             setter(self, "uses", MappingProxyType(dict(self.uses)))
 
+    def used(self) -> tuple[Workflow, ...]:
+        """Every workflow this one calls or hands off to, at any depth, each once (the
+        loaded ones: ``library``)."""
+        found: dict[int, Workflow] = {id(self): self}
+        todo = list(self.library.values())
+        while todo:
+            nxt = todo.pop()
+            if id(nxt) not in found:
+                found[id(nxt)] = nxt
+                todo.extend(nxt.library.values())
+        return tuple(w for w in found.values() if w is not self)
+
     @property
     def composes(self) -> bool:
         """Does this workflow call or hand off to another (``uses:``)?"""

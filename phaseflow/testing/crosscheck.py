@@ -33,17 +33,10 @@ def call_names(workflow: Workflow) -> set[str]:
     return names
 
 
-def _used(workflow: Workflow) -> list[Workflow]:
-    """Every workflow ``workflow`` calls or hands off to, at any depth (each once): a
-    scenario crosses into them, so their phases are phases it may name."""
-    found: dict[int, Workflow] = {}
-    todo = list(workflow.library.values())
-    while todo:
-        nxt = todo.pop()
-        if id(nxt) not in found and nxt is not workflow:
-            found[id(nxt)] = nxt
-            todo.extend(nxt.library.values())
-    return list(found.values())
+def _used(workflow: Workflow) -> tuple[Workflow, ...]:
+    """Every workflow ``workflow`` calls or hands off to: a scenario crosses into them,
+    so their phases, keys and tools are ones it may name."""
+    return workflow.used()
 
 
 class _Checker:
@@ -135,7 +128,8 @@ class _Checker:
     def stand_in(self, name: str, spot: Spot) -> None:
         """A stand-in for a tool the catalogue lacks: the agent would refuse it."""
         catalogue = self.workflow.tools
-        if catalogue is not None and name not in catalogue:
+        if catalogue is not None and name not in catalogue and not any(
+                name in (w.tools or {}) for w in _used(self.workflow)):
             hint = did_you_mean(name, catalogue) or (
                 f" (tools: {', '.join(catalogue)})" if catalogue else " (it declares none)"
             )
@@ -153,7 +147,8 @@ class _Checker:
         catalogue = self.workflow.tools
         if catalogue is None:
             return None
-        return [*catalogue, *BUILTINS]
+        used = [t for w in _used(self.workflow) for t in (w.tools or {}) if t not in catalogue]
+        return [*catalogue, *dict.fromkeys(used), *BUILTINS]
 
     def conversation_step(self, step: ScenarioStep) -> None:
         spots = step.spots
