@@ -31,7 +31,7 @@ from phaseflow.machine.core import MachineCore
 from phaseflow.machine.drivers import Plan
 from phaseflow.machine.index import index_for
 from phaseflow.machine.plan import plan_boundary
-from phaseflow.machine.results import ErrorRecord
+from phaseflow.machine.results import ErrorRecord, GuardTrigger, HistoryRecord
 from phaseflow.machine.snapshot import SnapshotError, restore_snapshot, take_snapshot
 from phaseflow.machine.state import State, Writer, writer_for
 from phaseflow.spec.model import Call, Handoff, Input, Workflow
@@ -105,7 +105,7 @@ def _suspend(m: MachineCore) -> MachineCore:
     held._busy = False
     held._cur = None
     held._live = None
-    held._stack = held._route = held._back = held._returned = None
+    held._stack = held._route = held._back = held._returned = held._settled = None
     held._composes = True
     held._index = m._index
     held._owns_index = m._owns_index
@@ -211,7 +211,9 @@ def take_handoff(m: MachineCore, handoff: Handoff, state: Mapping[str, Any], wri
     return True
 
 
-def _auto_handoff(m: MachineCore, state: Mapping[str, Any]) -> Handoff | None:
+def _auto_handoff(m: MachineCore, state: Mapping[str, Any]) -> tuple[int, Handoff] | None:
+    """The current phase's first ``auto`` hand-off whose ``when`` holds, with its number
+    in the phase's transitions."""
     info = m._info()
     if info is None or not info.handoffs:
         return None
@@ -220,12 +222,19 @@ def _auto_handoff(m: MachineCore, state: Mapping[str, Any]) -> Handoff | None:
         if transition.trigger != "auto" or transition.handoff is None:
             continue
         if transition.when is None or transition.when.evaluate(state, ctx).value:
-            return transition.handoff
+            return info.phase.transitions.index(transition), transition.handoff
     return None
 
 
 def model_handoff(m: MachineCore, name: str, state: Mapping[str, Any]) -> Handoff | None:
     """The current phase's ``model`` hand-off to ``name`` whose ``when`` holds, if any."""
+    found = model_handoff_edge(m, name, state)
+    return None if found is None else found[1]
+
+
+def model_handoff_edge(m: MachineCore, name: str, state: Mapping[str, Any]
+                       ) -> tuple[int, Handoff] | None:
+    """:func:`model_handoff` with the transition's number."""
     info = m._info()
     if info is None or not info.handoffs:
         return None
@@ -235,7 +244,7 @@ def model_handoff(m: MachineCore, name: str, state: Mapping[str, Any]) -> Handof
         if (transition.trigger == "model" and handoff is not None
                 and handoff.workflow == name
                 and (transition.when is None or transition.when.evaluate(state, ctx).value)):
-            return handoff
+            return info.phase.transitions.index(transition), handoff
     return None
 
 
@@ -257,12 +266,19 @@ def settle_steps(m: MachineCore, state: Mapping[str, Any], writer: Writer | None
             continue
         if phase.terminal and m._stack:
             leave(m, view, writer)
-            yield plan_boundary(m, state, writer, turn, False, "advance")
+            caller = m._workflow
+            answer = yield plan_boundary(m, state, writer, turn, False, "advance")
+            if m._settled is not None and answer.transition is not None:
+                m._settled.append((caller, answer.transition.record))
             continue
-        handoff = _auto_handoff(m, view)
-        if handoff is not None:
-            if not take_handoff(m, handoff, view, writer, turn):
+        found = _auto_handoff(m, view)
+        if found is not None:
+            left, number = m._workflow, found[0]
+            if not take_handoff(m, found[1], view, writer, turn):
                 return
+            if m._settled is not None:  # (a test runner's coverage)
+                m._settled.append((left, HistoryRecord(
+                    phase.name, m._current, turn, 0.0, GuardTrigger(number), 0.0)))
             continue
         return
     _fail(m, f"more than {MAX_SETTLE} calls, returns and hand-offs in one move: stopped",

@@ -143,6 +143,7 @@ class MachineCore:
         "_owns_index",
         "_returned",
         "_route",
+        "_settled",
         "_stack",
         "_trace",
         "_turn",
@@ -205,6 +206,9 @@ class MachineCore:
         self._back: tuple[str, int] | None = None
         #: does this conversation compose workflows (then each move settles)
         self._composes = workflow is not None and bool(workflow.uses)
+        #: when a list (a test runner's), the moves settling takes after a call returns:
+        #: ``(workflow, TransitionResult)``
+        self._settled: list[Any] | None = None
 
     def _info(self) -> PhaseInfo | None:
         """The current phase's entry (cached until the next move)."""

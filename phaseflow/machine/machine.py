@@ -31,6 +31,7 @@ from phaseflow.machine.calls import (
     calls_snapshot,
     mark_calls,
     model_handoff,
+    model_handoff_edge,
     path_names,
     restore_calls,
     settle_steps,
@@ -508,17 +509,17 @@ class PhaseMachine(MachineCore):
                          turn: int) -> TransitionResult | None:
         """The model's request for a hand-off to ``target``, taken; ``None`` when the
         current phase offers none to it."""
-        handoff = model_handoff(self, target, state)
-        if handoff is None:
+        found = model_handoff_edge(self, target, state)
+        if found is None:
             return None
         from_phase, entered = self._current, self._entered_at
         from phaseflow.machine.state import writer_for
 
-        if not take_handoff(self, handoff, state, writer_for(state, writer), turn):
+        if not take_handoff(self, found[1], state, writer_for(state, writer), turn):
             return None
         now = self._clock()
         return TransitionResult(HistoryRecord(from_phase, self._current, turn, now,
-                                              ModelTrigger(None), now - entered))
+                                              ModelTrigger(found[0]), now - entered))
 
     @property
     def path(self) -> tuple[str, ...]:
