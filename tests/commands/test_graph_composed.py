@@ -40,3 +40,18 @@ def test_hand_offs_are_nodes_and_the_dot_clusters_render_in_graphviz() -> None:
                                   timeout=60)
         assert rendered.returncode == 0, rendered.stderr
         assert "<svg" in rendered.stdout
+
+
+def test_describe_takes_a_path_into_a_called_workflow() -> None:
+    proc = run_cli("describe", str(DESKS / "billing-desk.yaml"), "--phase", "verify/question")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == [
+        "Path: billing-desk › verify › identity-check › question",
+        "You are inside a call from phase 'verify': it resumes when this workflow reaches "
+        "failed or verified.",
+        "What returns to it: customer_id.",
+    ]
+    assert "Tools: crm.verify_identity" in proc.stdout
+    wrong = run_cli("describe", str(DESKS / "billing-desk.yaml"), "--phase", "verify/qestion")
+    assert wrong.returncode == 2
+    assert "identity-check has no phase 'qestion'; did you mean 'question'?" in wrong.stderr
