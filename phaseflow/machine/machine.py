@@ -447,6 +447,8 @@ class PhaseMachine(MachineCore):
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
+        if self._composes and self._stack is None and self._back is None:
+            self._settle_sync(state, writer, turn)  # a calling initial phase: enter it first
         plan = plan_boundary(self, state, writer, turn, counted, "advance_sync")
         # the answer itself when nothing has to run (most boundaries): no driver frame
         result = plan if type(plan) is BoundaryResult else run_sync(plan)
@@ -466,6 +468,8 @@ class PhaseMachine(MachineCore):
         ``counted=False`` is a boundary inside a turn (a session's, after a tool group):
         it moves like any boundary but does not count as a turn in the phase, because
         ``turns_in_phase`` counts user turns, not model requests."""
+        if self._composes and self._stack is None and self._back is None:
+            await self._settle(state, writer, turn)  # a calling initial phase: enter it first
         result = await run_async(plan_boundary(self, state, writer, turn, counted, "advance"))
         if self._composes:
             await self._settle(state, writer, turn)

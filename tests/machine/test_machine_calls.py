@@ -223,3 +223,25 @@ def test_a_workflow_that_composes_nothing_never_settles(tmp_path: Path) -> None:
     machine = phaseflow.load_workflow(tmp_path / "w.yaml").machine()
     assert machine._composes is False
     assert "calls" not in machine.snapshot() and machine.path == ("billing", "invoices")
+
+
+def test_a_thousand_deep_chain_of_calls_runs_without_recursion(tmp_path: Path) -> None:
+    depth = 1000
+    for i in range(depth):
+        last = i == depth - 1
+        uses = "" if last else f"uses: {{next: w{i + 1}.yaml}}\n"
+        call = "" if last else "    call: next\n"
+        (tmp_path / f"w{i}.yaml").write_text(
+            f"phaseflow: 1\nname: w{i}\ninitial: a\n{uses}phases:\n  a:\n    goal: a\n{call}"
+            "    transitions: [{to: b, when: \"state.go or returned == 'b'\"}]\n"
+            "  b: {goal: b, terminal: true}\n")
+    workflow = phaseflow.load_workflow(tmp_path / "w0.yaml")
+    machine = workflow.machine()
+    state = State({})
+    machine.advance_sync(state, turn=1)  # the initial phase calls: entered at once, nested
+    assert machine.call_depth == depth - 1 and machine.path[-2:] == (f"w{depth - 1}", "a")
+    restored = PhaseMachine.restore(workflow, json.loads(json.dumps(machine.snapshot())))
+    assert restored.call_depth == depth - 1
+    state.set("go", True)
+    restored.advance_sync(state, turn=2)  # the innermost ends; every caller returns at once
+    assert restored.path == ("w0", "b") and restored.returned == "b"
