@@ -29,7 +29,7 @@ from typing import Any, cast
 
 from phaseflow.machine.core import MachineCore
 from phaseflow.machine.drivers import Plan
-from phaseflow.machine.index import index_for
+from phaseflow.machine.index import MachineIndex, index_for
 from phaseflow.machine.plan import plan_boundary
 from phaseflow.machine.results import ErrorRecord, GuardTrigger, HistoryRecord
 from phaseflow.machine.snapshot import SnapshotError, restore_snapshot, take_snapshot
@@ -120,10 +120,19 @@ def _suspend(m: MachineCore) -> MachineCore:
 
 
 def _start(m: MachineCore, workflow: Workflow) -> None:
-    """Run ``workflow`` in ``m`` from its initial phase, as a new conversation of it."""
+    """Run ``workflow`` in ``m`` from its initial phase, as a new conversation of it. Its
+    ``call`` effects find the host's callables where the caller's did (a host, or a test
+    file's mocks, registers them once, for the workflow it runs)."""
+    registry = m._index.registry
     m._workflow = workflow
-    m._index = index_for(workflow)
-    m._owns_index = False
+    if registry and registry is not workflow.registry:
+        m._index = MachineIndex(workflow.phases, registry={**workflow.registry, **registry},
+                                catalogue=workflow.tools, navigation=workflow.navigation,
+                                name=workflow.name, description=workflow.description)
+        m._owns_index = True
+    else:
+        m._index = index_for(workflow)
+        m._owns_index = False
     m._initial = workflow.initial
     m._current = workflow.initial
     m._entered_at = m._clock()

@@ -245,3 +245,28 @@ def test_a_thousand_deep_chain_of_calls_runs_without_recursion(tmp_path: Path) -
     state.set("go", True)
     restored.advance_sync(state, turn=2)  # the innermost ends; every caller returns at once
     assert restored.path == ("w0", "b") and restored.returned == "b"
+
+
+def test_a_callee_calls_the_hosts_callables_registered_with_the_caller(tmp_path: Path) -> None:
+    (tmp_path / "inner.yaml").write_text(
+        "phaseflow: 1\nname: inner\ninitial: x\nphases:\n  x:\n    goal: x\n"
+        "    on_exit: [{call: notify, with: {what: left}}]\n    transitions: [{to: y}]\n"
+        "  y: {goal: y, terminal: true}\n")
+    (tmp_path / "outer.yaml").write_text(
+        "phaseflow: 1\nname: outer\ninitial: a\nuses: {inner: inner.yaml}\nphases:\n"
+        "  a:\n    goal: a\n    call: inner\n    returns: {noted: noted}\n"
+        "    transitions: [{to: b, when: \"returned == 'y'\"}]\n"
+        "  b: {goal: b, terminal: true}\n")
+    seen: list[dict[str, str]] = []
+
+    def notify(context: object, **args: str) -> dict[str, bool]:
+        seen.append(args)
+        return {"noted": True}
+
+    workflow = phaseflow.load_workflow(tmp_path / "outer.yaml", registry={"notify": notify})
+    machine = workflow.machine()
+    state = State({})
+    machine.advance_sync(state, turn=1)
+    machine.advance_sync(state, turn=2)
+    assert seen == [{"what": "left"}] and machine.trace == ()
+    assert machine.path == ("outer", "b") and dict(state) == {"noted": True}
