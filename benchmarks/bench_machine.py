@@ -7,6 +7,10 @@
 2. A boundary that stays (no guard true).
 3. ``describe_navigation`` for the spec's example phase.
 4. Making a machine from a compiled 1,000-phase workflow, and memory per machine.
+5. Workflows that compose: boundaries that enter and return from a call (a phase that
+   calls a two-phase workflow, ``returned`` read by the caller's guard), against the
+   boundaries of the same loop with a plain transition in place of the call, and the
+   plain chain of 1. when the workflow composes nothing (``--calls`` runs only this).
 
 Timings are the median of interleaved rounds, per operation, by the wall clock; with
 ``--cpu`` the interleaved rounds are timed by the thread's CPU time (``time.thread_time``)
@@ -31,6 +35,8 @@ import contextlib
 
 from phaseflow.machine import PhaseMachine, State
 from phaseflow.spec.model import (
+    Call,
+    Input,
     Phase,
     SetEffect,
     Tool,
@@ -216,7 +222,66 @@ def bench_build(n_phases: int = 1_000) -> tuple[float, float, float]:
     return best, fresh, moved
 
 
+def call_loop(composed: bool) -> Workflow:
+    """``p0 -> c -> p0``: ``c`` calls ``inner`` (``i0 -> i1``, terminal) when ``composed``,
+    else it is a plain phase with a plain ``c -> i`` transition in place of the call's
+    two boundaries (the same number of boundaries, guards and sets)."""
+    inner = Workflow(name="inner", initial="i0", phases={
+        "i0": Phase("i0", goal="i0", transitions=[Transition("i1", "state.go")]),
+        "i1": Phase("i1", goal="i1", terminal=True),
+    }, machine_factory=PhaseMachine.from_workflow)
+    if composed:
+        c = Phase("c", goal="c", call=Call("inner", {"go": Input("go")}),
+                  transitions=[Transition("p0", "returned == 'i1'")])
+        phases = [c]
+    else:
+        phases = [Phase("c", goal="c", transitions=[Transition("i", "state.go")]),
+                  Phase("i", goal="i", transitions=[Transition("p0", "state.go")])]
+    phases.append(Phase("p0", goal="p0", on_enter=[SetEffect({"entered": 0})],
+                        transitions=[Transition("c", "state.go")]))
+    return Workflow(name="outer", initial="p0", phases={p.name: p for p in phases},
+                    uses={"inner": "inner.yaml"} if composed else {},
+                    library={"inner": inner} if composed else {},
+                    machine_factory=PhaseMachine.from_workflow)
+
+
+def call_step(composed: bool) -> Callable[[int], None]:
+    """``k`` rounds of the loop: three transitions each, with a call's entry and return
+    (two boundaries) or without (three boundaries)."""
+    m = call_loop(composed).machine()
+    s = State({"go": True})
+    turn = [0]
+    advance = m.advance_sync
+    per_round = 2 if composed else 3
+
+    def run(k: int) -> None:
+        t = turn[0]
+        for i in range(t, t + k * per_round):
+            advance(s, turn=i)
+        turn[0] = t + k * per_round
+        s.clear_changes()
+
+    return run
+
+
+def bench_calls() -> None:
+    t = interleaved({
+        "round with a call (3 transitions, enter + return)": call_step(True),
+        "round without (3 plain transitions)": call_step(False),
+    })
+    for name, us in t.items():
+        print(f"  {name:<52} {us:8.2f} µs")
+    plain = t["round without (3 plain transitions)"] / 3
+    crossing = (t["round with a call (3 transitions, enter + return)"] - 3 * plain) / 2
+    print(f"a transition: {plain:.2f} µs; entering or returning adds {crossing:.2f} µs: a "
+          f"boundary that crosses costs {(plain + crossing) / plain:.2f}x a plain "
+          "transition   (target <= 1.5)")
+
+
 def main() -> None:
+    if "--calls" in sys.argv[1:]:
+        bench_calls()
+        return
     import transitions
 
     global CLOCK
@@ -244,6 +309,7 @@ def main() -> None:
     build, fresh, moved = bench_build()
     print(f"machine from a compiled 1,000-phase workflow: {build:.2f} µs")
     print(f"memory per machine: {fresh:.0f} B fresh, {moved:.0f} B after one transition")
+    bench_calls()
 
 
 if __name__ == "__main__":

@@ -176,14 +176,61 @@ def compact_against(sizes: list[int], rounds: int, base: Path | None) -> None:
                 print(line, flush=True)
 
 
+def generate_tree(folder: Path, files: int, phases: int) -> Path:
+    """``files`` workflows of ``phases`` phases each, every one calling the next two (a
+    tree of calls that share callees), written into ``folder``; the root's path."""
+    for i in range(files):
+        callees = [j for j in (i + 1, i + 2) if j < files]
+        uses = "".join(f"  w{j}: w{j}.yaml\n" for j in callees)
+        lines = [f"phaseflow: 1\nname: w{i}\ninitial: p0\n"
+                 + (f"uses:\n{uses}" if uses else "") + "phases:\n"]
+        for p in range(phases - 1):
+            call = f"    call: w{callees[p % len(callees)]}\n" if callees and p < 2 else ""
+            lines.append(f"  p{p}:\n    goal: Phase {p}.\n{call}"
+                         f"    transitions: [{{to: p{p + 1}}}]\n")
+        lines.append(f"  p{phases - 1}: {{goal: Done., terminal: true}}\n")
+        (folder / f"w{i}.yaml").write_text("".join(lines))
+    return folder / "w0.yaml"
+
+
+def tree_growth(rounds: int) -> None:
+    """validate on trees of 50, 100 and 200 files that call each other: time per phase
+    (each file is read once)."""
+    print("phaseflow validate on a tree of files calling each other "
+          f"(20 phases a file, median of {rounds}):")
+    here = Path(__file__).resolve().parent.parent  # this checkout's phaseflow
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {}
+        for files in (50, 100, 200):
+            folder = Path(tmp) / f"tree_{files}"
+            folder.mkdir()
+            roots[files] = generate_tree(folder, files, 20)
+        runs: dict[object, list[float]] = {n: [] for n in (0, *roots)}
+        for _ in range(rounds):  # interleaved: CPU time (user + sys) of each child
+            runs[0].append(cpu_and_wall(command("validate", SMALL, here), here)[0])
+            for files, root in roots.items():
+                runs[files].append(cpu_and_wall(command("validate", root, here), here)[0])
+        base = statistics.median(runs[0])
+        print(f"  start-up (spec example): CPU {base * 1000:.0f} ms")
+        for files in roots:
+            t = statistics.median(runs[files])
+            print(f"  {files:>4} files ({files * 20:>5} phases)  CPU {t * 1000:7.0f} ms   "
+                  f"{(t - base) / (files * 20) * 1e6:5.0f} µs/phase (start-up excluded)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--compact", action="store_true", help="run part 3 only")
+    parser.add_argument("--tree", action="store_true",
+                        help="run only the tree of files that call each other")
     parser.add_argument("--base", type=Path, help="a checkout to compare against (part 3)")
     parser.add_argument("--sizes", default="5000,20000,60000",
                         help="phases of the compact workflows (part 3)")
     args = parser.parse_args()
+    if args.tree:
+        tree_growth(args.rounds)
+        return 0
     if args.compact or args.base is not None:
         print(f"compact workflows, CPU (user + sys), median of {args.rounds} interleaved "
               "rounds:")

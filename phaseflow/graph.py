@@ -49,8 +49,65 @@ def _mermaid_text(text: str) -> str:
     return "".join(out)
 
 
+#: How deep a drawing follows calls into the workflows called (deeper ones are named, not
+#: drawn: a drawing stays readable and its size bounded).
+MAX_DRAWN_DEPTH = 8
+
+
+def _called(workflow: Workflow, prefix: str, depth: int
+            ) -> Iterator[tuple[str, str, Workflow, str, int]]:
+    """``(calling node id, callee name, callee, callee's node prefix, depth)`` for every
+    call drawn, outermost first, without recursion."""
+    todo = [(workflow, prefix, depth)]
+    while todo:
+        current, pre, level = todo.pop(0)
+        if level >= MAX_DRAWN_DEPTH:
+            continue
+        for name, phase in current.phases.items():
+            call = phase.call
+            callee = current.library.get(call.workflow) if call is not None else None
+            if call is None or callee is None:
+                continue
+            inner = f"{pre}{name}__"
+            yield f"{pre}{name}", call.workflow, callee, inner, level + 1
+            todo.append((callee, inner, level + 1))
+
+
+def _mermaid_calls(workflow: Workflow) -> list[str]:
+    """Each called workflow as a subgraph inside the drawing, entered from the calling
+    phase and returning to it from each terminal phase; each hand-off as a node."""
+    lines: list[str] = []
+    for caller, name, callee, pre, _ in _called(workflow, "p_", 0):
+        lines.append(f'  subgraph {pre}sub["{_mermaid_text(f"{name}: {callee.name}")}"]')
+        for pname, phase in callee.phases.items():
+            label = _mermaid_text(pname)
+            shape = f'(["{label} (final)"])' if phase.terminal else f'["{label}"]'
+            lines.append(f"    {pre}{pname}{shape}")
+        for pname, phase in callee.phases.items():
+            for t in phase.transitions:
+                if t.to in callee.phases:
+                    arrow = "-.->" if t.trigger == "model" else "-->"
+                    lines.append(f'    {pre}{pname} {arrow}|"{_mermaid_text(edge_label(t))}"| '
+                                 f"{pre}{t.to}")
+        lines.append("  end")
+        if callee.initial in callee.phases:
+            lines.append(f'  {caller} ==>|"call"| {pre}{callee.initial}')
+        for pname, phase in callee.phases.items():
+            if phase.terminal:
+                lines.append(f'  {pre}{pname} ==>|"returns {_mermaid_text(pname)}"| {caller}')
+    for name, phase in workflow.phases.items():
+        for t in phase.transitions:
+            if t.handoff is not None:
+                node = f"h_{t.handoff.workflow}"
+                lines.append(f'  {node}[/"{_mermaid_text(f"hand-off: {t.handoff.workflow}")}"/]')
+                arrow = "-.->" if t.trigger == "model" else "-->"
+                lines.append(f'  p_{name} {arrow}|"{_mermaid_text(edge_label(t))}"| {node}')
+    return lines
+
+
 def to_mermaid(workflow: Workflow) -> str:
-    """A Mermaid ``flowchart``; node ids are prefixed so no phase name hits a keyword."""
+    """A Mermaid ``flowchart``; node ids are prefixed so no phase name hits a keyword.
+    A workflow called is drawn as a subgraph, a hand-off as a node of its own."""
     lines = ["flowchart TD", "  start__((start))"]
     for name, phase in workflow.phases.items():
         label = _mermaid_text(name)
@@ -64,6 +121,8 @@ def to_mermaid(workflow: Workflow) -> str:
         label = _mermaid_text(edge_label(transition))
         arrow = "-.->" if transition.trigger == "model" else "-->"
         lines.append(f'  p_{name} {arrow}|"{label}"| p_{transition.to}')
+    if workflow.uses:
+        lines.extend(_mermaid_calls(workflow))
     finals = [f"p_{n}" for n, p in workflow.phases.items() if p.terminal]
     if finals:
         lines.append("  classDef final stroke-width:3px")
@@ -95,5 +154,41 @@ def to_dot(workflow: Workflow) -> str:
         style = ", style=dashed" if transition.trigger == "model" else ""
         label = _dot_text(edge_label(transition))
         lines.append(f'  "{name}" -> "{transition.to}" [label="{label}"{style}];')
+    if workflow.uses:
+        lines.extend(_dot_calls(workflow))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_calls(workflow: Workflow) -> list[str]:
+    """Each called workflow as a cluster, entered from the calling phase and returning to
+    it; each hand-off as a node of its own."""
+    lines: list[str] = []
+    for caller, name, callee, pre, _ in _called(workflow, "", 0):
+        lines.append(f'  subgraph "cluster_{pre}" {{')
+        lines.append(f'    label="{_dot_text(f"{name}: {callee.name}")}"; style=dashed;')
+        for pname, phase in callee.phases.items():
+            attrs = f'label="{_dot_text(pname)}"' + (", peripheries=2" if phase.terminal else "")
+            lines.append(f'    "{pre}{pname}" [{attrs}];')
+        for pname, phase in callee.phases.items():
+            for t in phase.transitions:
+                if t.to in callee.phases:
+                    style = ", style=dashed" if t.trigger == "model" else ""
+                    lines.append(f'    "{pre}{pname}" -> "{pre}{t.to}" '
+                                 f'[label="{_dot_text(edge_label(t))}"{style}];')
+        lines.append("  }")
+        if callee.initial in callee.phases:
+            lines.append(f'  "{caller}" -> "{pre}{callee.initial}" [label="call", style=bold];')
+        for pname, phase in callee.phases.items():
+            if phase.terminal:
+                lines.append(f'  "{pre}{pname}" -> "{caller}" '
+                             f'[label="returns {_dot_text(pname)}", style=bold];')
+    for name, phase in workflow.phases.items():
+        for t in phase.transitions:
+            if t.handoff is not None:
+                node = f"handoff: {t.handoff.workflow}"
+                lines.append(f'  "{_dot_text(node)}" [shape=parallelogram];')
+                style = ", style=dashed" if t.trigger == "model" else ""
+                lines.append(f'  "{name}" -> "{_dot_text(node)}" '
+                             f'[label="{_dot_text(edge_label(t))}"{style}];')
+    return lines

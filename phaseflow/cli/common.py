@@ -51,6 +51,10 @@ def load_or_report(path: str, command: str) -> Workflow | int:
             return 2
         result = (CheckResult(path, (text,), None) if isinstance(text, Diagnostic)
                   else check_text(text, path))
+        if result.workflow is not None and result.workflow.uses:
+            from phaseflow.spec.tree import load_tree
+
+            result, _ = load_tree(path, check_text)  # and every workflow it uses
     if result.workflow is None:
         for diagnostic in result.diagnostics:
             print(diagnostic.format(), file=sys.stderr)

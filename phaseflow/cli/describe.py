@@ -21,7 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "workflow", metavar="WORKFLOW", help="the workflow file ('-': read it from standard input)"
     )
-    parser.add_argument("--phase", metavar="NAME", help="the phase (default: the initial phase)")
+    parser.add_argument("--phase", metavar="NAME",
+                        help="the phase (default: the initial phase); inside a workflow it "
+                        "calls, a path: CALLING_PHASE/PHASE (e.g. verify/question), nested "
+                        "as deep as the calls go")
     parser.add_argument(
         "--state",
         metavar="FILE_OR_JSON",
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     workflow = load_or_report(args.workflow, "describe")
     if isinstance(workflow, int):
         return workflow
+    if args.phase and "/" in args.phase:
+        return _describe_path(workflow, args.phase, args.state)
     phase = args.phase or workflow.initial
     if phase not in workflow.phases:
         hint = did_you_mean_or_list(phase, workflow.phases, "phases")
@@ -122,6 +127,48 @@ def run(args: argparse.Namespace) -> int:
         for note in apply_entry(shown, state):
             print(f"phaseflow describe: {note}", file=sys.stderr)
     machine = PhaseMachine(phase, workflow=workflow, clock=lambda: 0.0)
+    instructions = machine.render_instructions(state)
+    out = sys.stdout
+    out.write(f"[Instructions]\n{instructions.rstrip()}\n\n" if instructions else "")
+    out.write(machine.describe_navigation(state).rstrip("\n") + "\n")
+    return 0
+
+
+def _describe_path(workflow: Any, path: str, state_arg: str | None) -> int:
+    """``describe --phase CALLING/PHASE``: what the model sees inside a call (the path, what
+    the caller waits for and what returns), with ``--state`` as the callee's state."""
+    from phaseflow.expr.describe import did_you_mean_or_list
+    from phaseflow.machine import PhaseMachine, State
+    from phaseflow.machine.calls import enter
+
+    names = [n for n in path.split("/") if n]
+    machine = PhaseMachine(workflow.initial, workflow=workflow, clock=lambda: 0.0)
+    state = State(workflow.defaults())
+    current = workflow
+    for depth, name in enumerate(names):
+        if name not in current.phases:
+            hint = did_you_mean_or_list(name, current.phases, "phases")
+            print(f"phaseflow describe: error: {current.name} has no phase '{name}'{hint}",
+                  file=sys.stderr)
+            return 2
+        machine._current, machine._cur = name, None
+        machine._visits = {name: 1}
+        if depth == len(names) - 1:
+            break
+        call = current.phases[name].call
+        if call is None or call.workflow not in current.library:
+            print(f"phaseflow describe: error: phase '{name}' of {current.name} calls no "
+                  "workflow", file=sys.stderr)
+            return 2
+        enter(machine, call, state, state, 0)
+        current = current.library[call.workflow]
+    if state_arg is not None:
+        extra = _state(state_arg)
+        if isinstance(extra, str):
+            print(f"phaseflow describe: error: {extra}", file=sys.stderr)
+            return 2
+        for key, value in extra.items():
+            state.set(key, value)
     instructions = machine.render_instructions(state)
     out = sys.stdout
     out.write(f"[Instructions]\n{instructions.rstrip()}\n\n" if instructions else "")

@@ -75,11 +75,12 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"  FAIL {len(result.warnings)} warning(s) in the test file (--strict)\n")
             failed += 1
         if result.coverage is not None:
-            key = result.coverage.workflow
-            if key in coverage:
-                coverage[key].merge(result.coverage)
-            else:
-                coverage[key] = result.coverage
+            for file_coverage in result.coverage.files():  # each workflow file reached
+                key = file_coverage.workflow
+                if key in coverage:
+                    coverage[key].merge(file_coverage)
+                else:
+                    coverage[key] = file_coverage
     if args.coverage:
         for report in coverage.values():
             out.write("".join(f"{line}\n" for line in report.report()))

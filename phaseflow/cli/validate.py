@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     from phaseflow.cli.common import STDIN, discover_or_report, report_missing
     from phaseflow.cli.discovery import discover
-    from phaseflow.spec.loader import check_file
+    from phaseflow.spec.loader import check_text
+    from phaseflow.spec.tree import check_tree
 
     paths = args.paths or ["."]
     if report_missing(paths, "validate"):
@@ -135,10 +136,12 @@ def run(args: argparse.Namespace) -> int:
 
     evals = eval_files(on_disk)  # checked by their own reader, not as workflows
     files = [path for path in files if path not in evals]
-    results = [check_file(path, registry) for path in files]
+    tree = check_tree(files, check_text, registry)  # each file, and every file it uses, read once
+    results = list(tree.results)
     if STDIN in paths:
         results.append(_check_stdin(registry))
-    found = [d for r in results for d in r.diagnostics]
+    found = list(dict.fromkeys([*(d for r in results for d in r.diagnostics),
+                                *tree.diagnostics]))
     if evals:
         from phaseflow.evals.check import check_eval_file
 

@@ -65,7 +65,7 @@ ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
 )
 #: Names bound from the :class:`GuardContext`.
 CONTEXT_NAMES: frozenset[str] = frozenset(
-    {"phase", "turn", "turns_in_phase", "seconds_in_phase", "visits"}
+    {"phase", "turn", "turns_in_phase", "seconds_in_phase", "visits", "returned"}
 )
 _CONSTANT_NAMES: dict[str, bool | None] = {"true": True, "false": False, "null": None}
 #: Every name a guard may use as a value (for "did you mean").
@@ -469,7 +469,8 @@ class _Rewriter:
             self.dynamic_reads = True  # the state as a whole: len(state), 'k' in state
             return ast.Name(id="state", ctx=ast.Load()), "any"
         if name in CONTEXT_NAMES:
-            kind: _Kind = "str" if name == "phase" else "any" if name == "visits" else "num"
+            kind: _Kind = ("str" if name == "phase" else
+                           "any" if name in ("visits", "returned") else "num")
             return _context(name), kind
         if name in ALLOWED_FUNCTIONS:
             raise self.error(f"'{name}' is a function; call it: {name}(...)", node)

@@ -58,6 +58,8 @@ class GuardContext:
     turns_in_phase: int = 0
     seconds_in_phase: float = 0.0
     visits: Mapping[str, int] = field(default_factory=lambda: _NO_VISITS)
+    #: the terminal phase the last call of another workflow ended in (``None`` before one)
+    returned: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,6 +118,10 @@ class LiveContext(GuardContext):
     def visits(self) -> Mapping[str, int]:
         return self._m._visits
 
+    @property
+    def returned(self) -> str | None:
+        return self._m._returned
+
 
 class MachineCore:
     """One conversation's position in a set of phases, and the bookkeeping of its moves
@@ -125,8 +129,10 @@ class MachineCore:
 
     __slots__ = (
         "__weakref__",
+        "_back",
         "_busy",
         "_clock",
+        "_composes",
         "_cur",
         "_current",
         "_entered_at",
@@ -135,6 +141,10 @@ class MachineCore:
         "_initial",
         "_live",
         "_owns_index",
+        "_returned",
+        "_route",
+        "_settled",
+        "_stack",
         "_trace",
         "_turn",
         "_turns_in_phase",
@@ -185,6 +195,21 @@ class MachineCore:
         #: True while a move runs host code (effects, preparations, the writer): the one
         #: attribute every move checks first (see :class:`ReentrantCallError`)
         self._busy = False
+        #: the terminal phase the last call ended in (what guards read as ``returned``)
+        self._returned: str | None = None
+        #: the calls this conversation is inside, outermost first (``None``: none; see
+        #: :mod:`phaseflow.machine.calls`)
+        self._stack: list[Any] | None = None
+        #: the hand-offs taken, each the names that lead from the outermost workflow to
+        #: the one handed to (``None``: none)
+        self._route: list[list[str]] | None = None
+        #: ``(phase, visit)``: the visit of a calling phase whose call is done
+        self._back: tuple[str, int] | None = None
+        #: does this conversation compose workflows (then each move settles)
+        self._composes = workflow is not None and bool(workflow.uses)
+        #: when a list (a test runner's), the moves settling takes after a call returns:
+        #: ``(workflow, TransitionResult)``
+        self._settled: list[Any] | None = None
 
     def _info(self) -> PhaseInfo | None:
         """The current phase's entry (cached until the next move)."""

@@ -19,7 +19,7 @@ from phaseflow.expr import Guard
 from phaseflow.machine.effects import SET, Op, compile_effect, compile_effects
 from phaseflow.machine.results import GuardTrigger
 from phaseflow.spec.edges import decided_by_when
-from phaseflow.spec.model import Navigation, Phase, Position, Tool, Workflow
+from phaseflow.spec.model import Navigation, Phase, Position, Tool, Transition, Workflow
 
 __all__ = [
     "AutoEdge", "MachineIndex", "ModelEdge", "PhaseInfo", "PlainWrite", "Prep", "index_for",
@@ -103,6 +103,8 @@ class PhaseInfo:
     tools: tuple[str, ...] | None
     tool_set: frozenset[str] | None
     tool_patterns: tuple[str, ...]
+    #: the phase's hand-off transitions (``handoff:``), in the order written
+    handoffs: tuple[Transition, ...] = ()
 
 
 def expand_tools(
@@ -199,8 +201,13 @@ class MachineIndex:
         auto: list[AutoEdge] = []
         model: list[ModelEdge] = []
         phases = self.phases
+        handoffs: list[Transition] = []
         for i, t in enumerate(phase.transitions):
-            if t.trigger == "model":
+            if t.handoff is not None:  # offered by the workflow's name, taken by machine/calls
+                handoffs.append(t)
+                if t.trigger == "model":
+                    model.append(ModelEdge(i, t.when, t.handoff.workflow, None))
+            elif t.trigger == "model":
                 model.append(ModelEdge(i, t.when, t.to, phases.get(t.to)))
             else:
                 target = phases.get(t.to)
@@ -228,6 +235,7 @@ class MachineIndex:
             tools=tools,
             tool_set=frozenset(tools) if tools is not None else None,
             tool_patterns=patterns,
+            handoffs=tuple(handoffs),
         )
 
 

@@ -25,6 +25,18 @@ from typing import Any
 from phaseflow.errors import ConfigError
 from phaseflow.expr import GuardContext
 from phaseflow.expr.describe import did_you_mean
+from phaseflow.machine.calls import (
+    CALL_KEYS,
+    call_scope,
+    calls_snapshot,
+    mark_calls,
+    model_handoff,
+    model_handoff_edge,
+    path_names,
+    restore_calls,
+    settle_steps,
+    take_handoff,
+)
 from phaseflow.machine.core import (
     HISTORY_LIMIT,
     TRACE_LIMIT,
@@ -47,6 +59,7 @@ from phaseflow.machine.results import (
     BoundaryResult,
     ErrorRecord,
     HistoryRecord,
+    ModelTrigger,
     ProgrammaticTrigger,
     Ready,
     TransitionResult,
@@ -54,7 +67,7 @@ from phaseflow.machine.results import (
 )
 from phaseflow.machine.snapshot import restore_snapshot, take_snapshot
 from phaseflow.machine.state import Writer
-from phaseflow.spec.edges import EdgeStatus, check_edge
+from phaseflow.spec.edges import READY, EdgeStatus, check_edge
 from phaseflow.spec.model import Phase, Workflow
 
 __all__ = ["HISTORY_LIMIT", "TRACE_LIMIT", "Clock", "PhaseMachine", "ReentrantCallError"]
@@ -226,6 +239,8 @@ class PhaseMachine(MachineCore):
         :meth:`request` checks it (the first ``model`` edge to it whose ``when`` holds;
         when none does, the first one's status, stopped by ``when``). ``None`` when the
         current phase has no ``model`` transition to ``target`` (or is terminal)."""
+        if self._composes and model_handoff(self, target, state) is not None:
+            return READY
         found = self._move_edge(target, state, None)
         return None if found is None else found[1]
 
@@ -295,8 +310,11 @@ class PhaseMachine(MachineCore):
     ) -> TransitionResult | None:
         """Perform a transition to ``target`` without an event loop (see
         :meth:`transition`)."""
-        return run_sync(plan_transition(self, target, state, writer, turn, trigger,
-                                        transcript, "transition_sync"))
+        result = run_sync(plan_transition(self, target, state, writer, turn, trigger,
+                                          transcript, "transition_sync"))
+        if self._composes:
+            self._settle_sync(state, writer, turn)
+        return result
 
     async def transition(
         self,
@@ -313,8 +331,11 @@ class PhaseMachine(MachineCore):
         ``clear_on_enter`` keys; run its ``on_enter``; count the visit; append the history
         record. ``None`` if ``target`` is not a phase. Failing effects become error
         records."""
-        return await run_async(plan_transition(self, target, state, writer, turn, trigger,
-                                               transcript, "transition"))
+        result = await run_async(plan_transition(self, target, state, writer, turn, trigger,
+                                                 transcript, "transition"))
+        if self._composes:
+            await self._settle(state, writer, turn)
+        return result
 
     def goto_sync(
         self,
@@ -327,8 +348,11 @@ class PhaseMachine(MachineCore):
         transcript: Any = None,
     ) -> TransitionResult | None:
         """A programmatic move (no guard consulted), labelled ``source``."""
-        return run_sync(plan_transition(self, target, state, writer, turn,
-                                        ProgrammaticTrigger(source), transcript, "goto_sync"))
+        result = run_sync(plan_transition(self, target, state, writer, turn,
+                                          ProgrammaticTrigger(source), transcript, "goto_sync"))
+        if self._composes:
+            self._settle_sync(state, writer, turn)
+        return result
 
     async def goto(
         self,
@@ -341,8 +365,12 @@ class PhaseMachine(MachineCore):
         transcript: Any = None,
     ) -> TransitionResult | None:
         """A programmatic move (no guard consulted), labelled ``source``."""
-        return await run_async(plan_transition(self, target, state, writer, turn,
-                                               ProgrammaticTrigger(source), transcript, "goto"))
+        result = await run_async(plan_transition(self, target, state, writer, turn,
+                                                 ProgrammaticTrigger(source), transcript,
+                                                 "goto"))
+        if self._composes:
+            await self._settle(state, writer, turn)
+        return result
 
     def prepare_target_sync(
         self, target: str, state: Mapping[str, Any], writer: Writer | None = None
@@ -370,8 +398,16 @@ class PhaseMachine(MachineCore):
         transcript: Any = None,
     ) -> TransitionResult | None:
         """:meth:`take_request` without an event loop."""
-        return run_sync(plan_request(self, target, state, writer, turn, transcript,
-                                     "take_request_sync"))
+        if self._composes:
+            handed = self._handoff_request(target, state, writer, turn)
+            if handed is not None:
+                self._settle_sync(state, writer, turn)
+                return handed
+        result = run_sync(plan_request(self, target, state, writer, turn, transcript,
+                                       "take_request_sync"))
+        if self._composes:
+            self._settle_sync(state, writer, turn)
+        return result
 
     async def take_request(
         self,
@@ -386,8 +422,16 @@ class PhaseMachine(MachineCore):
         :meth:`request` allows it; when only required keys are absent and the target has
         preparations, they run first and everything is checked again, as at a turn
         boundary. Taken with a model trigger."""
-        return await run_async(plan_request(self, target, state, writer, turn, transcript,
-                                            "take_request"))
+        if self._composes:
+            handed = self._handoff_request(target, state, writer, turn)
+            if handed is not None:
+                await self._settle(state, writer, turn)
+                return handed
+        result = await run_async(plan_request(self, target, state, writer, turn, transcript,
+                                              "take_request"))
+        if self._composes:
+            await self._settle(state, writer, turn)
+        return result
 
     def begin_boundary(self, turn: int) -> None:
         """Count one turn boundary (``turn`` is the session's turn number). ``advance``
@@ -404,9 +448,14 @@ class PhaseMachine(MachineCore):
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
+        if self._composes and self._stack is None and self._back is None:
+            self._settle_sync(state, writer, turn)  # a calling initial phase: enter it first
         plan = plan_boundary(self, state, writer, turn, counted, "advance_sync")
         # the answer itself when nothing has to run (most boundaries): no driver frame
-        return plan if type(plan) is BoundaryResult else run_sync(plan)
+        result = plan if type(plan) is BoundaryResult else run_sync(plan)
+        if self._composes:
+            self._settle_sync(state, writer, turn)
+        return result
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
@@ -420,7 +469,88 @@ class PhaseMachine(MachineCore):
         ``counted=False`` is a boundary inside a turn (a session's, after a tool group):
         it moves like any boundary but does not count as a turn in the phase, because
         ``turns_in_phase`` counts user turns, not model requests."""
-        return await run_async(plan_boundary(self, state, writer, turn, counted, "advance"))
+        if self._composes and self._stack is None and self._back is None:
+            await self._settle(state, writer, turn)  # a calling initial phase: enter it first
+        result = await run_async(plan_boundary(self, state, writer, turn, counted, "advance"))
+        if self._composes:
+            await self._settle(state, writer, turn)
+        return result
+
+    # -- composition (phaseflow.machine.calls) -----------------------------------------------
+
+    def _unsettled(self) -> bool:
+        """Might the current phase call, return or hand off? (Most moves of a workflow
+        that composes land on a phase that does none: no generator for them.)"""
+        info = self._cur or self._info()
+        if info is None:
+            return False
+        phase = info.phase
+        return (phase.call is not None or bool(info.handoffs)
+                or (phase.terminal and self._stack is not None))
+
+    def _settle_sync(self, state: Mapping[str, Any], writer: Writer | None, turn: int) -> None:
+        if not self._unsettled():
+            return
+        steps = settle_steps(self, state, writer, turn)
+        try:
+            plan = steps.send(None)
+            while True:
+                plan = steps.send(run_sync(plan))
+        except StopIteration:
+            return
+
+    async def _settle(self, state: Mapping[str, Any], writer: Writer | None, turn: int) -> None:
+        if not self._unsettled():
+            return
+        steps = settle_steps(self, state, writer, turn)
+        try:
+            plan = steps.send(None)
+            while True:
+                plan = steps.send(await run_async(plan))
+        except StopIteration:
+            return
+
+    def _handoff_request(self, target: str, state: Mapping[str, Any], writer: Writer | None,
+                         turn: int) -> TransitionResult | None:
+        """The model's request for a hand-off to ``target``, taken; ``None`` when the
+        current phase offers none to it."""
+        found = model_handoff_edge(self, target, state)
+        if found is None:
+            return None
+        from_phase, entered = self._current, self._entered_at
+        from phaseflow.machine.state import writer_for
+
+        if not take_handoff(self, found[1], state, writer_for(state, writer), turn):
+            return None
+        now = self._clock()
+        return TransitionResult(HistoryRecord(from_phase, self._current, turn, now,
+                                              ModelTrigger(found[0]), now - entered))
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """Where the conversation is, outermost first: each workflow's name and the phase
+        it is in (``("refund-desk", "verify", "identity-check", "ask")``)."""
+        return tuple(path_names(self))
+
+    @property
+    def returned(self) -> str | None:
+        """The terminal phase the last call ended in (``None`` before one returns)."""
+        return self._returned
+
+    def mark_calls(self, messages: int) -> None:
+        """Note ``messages`` (the conversation's length now) as the start of each call
+        entered since the last note (a session calls it after each move)."""
+        mark_calls(self, messages)
+
+    def call_scope(self) -> tuple[str, int, str] | None:
+        """What the innermost call's model requests carry: ``(history, mark, workflow)``
+        for ``history: since_call`` or ``summary``; ``None`` otherwise."""
+        return call_scope(self)
+
+    @property
+    def call_depth(self) -> int:
+        """How many calls the conversation is inside (0 at the top)."""
+        return len(self._stack or ())
 
     # -- navigation ------------------------------------------------------------------------
 
@@ -459,7 +589,23 @@ class PhaseMachine(MachineCore):
         if error is not None:
             self._record([ErrorRecord("template_error", self._current, self._turn, error,
                                       "navigation.template")])
+        if self._stack:
+            text = self._call_lines() + text
         return text
+
+    def _call_lines(self) -> str:
+        """What the navigation block says inside a call: the path, what the caller waits
+        for and what returns to it."""
+        assert self._stack
+        frame = self._stack[-1]
+        workflow = self._workflow
+        ends = sorted(n for n, p in workflow.phases.items() if p.terminal) if workflow else []
+        lines = [f"Path: {' › '.join(self.path)}",
+                 f"You are inside a call from phase '{frame.caller._current}': it resumes "
+                 f"when this workflow reaches {' or '.join(ends) or 'a terminal phase'}."]
+        if frame.call.returns:
+            lines.append(f"What returns to it: {', '.join(frame.call.returns.values())}.")
+        return "\n".join(lines) + "\n"
 
     def navigation_facts(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The structured facts the navigation block is rendered from (what a
@@ -472,7 +618,8 @@ class PhaseMachine(MachineCore):
         """This conversation's position as plain JSON (phase, time in it, turn counters,
         visits, history, trace; times relative, never clock readings), for :meth:`restore`.
         The state is the host's: save it beside the snapshot."""
-        return take_snapshot(self)
+        snapshot = take_snapshot(self)
+        return calls_snapshot(self, snapshot) if self._composes else snapshot
 
     @classmethod
     def restore(cls, workflow: Workflow, data: object, *, clock: Clock | None = None
@@ -486,6 +633,10 @@ class PhaseMachine(MachineCore):
             raise ConfigError(f"restore expects a Workflow, got {type(workflow).__name__}")
         if clock is not None and not callable(clock):
             raise ConfigError(f"restore expects a clock (a callable), got {type(clock).__name__}")
+        if type(data) is dict and any(k in data for k in CALL_KEYS):
+            restored = restore_calls(cls, workflow, data, HISTORY_LIMIT, TRACE_LIMIT, clock)
+            assert isinstance(restored, PhaseMachine)
+            return restored
         return restore_snapshot(cls.from_workflow(workflow, clock), workflow, data,
                                 HISTORY_LIMIT, TRACE_LIMIT)
 

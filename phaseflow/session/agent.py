@@ -221,7 +221,8 @@ class Agent:
         self.tools = host_tools
         catalogue = wf.tools
         if catalogue is not None:
-            unknown = sorted(set(self.tools) - set(catalogue))
+            served = set(catalogue).union(*(w.tools or () for w in wf.used()))  # composed
+            unknown = sorted(set(self.tools) - served)
             if unknown:
                 raise ConfigError(
                     f"tools not in the workflow's catalogue: {', '.join(unknown)} "
@@ -360,7 +361,8 @@ class Agent:
         if record.workflow != wf.name:
             raise SessionError(f"session {record.session_id!r} belongs to workflow "
                                f"{record.workflow!r}, not {wf.name!r}")
-        if record.phase not in wf.phases:
+        inside = "calls" in record.machine or "route" in record.machine  # composed:
+        if record.phase not in wf.phases and not inside:  # restore checks that phase
             raise SessionError(f"session {record.session_id!r} is in phase {record.phase!r}, "
                                f"which workflow {wf.name!r} no longer has")
         sid = record.session_id
@@ -404,6 +406,13 @@ class Session:
     @property
     def phase(self) -> str:
         return self._runner.machine.current
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """Where the conversation is when workflows compose: each workflow's name and
+        its phase, outermost first (``("billing-desk", "verify", "identity-check",
+        "find")``); ``(workflow, phase)`` otherwise."""
+        return self._runner.machine.path
 
     @property
     def state(self) -> Mapping[str, Any]:

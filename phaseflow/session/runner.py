@@ -19,7 +19,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -491,8 +491,14 @@ class Runner:
         else:
             tools = () if final else tool_specs(view)
             choice = "none" if final or not tools else "auto"
+        history: Sequence[Any] = command.history
+        scope = self.machine.call_scope() if self.machine.call_depth else None
+        if scope is not None:  # inside a call whose history is not 'full'
+            from phaseflow.session.call_history import scoped_history
+
+            history = scoped_history(command.history, *scope)
         request = ProviderRequest(
-            model=config.model, system=system, history=command.history,
+            model=config.model, system=system, history=history,
             tools=tools, request_id=command.request_id, tool_choice=choice,
             max_output_tokens=config.max_output_tokens,
             folded_replies=command.folded_replies, context=context,
@@ -915,6 +921,8 @@ class Runner:
         from_phase = self.machine.current
         if command.move is not None:
             taken = await self.machine.take_request(command.move, self.state, turn=turn)
+            if self.machine.call_depth:
+                self.machine.mark_calls(len(self.core.history()))
             if taken is not None:
                 events.extend(self._machine_errors(taken.events))
                 events.append(ev.PhaseChanged(from_phase=from_phase, to_phase=taken.to_phase,
@@ -924,6 +932,8 @@ class Runner:
                     f"the move to {command.move!r} no longer holds after this step's writes")))
         else:
             result_ = await self.machine.advance(self.state, turn=turn, counted=command.final)
+            if self.machine.call_depth:  # where each call entered began
+                self.machine.mark_calls(len(self.core.history()))
             events.extend(self._machine_errors(result_.events))
             if result_.transition is not None:
                 trigger = result_.transition.trigger

@@ -132,9 +132,13 @@ def phase_view(machine: PhaseMachine, state: Mapping[str, Any], workflow: Workfl
     if terminal:
         return PhaseView(machine.current, True, (), {})
     cache = cache if cache is not None else ViewCache()
-    known = cache.phases.get(machine.current)
+    key = machine.current
+    inner = machine.workflow
+    if inner is not None and inner is not workflow:  # inside a call, or handed off
+        workflow, key = inner, f"{inner.name}\x00{key}"  # its catalogue, its phases
+    known = cache.phases.get(key)
     if known is None:
-        known = cache.phases[machine.current] = _static(machine, workflow, tools)
+        known = cache.phases[key] = _static(machine, workflow, tools)
     offered, collect, record, quiet = known
     move = _go_to_phase(machine, state)
     extra: list[OfferedTool] = [] if move is None else [move]

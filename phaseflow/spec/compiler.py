@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from collections.abc import Mapping as Mapping_
+from typing import Any, Protocol
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json, check_json_object
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.graph_checks import check_graph
 from phaseflow.spec.model import (
+    Call,
     CallEffect,
     Effect,
+    Handoff,
     Navigation,
     Phase,
     Position,
@@ -37,6 +40,7 @@ from phaseflow.spec.model import (
     _compiled_phase,
     _compiled_position,
     _compiled_transition,
+    parse_input,
 )
 from phaseflow.spec.name_positions import template_error_offset
 from phaseflow.spec.reference_checks import TYPE_CHECKS, check_references, check_registry
@@ -53,9 +57,28 @@ from phaseflow.template import (
     compile_template,
 )
 
+
+class SharedParts(Protocol):
+    """What the shared files a workflow imports declare (see :mod:`phaseflow.spec.tree`)."""
+
+    state: dict[str, StateKey]
+    tools: dict[str, Tool] | None
+    diagnostics: list[Diagnostic]
+
+    def clashes(self, path: str, state: Mapping_[str, StateKey],
+                tools: Mapping_[str, Tool] | None) -> list[Diagnostic]:
+        """PF508 for each name this file defines differently from a shared file."""
+        ...
+
+
+#: Reads the shared files named in ``imports:`` (each name with its node) of the file at
+#: ``path``.
+ImportResolver = Callable[[str, list[tuple[str, Node]]], SharedParts]
+
 #: The keys the compiler reads at each level. A test proves these equal the JSON Schema's.
 TOP_KEYS = frozenset(
-    {"phaseflow", "name", "description", "initial", "state", "tools", "phases", "navigation"}
+    {"phaseflow", "name", "description", "initial", "state", "tools", "phases", "navigation",
+     "uses", "imports"}
 )
 STATE_KEY_KEYS = frozenset({"type", "description", "default"})
 TOOL_KEYS = frozenset(
@@ -76,9 +99,13 @@ PHASE_KEYS = frozenset(
         "clear_on_enter",
         "terminal",
         "transitions",
+        "call",
+        "with",
+        "returns",
+        "history",
     }
 )
-TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger"})
+TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger", "handoff", "with"})
 EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
@@ -88,9 +115,16 @@ class Compiler:
     """Builds one workflow from one composed file, collecting diagnostics."""
 
     def __init__(
-        self, path: str, text: str, root: Mapping, broken_phases: Iterable[str] = ()
+        self,
+        path: str,
+        text: str,
+        root: Mapping,
+        broken_phases: Iterable[str] = (),
+        imports: ImportResolver | None = None,
     ) -> None:
         self.path = path
+        #: reads the shared files of ``imports:`` (spec/tree.py); ``None``: not read
+        self.imports = imports
         #: phases the schema found errors inside: their transitions and ``terminal`` may be
         #: wrong, so graph warnings that depend on them would only add noise.
         self.broken_phases = set(broken_phases)
@@ -199,14 +233,26 @@ class Compiler:
     def run(self, registry: Iterable[str] | None = None) -> Workflow | None:
         """Build the workflow; ``None`` when any error was found (all are in ``diags``)."""
         top = {k.value: (k, v) for k, v in entries(self.root)}
+        imported: SharedParts | None = None
+        if self.imports is not None and "imports" in top:
+            imported = self.imports(self.path, self.names(top["imports"][1]))
+            self.diags.extend(imported.diagnostics)
+            if imported.state:
+                self.state_declared = True
+                self.state.update(imported.state)
+            if imported.tools is not None:
+                self.tools = dict(imported.tools)
         if "state" in top and isinstance(top["state"][1], Mapping):
             self.state_declared = True
             for key, value in entries(top["state"][1]):
                 self.state_key(key, value)
         if "tools" in top and isinstance(top["tools"][1], Mapping):
-            self.tools = {}
+            if self.tools is None:
+                self.tools = {}
             for key, value in entries(top["tools"][1]):
                 self.tool(key, value)
+        if imported is not None:
+            self.diags.extend(imported.clashes(self.path, self.state, self.tools))
         if "phases" in top and isinstance(top["phases"][1], Mapping):
             for key, value in entries(top["phases"][1]):
                 if isinstance(key.value, str) and isinstance(value, Mapping):
@@ -216,6 +262,16 @@ class Compiler:
             navigation = self.navigation(top["navigation"][1])
         initial_node = top.get("initial", (None, None))[1]
         initial = self.text(initial_node)
+        uses: dict[str, str] = {}
+        use_positions: dict[str, Position] = {}
+        if "uses" in top and isinstance(top["uses"][1], Mapping):
+            for key, value in entries(top["uses"][1]):
+                written = self.text(value)
+                if isinstance(key.value, str) and written:
+                    uses[key.value] = written
+                    use_positions[key.value] = self.position(value)
+        imports = tuple((n, self.position(node))
+                        for n, node in self.names(top.get("imports", (None, None))[1]))
         workflow = Workflow(
             name=self.text(top.get("name", (None, None))[1]) or "",
             initial=initial or "",
@@ -225,6 +281,9 @@ class Compiler:
             tools=self.tools,
             navigation=navigation,
             path=self.path,
+            uses=uses,
+            use_positions=use_positions,
+            imports=imports,
         )
         source = SourceMap(
             self.path,
@@ -418,10 +477,15 @@ class Compiler:
         transitions_node: Node | None = None
         terminal_node: Node | None = None
         goal_node: Node | None = None
+        call_fields: dict[str, Node] | None = None
         for k, v in entries(node):
             field_name = k.value
             if field_name == "goal":
                 goal_node = v
+            elif field_name in ("call", "with", "returns", "history"):
+                if call_fields is None:
+                    call_fields = {}
+                call_fields[field_name] = v
             elif field_name == "transitions":
                 transitions_key, transitions_node = k, v
             elif field_name == "tools":
@@ -512,9 +576,12 @@ class Compiler:
                 when_node: Node | None = None
                 description_node: Node | None = None
                 trigger_node: Node | None = None
+                handoff: Handoff | None = None
                 for k, v in entries(item):
                     field_name = k.value
-                    if field_name == "to":
+                    if field_name == "handoff":
+                        handoff = self.handoff(item)
+                    elif field_name == "to":
                         to_node = v
                     elif field_name == "when":
                         when_node = v
@@ -522,8 +589,15 @@ class Compiler:
                         description_node = v
                     elif field_name == "trigger":
                         trigger_node = v
-                if not isinstance(to_node, Scalar) or not isinstance(to_node.value, str):
+                if handoff is not None:
+                    if to_node is not None:  # both: the schema reported it
+                        continue
+                    target, at = "", handoff.position
+                elif not isinstance(to_node, Scalar) or not isinstance(to_node.value, str):
                     continue
+                else:
+                    target = to_node.value
+                    at = _compiled_position(path, to_node.line, to_node.column)
                 when = None
                 if when_node is not None:
                     when = self.guard(when_node, nodes, name, index)
@@ -533,12 +607,14 @@ class Compiler:
                 if trigger != "auto" and trigger != "model":  # PF103 already; skip PF206/7
                     self.unchecked(nodes, len(transitions))
                 transition = _compiled_transition(
-                    to_node.value,
+                    target,
                     when,
                     None if description_node is None else self.text(description_node),
                     "model" if trigger == "model" else "auto",
-                    _compiled_position(path, to_node.line, to_node.column),
+                    at or self.position(item),
                 )
+                if handoff is not None:
+                    object.__setattr__(transition, "handoff", handoff)
                 built.append((transition, item, to_node))
                 transitions.append(transition)
             if built:
@@ -565,8 +641,52 @@ class Compiler:
             tuple(transitions),
             _compiled_position(self.path, key.line, key.column),
             collect,
+            self.call(call_fields) if call_fields is not None else None,
         )
         self.nodes[name] = nodes
+
+    def inputs(self, node: Node | None) -> tuple[dict[str, Any], dict[str, Position]]:
+        """A ``with`` mapping: each key's value as written, and where each key is."""
+        values: dict[str, Any] = {}
+        positions: dict[str, Position] = {}
+        if isinstance(node, Mapping):
+            for key, value in entries(node):
+                if isinstance(key.value, str):
+                    values[key.value] = to_python(value)
+                    positions[key.value] = self.position(key)
+        return values, positions
+
+    def call(self, fields: dict[str, Node]) -> Call | None:
+        """A phase's ``call`` (with its ``with``, ``returns``, ``history``), or ``None``
+        when the schema already refused it."""
+        name = self.text(fields.get("call"))
+        if not name:
+            return None
+        values, positions = self.inputs(fields.get("with"))
+        returns: dict[str, str] = {}
+        return_positions: dict[str, Position] = {}
+        returns_node = fields.get("returns")
+        if isinstance(returns_node, Mapping):
+            for key, value in entries(returns_node):
+                written = self.text(value)
+                if isinstance(key.value, str) and written:
+                    returns[key.value] = written
+                    return_positions[key.value] = self.position(key)
+        history = self.text(fields.get("history")) or "full"
+        if history not in ("full", "since_call", "summary"):
+            return None  # the schema reported it
+        return Call(name, {k: parse_input(v) for k, v in values.items()}, returns,
+                    history,  # type: ignore[arg-type]  # checked just above
+                    self.position(fields["call"]), positions, return_positions)
+
+    def handoff(self, item: Mapping) -> Handoff | None:
+        fields = {k.value: v for k, v in entries(item)}
+        name = self.text(fields.get("handoff"))
+        if not name:
+            return None
+        values, positions = self.inputs(fields.get("with"))
+        return Handoff(name, {k: parse_input(v) for k, v in values.items()},
+                       self.position(fields["handoff"]), positions)
 
     @staticmethod
     def unchecked(nodes: PhaseNodes, index: int) -> None:

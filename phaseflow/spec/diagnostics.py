@@ -51,6 +51,17 @@ CODES: dict[str, tuple[Severity, str]] = {
     # Reported by ``phaseflow validate --mcp`` only (it connects to the servers):
     "PF410": ("error", "a catalogue tool NAME.TOOL names a tool its MCP server does not have"),
     "PF411": ("error", "a catalogue tool's parameters disagree with its MCP server's"),
+    # Across files, when workflows compose (spec/tree.py, spec/composition_checks.py):
+    "PF500": ("error", "a workflow 'uses' names a file that is missing or cannot be read"),
+    "PF501": ("error", "a workflow 'uses' names a file that has errors"),
+    "PF502": ("error", "a cycle of calls: a workflow calls itself, directly or through others"),
+    "PF503": ("error", "a call or hand-off names a workflow that 'uses' does not"),
+    "PF504": ("error", "a call's or hand-off's input or output names an undeclared key"),
+    "PF505": ("error", "a call's or hand-off's input or output has a type that cannot match"),
+    "PF506": ("error", "a called workflow has no terminal phase"),
+    "PF507": ("error", "a caller branches on a terminal phase the callee does not have"),
+    "PF508": ("error", "a tool or state key defined differently in two files"),
+    "PF509": ("error", "an imported shared file is missing or is not a shared file"),
 }
 
 

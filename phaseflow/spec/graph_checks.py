@@ -88,12 +88,14 @@ def transition_checks(workflow: Workflow, source: SourceMap) -> list[Diagnostic]
             # one transition (the commonest phase): nothing before it to repeat or to
             # shadow it, so only its target is checked
             transition, item, to_node = written[0]
-            if transition.to not in phases:
+            if transition.to not in phases and transition.handoff is None:
                 unknown_target(name, transition.to, to_node or item)
             continue
         seen: dict[tuple[str, str | None, str], int] = {}
         unconditional: int | None = None
         for index, (transition, item, to_node) in enumerate(written):
+            if transition.handoff is not None:  # checked across files (spec/tree.py)
+                continue
             if transition.to not in phases:
                 unknown_target(name, transition.to, to_node or item)
             if index in nodes.unchecked_transitions:
@@ -171,6 +173,10 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
         if phase.terminal:
             terminals.append(name)
         for transition in phase.transitions:
+            if transition.handoff is not None:  # the conversation ends here, elsewhere
+                if not terminals or terminals[-1] != name:
+                    terminals.append(name)
+                continue
             to = transition.to
             sources = incoming.get(to)
             if sources is None:
@@ -188,7 +194,7 @@ def reachability(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     while todo:
         for transition in phases[pop()].transitions:
             to = transition.to
-            if to not in reached:
+            if to not in reached and transition.handoff is None:
                 add(to)
                 push(to)
     if len(reached) < len(phases):  # (every name reached is a phase)

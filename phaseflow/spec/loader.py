@@ -12,33 +12,20 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
-import stat
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phaseflow.errors import WorkflowError
 from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.files import MAX_FILE_BYTES as MAX_FILE_BYTES
+from phaseflow.spec.files import decode_text as decode_text
+from phaseflow.spec.files import read_text as read_text
 from phaseflow.spec.model import MachineFactory, Workflow
+from phaseflow.spec.results import CheckResult as CheckResult
 
-#: Files larger than this are refused (PF001) before anything is parsed.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+if TYPE_CHECKING:
+    from phaseflow.spec.compiler import ImportResolver
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CheckResult:
-    """What checking one file found; ``workflow`` is set when there were no errors."""
-
-    path: str
-    diagnostics: tuple[Diagnostic, ...]
-    workflow: Workflow | None
-
-    @property
-    def errors(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "error")
-
-    @property
-    def warnings(self) -> int:
-        return sum(1 for d in self.diagnostics if d.severity == "warning")
 
 
 def _result(path: str, diags: list[Diagnostic], workflow: Workflow | None) -> CheckResult:
@@ -46,16 +33,23 @@ def _result(path: str, diags: list[Diagnostic], workflow: Workflow | None) -> Ch
 
 
 def check_text(
-    text: str, path: str = "<string>", registry: Mapping[str, Any] | None = None
+    text: str,
+    path: str = "<string>",
+    registry: Mapping[str, Any] | None = None,
+    *,
+    imports: ImportResolver | None = None,
 ) -> CheckResult:
-    """Check YAML text; never raises for anything in the text."""
+    """Check YAML text; never raises for anything in the text. ``imports`` reads the
+    shared files the text imports (:mod:`phaseflow.spec.tree`); without it they are read
+    from the disk, relative to ``path`` when it names a file (text of no file imports
+    nothing)."""
     # Checking builds a large tree of small objects and frees none of them before the end,
     # so the cycle collector would only walk them again and again (~8% of the time on
     # 60,000 phases): it is paused meanwhile, and resumed if it was running.
     running = gc.isenabled()
     gc.disable()
     try:
-        return _check_text(text, path, registry)
+        return _check_text(text, path, registry, imports)
     finally:
         if running:
             _promote()
@@ -78,7 +72,9 @@ def _promote() -> None:
         gc.unfreeze()
 
 
-def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> CheckResult:
+def _check_text(
+    text: str, path: str, registry: Mapping[str, Any] | None, imports: ImportResolver | None
+) -> CheckResult:
     from phaseflow.spec.compiler import Compiler
     from phaseflow.spec.schema import schema_diagnostics
     from phaseflow.spec.yamlnodes import Mapping as MappingNode
@@ -119,7 +115,11 @@ def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> Che
         return _result(path, diags, None)
     broken: set[str] = set()
     diags.extend(schema_diagnostics(document.data, root, path, broken, text))
-    compiler = Compiler(path, text, root, broken)
+    if imports is None and os.path.isfile(path):  # text without a file has no folder
+        from phaseflow.spec.shared import SharedFiles
+
+        imports = SharedFiles().imports
+    compiler = Compiler(path, text, root, broken, imports)
     workflow = compiler.run(registry.keys() if registry is not None else None)
     diags.extend(compiler.diags)
     diags = list({(d.line, d.column, d.code, d.message): d for d in diags}.values())
@@ -129,43 +129,6 @@ def _check_text(text: str, path: str, registry: Mapping[str, Any] | None) -> Che
         warnings = tuple(sorted(diags, key=Diagnostic.sort_key))
         workflow = dataclasses.replace(workflow, warnings=warnings, registry=dict(registry or {}))
     return _result(path, diags, workflow)
-
-
-def read_text(path: str) -> str | Diagnostic:
-    """The file's text, or a PF001 diagnostic saying why it cannot be read."""
-    too_big = f"file is larger than the limit of {MAX_FILE_BYTES:,} bytes"
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            # a folder, a device (/dev/zero never ends), a FIFO (would block)
-            return Diagnostic(path, 1, 1, "PF001", "cannot read file: not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            return Diagnostic(path, 1, 1, "PF001", too_big)
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)  # the file may grow after stat()
-        if len(data) > MAX_FILE_BYTES:
-            return Diagnostic(path, 1, 1, "PF001", too_big)
-    except OSError as exc:
-        return Diagnostic(path, 1, 1, "PF001", f"cannot read file: {exc.strerror or exc}")
-    return decode_text(data, path, "file")
-
-
-def decode_text(data: bytes, path: str, what: str = "file") -> str | Diagnostic:
-    """``data`` as UTF-8 text (a byte-order mark dropped), or a PF001 diagnostic at the
-    first byte that cannot be decoded; ``what`` names the source in the message."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = data[: exc.start]
-        line = before.count(b"\n") + 1
-        column = exc.start - (before.rfind(b"\n") + 1) + 1
-        return Diagnostic(
-            path,
-            line,
-            column,
-            "PF001",
-            f"{what} is not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
-        )
 
 
 def check_file(path: str, registry: Mapping[str, Any] | None = None) -> CheckResult:
@@ -194,7 +157,9 @@ def compile_file(
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"a workflow is loaded from a path (str or os.PathLike), not "
                         f"{type(path).__name__}")
-    result = check_file(os.fspath(path), registry)
+    from phaseflow.spec.tree import load_tree
+
+    result, _ = load_tree(os.fspath(path), check_text, registry)
     return _compiled(result, machine_factory)
 
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 StateType = Literal["string", "number", "integer", "boolean", "array", "object", "any"]
 Approval = Literal["never", "always"]
 Trigger = Literal["auto", "model"]
+#: What a called workflow's model requests carry of the conversation (docs/format.md).
+HistoryMode = Literal["full", "since_call", "summary"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -202,6 +204,85 @@ class Preparation:
 
 
 @dataclass(frozen=True, slots=True)
+class Input:
+    """One value that crosses into another workflow (a call's or a hand-off's ``with``):
+    the caller's state key ``key`` (written ``state.KEY``; absent stays absent), or, when
+    ``key`` is ``None``, the literal ``value``."""
+
+    key: str | None
+    value: Any = None
+
+    def resolve(self, state: Mapping[str, Any]) -> tuple[bool, Any]:
+        """``(present, value)`` read from the caller's ``state``."""
+        value = self.value if self.key is None else state.get(self.key, _ABSENT)
+        if value is _ABSENT:
+            return False, None
+        return True, value if type(value) in _SCALARS else copy.deepcopy(value)
+
+
+_ABSENT = object()
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+#: ``state.KEY`` in a ``with``: a reference to the caller's key, not a literal string.
+STATE_REFERENCE = "state."
+
+
+def parse_input(value: Any) -> Input:
+    """A ``with`` value as written: ``state.KEY`` is a reference, anything else a literal."""
+    if isinstance(value, str) and value.startswith(STATE_REFERENCE):
+        return Input(value[len(STATE_REFERENCE):].strip())
+    return Input(None, value)
+
+
+def _inputs(values: Mapping[str, Input | Any] | None) -> Mapping[str, Input]:
+    if not values:
+        return _EMPTY
+    return MappingProxyType({k: v if isinstance(v, Input) else parse_input(v)
+                             for k, v in values.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A phase's call of another workflow (``call:``, ``with:``, ``returns:``,
+    ``history:``): entering the phase enters ``workflow``'s initial phase with a state
+    of its own seeded by ``inputs``; its terminal phase returns here, copying ``returns``
+    (caller key -> callee key) back and setting ``returned``."""
+
+    workflow: str
+    inputs: Mapping[str, Input] = field(default_factory=lambda: _EMPTY)
+    returns: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    history: HistoryMode = "full"
+    position: Position | None = field(default=None, compare=False)
+    #: where each input's key and each output's caller key was written (for the checks)
+    input_positions: Mapping[str, Position] = field(default_factory=lambda: _EMPTY,
+                                                    compare=False, repr=False)
+    return_positions: Mapping[str, Position] = field(default_factory=lambda: _EMPTY,
+                                                     compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.history not in ("full", "since_call", "summary"):
+            raise ConfigError(f"call {self.workflow!r}: history must be full, since_call or "
+                              f"summary, not {self.history!r}")
+        object.__setattr__(self, "inputs", _inputs(self.inputs))
+        object.__setattr__(self, "returns", MappingProxyType(dict(self.returns)) or _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """A transition's hand-off (``handoff:``, ``with:``): the conversation goes on in
+    ``workflow`` for good, its state seeded by ``inputs``."""
+
+    workflow: str
+    inputs: Mapping[str, Input] = field(default_factory=lambda: _EMPTY)
+    position: Position | None = field(default=None, compare=False)
+    input_positions: Mapping[str, Position] = field(default_factory=lambda: _EMPTY,
+                                                    compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", _inputs(self.inputs))
+
+
+@dataclass(frozen=True, slots=True)
 class Transition:
     """A guarded edge. ``when`` may be given as source text; ``None`` means always."""
 
@@ -210,6 +291,8 @@ class Transition:
     description: str | None = None
     trigger: Trigger = "auto"
     position: Position | None = field(default=None, compare=False)
+    #: a hand-off to another workflow (``to`` is then ``""``), or ``None``
+    handoff: Handoff | None = None
 
     def __init__(
         self,
@@ -218,6 +301,7 @@ class Transition:
         description: str | None = None,
         trigger: Trigger = "auto",
         position: Position | None = None,
+        handoff: Handoff | None = None,
     ) -> None:
         if trigger not in ("auto", "model"):
             raise ConfigError(f"transition to {to!r}: trigger must be 'auto' or 'model'")
@@ -226,6 +310,7 @@ class Transition:
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "trigger", trigger)
         object.__setattr__(self, "position", position)
+        object.__setattr__(self, "handoff", handoff)
 
 
 def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -256,6 +341,8 @@ class Phase:
     position: Position | None = field(default=None, compare=False)
     #: keys the model itself may fill from the conversation here (the ``record`` tool)
     collect: tuple[str, ...] = ()
+    #: the workflow this phase calls (``call:``), or ``None``
+    call: Call | None = None
 
     def __init__(
         self,
@@ -274,6 +361,7 @@ class Phase:
         transitions: Iterable[Transition] = (),
         position: Position | None = None,
         collect: Iterable[str] = (),
+        call: Call | None = None,
     ) -> None:
         setter = object.__setattr__
         setter(self, "name", name)
@@ -291,6 +379,7 @@ class Phase:
         setter(self, "transitions", tuple(transitions))
         setter(self, "position", position)
         setter(self, "collect", _names(collect) or ())
+        setter(self, "call", call)
 
 
 _new = object.__new__
@@ -322,6 +411,7 @@ def _compiled_transition(
     put(transition, "description", description)
     put(transition, "trigger", trigger)
     put(transition, "position", position)
+    put(transition, "handoff", None)
     return transition
 
 
@@ -341,6 +431,7 @@ def _compiled_phase(
     transitions: tuple[Transition, ...],
     position: Position,
     collect: tuple[str, ...],
+    call: Call | None = None,
 ) -> Phase:
     """A :class:`Phase` from values the file compiler already built (tuples, a compiled
     guard and template, a bool), as :func:`_compiled_transition` is for a transition: the
@@ -362,6 +453,7 @@ def _compiled_phase(
     put(phase, "transitions", transitions)
     put(phase, "position", position)
     put(phase, "collect", collect)
+    put(phase, "call", call)
     return phase
 
 
@@ -411,6 +503,18 @@ class Workflow:
     path: str | None = None
     warnings: tuple[Diagnostic, ...] = ()
     machine_factory: MachineFactory | None = field(default=None, compare=False, repr=False)
+    #: the workflows this one calls or hands off to, by the name it gives them: the path
+    #: written in ``uses:`` (relative to this file)
+    uses: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    #: the compiled workflows ``uses`` names, by name (filled by the loader of a tree of
+    #: files, :mod:`phaseflow.spec.tree`; shared, not copied: hand-offs may form cycles)
+    library: Mapping[str, Workflow] = field(default_factory=lambda: _EMPTY, compare=False,
+                                            repr=False)
+    #: where each ``uses`` entry's path was written
+    use_positions: Mapping[str, Position] = field(default_factory=lambda: _EMPTY,
+                                                  compare=False, repr=False)
+    #: the shared files ``imports:`` names (paths relative to this file), with positions
+    imports: tuple[tuple[str, Position], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         setter = object.__setattr__
@@ -419,6 +523,25 @@ class Workflow:
         if self.tools is not None:
             setter(self, "tools", MappingProxyType(dict(self.tools)))
         setter(self, "registry", MappingProxyType(dict(self.registry)))
+        if self.uses:
+            setter(self, "uses", MappingProxyType(dict(self.uses)))
+
+    def used(self) -> tuple[Workflow, ...]:
+        """Every workflow this one calls or hands off to, at any depth, each once (the
+        loaded ones: ``library``)."""
+        found: dict[int, Workflow] = {id(self): self}
+        todo = list(self.library.values())
+        while todo:
+            nxt = todo.pop()
+            if id(nxt) not in found:
+                found[id(nxt)] = nxt
+                todo.extend(nxt.library.values())
+        return tuple(w for w in found.values() if w is not self)
+
+    @property
+    def composes(self) -> bool:
+        """Does this workflow call or hand off to another (``uses:``)?"""
+        return bool(self.uses)
 
     def defaults(self) -> dict[str, Any]:
         """A fresh copy of every declared default: the state a session starts with."""

@@ -49,6 +49,13 @@ def _phase(expected: Any, seen: Seen) -> str | None:
     return f"phase: expected '{expected}'{hint}, found '{found}'"
 
 
+def _path(expected: Any, seen: Seen) -> str | None:
+    found = list(seen.session.path)
+    if found == list(expected):
+        return None
+    return f"path: expected {' › '.join(expected)}, found {' › '.join(found)}"
+
+
 def _state(expected: Any, seen: Seen) -> str | None:
     return "\n  ".join(state_problems(expected, _plain(seen.session.state))) or None
 
@@ -121,6 +128,7 @@ def _navigation(expected: Any, seen: Seen) -> str | None:
 
 _CHECKS: dict[str, Callable[[Any, Seen], str | None]] = {
     "phase": _phase,
+    "path": _path,
     "state": _state,
     "offered": _offered,
     "results": _results,

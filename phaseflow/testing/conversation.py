@@ -174,6 +174,9 @@ class _Conversation:
         """An agent as a host builds it; a ``crash`` builds a new one on the same store."""
         names = list(self.workflow.tools) if self.workflow.tools is not None else list(
             self.stand_ins)
+        # the tools of every workflow it calls or hands off to, which the host serves too
+        for used in self.workflow.used():
+            names += [n for n in (used.tools or ()) if n not in names]
         tools = {name: self._tool(name) for name in names}
         return Agent(self.workflow, self.model, tools=tools, hooks=self.hooks,
                      store=self.store, clock=self.wall_clock, phase_clock=self.phase_clock)

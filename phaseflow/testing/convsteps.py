@@ -44,7 +44,7 @@ WAIT_LIMIT = 365 * 24 * 3600
 WAITS_LIMIT = 100 * WAIT_LIMIT
 CONVERSATION_EXPECT_KEYS = frozenset({
     "phase", "state", "offered", "results", "reply", "status", "approval", "called",
-    "navigation",
+    "navigation", "path",
 })
 #: machine-scenario checks, with what a conversation checks instead
 _MACHINE_ONLY = {
@@ -298,7 +298,7 @@ class _Steps:
             else:
                 checks[key] = reader.string(node, "approval")
                 spots["approval"] = spot_of(node)
-        elif key in ("offered", "called", "navigation"):
+        elif key in ("offered", "called", "navigation", "path"):
             reader.names_check(key, node, checks, spots)
         elif key == "state":
             reader.state_check(node, checks, spots)

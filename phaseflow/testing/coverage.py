@@ -28,15 +28,26 @@ class Coverage:
     transitions: tuple[CoverageEdge, ...]
     seen_phases: set[str] = field(default_factory=set)
     seen_transitions: set[tuple[str, int]] = field(default_factory=set)
+    #: the coverage of each workflow this one calls or hands off to, by ``id`` of the
+    #: workflow (each file is reported on its own)
+    others: dict[int, Coverage] = field(default_factory=dict)
 
     @classmethod
-    def for_workflow(cls, workflow: Workflow) -> Coverage:
+    def for_workflow(cls, workflow: Workflow, *, used: bool = True) -> Coverage:
         edges = tuple(
-            CoverageEdge(name, index, t.to, t.trigger)
+            CoverageEdge(name, index, t.to or f"handoff {t.handoff.workflow}"
+                         if t.handoff is not None else t.to, t.trigger)
             for name, phase in workflow.phases.items()
             for index, t in enumerate(phase.transitions)
         )
-        return cls(workflow.path or workflow.name, tuple(workflow.phases), edges)
+        made = cls(workflow.path or workflow.name, tuple(workflow.phases), edges)
+        if used:
+            made.others = {id(w): cls.for_workflow(w, used=False) for w in workflow.used()}
+        return made
+
+    def of(self, workflow: Workflow | None) -> Coverage:
+        """The coverage of ``workflow``: this one, or that of a workflow it uses."""
+        return self.others.get(id(workflow), self)
 
     def phase(self, name: str) -> None:
         self.seen_phases.add(name)
@@ -63,6 +74,10 @@ class Coverage:
     def merge(self, other: Coverage) -> None:
         self.seen_phases |= other.seen_phases
         self.seen_transitions |= other.seen_transitions
+
+    def files(self) -> list[Coverage]:
+        """This coverage and that of every workflow it uses: one a file."""
+        return [self, *self.others.values()]
 
     @property
     def missed_phases(self) -> list[str]:

@@ -33,6 +33,12 @@ def call_names(workflow: Workflow) -> set[str]:
     return names
 
 
+def _used(workflow: Workflow) -> tuple[Workflow, ...]:
+    """Every workflow ``workflow`` calls or hands off to: a scenario crosses into them,
+    so their phases, keys and tools are ones it may name."""
+    return workflow.used()
+
+
 class _Checker:
     def __init__(self, workflow: Workflow) -> None:
         self.workflow = workflow
@@ -48,13 +54,16 @@ class _Checker:
 
     def phase(self, name: str, spot: Spot | None, step: ScenarioStep, what: str) -> None:
         phases = self.workflow.phases
-        if name not in phases:
+        used = _used(self.workflow)
+        if name not in phases and not any(name in w.phases or name in w.uses for w in used) and (
+                name not in self.workflow.uses):  # a hand-off is asked for by its name
             hint = did_you_mean_or_list(name, phases, "phases")
             self.report(spot, step, f"{what}: the workflow has no phase '{name}'{hint}", "error")
 
     def tool(self, name: str, spot: Spot | None, step: ScenarioStep) -> None:
         catalogue = self.workflow.tools
-        if catalogue is not None and name not in catalogue:
+        if catalogue is not None and name not in catalogue and not any(
+                name in (w.tools or {}) for w in _used(self.workflow)):
             hint = did_you_mean(name, catalogue) or (
                 f" (tools: {', '.join(catalogue)})" if catalogue else " (it declares none)"
             )
@@ -62,7 +71,8 @@ class _Checker:
 
     def key(self, name: str, spot: Spot | None, step: ScenarioStep | None, what: str) -> None:
         declared = self.workflow.state
-        if declared and name not in declared:
+        if declared and name not in declared and not any(
+                name in w.state for w in _used(self.workflow)):
             hint = did_you_mean(name, declared)
             self.report(
                 spot, step, f"{what}: '{name}' is not a state key the workflow declares{hint}",
@@ -118,7 +128,8 @@ class _Checker:
     def stand_in(self, name: str, spot: Spot) -> None:
         """A stand-in for a tool the catalogue lacks: the agent would refuse it."""
         catalogue = self.workflow.tools
-        if catalogue is not None and name not in catalogue:
+        if catalogue is not None and name not in catalogue and not any(
+                name in (w.tools or {}) for w in _used(self.workflow)):
             hint = did_you_mean(name, catalogue) or (
                 f" (tools: {', '.join(catalogue)})" if catalogue else " (it declares none)"
             )
@@ -136,7 +147,8 @@ class _Checker:
         catalogue = self.workflow.tools
         if catalogue is None:
             return None
-        return [*catalogue, *BUILTINS]
+        used = [t for w in _used(self.workflow) for t in (w.tools or {}) if t not in catalogue]
+        return [*catalogue, *dict.fromkeys(used), *BUILTINS]
 
     def conversation_step(self, step: ScenarioStep) -> None:
         spots = step.spots

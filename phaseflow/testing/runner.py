@@ -93,22 +93,41 @@ class _Run:
             workflow.initial, clock=lambda: self.now, workflow=workflow, registry=registry
         )
         coverage.phase(workflow.initial)
+        self.machine._settled = []  # the caller's moves right after a call returns
 
     def fail(self, step: ScenarioStep, message: str) -> _StepFailed:
         return _StepFailed(f"{self.test.path}:{step.line}: {message}")
 
-    def _moved(self, result: TransitionResult | None) -> None:
-        if result is None:
-            return
-        self.entered.append(result.to_phase)
-        self.coverage.phase(result.to_phase)
-        self.coverage.taken(result.from_phase, result.to_phase, result.trigger)
+    def _moved(self, result: TransitionResult | None, where: Workflow | None = None) -> None:
+        """Credit a move (taken in ``where``, the workflow current before it; the root by
+        default) and, when workflows compose, what the machine did after it: the moves
+        of callers a call returned to, and the phase it rests in."""
+        machine = self.machine
+        if result is not None:
+            self.entered.append(result.to_phase)
+            coverage = self.coverage.of(where)
+            if where is None or result.to_phase in where.phases:  # (not a hand-off's)
+                coverage.phase(result.to_phase)
+            coverage.taken(result.from_phase, result.to_phase, result.trigger)
+        settled = machine._settled
+        if settled:
+            for workflow, record in settled:  # (workflow, HistoryRecord)
+                coverage = self.coverage.of(workflow)
+                if record.to_phase in workflow.phases:
+                    coverage.phase(record.to_phase)
+                coverage.taken(record.from_phase, record.to_phase, record.trigger)
+            settled.clear()
+        if machine._composes:  # every phase on the path is entered
+            self.coverage.of(machine.workflow).phase(machine.current)
+            for frame in machine._stack or ():
+                self.coverage.of(frame.caller.workflow).phase(frame.caller.current)
 
     def boundary(self) -> None:
         self.turn += 1
+        where = self.machine.workflow
         result = self.machine.advance_sync(self.state, turn=self.turn)
         self.blocked_missing = result.missing if result.blocked else ()
-        self._moved(result.transition)
+        self._moved(result.transition, where)
 
     def step(self, step: ScenarioStep) -> None:
         kind = step.kind
@@ -127,9 +146,9 @@ class _Run:
             self.now += float(step.value)
             self.boundary()
         elif kind == "request":
-            before = self.machine.current
+            before, where = self.machine.current, self.machine.workflow
             result = self.machine.take_request_sync(step.value, self.state, turn=self.turn + 1)
-            self._moved(result)
+            self._moved(result, where)
             taken = "taken" if result is not None else "refused"
             if taken != step.expect:
                 raise self.fail(
@@ -151,7 +170,9 @@ class _Run:
             if step.value not in self.workflow.phases:
                 hint = did_you_mean(step.value, self.workflow.phases)
                 raise self.fail(step, f"goto: no phase '{step.value}'{hint}")
-            self._moved(self.machine.goto_sync(step.value, self.state, turn=self.turn + 1))
+            where = self.machine.workflow
+            self._moved(self.machine.goto_sync(step.value, self.state, turn=self.turn + 1),
+                        where)
         elif kind == "expect":
             self.expect(step)
         if self.log.unmocked:
@@ -178,6 +199,11 @@ class _Run:
                         else ""
                     )
                     problems.append(f"phase: expected '{expected}'{hint}, found '{found}'")
+            elif key == "path":
+                found = list(machine.path)
+                if found != list(expected):
+                    problems.append(f"path: expected {' › '.join(expected)}, found "
+                                    f"{' › '.join(found)}")
             elif key == "terminal":
                 found = bool(phase is not None and phase.terminal)
                 if found != expected:
@@ -286,14 +312,15 @@ def run_test_file(path: str) -> TestFileResult:
     """Load ``path`` and its workflow, check the test file against the workflow, and run
     every scenario. Never raises for anything in the files: problems become the result's
     ``error`` or ``warnings``, or a scenario's failure."""
-    from phaseflow.spec.loader import check_file
+    from phaseflow.spec.loader import check_text
+    from phaseflow.spec.tree import load_tree
     from phaseflow.testing.testfile import TestFileError, read_test_file
 
     test, problems = read_test_file(path)
     if test is None or not test.workflow_path:
         return TestFileResult(path, error=str(TestFileError(path, problems)))
     result = TestFileResult(path, test.workflow_path)
-    checked = check_file(test.workflow_path)
+    checked, _ = load_tree(test.workflow_path, check_text)  # and every workflow it uses
     if checked.workflow is None:
         shown = "\n".join(d.format() for d in checked.diagnostics if d.severity == "error")
         own = f"{TestFileError(path, problems)}\n" if problems else ""

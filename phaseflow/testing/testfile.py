@@ -59,7 +59,8 @@ class _Entry(NamedTuple):
 
 STEP_KINDS = ("set", "unset", "turns", "wait", "request", "tool", "goto", "expect")
 EXPECT_KEYS = frozenset(
-    {"phase", "terminal", "tools", "state", "needs", "missing", "navigation", "called", "history"}
+    {"phase", "terminal", "tools", "state", "needs", "missing", "navigation", "called", "history",
+     "path"}
 )
 TOP_KEYS = frozenset({"phaseflow-test", "workflow", "mocks", "tools", "scenarios"})
 SCENARIO_KEYS = frozenset({"name", "state", "mocks", "tools", "steps", "conversation"})
@@ -232,7 +233,8 @@ class _Reader(BaseReader):
                     checks[key] = node.value
                 elif key == "tools" and isinstance(node, Scalar) and node.value == "all":
                     checks[key] = "all"
-                elif key in ("tools", "needs", "missing", "called", "history", "navigation"):
+                elif key in ("tools", "needs", "missing", "called", "history", "navigation",
+                             "path"):
                     self.names_check(key, node, checks, spots)
                 elif key == "state":
                     self.state_check(node, checks, spots)

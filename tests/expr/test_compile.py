@@ -178,6 +178,7 @@ def test_exported_names() -> None:
         "phase",
         "turn",
         "turns_in_phase",
+        "returned",
         "seconds_in_phase",
         "visits",
         "true",

@@ -115,9 +115,15 @@ state:
 tools:
   t: TOOL_LINE
 navigation: {history: 2, template: "{{ goal }}"}
+uses: {other: other.yaml}
+imports: [shared.yaml]
 phases:
   a:
     goal: g
+    call: other
+    with: {x: state.k, y: 1}
+    returns: {k: x}
+    history: since_call
     instructions: "{{ state.k }}"
     needs: [k]
     collect: [c]
@@ -134,6 +140,7 @@ phases:
     clear_on_enter: [k]
     transitions:
       - {to: b, when: state.k, description: d, trigger: model}
+      - {handoff: other, with: {x: state.k}, when: "returned == 'done'"}
   b:
     goal: g
     terminal: true
@@ -149,7 +156,7 @@ LEVELS = {
         None,
         compiler.NAVIGATION_KEYS,
     ),
-    "phase": ("    goal: g\n    instructions", "    ", compiler.PHASE_KEYS),
+    "phase": ("    goal: g\n    call", "    ", compiler.PHASE_KEYS),
     "transition": (
         "      - {to: b, when: state.k, description: d, trigger: model}",
         None,
@@ -201,7 +208,7 @@ def test_each_known_key_is_accepted_at_each_level() -> None:
         "tool": set(data["tools"]["t"]),
         "navigation": set(data["navigation"]),
         "phase": set(phase) | set(data["phases"]["b"]),
-        "transition": set(phase["transitions"][0]),
+        "transition": {k for t in phase["transitions"] for k in t},
         "effect": {k for e in phase["on_enter"] + phase["on_exit"] for k in e},
         "preparation": set(phase["prepare"][0]) | {"set", "unset"},  # one effect per preparation
     }
