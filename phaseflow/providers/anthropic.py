@@ -318,8 +318,9 @@ class AnthropicProvider:
     - ``max_tokens``: the limit sent when the request sets none (default 4096: the API
       needs one).
     - ``cache``: mark prompt-cache breakpoints (default on): after the tools and system
-      text, and after the history, so each request reads the last one's prefix from the
-      cache (the reply's ``Usage.cached_input_tokens``).
+      text, and after the history (before the phase's block, ``ProviderRequest.context``,
+      which ends the last user turn), so each request reads the last one's prefix from
+      the cache (the reply's ``Usage.cached_input_tokens``).
     - ``**extra``: goes into every request (``thinking={"type": "enabled",
       "budget_tokens": N}``, ``top_k``, ``metadata``, ``extra_headers``...).
     """

@@ -8,6 +8,12 @@ back exactly, see :mod:`phaseflow.providers.carry`), its text and its ``tool_use
 Prompt caching: a breakpoint (``cache_control``) ends the stable prefix (the tool
 definitions and the system text, which the API caches in that order) and another ends the
 history, so the next request, which extends this one, reads all of it from the cache.
+
+The request's ``context`` (what changes with the phase and the state) goes last, after
+the history's breakpoint, never inside the cached prefix: a ``text`` block at the end of
+the last ``user`` turn (after its ``tool_result`` blocks, where the API wants any text of
+that turn), or, when the history ends with the model's turn or is empty, a ``user`` turn
+of its own.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ def _assistant(message: AssistantMessage, names: WireNames) -> list[dict[str, An
 
 def request_messages(request: ProviderRequest, names: WireNames, *,
                      cache: bool = True) -> list[dict[str, Any]]:
-    """The history as Messages API messages, the last block marked for the cache."""
+    """The history as Messages API messages, the last block marked for the cache, then
+    the request's ``context`` (after the breakpoint: see the module's docstring)."""
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
@@ -108,6 +115,12 @@ def request_messages(request: ProviderRequest, names: WireNames, *,
         last = out[-1]["content"][-1]
         if last.get("type") in ("text", "tool_result", "image", "tool_use"):
             out[-1]["content"][-1] = {**last, "cache_control": _CACHE}
+    if request.context:
+        block = {"type": "text", "text": request.context}
+        if out and out[-1]["role"] == "user":
+            out[-1] = {**out[-1], "content": [*out[-1]["content"], block]}
+        else:
+            out.append({"role": "user", "content": [block]})
     return out
 
 

@@ -9,6 +9,11 @@ message (:mod:`phaseflow.providers.carry`): the API wants it back on the next re
 The SDK's automatic function calling and its retries are off: the session runs the
 tools and decides on retries.
 
+The request's ``context`` (what changes with the phase and the state) goes last, after
+the history: a ``text`` part at the end of the last ``user`` turn (after its function
+responses), or, when the history ends with the model's turn or is empty, a ``user`` turn
+of its own; ``system_instruction`` holds only the stable system text.
+
 A finish reason of ``MAX_TOKENS`` is a reply cut short; ``SAFETY``, ``RECITATION`` and
 the other blocking reasons are failures that are not retried; a chunk the SDK cannot
 read ends the turn with a failure that is not retried. Errors map as the OpenAI
@@ -127,7 +132,8 @@ def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[st
     """The history as ``contents``. A function response names its call's function, and
     its id when the call went with one: a call is sent as the model made it (carried,
     with its id and signature) or, when nothing of it was carried (the model gave it no
-    id: the session named it), without an id."""
+    id: the session named it), without an id. The request's ``context`` ends the last
+    ``user`` turn as a text part (a ``user`` turn of its own after the model's turn)."""
     contents: list[dict[str, Any]] = []
     called: dict[str, tuple[str, str | None]] = {}
 
@@ -164,6 +170,12 @@ def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[st
             if sent_id is not None:
                 response["id"] = sent_id
             add("user", [{"function_response": response}])
+    if request.context:
+        part = {"text": request.context}
+        if contents and contents[-1]["role"] == "user":
+            contents[-1] = {**contents[-1], "parts": [*contents[-1]["parts"], part]}
+        else:
+            contents.append({"role": "user", "parts": [part]})
     return contents
 
 

@@ -12,6 +12,10 @@ next request; ``response.completed`` / ``response.incomplete`` end the reply.
 Settings, errors and the client per event loop are the OpenAI provider's
 (:mod:`phaseflow.providers.openai`): the same environment variables, the same checks,
 the same failure values.
+
+The request's ``context`` (what changes with the phase and the state) is sent as a
+trailing ``developer`` message after the history's input items, so everything before it
+(``instructions``, the tools, the history) is the previous request's prefix.
 """
 
 from __future__ import annotations
@@ -91,7 +95,8 @@ def _user(content: Content) -> str | list[dict[str, Any]]:
 
 
 def request_input(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:
-    """The history as Responses input items (reasoning items put back where they were)."""
+    """The history as Responses input items (reasoning items put back where they were),
+    then the request's ``context`` as a trailing ``developer`` message."""
     items: list[dict[str, Any]] = []
     for message in request.history:
         if isinstance(message, SystemMessage):
@@ -110,6 +115,8 @@ def request_input(request: ProviderRequest, names: WireNames) -> list[dict[str, 
         elif isinstance(message, ToolResultMessage):
             items.append({"type": "function_call_output", "call_id": message.call_id,
                           "output": _text(message.content)})
+    if request.context:
+        items.append({"role": "developer", "content": request.context})
     return items
 
 

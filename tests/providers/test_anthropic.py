@@ -5,6 +5,8 @@ errors map."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import socket
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from phaseflow.turn.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.support.cache_layout import cache_order, converse
 from tests.support.provider_streams import assemble, collect, request
 from tests.support.wire_scripts import anthropic_reply
 from tests.support.wire_servers import Drop, Fail, WireServer
@@ -177,7 +180,68 @@ def test_the_tokens_read_from_the_cache_reach_the_turns_end(server: WireServer) 
     ends = [next(e for e in collect_events(session.send(m)) if e.type == "turn_finished")
             for m in ("hello", "bye")]
     assert [(e.input_tokens, e.cached_input_tokens) for e in ends] == [(510, 0), (512, 500)]
-    # the second request's history ends with a breakpoint: the first turn is cached
+    # the second request's history ends with a breakpoint (before the phase's block,
+    # which is last): the first turn is cached
     second = server.requests[1].body["messages"]
-    assert second[-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert second[-1]["content"][-2]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in second[-1]["content"][-1]
     assert "cache_control" not in second[0]["content"][-1]
+
+
+BLOCK = "Current phase: help. Look the user up first."
+
+
+def test_the_phase_block_ends_the_request_after_the_history_s_breakpoint(
+        server: WireServer) -> None:
+    blocks = asyncio.run(converse(
+        _provider(server), server,
+        anthropic_reply("", [("toolu_1", "lookup", '{"email": "ada@example.com"}')]),
+        anthropic_reply("Found."), anthropic_reply("Bye.")))
+    bodies = [r.body for r in server.requests]
+    assert len(bodies) == 3 and all("Look the user up" in b for b in blocks)
+    for body, block in zip(bodies, blocks, strict=True):
+        last = body["messages"][-1]["content"]
+        # the block is the last thing sent, a text block of the last user turn...
+        assert body["messages"][-1]["role"] == "user"
+        assert last[-1] == {"type": "text", "text": block}
+        # ...after the breakpoint on the history's end, so never in the cached prefix
+        assert last[-2]["cache_control"] == {"type": "ephemeral"}
+        assert body["system"] == [{"type": "text", "text": "Be brief.",
+                                   "cache_control": {"type": "ephemeral"}}]
+    # the second turn ends with the tool result: the text block comes after it
+    assert [b["type"] for b in bodies[1]["messages"][-1]["content"]] == [
+        "tool_result", "text"]
+    for previous, current in itertools.pairwise(bodies):
+        before = cache_order("anthropic", previous)[:-1]
+        after = cache_order("anthropic", current)
+        assert after[:len(before)] == before  # reusable up to the previous block
+        # the history never keeps a block: only the last turn holds one
+        assert "Look the user up" not in json.dumps(current["messages"][:-1])
+
+
+@pytest.mark.parametrize("history", [(), (UserMessage("Hi"), AssistantMessage("Hello."))],
+                         ids=["empty", "ends-with-the-model"])
+def test_without_a_user_turn_to_end_the_block_is_a_user_turn_of_its_own(
+        server: WireServer, history: tuple[UserMessage, ...]) -> None:
+    server.push(anthropic_reply("ok"))
+    collect(_provider(server), request(*history, context=BLOCK))
+    messages = server.requests[0].body["messages"]
+    assert messages[-1] == {"role": "user", "content": [{"type": "text", "text": BLOCK}]}
+    assert len(messages) == len(history) + 1
+    if history:
+        assert messages[-2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_an_empty_block_adds_nothing(server: WireServer) -> None:
+    history = (UserMessage("Find Ada"),
+               AssistantMessage("", (ToolCall("toolu_9", "crm.lookup", "{}"),)),
+               ToolResultMessage("toolu_9", "found"))
+    server.push(anthropic_reply("ok"), anthropic_reply("ok"))
+    collect(_provider(server), request(*history, tools=["crm.lookup"]))
+    collect(_provider(server), request(*history, tools=["crm.lookup"], context=BLOCK))
+    plain, with_block = (r.body for r in server.requests)
+    assert plain["messages"][-1]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_9", "content": "found",
+         "cache_control": {"type": "ephemeral"}}]
+    with_block["messages"][-1]["content"].pop()
+    assert with_block == plain

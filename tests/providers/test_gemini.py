@@ -4,7 +4,9 @@ finish reasons and errors."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -19,6 +21,7 @@ from phaseflow.turn.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.support.cache_layout import cache_order, converse
 from tests.support.provider_streams import assemble, collect, request
 from tests.support.wire_scripts import gemini_chunk, gemini_reply, signature
 from tests.support.wire_servers import Drop, Fail, WireServer
@@ -145,3 +148,52 @@ def test_a_calls_own_id_goes_back_with_its_response_and_a_made_up_one_never(
     responses = [p["functionResponse"] for p in contents[2]["parts"]]
     assert responses[0]["id"] == "fc-7" and "id" not in responses[1]
     assert [r["response"] for r in responses] == [{"result": "Ada"}, {"result": "Bob"}]
+
+
+BLOCK = "Current phase: help. Look the user up first."
+
+
+def test_the_phase_block_ends_the_last_user_turn(server: WireServer) -> None:
+    blocks = asyncio.run(converse(
+        _provider(server), server,
+        gemini_reply("", [("lookup", '{"email": "ada@example.com"}')]),
+        gemini_reply("Found."), gemini_reply("Bye.")))
+    bodies = [r.body for r in server.requests]
+    assert len(bodies) == 3 and all("Look the user up" in b for b in blocks)
+    for body, block in zip(bodies, blocks, strict=True):
+        assert body["contents"][-1]["role"] == "user"
+        assert body["contents"][-1]["parts"][-1] == {"text": block}
+        assert body["systemInstruction"]["parts"] == [{"text": "Be brief."}]
+    # the second turn ends with the function response: the text part comes after it
+    assert [next(iter(p)) for p in bodies[1]["contents"][-1]["parts"]] == [
+        "functionResponse", "text"]
+    for previous, current in itertools.pairwise(bodies):
+        before = cache_order("gemini", previous)[:-1]
+        after = cache_order("gemini", current)
+        assert after[:len(before)] == before  # reusable up to the previous block
+        # the history never keeps a block: only the last turn holds one
+        assert "Look the user up" not in json.dumps(current["contents"][:-1])
+
+
+@pytest.mark.parametrize("history", [(), (UserMessage("Hi"), AssistantMessage("Hello."))],
+                         ids=["empty", "ends-with-the-model"])
+def test_without_a_user_turn_to_end_the_block_is_a_user_turn_of_its_own(
+        server: WireServer, history: tuple[UserMessage, ...]) -> None:
+    server.push(gemini_reply("ok"))
+    collect(_provider(server), request(*history, context=BLOCK))
+    contents = server.requests[0].body["contents"]
+    assert contents[-1] == {"role": "user", "parts": [{"text": BLOCK}]}
+    assert len(contents) == len(history) + 1
+
+
+def test_an_empty_block_adds_nothing(server: WireServer) -> None:
+    history = (UserMessage("Find Ada"),
+               AssistantMessage("", (ToolCall("c1", "crm.lookup", "{}"),)),
+               ToolResultMessage("c1", "found"))
+    server.push(gemini_reply("ok"), gemini_reply("ok"))
+    collect(_provider(server), request(*history, tools=["crm.lookup"]))
+    collect(_provider(server), request(*history, tools=["crm.lookup"], context=BLOCK))
+    plain, with_block = (r.body for r in server.requests)
+    assert [next(iter(p)) for p in plain["contents"][-1]["parts"]] == ["functionResponse"]
+    assert with_block["contents"][-1]["parts"].pop() == {"text": BLOCK}
+    assert with_block == plain

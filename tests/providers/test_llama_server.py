@@ -7,16 +7,26 @@ the prompt cache, the context-full error, a whole session turn), not its judgeme
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 import phaseflow
 from phaseflow.providers import AnthropicProvider, OpenAIResponsesProvider
-from phaseflow.providers.protocol import Provider, ProviderFailure, ProviderReply, TextDelta
+from phaseflow.providers.protocol import (
+    Provider,
+    ProviderEvent,
+    ProviderFailure,
+    ProviderReply,
+    ProviderRequest,
+    TextDelta,
+)
 from phaseflow.providers.sdk_clients import CONTEXT_FULL
 from phaseflow.session import Agent
-from phaseflow.turn.messages import UserMessage
+from phaseflow.turn.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from tests.support.llama_server import LlamaServer, llama_server
 from tests.support.provider_streams import assemble, collect, request
 
@@ -71,16 +81,54 @@ def test_a_session_turn_through_the_anthropic_provider(server: LlamaServer) -> N
     assert reply.status == "completed" and reply.strip()
 
 
+def _tokens(server: LlamaServer, text: str) -> int:
+    """How many tokens the server's model makes of ``text`` (its ``/tokenize``)."""
+    body = json.dumps({"content": text}).encode()
+    ask = urllib.request.Request(f"{server.root}/tokenize", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(ask, timeout=30) as answer:
+        return len(json.load(answer)["tokens"])
+
+
 def test_later_turns_read_the_conversation_from_the_cache(server: LlamaServer) -> None:
     from tests.support.hostile_desk import collect as collect_events
 
     workflow = phaseflow.load_workflow_text(
         "phaseflow: 1\nname: chat\ninitial: talk\nphases:\n  talk:\n    goal: Chat.\n")
-    agent = Agent(workflow, _providers(server)["anthropic"],
-                  system="You are a terse assistant. " * 10)
+    provider = _providers(server)["anthropic"]
+    blocks: list[str] = []
+
+    class Recording:
+        def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+            blocks.append(request.context)
+            return provider.stream(request)
+
+    agent = Agent(workflow, Recording(), system="You are a terse assistant. " * 10)
     session = agent.session_sync("c")
     ends = [next(e for e in collect_events(session.send(f"Colour {n}?"), 120)
                  if e.type == "turn_finished") for n in range(3)]
     assert all(e.status == "completed" for e in ends)
-    for end in ends[1:]:  # the system text and the turns before: from the cache
-        assert end.cached_input_tokens >= 0.8 * end.input_tokens, end
+    assert all("Current phase: talk" in b for b in blocks)
+    for n, (previous, end) in enumerate(itertools.pairwise(ends)):
+        # the previous request up to its trailing block (the phase's instructions and
+        # navigation, which end the last user turn) comes from the cache: the system
+        # text and every turn before; only the new messages and the block are new
+        # (and the chat template's tokens around the block: the separator before it,
+        # the end of that user turn and the prompt for the model's reply, 7 with this
+        # model's template)
+        assert end.cached_input_tokens >= (
+            previous.input_tokens - _tokens(server, blocks[n]) - 10), end
+        assert end.cached_input_tokens > previous.cached_input_tokens
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+def test_the_phase_block_after_tool_results_is_accepted(server: LlamaServer, wire: str) -> None:
+    # Anthropic: a text block after the turn's tool_result blocks; Responses: a
+    # developer message after the function_call_output
+    history = (UserMessage("Look up Ada."),
+               AssistantMessage("", (ToolCall("toolu_1", "lookup", '{"name": "Ada"}'),)),
+               ToolResultMessage("toolu_1", '{"found": true}'))
+    reply = assemble(collect(_providers(server)[wire], request(
+        *history, tools=["lookup"], context="Current phase: answer. Say what was found.")))
+    assert isinstance(reply, ProviderReply), reply
+    assert reply.usage.input_tokens > 0

@@ -4,6 +4,8 @@ content and carried back, function calls, stop reasons and errors."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -18,6 +20,7 @@ from phaseflow.turn.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from tests.support.cache_layout import cache_order, converse
 from tests.support.provider_streams import assemble, collect, request
 from tests.support.wire_scripts import responses_reply
 from tests.support.wire_servers import Drop, Fail, WireServer
@@ -122,3 +125,40 @@ def test_429_is_retryable_after_retry_after_and_a_drop_is_retryable(
                                       retryable=True, retry_after=2.0, status=429)
     dropped = _reply(server, Drop(responses_reply("Hello there")[:4]))
     assert isinstance(dropped, ProviderFailure) and dropped.retryable
+
+
+BLOCK = "Current phase: help. Look the user up first."
+
+
+def _provider(server: WireServer) -> OpenAIResponsesProvider:
+    return OpenAIResponsesProvider("gpt-test", base_url=server.base_url, api_key=KEY)
+
+
+def test_the_phase_block_is_a_trailing_developer_message(server: WireServer) -> None:
+    blocks = asyncio.run(converse(
+        _provider(server), server,
+        responses_reply("", [("call_1", "lookup", '{"email": "ada@example.com"}')]),
+        responses_reply("Found."), responses_reply("Bye.")))
+    bodies = [r.body for r in server.requests]
+    assert len(bodies) == 3 and all("Look the user up" in b for b in blocks)
+    for body, block in zip(bodies, blocks, strict=True):
+        assert body["input"][-1] == {"role": "developer", "content": block}
+        assert body["instructions"] == "Be brief."  # the stable text only
+    assert bodies[1]["input"][-2]["type"] == "function_call_output"
+    for previous, current in itertools.pairwise(bodies):
+        before = cache_order("responses", previous)[:-1]
+        after = cache_order("responses", current)
+        assert after[:len(before)] == before  # reusable up to the previous block
+        # the history never keeps a block: only the last item is one
+        assert "Look the user up" not in json.dumps(current["input"][:-1])
+
+
+def test_an_empty_block_adds_nothing_and_a_block_adds_one_item(server: WireServer) -> None:
+    history = (UserMessage("Hi"), AssistantMessage("Hello."))
+    server.push(responses_reply("ok"), responses_reply("ok"))
+    collect(_provider(server), request(*history))
+    collect(_provider(server), request(*history, context=BLOCK))
+    plain, with_block = (r.body for r in server.requests)
+    assert [i["role"] for i in plain["input"]] == ["user", "assistant"]
+    assert with_block["input"].pop() == {"role": "developer", "content": BLOCK}
+    assert with_block == plain
