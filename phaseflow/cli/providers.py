@@ -15,7 +15,6 @@ in the history, so it continues a turn where the stopped worker left it.
 from __future__ import annotations
 
 import os
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, NamedTuple
 
 from phaseflow.errors import ConfigError, PhaseflowError, install_hint
@@ -99,11 +98,13 @@ def make_provider(spec: str, model: str | None = None, base_url: str | None = No
                  else "--base-url")
         raise ConfigError(f"--provider {kind} needs an API key: set {server.keys[0]} (a "
                           f"local server given by {local} needs none)")
-    if find_spec(server.module.split(".")[0]) is None or find_spec(server.module) is None:
-        raise ConfigError(f"--provider {kind} needs the {server.module} package: "
-                          + install_hint(server.extra))
     import importlib
 
+    try:  # imported, not only found: a package that is there but cannot load is missing
+        importlib.import_module(server.module)
+    except ImportError:
+        raise ConfigError(f"--provider {kind} needs the {server.module} package: "
+                          + install_hint(server.extra)) from None
     module, _, name = server.provider.partition(":")
     make = getattr(importlib.import_module(module), name)
     try:

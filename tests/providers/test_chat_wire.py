@@ -3,7 +3,7 @@ every call's id and result kept, every function name valid and reversible."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phaseflow.providers.chat_wire import names_of, request_messages, request_tools
@@ -36,6 +36,7 @@ def _histories(draw: st.DrawFn) -> list[Message]:
     return history
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])  # generation is slow on a busy machine
 @given(_histories(), st.lists(_names, unique=True))
 def test_every_message_is_translated_in_order(history: list[Message], tools: list[str]) -> None:
     req = request(*history, tools=[ToolSpec(t, "", OBJECT) for t in tools])

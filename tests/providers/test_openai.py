@@ -444,7 +444,7 @@ def test_without_the_sdk_installed_the_provider_says_how_to_get_it(
     import phaseflow.providers.openai as adapter
 
     monkeypatch.setattr(adapter, "find_spec", lambda name: None)
-    with pytest.raises(ConfigError, match=r"pip install 'phaseflow\[openai\]'"):
+    with pytest.raises(ConfigError, match=r"pip install '\.\[openai\]'"):
         OpenAIProvider("m", base_url="http://127.0.0.1:1/v1")
 
 
