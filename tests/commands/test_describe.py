@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.commands import WORKFLOWS, run_cli
+from tests.support.bundled import bundled_workflows
+from tests.support.commands import run_cli
 
 SPEC_EXAMPLE = """\
 phaseflow: 1
@@ -102,9 +103,7 @@ def test_describe_usage_errors(tmp_path: Path) -> None:
 def test_describe_works_on_every_bundled_workflow_and_phase() -> None:
     from phaseflow.spec.loader import compile_file
 
-    for path in sorted(WORKFLOWS.glob("*.yaml")):
-        if path.name.endswith(".test.yaml"):
-            continue
+    for path in bundled_workflows():
         workflow = compile_file(str(path))
         for phase in workflow.phases:
             proc = run_cli("describe", str(path), "--phase", phase)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.commands import WORKFLOWS, run_cli
+from tests.support.bundled import bundled_workflows
+from tests.support.commands import run_cli
 
-BUNDLED = sorted(p for p in WORKFLOWS.glob("*.yaml") if not p.name.endswith(".test.yaml"))
+BUNDLED = bundled_workflows()
 IN_CI = os.environ.get("CI") == "true"
 
 TRICKY = """\

@@ -39,8 +39,9 @@ from phaseflow.spec.model import (
     UnsetEffect,
     Workflow,
 )
+from tests.support.bundled import bundled_workflows
 from tests.support.machines import FakeClock, chain, refund_desk
-from tests.support.snapshots import WORKFLOWS, assert_plain_json, bundled, through_json
+from tests.support.snapshots import assert_plain_json, bundled, through_json
 
 # --- workflows and random drives ----------------------------------------------------------
 
@@ -101,7 +102,7 @@ def generated_workflows(draw: Any) -> Workflow:
                     machine_factory=PhaseMachine.from_workflow)
 
 
-BUNDLED = sorted(p.stem for p in WORKFLOWS.glob("*.yaml") if not p.stem.endswith(".test"))
+BUNDLED = [p.stem for p in bundled_workflows()]
 
 #: Workflows to drive, by family (hypothesis' ``one_of`` would favour the simpler one).
 FAMILIES = {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import glob
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from phaseflow.spec.model import Phase, Position, Transition
 from phaseflow.spec.schema import entries
 from phaseflow.spec.sourcemap import PhaseNodes
 from phaseflow.spec.yamlnodes import Mapping, Scalar, compose, resolve_plain, to_python
+from tests.support.bundled import bundled_workflows
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -148,9 +148,7 @@ def _rebuilt(phase: Phase) -> Phase:
     )
 
 
-_WORKFLOWS = sorted(
-    p for p in glob.glob(str(_REPO / "workflows" / "*.yaml")) if not p.endswith(".test.yaml")
-)
+_WORKFLOWS = [str(p) for p in bundled_workflows()]
 
 
 @pytest.mark.parametrize("path", _WORKFLOWS)

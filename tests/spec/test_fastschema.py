@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from phaseflow.spec.fastschema import compile_schema
 from phaseflow.spec.schema import _flat, _validator, schema_valid
 from phaseflow.spec.yamlnodes import compose, to_python
+from tests.support.bundled import bundled_workflows
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [
     to_python(compose(p.read_text()).root)
-    for p in sorted((ROOT / "workflows").glob("*.yaml"))
-    if not p.name.endswith(".test.yaml")
+    for p in bundled_workflows()
 ]
 
 JSON = st.recursive(
