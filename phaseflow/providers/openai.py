@@ -173,6 +173,16 @@ class _Call:
     pending: str = ""  # arguments received before the name
 
 
+def _field(value: Any, key: str) -> Any:
+    """``value[key]`` when ``value`` is a JSON object, else ``None``."""
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else no items."""
+    return value if isinstance(value, list) else []
+
+
 class _Reader:
     """Turns chunks into events: one object per reply, so fragments can be keyed."""
 
@@ -185,47 +195,53 @@ class _Reader:
         self.usage: Usage | None = None
 
     def chunk(self, chunk: Any) -> list[ProviderEvent]:
+        """The events of one decoded ``data:`` object (plain JSON: anything the server
+        sent, so every field is checked for its type)."""
         events: list[ProviderEvent] = []
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            self.usage = Usage(int(getattr(usage, "prompt_tokens", 0) or 0),
-                               int(getattr(usage, "completion_tokens", 0) or 0))
-        for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0) not in (0, None):
+        usage = _field(chunk, "usage")
+        if isinstance(usage, dict):
+            self.usage = Usage(int(usage.get("prompt_tokens") or 0),
+                               int(usage.get("completion_tokens") or 0))
+        for choice in _items(_field(chunk, "choices")):
+            if _field(choice, "index") not in (0, None):
                 continue  # only the first choice is the reply (n is never set above 1)
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
+            delta = _field(choice, "delta")
+            if isinstance(delta, dict):
                 events.extend(self._delta(delta))
-            if getattr(choice, "finish_reason", None):
-                self.finish = str(choice.finish_reason)
+            finish = _field(choice, "finish_reason")
+            if finish:
+                self.finish = str(finish)
         return events
 
-    def _delta(self, delta: Any) -> list[ProviderEvent]:
+    def _delta(self, delta: dict[str, Any]) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
         for field in ("reasoning_content", "reasoning"):  # vLLM, llama.cpp, DeepSeek, ...
-            reasoning = getattr(delta, field, None)
+            reasoning = delta.get(field)
             if isinstance(reasoning, str) and reasoning:
                 events.append(ReasoningDelta(reasoning))
                 break
-        content = getattr(delta, "content", None)
+        content = delta.get("content")
         if isinstance(content, str) and content:
             events.append(TextDelta(content))
-        for fragment in getattr(delta, "tool_calls", None) or ():
+        for fragment in _items(delta.get("tool_calls")):
             events.extend(self._fragment(fragment))
         return events
 
     def _fragment(self, fragment: Any) -> list[ProviderEvent]:
-        index = getattr(fragment, "index", None)
+        index = _field(fragment, "index")
         if not isinstance(index, int):
             index = len(self.calls)
         call = self.calls.setdefault(index, _Call())
-        if getattr(fragment, "id", None):
-            call.call_id = call.call_id or str(fragment.id)
-        function = getattr(fragment, "function", None)
-        name = getattr(function, "name", None)
+        given_id = _field(fragment, "id")
+        if given_id:
+            call.call_id = call.call_id or str(given_id)
+        function = _field(fragment, "function")
+        name = _field(function, "name")
         if name:
             call.name = call.name or str(name)
-        arguments = getattr(function, "arguments", None) or ""
+        arguments = _field(function, "arguments") or ""
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
         events: list[ProviderEvent] = []
         if call.position is None:
             call.pending += arguments
@@ -416,25 +432,31 @@ class OpenAIProvider:
             names = names_of(request)
             params = self.parameters(request, names)
             client = self._client()
-            chunks = await client.chat.completions.create(**params)
+            # the SDK's transport, retries and status errors, but the stream read here:
+            # one json.loads a chunk instead of the SDK's model object a chunk
+            response = await client.chat.completions.with_streaming_response.create(
+                **params).__aenter__()
         except Exception as error:  # every failure is a value (module docstring)
             yield failure_of(error, self.server)
             return
         reader = _Reader(names, request.request_id)
         try:
             try:
-                async for chunk in chunks:
+                async for chunk in _chunks(response.http_response):
+                    if isinstance(chunk, ProviderFailure):
+                        yield chunk
+                        return
                     for event in reader.chunk(chunk):
                         yield event
             except Exception as error:
-                yield failure_of(error, self.server)
+                yield failure_of(_transport_error(error, response.http_response), self.server)
                 return
             for event in reader.end():
                 yield event
         finally:
             # closing a broken stream may fail again; there is nothing to add then
             with contextlib.suppress(Exception):
-                await chunks.close()
+                await response.close()
 
     async def aclose(self) -> None:
         """Close the SDK client this provider made for the running event loop (never a
@@ -445,6 +467,72 @@ class OpenAIProvider:
         self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
         if held is not None and held[0] is loop:
             await held[1].close()
+
+
+async def _chunks(http: Any) -> AsyncIterator[Any]:
+    """The decoded ``data:`` objects of a server-sent event stream, up to ``[DONE]`` (the
+    rest of the body read, so the connection can be reused), or a failure: an ``error``
+    object in the stream (as the SDK reads one), or data that is not JSON."""
+    data: list[str] = []
+    done = False
+    async for line in http.aiter_lines():
+        if done:
+            continue
+        if line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue
+        if line or not data:
+            continue  # a comment, an "event:"/"id:" field, or a blank line between events
+        text = "\n".join(data)
+        data = []
+        if text.startswith("[DONE]"):
+            done = True
+            continue
+        yield _decoded(text, http)
+    if data and not done:
+        text = "\n".join(data)
+        if not text.startswith("[DONE]"):
+            yield _decoded(text, http)
+
+
+def _decoded(text: str, http: Any) -> Any:
+    """One event's data: its JSON, or a failure value (an ``error`` object or bad JSON)."""
+    import openai
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        return failure_of(error)
+    if isinstance(value, dict) and value.get("error"):
+        error_body = value["error"]
+        message = error_body.get("message") if isinstance(error_body, dict) else None
+        if not message or not isinstance(message, str):
+            message = "An error occurred during streaming"
+        return failure_of(openai.APIError(message, http.request, body=error_body))
+    return value
+
+
+def _transport_error(error: Exception, http: Any) -> Exception:
+    """A transport exception raised while the stream is read, as the SDK's own error (a
+    timeout, a failed connection), so that it is named as one; anything else as it is."""
+    import openai
+
+    try:  # the SDK's own list of its HTTP library's exceptions
+        from openai._httpx2 import request_exceptions, timeout_exceptions
+        timeouts: tuple[type[Exception], ...] = timeout_exceptions()
+        failures: tuple[type[Exception], ...] = request_exceptions()
+    except ImportError:  # pragma: no cover - an SDK built on httpx
+        import httpx
+
+        timeouts, failures = (httpx.TimeoutException,), (httpx.RequestError,)
+    if isinstance(error, timeouts):
+        wrapped: Exception = openai.APITimeoutError(request=http.request)
+    elif isinstance(error, failures):
+        wrapped = openai.APIConnectionError(request=http.request)
+    else:
+        return error
+    wrapped.__cause__ = error
+    return wrapped
 
 
 def _setting(given: str | None, argument: str, variable: str,

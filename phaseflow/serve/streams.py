@@ -76,6 +76,21 @@ async def guarded(frames: AsyncIterator[T], log: Log, session_id: str) -> AsyncI
                  error=type(exc).__name__)
 
 
+def unfinished(accepted: Accepted) -> dict[str, Any]:
+    """The last frame of a turn's stream whose task ended before the turn did (the store
+    failed, another message interrupted it): a live-only ``error`` event with the
+    problem the JSON answer carries, so a client never sees a stream just stop."""
+    problem = accepted.problem
+    data: dict[str, Any] = {
+        "type": "error", "session_id": accepted.session_id, "seq": 0,
+        "code": problem.code if problem else "turn_incomplete",
+        "message": problem.detail if problem else
+        "the turn ended without turn_finished; follow the session's events"}
+    if problem is not None:
+        data["problem"] = problem.to_json()
+    return data
+
+
 class TurnStream(Response):
     """A turn's events as the answer to its message (``Accept: text/event-stream``):
     the frames of the events that came together written in one send, a heartbeat
@@ -127,8 +142,9 @@ class TurnStream(Response):
                 yield ping().encode()
                 continue
             events = accepted.events[index:]
-            if not events:
-                return  # the task is over
+            if not events:  # the task is over, and its turn did not end
+                yield frame(unfinished(accepted)).encode()
+                return
             batch = []
             for event in events:
                 batch.append(event_frame(event).encode())
