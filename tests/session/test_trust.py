@@ -1,0 +1,154 @@
+"""Trust a host can see and take back: ``session.trust()``, ``grant_trust``,
+``revoke_trust``, ``Agent(trusted_tools=...)``; persisted with the session, each change
+an event, through the public API."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from phaseflow import Agent, ScriptedProvider, SQLiteStore, load_workflow_text
+from phaseflow.errors import ConfigError
+from phaseflow.session import Trusted
+
+DESK = load_workflow_text("""\
+phaseflow: 1
+name: refunds
+initial: work
+state:
+  refunded: {type: array}
+tools:
+  orders.refund: {approval: always, writes: [refunded]}
+  orders.note: {}
+phases:
+  work:
+    goal: Refund orders.
+    tools: [orders.refund, orders.note]
+""")
+
+
+def _refund(order_id: str) -> dict[str, Any]:
+    return {"calls": [{"orders.refund": {"order_id": order_id}}]}
+
+
+def _agent(script: list[Any], ran: list[str], **options: Any) -> Agent:
+    def refund(order_id: str) -> dict[str, Any]:
+        ran.append(order_id)
+        return {"refunded": [*ran]}
+
+    return Agent(DESK, ScriptedProvider(script),
+                 tools={"orders.refund": refund, "orders.note": lambda text: "noted"},
+                 **options)
+
+
+def test_a_session_approval_is_listed_covers_the_same_arguments_and_is_revoked() -> None:
+    ran: list[str] = []
+
+    async def go() -> None:
+        script = [_refund("O-1"), "done", _refund("O-1"), "again", _refund("O-2"), "other",
+                  _refund("O-1"), "asked"]
+        session = await _agent(script, ran).session("s")
+        assert session.trust() == ()
+        waiting = await session.reply("Refund O-1")
+        assert waiting.approval is not None
+        await session.approve(waiting.approval.call_id, scope="session")
+        (entry,) = session.trust()
+        assert (entry.tool, entry.covers, entry.scope) == ("orders.refund", "same_arguments",
+                                                           "session")
+        assert len(entry.detail) == 64  # the SHA-256 of the canonical arguments
+        # the same arguments run without asking; other arguments ask
+        assert (await session.reply("Refund O-1 again")).status == "completed"
+        other = await session.reply("Refund O-2")
+        assert other.status == "awaiting_approval"
+        await session.reject(other.approval.call_id)  # type: ignore[union-attr]
+        await session.revoke_trust("orders.refund")
+        assert session.trust() == ()
+        asked = await session.reply("Refund O-1 once more")
+        assert asked.status == "awaiting_approval"
+        changes = [e for e in await session.events() if e.type == "trust_changed"]
+        assert [(e.tool, e.change, e.keys) for e in changes] == [  # type: ignore[union-attr]
+            ("orders.refund", "revoked", 1)]
+        assert ran == ["O-1", "O-1"]
+
+    asyncio.run(go())
+
+
+def test_a_host_grant_trusts_any_arguments_and_survives_resume(tmp_path: Path) -> None:
+    ran: list[str] = []
+    db = tmp_path / "s.db"
+
+    async def go() -> None:
+        script = [_refund("O-1"), "one", _refund("O-2"), "two", _refund("O-3"), "three"]
+        agent = _agent(script, ran, store=SQLiteStore(db))
+        session = await agent.session("s")
+        await session.grant_trust("orders.refund")
+        assert session.trust() == (Trusted("orders.refund", "any_arguments", "session"),)
+        assert (await session.reply("Refund O-1")).status == "completed"
+        again = _agent(script, ran, store=SQLiteStore(db))
+        resumed = await again.session("s")
+        assert [t.to_json() for t in resumed.trust()] == [
+            {"tool": "orders.refund", "covers": "any_arguments", "scope": "session",
+             "detail": ""}]
+        assert (await resumed.reply("Refund O-2")).status == "completed"
+        await resumed.revoke_trust("orders.refund")
+        assert (await resumed.reply("Refund O-3")).status == "awaiting_approval"
+        kinds = [(e.change, e.tool) for e in await resumed.events()  # type: ignore[union-attr]
+                 if e.type == "trust_changed"]
+        assert kinds == [("granted", "orders.refund"), ("revoked", "orders.refund")]
+        assert ran == ["O-1", "O-2"]
+
+    asyncio.run(go())
+
+
+def test_agent_trusted_tools_seed_every_new_session_and_one_can_take_it_back() -> None:
+    ran: list[str] = []
+    agent = _agent([_refund("O-1"), "one", _refund("O-2"), "two"], ran,
+                   trusted_tools=["orders.refund"])
+    first = agent.session_sync("a")
+    assert [t.tool for t in first.trust()] == ["orders.refund"]
+    assert first.reply_sync("Refund O-1").status == "completed"
+    second = agent.session_sync("b")
+    second.revoke_trust_sync("orders.refund")
+    assert second.trust() == ()
+    assert second.reply_sync("Refund O-2").status == "awaiting_approval"
+    assert [t.tool for t in agent.session_sync("a").trust()] == ["orders.refund"]
+    assert ran == ["O-1"]
+
+
+def test_turn_approvals_are_listed_while_the_turn_runs_and_gone_after() -> None:
+    seen: list[list[tuple[str, str]]] = []
+    sessions: list[Any] = []
+
+    def refund(order_id: str) -> str:
+        seen.append([(t.tool, t.scope) for t in sessions[0].trust()])
+        return "refunded"
+
+    async def go() -> None:
+        script = [_refund("O-1"), _refund("O-1"), "both", _refund("O-1"), "asks"]
+        agent = Agent(DESK, ScriptedProvider(script), tools={
+            "orders.refund": refund, "orders.note": lambda text: "noted"})
+        session = await agent.session("s")
+        sessions.append(session)
+        waiting = await session.reply("Refund O-1 twice")
+        await session.approve(waiting.approval.call_id, scope="turn")  # type: ignore[union-attr]
+        assert session.trust() == ()
+        assert (await session.reply("and again")).status == "awaiting_approval"
+
+    asyncio.run(go())
+    assert seen == [[("orders.refund", "turn")], [("orders.refund", "turn")]]
+
+
+def test_refusals_are_clear() -> None:
+    agent = _agent([], [])
+    with pytest.raises(ConfigError, match=r"no tool 'orders\.nope' to trust"):
+        agent.session_sync("s").grant_trust_sync("orders.nope")
+    with pytest.raises(ConfigError, match="trusted_tools: no tool 'x'"):
+        _agent([], [], trusted_tools=["x"])
+    with pytest.raises(ConfigError, match="not the string"):
+        _agent([], [], trusted_tools="orders.refund")
+    session = agent.session_sync("s")
+    session.revoke_trust_sync("orders.refund")  # nothing trusted it: nothing happens
+    assert session.events_sync() == ()
