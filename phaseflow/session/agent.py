@@ -39,6 +39,7 @@ from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
 from phaseflow.session.settings import check_agent
+from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (
     Cancel,
@@ -64,7 +65,6 @@ from phaseflow.turn.execution import (
     PromptKind,
     TrustEntry,
     TrustKey,
-    TrustKeyKind,
     TrustScope,
     TurnExecution,
 )
@@ -509,7 +509,7 @@ class Session:
         asking (``covers``: ``any_arguments`` for a host's grant, ``same_arguments`` or
         ``same_command`` for a human's approval for the turn or the session), and for how
         long (``scope``: ``turn`` or ``session``)."""
-        return tuple(_trusted(e) for e in self._runner.core.execution.trust_levels)
+        return trusted(self._runner.core.execution)
 
     async def grant_trust(self, tool: str) -> None:
         """Trust every call of ``tool`` (any arguments) for the rest of the session: it
@@ -818,33 +818,6 @@ class PendingApproval:
     arguments_hash: str
     reason: str
 
-
-@dataclass(frozen=True, slots=True)
-class Trusted:
-    """One thing a session trusts: ``tool``; ``covers``, what of it runs without asking
-    (``any_arguments``: a host's grant; ``same_arguments``: a human's approval of these
-    very arguments, ``detail`` their SHA-256; ``same_command``: a shell tool's approval of
-    this command, ``detail`` its canonical arguments); ``scope``, ``turn`` or
-    ``session``."""
-
-    tool: str
-    covers: str
-    scope: str
-    detail: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {"tool": self.tool, "covers": self.covers, "scope": self.scope,
-                "detail": self.detail}
-
-
-_COVERS: Mapping[TrustKeyKind, str] = {
-    TrustKeyKind.NAME: "any_arguments", TrustKeyKind.ARGUMENTS: "same_arguments",
-    TrustKeyKind.COMMAND: "same_command"}
-
-
-def _trusted(entry: TrustEntry) -> Trusted:
-    key = entry.key
-    return Trusted(key.tool, _COVERS[key.kind], entry.scope.value, key.detail)
 
 
 def _trusted_tools(names: Iterable[str], tools: Mapping[str, Any]) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ an event, through the public API."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +153,43 @@ def test_refusals_are_clear() -> None:
     session = agent.session_sync("s")
     session.revoke_trust_sync("orders.refund")  # nothing trusted it: nothing happens
     assert session.events_sync() == ()
+
+
+def test_sessions_show_and_trust_list_it_and_revoke_takes_it_back(tmp_path: Path) -> None:
+    from tests.support.phaseflow_cli import cli_env, run_phaseflow
+
+    path = tmp_path / "s.db"
+    ran: list[str] = []
+    script = [_refund("O-1"), "one", _refund("O-2"), "two"]
+    session = _agent(script, ran, store=SQLiteStore(path)).session_sync("cli")
+    waiting = session.reply_sync("Refund O-1")
+    session.approve_sync(waiting.approval.call_id, scope="session")  # type: ignore[union-attr]
+    session.grant_trust_sync("orders.note")
+    env = cli_env()
+
+    def cli(*args: str) -> Any:
+        return run_phaseflow("sessions", *args, "--store", str(path), cwd=tmp_path, env=env,
+                             timeout=120)
+
+    shown = cli("show", "cli")
+    assert shown.returncode == 0, shown.stderr
+    assert "trusted\n  orders.note: any arguments, for the session\n" in shown.stdout
+    assert "  orders.refund: the same arguments (sha256 " in shown.stdout
+    assert "trust      granted orders.note" in shown.stdout
+    listed = cli("trust", "cli", "--json")
+    assert [(t["tool"], t["covers"]) for t in json.loads(listed.stdout)] == [
+        ("orders.note", "any_arguments"), ("orders.refund", "same_arguments")]
+    revoked = cli("trust", "cli", "--revoke", "orders.refund")
+    assert revoked.returncode == 0, revoked.stderr
+    assert "revoked every trust of 'orders.refund'" in revoked.stderr
+    assert revoked.stdout == "  orders.note: any arguments, for the session\n"
+    again = cli("trust", "cli", "--revoke", "orders.refund")
+    assert again.returncode == 0 and "nothing to revoke" in again.stderr
+    assert json.loads(cli("show", "cli", "--json").stdout)["trust"] == [
+        {"tool": "orders.note", "covers": "any_arguments", "scope": "session", "detail": ""}]
+    assert cli("trust", "nobody").returncode == 1
+    # the revocation is the session's: an agent opening it asks again
+    resumed = _agent(script, ran, store=SQLiteStore(path)).session_sync("cli")
+    assert resumed.reply_sync("Refund O-2").status == "awaiting_approval"
+    kinds = [e.to_json()["change"] for e in resumed.events_sync() if e.type == "trust_changed"]
+    assert kinds == ["granted", "revoked"]
