@@ -601,8 +601,9 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
         lines.append(f"turn {record.turn} is running, or was left by a worker that stopped "
                      f"(phaseflow sessions recover {record.session_id} finishes it)")
     trust = trust_lines(record)
-    lines.append("trusted" if trust else "trusted: nothing")
-    lines.extend(trust)
+    if trust:  # what runs without asking a human
+        lines.append("trusted")
+        lines.extend(trust)
     lines.append("state" if record.state else "state: empty")
     lines.extend(f"  {key} = {one_line(value, as_json=True)}"
                  for key, value in record.state.items())
