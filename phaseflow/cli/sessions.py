@@ -348,33 +348,23 @@ async def _revoke(store: Store, record: SessionRecord, tool: str) -> SessionReco
     import os
     import time
 
-    from phaseflow.session.trust import revoked_record
-    from phaseflow.stores.base import StoreConflict, StoreFenced
+    from phaseflow.session.trust import RevokeRefused, revoke_stored
 
-    now = time.time()
-    lease = await store.acquire(record.session_id, f"phaseflow-cli-{os.getpid()}", 30.0, now)
-    if lease is None:
-        raise Failed(f"session {record.session_id!r} is running a turn (another worker "
-                     f"holds it): revoke when the turn has ended, or through the running "
-                     f"server")
     try:
-        record = await _record(store, record.session_id)  # as it is, under the lease
-        change = revoked_record(record, tool, now)
-        if change is None:
-            print(f"session {record.session_id} does not trust {tool!r}: nothing to revoke",
-                  file=sys.stderr)
-            return record
-        revoked, event = change
-        try:
-            await store.commit(revoked, [event], expected_version=record.version, lease=lease)
-        except (StoreConflict, StoreFenced) as exc:
-            raise Failed(f"session {record.session_id!r} changed meanwhile ({exc}); "
-                         f"nothing was revoked: try again") from None
+        outcome = await revoke_stored(store, record.session_id, tool,
+                                      owner=f"phaseflow-cli-{os.getpid()}", now=time.time())
+    except RevokeRefused as exc:
+        raise Failed(str(exc)) from None
+    if outcome is None:
+        raise Failed(f"no session {record.session_id!r} in the store")
+    after, changed = outcome
+    if changed:
         print(f"revoked every trust of {tool!r} in session {record.session_id}",
               file=sys.stderr)
-        return revoked
-    finally:
-        await store.release(lease)
+    else:
+        print(f"session {record.session_id} does not trust {tool!r}: nothing to revoke",
+              file=sys.stderr)
+    return after
 
 
 def trust_lines(record: SessionRecord) -> list[str]:

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from phaseflow.errors import PhaseflowError
 from phaseflow.session import events as ev
-from phaseflow.stores.base import SessionRecord
+from phaseflow.stores.base import SessionRecord, Store, StoreConflict
 from phaseflow.turn.execution import TrustEntry, TrustKeyKind, TurnExecution
 
 
@@ -65,3 +66,38 @@ def revoked_record(record: SessionRecord, tool: str, now: float
     change = ev.TrustChanged(tool=tool, change="revoked", keys=gone,
                              session_id=record.session_id, turn=record.turn, at=now)
     return record, change.to_json()
+
+
+class RevokeRefused(PhaseflowError):
+    """A revocation that could not be stored: a turn of the session runs (its worker
+    holds the lease), or the session changed meanwhile. Nothing was revoked."""
+
+
+async def revoke_stored(store: Store, session_id: str, tool: str, *, owner: str,
+                        now: float) -> tuple[SessionRecord, bool] | None:
+    """Take back every trust of ``tool`` in the stored session, in one commit under the
+    session's lease (``owner`` takes it for the commit and lets it go): the record as it
+    is after, and whether anything was revoked; ``None`` when there is no such session.
+    :class:`RevokeRefused` while a turn runs or when another commit came between."""
+    lease = await store.acquire(session_id, owner, 30.0, now)
+    if lease is None:
+        if await store.version(session_id) == 0:
+            return None
+        raise RevokeRefused(f"session {session_id!r} is running a turn (a worker holds "
+                            f"it): revoke trust when the turn has ended")
+    try:
+        record = await store.load(session_id)
+        if record is None:
+            return None
+        change = revoked_record(record, tool, now)
+        if change is None:
+            return record, False
+        revoked, event = change
+        try:
+            await store.commit(revoked, [event], expected_version=record.version, lease=lease)
+        except StoreConflict as exc:
+            raise RevokeRefused(f"session {session_id!r} changed meanwhile ({exc}); nothing "
+                                f"was revoked: try again") from None
+        return revoked, True
+    finally:
+        await store.release(lease)

@@ -193,3 +193,69 @@ def test_sessions_show_and_trust_list_it_and_revoke_takes_it_back(tmp_path: Path
     assert resumed.reply_sync("Refund O-2").status == "awaiting_approval"
     kinds = [e.to_json()["change"] for e in resumed.events_sync() if e.type == "trust_changed"]
     assert kinds == ["granted", "revoked"]
+
+
+DESK_YAML = """\
+phaseflow: 1
+name: refunds
+initial: work
+state:
+  refunded: {type: array}
+tools:
+  orders.refund: {approval: always}
+phases:
+  work:
+    goal: Refund orders.
+    tools: [orders.refund]
+"""
+
+DESK_TOOLS = '''\
+def refund(order_id: str) -> str:
+    return "refunded " + order_id
+
+
+TOOLS = {"orders.refund": refund}
+'''
+
+
+def test_trust_is_listed_and_revoked_over_http_against_a_real_serve(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.support.serve_server import new_session, serving, stored_events
+
+    (tmp_path / "desk.yaml").write_text(DESK_YAML, encoding="utf-8")
+    (tmp_path / "desk_tools.py").write_text(DESK_TOOLS, encoding="utf-8")
+    (tmp_path / "script.yaml").write_text(
+        "- calls: [{orders.refund: {order_id: O-1}}]\n- one\n"
+        "- calls: [{orders.refund: {order_id: O-1}}]\n- again\n"
+        "- calls: [{orders.refund: {order_id: O-1}}]\n- asked\n", encoding="utf-8")
+    args = ["desk.yaml", "--tools", "desk_tools:TOOLS", "--provider", "scripted:script.yaml",
+            "--store", str(tmp_path / "s.db")]
+    json_only = {"Accept": "application/json"}
+    with serving(args, tmp_path / "server.log", cwd=tmp_path) as server, \
+            httpx.Client(base_url=server.base, timeout=30) as client:
+        waiting = new_session(client, ["refund O-1"], workflow="refunds")
+        sid = waiting["id"]
+        assert client.get(f"/v1/sessions/{sid}/trust").json() == {"session_id": sid,
+                                                                    "trust": []}
+        call_id = waiting["pending_approval"]["call_id"]
+        decided = client.post(f"/v1/sessions/{sid}/approvals/{call_id}",
+                              json={"decision": "approve_session"}, headers=json_only)
+        assert decided.status_code == 200, decided.text
+        (entry,) = client.get(f"/v1/sessions/{sid}/trust").json()["trust"]
+        assert (entry["tool"], entry["covers"], entry["scope"]) == (
+            "orders.refund", "same_arguments", "session")
+        again = client.post(f"/v1/sessions/{sid}/messages", json={"text": "again"},
+                            headers=json_only)
+        assert again.json()["status"] != "awaiting_approval", again.text
+        revoked = client.delete(f"/v1/sessions/{sid}/trust/orders.refund")
+        assert revoked.status_code == 200, revoked.text
+        assert revoked.json()["trust"] == []
+        twice = client.delete(f"/v1/sessions/{sid}/trust/orders.refund")
+        assert twice.status_code == 404 and twice.json()["type"].endswith("not_trusted")
+        assert client.get("/v1/sessions/nobody/trust").status_code == 404
+        asked = client.post(f"/v1/sessions/{sid}/messages", json={"text": "once more"},
+                            headers=json_only)
+        assert asked.json()["status"] == "awaiting_approval", asked.text
+        changes = [e for e in stored_events(client, sid) if e["type"] == "trust_changed"]
+        assert [(e["tool"], e["change"]) for e in changes] == [("orders.refund", "revoked")]
