@@ -351,14 +351,16 @@ class PhaseMachine(MachineCore):
         return run_sync(plan_preparations(self, target, state, writer, "prepare_target_sync"))
 
     async def prepare_target(
-        self, target: str, state: Mapping[str, Any], writer: Writer | None = None
+        self, target: str, state: Mapping[str, Any], writer: Writer | None = None, *,
+        transcript: Any = None,
     ) -> bool:
         """Run ``target``'s preparations in order, then say whether its ``requires`` are
         all present. A preparation whose ``produces`` are all present already is skipped
         (it has nothing to add); the first one that fails stops the rest and leaves the
-        target blocked (False)."""
+        target blocked (False). ``transcript``: what the preparations receive (see
+        ``EffectContext``)."""
         return await run_async(plan_preparations(self, target, state, writer,
-                                                 "prepare_target"))
+                                                 "prepare_target", transcript))
 
     def take_request_sync(
         self,
@@ -399,18 +401,18 @@ class PhaseMachine(MachineCore):
 
     def advance_sync(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
-        counted: bool = True,
+        counted: bool = True, transcript: Any = None,
     ) -> BoundaryResult:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
-        plan = plan_boundary(self, state, writer, turn, counted, "advance_sync")
+        plan = plan_boundary(self, state, writer, turn, counted, "advance_sync", transcript)
         # the answer itself when nothing has to run (most boundaries): no driver frame
         return plan if type(plan) is BoundaryResult else run_sync(plan)
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
-        counted: bool = True,
+        counted: bool = True, transcript: Any = None,
     ) -> BoundaryResult:
         """One turn boundary: evaluate; when Blocked, prepare the target and evaluate
         once more; when Ready, transition with a guard trigger. At most one transition.
@@ -419,8 +421,10 @@ class PhaseMachine(MachineCore):
 
         ``counted=False`` is a boundary inside a turn (a session's, after a tool group):
         it moves like any boundary but does not count as a turn in the phase, because
-        ``turns_in_phase`` counts user turns, not model requests."""
-        return await run_async(plan_boundary(self, state, writer, turn, counted, "advance"))
+        ``turns_in_phase`` counts user turns, not model requests. ``transcript``: what
+        its ``call`` effects and preparations receive (see ``EffectContext``)."""
+        return await run_async(plan_boundary(self, state, writer, turn, counted, "advance",
+                                             transcript))
 
     # -- navigation ------------------------------------------------------------------------
 

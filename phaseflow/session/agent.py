@@ -37,7 +37,7 @@ from phaseflow.session.fork import (
 )
 from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
-from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
+from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig, transcript_window
 from phaseflow.session.settings import check_agent
 from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
@@ -288,6 +288,7 @@ class Agent:
             offer_tools="workflow" if offer_tools == "workflow" else "phase",
             capture_bytes=capture_bytes,
             session_capture_bytes=session_capture_bytes,
+            transcript_window=transcript_window(wf),
         )
         if self.mcp is not None:  # a server's tools changed: offered anew from the next request
             self.mcp.listeners.append(lambda _server: self.config.views.clear())
