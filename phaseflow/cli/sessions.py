@@ -79,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("id", metavar="ID")
     show.add_argument("--json", action="store_true",
                       help="print one object: id, workflow, status, phase, turn, state, "
-                      "pending_approval, history (what the model sees), transcript (every "
+                      "pending_approval, trust, history (what the model sees), transcript (every "
                       "message)")
     events = sub.add_parser("events", parents=[common], help="a session's stored events")
     events.add_argument("id", metavar="ID")
@@ -97,6 +97,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the first byte to print (default 0)")
     output.add_argument("--limit", default=None, metavar="N",
                         help="the most bytes to print (default: to the end)")
+    trust = sub.add_parser("trust", parents=[common],
+                           help="what ID trusts (tools that run without asking); --revoke "
+                           "TOOL takes every trust of TOOL back")
+    trust.add_argument("id", metavar="ID")
+    trust.add_argument("--revoke", metavar="TOOL",
+                       help="take back every trust of TOOL (a host's grant and every "
+                       "approval for the turn or the session)")
+    trust.add_argument("--json", action="store_true", help="print a JSON array")
     fork = sub.add_parser("fork", parents=[common],
                           help="a new session that starts at the end of a past turn of ID")
     fork.add_argument("id", metavar="ID")
@@ -144,7 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
-              "recover [ID ...]; or fork ID --at N --as NEW, branches ID, output ID REF",
+              "recover [ID ...]; or fork ID --at N --as NEW, branches ID, output ID REF, "
+              "trust ID [--revoke TOOL]",
               file=sys.stderr)
         return 2
     for stream in (sys.stdout, sys.stderr):
@@ -314,6 +323,63 @@ def _bytes_option(value: str, option: str, least: int) -> int:
     return int(text)
 
 
+async def _trust(store: Store, args: argparse.Namespace) -> int:
+    from phaseflow.cli.render import visible
+    from phaseflow.session.trust import trusted
+
+    record = await _record(store, args.id)
+    if args.revoke is not None:
+        record = await _revoke(store, record, args.revoke)
+    listed = trusted(record.execution)
+    if args.json:
+        print(json.dumps([t.to_json() for t in listed], ensure_ascii=False, indent=2))
+        return 0
+    if not listed:
+        print(f"session {args.id} trusts nothing: every call that needs approval asks",
+              file=sys.stderr)
+    for line in trust_lines(record):
+        print(visible(line))
+    return 0
+
+
+async def _revoke(store: Store, record: SessionRecord, tool: str) -> SessionRecord:
+    """Every trust of ``tool`` taken back in one commit under the session's lease (a turn
+    that runs holds it: refused, nothing changed)."""
+    import os
+    import time
+
+    from phaseflow.session.trust import RevokeRefused, revoke_stored
+
+    try:
+        outcome = await revoke_stored(store, record.session_id, tool,
+                                      owner=f"phaseflow-cli-{os.getpid()}", now=time.time())
+    except RevokeRefused as exc:
+        raise Failed(str(exc)) from None
+    if outcome is None:
+        raise Failed(f"no session {record.session_id!r} in the store")
+    after, changed = outcome
+    if changed:
+        print(f"revoked every trust of {tool!r} in session {record.session_id}",
+              file=sys.stderr)
+    else:
+        print(f"session {record.session_id} does not trust {tool!r}: nothing to revoke",
+              file=sys.stderr)
+    return after
+
+
+def trust_lines(record: SessionRecord) -> list[str]:
+    """What the session trusts, one line an entry (``show`` and ``trust``)."""
+    from phaseflow.session.trust import trusted
+
+    lines = []
+    for t in trusted(record.execution):
+        covers = {"any_arguments": "any arguments", "same_arguments":
+                  f"the same arguments (sha256 {t.detail[:12]})",
+                  "same_command": f"the same command {one_line(t.detail, 60)}"}[t.covers]
+        lines.append(f"  {t.tool}: {covers}, for the {t.scope}")
+    return lines
+
+
 async def _delete(store: Store, args: argparse.Namespace) -> int:
     if not await store.delete(args.id):
         raise Failed(f"no session {args.id!r} in the store")
@@ -381,6 +447,7 @@ def event_json(stored: StoredEvent) -> dict[str, Any]:
 
 def record_json(record: SessionRecord) -> dict[str, Any]:
     from phaseflow.session.records import history, message_json, pending_json, transcript
+    from phaseflow.session.trust import trusted
 
     return {
         "id": record.session_id,
@@ -393,6 +460,7 @@ def record_json(record: SessionRecord) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "state": dict(record.state),
         "pending_approval": pending_json(record),
+        "trust": [t.to_json() for t in trusted(record.execution)],
         "history": [message_json(m) for m in history(record)],
         "transcript": [message_json(m) for m in transcript(record)],
     }
@@ -486,6 +554,8 @@ def describe(data: Mapping[str, Any]) -> tuple[str, str]:
                              f"{_field(data, 'continuation', 20)} of {_field(data, 'of', 20)}")
     if kind == "mode_changed":
         return "mode", _field(data, "mode", 20)
+    if kind == "trust_changed":
+        return "trust", f"{_field(data, 'change', 20)} {_field(data, 'tool', 80)}"
     if kind == "session_forked":
         return "forked", (f"from session {_field(data, 'from_session', 80)} at the end of "
                           f"turn {_field(data, 'at_turn', 20)}")
@@ -520,6 +590,10 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
     if record.status == RUNNING:
         lines.append(f"turn {record.turn} is running, or was left by a worker that stopped "
                      f"(phaseflow sessions recover {record.session_id} finishes it)")
+    trust = trust_lines(record)
+    if trust:  # what runs without asking a human
+        lines.append("trusted")
+        lines.extend(trust)
     lines.append("state" if record.state else "state: empty")
     lines.extend(f"  {key} = {one_line(value, as_json=True)}"
                  for key, value in record.state.items())
@@ -643,5 +717,5 @@ def _outcome(session_id: str, before: str, status: str, phase: str,
 
 #: the actions that need the store and nothing else (``recover`` needs an agent too)
 _STORE_ACTIONS = {"list": _list, "show": _show, "events": _events, "delete": _delete,
-                  "output": _output,
+                  "output": _output, "trust": _trust,
                   "fork": _fork, "branches": _branches}

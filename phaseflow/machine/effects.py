@@ -37,7 +37,14 @@ from phaseflow.expr.jsonvalue import JsonCheck, check_json
 from phaseflow.machine.drivers import Call, Calls, Suspended
 from phaseflow.machine.results import ErrorKind, ErrorRecord
 from phaseflow.machine.state import Writer, readonly
-from phaseflow.spec.model import CallEffect, Effect, Position, SetEffect, UnsetEffect
+from phaseflow.spec.model import (
+    DEFAULT_TRANSCRIPT,
+    CallEffect,
+    Effect,
+    Position,
+    SetEffect,
+    UnsetEffect,
+)
 from phaseflow.spec.reference_checks import TYPE_CHECKS
 from phaseflow.spec.schema import type_name as json_type_name
 
@@ -62,8 +69,10 @@ class EffectContext:
     merged into the state through the session's writer, so the change is recorded.
     ``phase`` is the phase the effect belongs to (the phase being left for ``on_exit``,
     the phase being entered for ``on_enter``, the phase being prepared for a preparation).
-    ``transcript`` is whatever the host passed to ``transition`` (``None`` at a plain turn
-    boundary).
+    ``transcript`` is what the host passed to the move (``transition``, ``advance``,
+    ``take_request``; ``None`` when it passed nothing): a list or tuple is cut to the
+    call's last ``transcript: N`` items (default 6; 0: empty), anything else is passed as
+    it is. A session passes its history's last messages, each ``{role, content, ...}``.
     """
 
     state: Mapping[str, Any]
@@ -100,6 +109,8 @@ class CallSpec(NamedTuple):
     args: dict[str, Any]
     args_need_copy: bool
     produces: Mapping[str, str] | None = None
+    #: how many of the transcript's last items it receives (``transcript: N``)
+    transcript: int = DEFAULT_TRANSCRIPT
 
 
 class Op(NamedTuple):
@@ -139,7 +150,8 @@ def compile_effect(effect: Effect, label: str, registry: Mapping[str, Callable[.
         if effect.produces is not None:
             types = state_types or {}
             produces = {key: types.get(key, "any") for key in effect.produces}
-        payload = CallSpec(effect.name, fn, dict(effect.args), mutable, produces)
+        payload = CallSpec(effect.name, fn, dict(effect.args), mutable, produces,
+                           effect.transcript_window)
         return Op(CALL, payload, label, effect.position)
     raise TypeError(f"not an effect: {effect!r}")  # pragma: no cover - the model forbids it
 
@@ -151,6 +163,15 @@ def compile_effects(
     """Compile a list of effects."""
     return tuple(compile_effect(e, f"{where}[{i}]", registry, state_types)
                  for i, e in enumerate(effects))
+
+
+def last_items(transcript: Any, window: int) -> Any:
+    """What a call with ``transcript: window`` receives of the move's ``transcript``: a
+    list or tuple cut to its last ``window`` items (itself when it has no more), anything
+    else as it is."""
+    if isinstance(transcript, list | tuple) and len(transcript) > window:
+        return transcript[len(transcript) - window:]
+    return transcript
 
 
 def _error(kind: ErrorKind, phase: str, turn: int, message: str, op: Op) -> ErrorRecord:
@@ -252,7 +273,8 @@ def effect_steps(
                 call: CallSpec = op.payload
                 if call.fn is None:
                     raise LookupError(call.name)
-                context = EffectContext(readonly(state), phase, turn, workflow, transcript)
+                context = EffectContext(readonly(state), phase, turn, workflow,
+                                        last_items(transcript, call.transcript))
                 args = copy.deepcopy(call.args) if call.args_need_copy else call.args
                 result = yield Call(call.fn, context, args)
                 refused = _merge(result, writer, call.name, call.produces)

@@ -379,14 +379,16 @@ class PhaseMachine(MachineCore):
         return run_sync(plan_preparations(self, target, state, writer, "prepare_target_sync"))
 
     async def prepare_target(
-        self, target: str, state: Mapping[str, Any], writer: Writer | None = None
+        self, target: str, state: Mapping[str, Any], writer: Writer | None = None, *,
+        transcript: Any = None,
     ) -> bool:
         """Run ``target``'s preparations in order, then say whether its ``requires`` are
         all present. A preparation whose ``produces`` are all present already is skipped
         (it has nothing to add); the first one that fails stops the rest and leaves the
-        target blocked (False)."""
+        target blocked (False). ``transcript``: what the preparations receive (see
+        ``EffectContext``)."""
         return await run_async(plan_preparations(self, target, state, writer,
-                                                 "prepare_target"))
+                                                 "prepare_target", transcript))
 
     def take_request_sync(
         self,
@@ -443,14 +445,14 @@ class PhaseMachine(MachineCore):
 
     def advance_sync(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
-        counted: bool = True,
+        counted: bool = True, transcript: Any = None,
     ) -> BoundaryResult:
         """One turn boundary without an event loop (see :meth:`advance`). An ``async def``
         callable still works if it never suspends; one that does is reported as an error
         record."""
         if self._composes and self._stack is None and self._back is None:
             self._settle_sync(state, writer, turn)  # a calling initial phase: enter it first
-        plan = plan_boundary(self, state, writer, turn, counted, "advance_sync")
+        plan = plan_boundary(self, state, writer, turn, counted, "advance_sync", transcript)
         # the answer itself when nothing has to run (most boundaries): no driver frame
         result = plan if type(plan) is BoundaryResult else run_sync(plan)
         if self._composes:
@@ -459,7 +461,7 @@ class PhaseMachine(MachineCore):
 
     async def advance(
         self, state: Mapping[str, Any], writer: Writer | None = None, *, turn: int,
-        counted: bool = True,
+        counted: bool = True, transcript: Any = None,
     ) -> BoundaryResult:
         """One turn boundary: evaluate; when Blocked, prepare the target and evaluate
         once more; when Ready, transition with a guard trigger. At most one transition.
@@ -468,10 +470,12 @@ class PhaseMachine(MachineCore):
 
         ``counted=False`` is a boundary inside a turn (a session's, after a tool group):
         it moves like any boundary but does not count as a turn in the phase, because
-        ``turns_in_phase`` counts user turns, not model requests."""
+        ``turns_in_phase`` counts user turns, not model requests. ``transcript``: what
+        its ``call`` effects and preparations receive (see ``EffectContext``)."""
         if self._composes and self._stack is None and self._back is None:
             await self._settle(state, writer, turn)  # a calling initial phase: enter it first
-        result = await run_async(plan_boundary(self, state, writer, turn, counted, "advance"))
+        result = await run_async(plan_boundary(self, state, writer, turn, counted, "advance",
+                                                transcript))
         if self._composes:
             await self._settle(state, writer, turn)
         return result

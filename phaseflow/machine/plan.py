@@ -326,7 +326,8 @@ def transition_steps(
 # -- preparations --------------------------------------------------------------------------
 
 def plan_preparations(
-    m: MachineCore, target: str, state: Mapping[str, Any], writer: Writer | None, method: str
+    m: MachineCore, target: str, state: Mapping[str, Any], writer: Writer | None, method: str,
+    transcript: Any = None,
 ) -> Plan[bool]:
     """``target``'s preparations, then: are its ``requires`` all present? (False when it is
     not a phase.)"""
@@ -335,14 +336,15 @@ def plan_preparations(
     tinfo = m._index.info(target)
     if tinfo is None:
         return False
-    return _preparations_recorded(m, tinfo, state, writer_for(state, writer))
+    return _preparations_recorded(m, tinfo, state, writer_for(state, writer), transcript)
 
 
 def _preparations_recorded(
-    m: MachineCore, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer
+    m: MachineCore, tinfo: PhaseInfo, state: Mapping[str, Any], writer: Writer,
+    transcript: Any = None,
 ) -> Steps[bool]:
     errors: list[ErrorRecord] = []
-    ready = yield from prepare_steps(m, tinfo, state, writer, m._turn, [], errors)
+    ready = yield from prepare_steps(m, tinfo, state, writer, m._turn, [], errors, transcript)
     m._record(errors)
     yield ready
 
@@ -355,6 +357,7 @@ def prepare_steps(
     turn: int,
     ran: list[str],
     errors: list[ErrorRecord],
+    transcript: Any = None,
 ) -> Calls[bool]:
     """Run the target's preparations that still have something to produce, in order, each
     checked just before it runs (an earlier one may have produced its keys; the name of
@@ -368,7 +371,7 @@ def prepare_steps(
             ran.append(prep.name)
             failed = yield from effect_steps(
                 (prep.op,), state, writer, tinfo.phase.name, turn, m._index.name,
-                kind="preparation_failed")
+                transcript, kind="preparation_failed")
             if failed:
                 errors.extend(failed)
                 return False
@@ -419,7 +422,7 @@ def request_steps(
     and everything is checked again, as at a turn boundary (a preparation may have
     changed what the guards read; the edge may now be another); then the transition,
     with a model trigger."""
-    if not (yield from prepare_steps(m, tinfo, state, writer, turn, [], errors)):
+    if not (yield from prepare_steps(m, tinfo, state, writer, turn, [], errors, transcript)):
         m._record(errors)
         yield None
         return
@@ -441,6 +444,7 @@ def plan_boundary(
     turn: int,
     counted: bool,
     method: str,
+    transcript: Any = None,
 ) -> Plan[BoundaryResult]:
     """One turn boundary: count it (unless not ``counted``), then find the first ``auto``
     edge that is ready or preparable; the boundary's result when there is none
@@ -465,12 +469,12 @@ def plan_boundary(
         writer = state if type(state) is State else writer_for(state, None)
     edge, status = found
     if status is not READY:  # preparable: absent required keys stand in the way
-        return boundary_steps(m, edge, view, state, writer, turn, errors)
+        return boundary_steps(m, edge, view, state, writer, turn, errors, transcript)
     tinfo = m._index.entries.get(edge.to) or m._index.info(edge.to)
     assert tinfo is not None  # an edge that is not closed has a target
     if info.exit_plain is not None and tinfo.enter_plain is not None:  # transition_plan's rule
         return transition_now(m, tinfo, state, writer, turn, edge.trigger, errors, ())
-    return transition_steps(m, tinfo, state, writer, turn, edge.trigger, None, errors, ())
+    return transition_steps(m, tinfo, state, writer, turn, edge.trigger, transcript, errors, ())
 
 
 def boundary_steps(
@@ -481,6 +485,7 @@ def boundary_steps(
     writer: Writer,
     turn: int,
     errors: list[ErrorRecord],
+    transcript: Any = None,
 ) -> Steps[BoundaryResult]:
     """A boundary that found ``edge`` preparable: prepare its target and evaluate once
     more (a guard error the first evaluation reported is not reported twice), which may
@@ -488,7 +493,7 @@ def boundary_steps(
     ran: list[str] = []
     tinfo = m._index.info(edge.to)
     assert tinfo is not None  # an edge that is not closed has a target
-    yield from prepare_steps(m, tinfo, view, writer, turn, ran, errors)
+    yield from prepare_steps(m, tinfo, view, writer, turn, ran, errors, transcript)
     info = m._cur
     assert info is not None  # the boundary was planned from it
     again: list[ErrorRecord] = []
@@ -505,5 +510,5 @@ def boundary_steps(
         return
     tinfo = m._index.info(edge.to)
     assert tinfo is not None
-    yield from transition_steps(m, tinfo, state, writer, turn, edge.trigger, None, errors,
-                                tuple(ran))
+    yield from transition_steps(m, tinfo, state, writer, turn, edge.trigger, transcript,
+                                errors, tuple(ran))

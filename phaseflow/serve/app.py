@@ -48,6 +48,8 @@ def routes() -> list[BaseRoute]:
         Route(S, owned(r.delete_session), methods=["DELETE"]),
         Route(S + "/history", owned(r.get_history), methods=["GET"]),
         Route(S + "/outputs/{ref}", owned(r.get_output), methods=["GET"]),
+        Route(S + "/trust", owned(r.get_trust), methods=["GET"]),
+        Route(S + "/trust/{tool}", owned(r.delete_trust), methods=["DELETE"]),
         Route(S + "/messages", owned(t.post_message), methods=["POST"]),
         Route(S + "/events", owned(t.get_events), methods=["GET"]),
         Route(S + "/approvals/{call_id}", owned(t.post_approval), methods=["POST"]),

@@ -210,6 +210,16 @@ def document(secured: bool = True) -> dict[str, Any]:
                              "schema": {"type": "string"}},
                 _query("offset", {"type": "integer", "minimum": 0}),
                 _query("limit", {"type": "integer", "minimum": 1, "maximum": 8 * 2**20})])},
+            s + "/trust": {"get": _op("what the session trusts (tools that run without "
+                                      "asking)", {
+                "200": _ok({"type": "object", "required": ["session_id", "trust"]}),
+                "404": _problem("unknown session"), **COMMON}, params=sid)},
+            s + "/trust/{tool}": {"delete": _op("take back every trust of a tool", {
+                "200": _ok({"type": "object", "required": ["session_id", "trust"]}),
+                "404": _problem("unknown session, or the tool is not trusted"),
+                "409": _problem("a turn runs"), **COMMON}, params=[
+                SESSION_ID, {"name": "tool", "in": "path", "required": True,
+                             "schema": {"type": "string"}}])},
             s + "/messages": {"post": _op("a turn", TURN, params=[
                 SESSION_ID, IDEMPOTENCY, PREFER], body=_ref("Message"))},
             s + "/events": {"get": _op("the session's events (SSE), resumable", {

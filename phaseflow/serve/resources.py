@@ -181,6 +181,50 @@ async def get_output(request: Request) -> Response:
                     headers={"X-Output-Size": str(size), "X-Output-Offset": str(offset)})
 
 
+async def get_trust(request: Request) -> Response:
+    """What the session trusts: the tools that run without asking a human."""
+    from phaseflow.session.trust import trusted
+
+    hub = hub_of(request)
+    sid = path_session(request)
+    record = await stored(hub, sid)
+    return JSONResponse({"session_id": sid,
+                         "trust": [t.to_json() for t in trusted(record.execution)]})
+
+
+async def delete_trust(request: Request) -> Response:
+    """Take back every trust of ``{tool}`` (a host's grant and every approval for the
+    turn or the session): one commit with a ``trust_changed`` event, in whichever worker;
+    404 when nothing trusted it, 409 while a turn of the session runs."""
+    from phaseflow.session.trust import RevokeRefused, revoke_stored, trusted
+
+    hub = hub_of(request)
+    sid = path_session(request)
+    tool = request.path_params["tool"]
+    record = await stored(hub, sid)
+    served = served_for(hub, record)
+    if hub.running_here(sid):
+        raise Problem(409, "session_busy", f"session {sid!r} is running a turn; revoke "
+                      "trust when it has ended", session_id=sid)
+    try:
+        outcome = await revoke_stored(hub.store, sid, tool, owner=f"serve-trust-{uuid.uuid4()}",
+                                      now=served.agent.config.clock())
+    except RevokeRefused as exc:
+        raise Problem(409, "session_busy", str(exc), session_id=sid) from None
+    if outcome is None:
+        raise Problem(404, "session_not_found", f"no session {sid!r}", session_id=sid)
+    after, changed = outcome
+    if not changed:
+        raise Problem(404, "not_trusted", f"session {sid!r} does not trust {tool!r}",
+                      session_id=sid, tool=tool)
+    hub.forget(sid)  # a kept object holds the trust as it was
+    if hub.on_commit is not None:
+        hub.on_commit(sid)  # followers in other workers read the new event
+    hub.poke(sid)
+    return JSONResponse({"session_id": sid,
+                         "trust": [t.to_json() for t in trusted(after.execution)]})
+
+
 async def delete_session(request: Request) -> Response:
     hub = hub_of(request)
     sid = path_session(request)

@@ -15,6 +15,7 @@ from phaseflow.session.agent import (
     SessionBusy,
     SessionError,
     SessionFinished,
+    Trusted,
     TurnFailed,
 )
 from phaseflow.session.core import ResolutionRefused
@@ -34,6 +35,7 @@ from phaseflow.session.events import (
     TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
+    TrustChanged,
     TurnCancelling,
     TurnFinished,
     TurnStartedEvent,
@@ -69,6 +71,8 @@ __all__ = [
     "TextDeltaEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "TrustChanged",
+    "Trusted",
     "TurnCancelling",
     "TurnFailed",
     "TurnFinished",

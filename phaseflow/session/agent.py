@@ -37,11 +37,13 @@ from phaseflow.session.fork import (
 )
 from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
-from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig
+from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig, transcript_window
 from phaseflow.session.settings import check_agent
+from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (
     Cancel,
+    ChangeTrust,
     CompactNow,
     Core,
     LimitEdits,
@@ -57,7 +59,15 @@ from phaseflow.stores.memory import MemoryStore
 from phaseflow.tools.function import FunctionTool
 from phaseflow.tools.function import tool as make_tool
 from phaseflow.tools.state_types import check_state_type
-from phaseflow.turn.execution import ApprovalDecision, Mode, PromptKind, TurnExecution
+from phaseflow.turn.execution import (
+    ApprovalDecision,
+    Mode,
+    PromptKind,
+    TrustEntry,
+    TrustKey,
+    TrustScope,
+    TurnExecution,
+)
 from phaseflow.turn.messages import Content, Message, ToolCall
 
 if TYPE_CHECKING:
@@ -67,7 +77,7 @@ T = TypeVar("T")
 
 #: the exceptions a host catches, importable from here as before
 __all__ = ["Agent", "ForkRefused", "PendingApproval", "Reply", "Session", "SessionBusy",
-           "SessionError", "SessionFinished", "TurnFailed"]
+           "SessionError", "SessionFinished", "Trusted", "TurnFailed"]
 
 
 class Reply(str):
@@ -194,6 +204,7 @@ class Agent:
         max_continuations: int = 2,
         capture_bytes: int = 10 * 2**20,
         session_capture_bytes: int = 100 * 2**20,
+        trusted_tools: Iterable[str] = (),
     ) -> None:
         wf = _load(workflow)
         if not callable(getattr(provider, "stream", None)):
@@ -252,6 +263,9 @@ class Agent:
             from phaseflow.mcp.attach import attach
 
             self.mcp = attach(mcp, wf, self.tools)
+        #: the tools every new session trusts from its start (any arguments; a session
+        #: can take each back with ``revoke_trust``; a stored session keeps its own)
+        self.trusted_tools = _trusted_tools(trusted_tools, self.tools)
         self.provider = provider
         self.store: Store = store if store is not None else MemoryStore()
         self.observer = observer_for(wf.name, self.store, tracer_provider, meter_provider)
@@ -275,6 +289,7 @@ class Agent:
             offer_tools="workflow" if offer_tools == "workflow" else "phase",
             capture_bytes=capture_bytes,
             session_capture_bytes=session_capture_bytes,
+            transcript_window=transcript_window(wf),
         )
         if self.mcp is not None:  # a server's tools changed: offered anew from the next request
             self.mcp.listeners.append(lambda _server: self.config.views.clear())
@@ -341,7 +356,8 @@ class Agent:
         wf = self.workflow
         machine = PhaseMachine.from_workflow(wf, clock=self.phase_clock)
         state = State(self._initial_state(initial))
-        core = Core(session_id, execution=TurnExecution(mode=self.mode))
+        trust = tuple(TrustEntry(TrustKey(t), TrustScope.SESSION) for t in self.trusted_tools)
+        core = Core(session_id, execution=TurnExecution(mode=self.mode, trust=trust))
         runner = Runner(self.config, core, machine, state, 0, 0.0)
         return Session(self, runner)
 
@@ -497,6 +513,38 @@ class Session:
 
     def lift_edit_limit_sync(self, path: str) -> None:
         _run(self.lift_edit_limit(path))
+
+    def trust(self) -> tuple[Trusted, ...]:
+        """What this session trusts now: each entry a tool and what of it runs without
+        asking (``covers``: ``any_arguments`` for a host's grant, ``same_arguments`` or
+        ``same_command`` for a human's approval for the turn or the session), and for how
+        long (``scope``: ``turn`` or ``session``)."""
+        return trusted(self._runner.core.execution)
+
+    async def grant_trust(self, tool: str) -> None:
+        """Trust every call of ``tool`` (any arguments) for the rest of the session: it
+        runs without asking a human. Stored with the session, a ``trust_changed`` event;
+        nothing when it is granted already. :class:`ConfigError` for a tool the agent
+        does not have."""
+        if not isinstance(tool, str) or tool not in self._agent.tools:
+            raise ConfigError(f"session {self.id!r}: no tool {tool!r} to trust (the agent's "
+                              f"tools: {', '.join(sorted(self._agent.tools)) or 'none'})")
+        await self._driver.apply(ChangeTrust(tool, grant=True))
+
+    async def revoke_trust(self, tool: str) -> None:
+        """Take back every trust of ``tool``: a host's grant and every approval for the
+        turn or the session; its next call asks a human again (when its tool needs
+        approval). A ``trust_changed`` event; nothing when nothing trusted it."""
+        if not isinstance(tool, str) or not tool:
+            raise ConfigError(f"a tool name is a non-empty string, not {tool!r}")
+        await self._driver.apply(ChangeTrust(tool, grant=False))
+
+
+    def grant_trust_sync(self, tool: str) -> None:
+        _run(self.grant_trust(tool))
+
+    def revoke_trust_sync(self, tool: str) -> None:
+        _run(self.revoke_trust(tool))
 
     async def compact(self, *, max_tokens: int = 1024) -> tuple[ev.Event, ...]:
         """Fold everything before the last turn into a summary now, between turns (a
@@ -779,3 +827,17 @@ class PendingApproval:
     arguments: Any
     arguments_hash: str
     reason: str
+
+
+
+def _trusted_tools(names: Iterable[str], tools: Mapping[str, Any]) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise ConfigError(f"trusted_tools is a list of tool names, not the string {names!r}")
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str) or name not in tools:
+            raise ConfigError(f"trusted_tools: no tool {name!r} (the agent's tools: "
+                              f"{', '.join(sorted(tools)) or 'none'})")
+        if name not in out:
+            out.append(name)
+    return tuple(out)

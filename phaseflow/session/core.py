@@ -31,6 +31,7 @@ from phaseflow.session import events as ev
 from phaseflow.session.compaction import fold_point, history_chars, replies_in, visible
 from phaseflow.session.host_inputs import (
     host_compaction_id,
+    on_change_trust,
     on_compact_now,
     on_limit_edits,
     on_mode,
@@ -40,6 +41,7 @@ from phaseflow.session.values import (
     CallProvider,
     Cancel,
     Cancelling,
+    ChangeTrust,
     Command,
     Compact,
     Compacted,
@@ -1073,4 +1075,5 @@ _HANDLERS: dict[type, Callable[[Core, Any, Limits], Step]] = {
     Compacted: _between_turns(_on_compacted),
     CompactNow: _between_turns(on_compact_now),
     LimitEdits: _between_turns(on_limit_edits),
+    ChangeTrust: _between_turns(on_change_trust),
 }

@@ -207,6 +207,18 @@ class ModeChanged(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TrustChanged(_Event):
+    """The host granted trust in ``tool`` (``change`` ``granted``: every call of it runs
+    without asking, for the rest of the session) or took every trust of it back
+    (``revoked``; ``keys``: how many trust entries went)."""
+
+    type: ClassVar[str] = "trust_changed"
+    tool: str = ""
+    change: str = "granted"
+    keys: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SessionForked(_Event):
     """The session began as a fork of ``from_session`` at the end of its turn
     ``at_turn``: its history, state, phase and machine are that turn's end (the first
@@ -232,7 +244,7 @@ Event = (
     TurnStartedEvent | TextDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequested
     | ApprovalResolvedEvent | StateChanged | PhaseChanged | Retrying | TurnFinished
     | ModeChanged | MessageSteered | HistoryCompacted | SessionForked | ErrorEvent
-    | ReplyContinued | TurnCancelling
+    | ReplyContinued | TurnCancelling | TrustChanged
 )
 
 EVENT_TYPES: dict[str, type[_Event]] = {
@@ -240,7 +252,7 @@ EVENT_TYPES: dict[str, type[_Event]] = {
     for cls in (TurnStartedEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent,
                 ApprovalRequested, ApprovalResolvedEvent, StateChanged, PhaseChanged, Retrying,
                 TurnFinished, ModeChanged, MessageSteered, HistoryCompacted, SessionForked,
-                ErrorEvent, ReplyContinued, TurnCancelling)
+                ErrorEvent, ReplyContinued, TurnCancelling, TrustChanged)
 }
 
 

@@ -1,7 +1,7 @@
 """The host's settings between turns, as steps of the pure core: the session's mode,
-the edit limits tools read, and a compaction the host asks for. Each is a small
-decision with one commit; they live apart from the turn's loop (:mod:`.core`), which
-dispatches them here.
+the edit limits tools read, the trust it grants and takes back, and a compaction the
+host asks for. Each is a small decision with one commit; they live apart from the
+turn's loop (:mod:`.core`), which dispatches them here.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from phaseflow.errors import PhaseflowError
 from phaseflow.session import events as ev
 from phaseflow.session.values import (
+    ChangeTrust,
     Compact,
     CompactNow,
     Core,
@@ -17,7 +18,7 @@ from phaseflow.session.values import (
     SetMode,
     Step,
 )
-from phaseflow.turn.execution import Mode
+from phaseflow.turn.execution import Mode, TrustKey, TrustScope
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import UserMessage
 from phaseflow.turn.rejections import Rejected
@@ -92,3 +93,26 @@ def on_limit_edits(core: Core, event: LimitEdits) -> Step:
 
 class EditLimitRefused(PhaseflowError):
     """An edit limit that is not one: a relative path, or lines that are not a range."""
+
+
+# --- trust -----------------------------------------------------------------------------------
+
+
+def on_change_trust(core: Core, event: ChangeTrust) -> Step:
+    """A host's grant (every call of the tool, for the session) or revocation (every
+    trust of the tool, approvals included): committed with a ``trust_changed`` event.
+    A revocation of a tool nothing trusts changes nothing."""
+    execution = core.execution
+    if event.grant:
+        key = TrustKey(event.tool)
+        if any(e.key == key and e.scope is TrustScope.SESSION for e in execution.trust):
+            return Step(core)
+        granted = execution.put_trust(key, TrustScope.SESSION)
+        assert not isinstance(granted, Rejected)  # session trust is never refused
+        change = ev.TrustChanged(tool=event.tool, change="granted", keys=1, turn=core.turn)
+        return Step(evolve(core, execution=granted), (Persist((change,)),))
+    gone = sum(1 for e in execution.trust if e.key.tool == event.tool)
+    if not gone:
+        return Step(core)
+    change = ev.TrustChanged(tool=event.tool, change="revoked", keys=gone, turn=core.turn)
+    return Step(evolve(core, execution=execution.revoke(event.tool)), (Persist((change,)),))

@@ -48,6 +48,7 @@ from phaseflow.session.outputs import (
     read_output,
     tool_text,
 )
+from phaseflow.session.records import message_json
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -80,7 +81,7 @@ from phaseflow.session.view import (
     tool_specs,
     workflow_specs,
 )
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import CallEffect, Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
 from phaseflow.turn.execution import Mode
@@ -107,6 +108,18 @@ T = TypeVar("T")
 
 #: who decides whether a call needs a human: ``approve(call, ctx) -> bool``
 ApprovalPolicy = Callable[[ToolCall, ToolContext], bool]
+
+
+def transcript_window(workflow: Workflow) -> int:
+    """The widest ``transcript: N`` of the workflow's ``call`` effects and preparations
+    (each without one: the default); 0 when it has no call."""
+    widest = 0
+    for phase in workflow.phases.values():
+        effects = (*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare))
+        for effect in effects:
+            if isinstance(effect, CallEffect):
+                widest = max(widest, effect.transcript_window)
+    return widest
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +155,9 @@ class RunnerConfig:
     max_output_tokens: int | None = None
     #: what each phase offers, worked out once per phase (see ViewCache)
     views: ViewCache = field(default_factory=ViewCache)
+    #: the most messages a ``call`` effect or preparation of the workflow receives
+    #: (``transcript: N``; 0: none has a call, and no transcript is built)
+    transcript_window: int = 0
     #: who summarizes a compacted history (None: ``provider``), and what it is told
     compaction_provider: Provider | None = None
     compaction_prompt: str = DEFAULT_PROMPT
@@ -881,7 +897,8 @@ class Runner:
         prepared: tuple[ev.Event, ...] = ()
         if status.verdict == "preparable":
             before = self.state.to_dict()
-            ready = await self.obs.prepare(target, self.machine.prepare_target(target, self.state))
+            ready = await self.obs.prepare(target, self.machine.prepare_target(
+                target, self.state, transcript=self._transcript()))
             prepared = tuple(self._state_events(before, "prepare"))
             if ready and self.machine.request(target, self.state):
                 return Done(ToolOutcome.ok(f"Moving to {target} after this step."), "ok",
@@ -920,7 +937,8 @@ class Runner:
         turn = self.core.turn
         from_phase = self.machine.current
         if command.move is not None:
-            taken = await self.machine.take_request(command.move, self.state, turn=turn)
+            taken = await self.machine.take_request(command.move, self.state, turn=turn,
+                                                    transcript=self._transcript())
             if self.machine.call_depth:
                 self.machine.mark_calls(len(self.core.history()))
             if taken is not None:
@@ -931,7 +949,8 @@ class Runner:
                 events.append(ev.ErrorEvent(code="move_refused", message=(
                     f"the move to {command.move!r} no longer holds after this step's writes")))
         else:
-            result_ = await self.machine.advance(self.state, turn=turn, counted=command.final)
+            result_ = await self.machine.advance(self.state, turn=turn, counted=command.final,
+                                                 transcript=self._transcript())
             if self.machine.call_depth:  # where each call entered began
                 self.machine.mark_calls(len(self.core.history()))
             events.extend(self._machine_errors(result_.events))
@@ -943,6 +962,16 @@ class Runner:
         events.extend(self._state_events(before, "effects"))
         self._machine_snapshot = self.machine.snapshot()
         return BoundaryDone(self.view(), tuple(events), command.final)
+
+    def _transcript(self) -> tuple[dict[str, Any], ...] | None:
+        """The conversation's last messages as hooks receive them (``ctx.transcript``:
+        ``{role, content, ...}``, oldest first): as many as the workflow's widest
+        ``transcript: N`` (each call is cut to its own); ``None`` when no hook takes any."""
+        window = self.config.transcript_window
+        if not window:
+            return None
+        history = self.core.history()
+        return tuple(message_json(m) for m in history[max(0, len(history) - window):])
 
     @staticmethod
     def _machine_errors(records: tuple[Any, ...]) -> list[ev.Event]:

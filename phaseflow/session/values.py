@@ -342,6 +342,15 @@ class LimitEdits:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangeTrust:
+    """The host trusts every call of ``tool`` for the rest of the session (``grant``), or
+    takes back every trust of it (approvals included)."""
+
+    tool: str
+    grant: bool
+
+
+@dataclass(frozen=True, slots=True)
 class CompactNow:
     """The host asks for a compaction between turns: everything before the last turn
     is folded into a summary (``max_tokens``: the summary's output limit)."""
@@ -444,7 +453,7 @@ class Resume:
 
 
 Input = (Send | Replied | RequestFailed | ToolDone | BoundaryDone | Resolve | Cancel | Resume
-         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits | Cancelling)
+         | SetMode | Interrupt | Compacted | CompactNow | LimitEdits | ChangeTrust | Cancelling)
 
 
 # --- commands --------------------------------------------------------------------------

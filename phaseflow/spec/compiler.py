@@ -106,7 +106,7 @@ PHASE_KEYS = frozenset(
     }
 )
 TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger", "handoff", "with"})
-EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces"})
+EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces", "transcript"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
 
@@ -450,7 +450,10 @@ class Compiler:
                 nodes.call_produces = []
             nodes.call_produces.extend(named)
             produces = tuple(k for k, _ in named)
-        return CallEffect(name, args if isinstance(args, dict) else {}, position, produces)
+        window = to_python(fields["transcript"]) if "transcript" in fields else None
+        transcript = window if type(window) is int and window >= 0 else None
+        return CallEffect(name, args if isinstance(args, dict) else {}, position, produces,
+                          transcript)
 
     def effects(self, node: Node | None, nodes: PhaseNodes) -> tuple[Effect, ...]:
         if not isinstance(node, Sequence):

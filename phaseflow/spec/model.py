@@ -174,12 +174,20 @@ class CallEffect:
     """Call a host callable registered under ``name`` with ``args``; a mapping it returns
     is merged into the state. ``produces`` (``None``: not declared) names the keys the
     callable may return: a key outside it, or a value that does not fit its key's declared
-    type, is not written (an error record says why)."""
+    type, is not written (an error record says why). ``transcript``: how many of the
+    conversation's last messages the callable receives (``None``: the default,
+    :data:`DEFAULT_TRANSCRIPT`; 0: none)."""
 
     name: str
     args: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     position: Position | None = field(default=None, compare=False)
     produces: tuple[str, ...] | None = None
+    transcript: int | None = None
+
+    @property
+    def transcript_window(self) -> int:
+        """The messages it receives: its own ``transcript``, else the default."""
+        return DEFAULT_TRANSCRIPT if self.transcript is None else self.transcript
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", _frozen(self.args))
@@ -188,6 +196,10 @@ class CallEffect:
 
 
 Effect = SetEffect | UnsetEffect | CallEffect
+
+#: how many of the conversation's last messages a ``call`` effect or preparation receives
+#: (``ctx.transcript``) when it does not say (``transcript: N``)
+DEFAULT_TRANSCRIPT = 6
 
 
 @dataclass(frozen=True, slots=True)

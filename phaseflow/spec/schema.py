@@ -315,6 +315,9 @@ def _diagnose(error: Any, located: NodeLocator, path: str,
         if isinstance(value, dict) and "with" not in value and "produces" in value:
             yield diag("PF103", f"{where}: 'produces' names the keys a 'call' returns; add "
                                 "'call' or remove it")
+        elif isinstance(value, dict) and "with" not in value and "transcript" in value:
+            yield diag("PF103", f"{where}: 'transcript' says how many messages a 'call' "
+                                "receives; add 'call' or remove it")
         else:
             yield diag("PF103",
                        f"{where}: 'with' gives arguments to a 'call'; add 'call' or remove it")

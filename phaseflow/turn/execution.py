@@ -581,6 +581,27 @@ class TurnExecution:
         rest = tuple(p for p in self.auto_approvals if p.call_id != call.id)
         return evolve(self, auto_approvals=(*rest, PendingAutoApproval(call.id, scope)))
 
+    def put_trust(self, key: TrustKey, scope: TrustScope) -> TurnExecution | Rejected:
+        """Trust ``key`` for the ``scope`` (a host's grant: a bare name key trusts every
+        call of the tool). Turn trust only while a turn is active."""
+        i.exactly(key, (TrustKey,), "trust key")
+        scope = i.member(TrustScope, scope, "scope")
+        if scope is TrustScope.TURN and not self.active:
+            return Rejected(R.NOT_ACTIVE, "turn trust needs an active turn")
+        rest = tuple(e for e in self.trust if e.key != key)
+        return evolve(self, trust=(*rest, TrustEntry(key, scope)))
+
+    def revoke(self, tool: str) -> TurnExecution:
+        """Every trust of ``tool`` taken back (its name key and every argument key);
+        the next call of it asks a human again when its tool needs approval."""
+        tool = i.text(tool, "tool")
+        return evolve(self, trust=tuple(e for e in self.trust if e.key.tool != tool))
+
+    @property
+    def trust_levels(self) -> tuple[TrustEntry, ...]:
+        """What is trusted now, ordered by tool and key (a stable listing for hosts)."""
+        return tuple(sorted(self.trust, key=lambda e: e.key))
+
     # --- ending the turn ---
 
     def begin_completion(self) -> TurnExecution | Rejected:

@@ -110,6 +110,8 @@ def test_another_identity_reaches_nothing_of_a_session(server: Server) -> None:
             _not_found(bob.post(f"{url}/approvals/{call}", json={"decision": "approve"}),
                        target)
             _not_found(bob.post(f"{url}/cancel"), target)
+            _not_found(bob.get(f"{url}/trust"), target)
+            _not_found(bob.delete(f"{url}/trust/pay"), target)
             _not_found(bob.delete(url), target)
         # the AG-UI thread of ada's session
         run = bob.post("/v1/ag-ui/desk", json={

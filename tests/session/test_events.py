@@ -24,9 +24,10 @@ def test_stored_turn_started_and_text_delta_events_read_back() -> None:
 def test_the_event_types_on_the_wire_are_unchanged() -> None:
     """Types are only ever added (an old log reads back): ``mode_changed`` came with plan
     mode, ``message_steered`` with double texting, ``history_compacted`` with compaction,
-    ``session_forked`` with forks, ``reply_continued`` with cut replies' continuation."""
+    ``session_forked`` with forks, ``reply_continued`` with cut replies' continuation,
+    ``trust_changed`` with trust a host grants and revokes."""
     assert set(EVENT_TYPES) == {
         "turn_started", "text_delta", "tool_call", "tool_result", "approval_requested",
         "approval_resolved", "state_changed", "phase_changed", "retrying", "turn_finished",
         "mode_changed", "message_steered", "history_compacted",
-        "session_forked", "error", "reply_continued", "turn_cancelling"}
+        "session_forked", "error", "reply_continued", "turn_cancelling", "trust_changed"}

@@ -100,6 +100,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.problems: list[str] = []
         self.crashes = 0
         self.checked_requests = 0
+        self.granted: set[str] = set()  # tools the host trusted (for any arguments) at some time
 
     def teardown(self) -> None:
         """Stop whatever a failed step left waiting, then close the loop."""
@@ -337,6 +338,23 @@ class SessionMachine(RuleBasedStateMachine):
         assert self.session.status == "awaiting_approval"
         assert self.run(self.store.load(SID)).version == version  # type: ignore[union-attr]
 
+    @rule(grant=st.booleans(), which=st.integers(0, 5))
+    def change_trust(self, grant: bool, which: int) -> None:
+        """The host trusts a tool that needs approval (any arguments), or takes every trust
+        of it back: between turns or while one waits for a human."""
+        tools = sorted(t for t in self.desk.approval if t in self.agent.tools)
+        if not tools:
+            return
+        tool = tools[which % len(tools)]
+        if grant:
+            self.run(self.session.grant_trust(tool))
+            self.granted.add(tool)
+            assert any(t.tool == tool and t.covers == "any_arguments"
+                       for t in self.session.trust())
+        else:
+            self.run(self.session.revoke_trust(tool))
+            assert all(t.tool != tool for t in self.session.trust())
+
     @precondition(lambda self: self.session.status == "awaiting_approval")
     @rule()
     def cancel_pending(self) -> None:
@@ -463,6 +481,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert reopened.history == s.history and reopened.transcript == s.transcript
         assert (reopened.status, reopened.phase, reopened.turn) == (s.status, s.phase, s.turn)
         assert dict(reopened.state) == dict(s.state)
+        assert reopened.trust() == s.trust()  # trust is stored with the session
         mine, theirs = s.pending_approval, reopened.pending_approval
         assert (mine and (mine.call_id, mine.arguments_hash)) == (
             theirs and (theirs.call_id, theirs.arguments_hash))
@@ -515,7 +534,7 @@ class SessionMachine(RuleBasedStateMachine):
                     d in ("approve_session", "approve_turn") and where.get(cid, (0, None))[1]
                     is not None and where[cid][1].name == call.name
                     and where[cid][1].arguments == call.arguments
-                    for cid, d in approved.items())
+                    for cid, d in approved.items()) or call.name in self.granted
                 assert (decision is not None and decision != "reject") or trusted, (
                     f"{inv.call_id} ({inv.name}) ran without approval")
 

@@ -130,9 +130,9 @@ phases:
     requires: [k]
     guard: state.k
     prepare:
-      - {name: p, produces: [k], call: c, with: {x: 1}}
+      - {name: p, produces: [k], call: c, with: {x: 1}, transcript: 2}
     on_enter:
-      - {call: c, with: {x: 1}, produces: [k]}
+      - {call: c, with: {x: 1}, produces: [k], transcript: 4}
     on_exit:
       - {set: {k: y}}
       - {unset: [k]}
@@ -162,9 +162,10 @@ LEVELS = {
         None,
         compiler.TRANSITION_KEYS,
     ),
-    "effect": ("      - {call: c, with: {x: 1}, produces: [k]}", None, compiler.EFFECT_KEYS),
+    "effect": ("      - {call: c, with: {x: 1}, produces: [k], transcript: 4}", None,
+               compiler.EFFECT_KEYS),
     "preparation": (
-        "      - {name: p, produces: [k], call: c, with: {x: 1}}",
+        "      - {name: p, produces: [k], call: c, with: {x: 1}, transcript: 2}",
         None,
         compiler.PREPARATION_KEYS,
     ),
@@ -220,6 +221,6 @@ def test_each_known_key_is_accepted_at_each_level() -> None:
 def test_a_preparation_takes_each_kind_of_effect(effect: str) -> None:
     prep = effect.replace("{", "{name: p, produces: [k], ", 1)
     text = FULL.replace(
-        "      - {name: p, produces: [k], call: c, with: {x: 1}}", f"      - {prep}"
+        "      - {name: p, produces: [k], call: c, with: {x: 1}, transcript: 2}", f"      - {prep}"
     )
     assert check_text(text).diagnostics == ()

@@ -9,6 +9,7 @@
   const conversation = document.getElementById("conversation");
   const timeline = document.getElementById("timeline");
   const visited = new Set();
+  const DECISION_BUTTONS = ["approve", "approve-turn", "approve-session", "reject"];
   let session = null;
   let graph = null;
   let current = null;
@@ -131,6 +132,9 @@
       case "state_changed":
         stateChange(e);
         break;
+      case "trust_changed":
+        step(turn, "trust", "trust ", badge(e.change), " for ", el("span", {class: "tool", text: e.tool}));
+        break;
       case "phase_changed":
         step(turn, "phase", "phase ", el("strong", {text: e.from_phase}), " → ", el("strong", {text: e.to_phase}),
              e.trigger ? el("span", {class: "muted", text: " (" + e.trigger + ")"}) : null);
@@ -179,7 +183,7 @@
       document.getElementById("approval-name").textContent = pending.name;
       document.getElementById("approval-reason").textContent = askedFor(pending.name, pending.reason);
       document.getElementById("approval-arguments").textContent = json(pending.arguments);
-      for (const id of ["approve", "reject"]) document.getElementById(id).disabled = false;
+      for (const id of DECISION_BUTTONS) document.getElementById(id).disabled = false;
       box.hidden = false;
     } else {
       box.hidden = true;
@@ -190,7 +194,7 @@
   function refresh() {
     if (refreshing) { refreshing.again = true; return; }
     refreshing = {again: false};
-    api(path).then(showSession).catch((err) => showError(err.message)).finally(() => {
+    Promise.all([api(path).then(showSession), api(path + "/trust").then(showTrust)]).catch((err) => showError(err.message)).finally(() => {
       const again = refreshing.again;
       refreshing = null;
       if (again) refresh();
@@ -200,7 +204,7 @@
   async function decide(decision) {
     const box = document.getElementById("approval");
     const callId = box.dataset.callId;
-    for (const id of ["approve", "reject"]) document.getElementById(id).disabled = true;
+    for (const id of DECISION_BUTTONS) document.getElementById(id).disabled = true;
     const note = document.getElementById("approval-note");
     try {
       await api(path + "/approvals/" + encodeURIComponent(callId), {
@@ -216,12 +220,45 @@
   }
 
   document.getElementById("approve").addEventListener("click", () => decide("approve"));
+  document.getElementById("approve-turn").addEventListener("click", () => decide("approve_turn"));
+  document.getElementById("approve-session").addEventListener("click", () => decide("approve_session"));
   document.getElementById("reject").addEventListener("click", () => decide("reject"));
+
+  // What the session trusts (GET .../trust), each with a button that takes it back.
+  const COVERS = {any_arguments: "any arguments", same_arguments: "the same arguments",
+                  same_command: "the same command"};
+  function showTrust(listing) {
+    const list = document.getElementById("trust-list");
+    const entries = (listing && listing.trust) || [];
+    document.getElementById("trust-none").hidden = entries.length > 0;
+    list.replaceChildren(...entries.map((t) => {
+      const revoke = el("button", {type: "button", class: "danger revoke", text: "Revoke",
+                                   dataset: {tool: t.tool}});
+      revoke.addEventListener("click", () => revokeTrust(t.tool, revoke));
+      return el("li", {dataset: {tool: t.tool, covers: t.covers, scope: t.scope}},
+                el("span", {class: "tool", text: t.tool}), " ",
+                el("span", {class: "muted", text: (COVERS[t.covers] || t.covers) + ", for the " + t.scope}),
+                t.detail ? el("code", {class: "muted", title: t.detail, text: " " + t.detail.slice(0, 12)}) : null,
+                " ", revoke);
+    }));
+  }
+
+  async function revokeTrust(tool, button) {
+    button.disabled = true;
+    try {
+      showTrust(await api(path + "/trust/" + encodeURIComponent(tool), {method: "DELETE"}));
+      showError("");
+    } catch (err) {
+      showError("The trust was not revoked: " + err.message);
+      button.disabled = false;
+    }
+  }
 
   async function start() {
     try {
       const s = await api(path);
       showSession(s);
+      showTrust(await api(path + "/trust"));
       const g = await api("/v1/workflows/" + encodeURIComponent(s.workflow) + "/graph?format=json");
       const initial = g.graph.initial;
       visited.add(initial);
