@@ -617,6 +617,70 @@ def _rows(stats: pstats.Stats, turns: int) -> list[tuple[float, str, float, floa
     return out
 
 
+# --- a turn inside a callee three levels deep ---------------------------------------------
+
+
+def _callers(folder: Path) -> str:
+    """``l0`` calls ``l1`` calls ``l2`` calls the order desk (each from its initial phase):
+    the path of the turn is ``l0 › enter › l1 › enter › l2 › enter › order-desk › help``."""
+    (folder / "order-desk.yaml").write_text(WORKFLOW, encoding="utf-8")
+    for level, callee, end in ((2, "order-desk", "done"), (1, "l2", "out"), (0, "l1", "out")):
+        (folder / f"l{level}.yaml").write_text(f"""\
+phaseflow: 1
+name: l{level}
+initial: enter
+uses: {{inner: {callee}.yaml}}
+phases:
+  enter:
+    goal: Level {level}.
+    call: inner
+    transitions:
+      - to: out
+        when: returned == '{end}'
+  out:
+    goal: Out.
+    terminal: true
+""", encoding="utf-8")
+    return str(folder / "l0.yaml")
+
+
+async def _composed_session(path: str | None, sid: str) -> Any:
+    from phaseflow.api import load_workflow, load_workflow_text
+    from phaseflow.session import Agent
+    from phaseflow.stores import MemoryStore
+
+    workflow = load_workflow(path) if path else load_workflow_text(WORKFLOW)
+    agent = Agent(workflow, ScriptProvider(), tools=[lookup_customer, find_order],
+                  store=MemoryStore(), system=SYSTEM)
+    session = await agent.session(sid)
+    return PhaseflowConversation(session)
+
+
+async def composed(rounds: int, turns: int, warm: int) -> None:
+    """CPU per turn of the same turn at the top (the order desk) and three calls deep
+    (``l0`` -> ``l1`` -> ``l2`` -> the order desk), rounds interleaved, medians."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        deep_path = _callers(Path(folder))
+        cpu: dict[str, list[float]] = {"top": [], "deep": []}
+        for r in range(rounds):
+            order = [("top", None), ("deep", deep_path)]
+            for name, path in order if r % 2 == 0 else order[::-1]:
+                conv = await _composed_session(path, f"{name}-{r}")
+                for i in range(warm):
+                    await conv.turn(question(i))
+                if name == "deep":
+                    depth = len(conv.session.path) // 2 - 1
+                    if depth != 3:
+                        raise SystemExit(f"not three calls deep: {conv.session.path}")
+                cpu[name].append((await timed(conv, warm, turns))[0])
+        top, deep = statistics.median(cpu["top"]), statistics.median(cpu["deep"])
+        print(f"turn at the top:          {top * 1000:.3f} ms CPU")
+        print(f"turn three calls deep:    {deep * 1000:.3f} ms CPU")
+        print(f"deep / top:               {deep / top:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--rounds", type=int, default=5)
@@ -627,7 +691,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--skip-imports", action="store_true")
     parser.add_argument("--only-profile", action="store_true")
+    parser.add_argument("--composed", action="store_true",
+                        help="only: a turn three calls deep against the same at the top")
     args = parser.parse_args()
+    if args.composed:
+        asyncio.run(composed(args.rounds, args.turns, 10))
+        return
     if not args.only_profile:
         asyncio.run(run_all(args.rounds, args.turns, args.long))
         if not args.skip_imports:

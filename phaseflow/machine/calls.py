@@ -45,6 +45,7 @@ __all__ = [
     "path_names",
     "restore_calls",
     "settle_steps",
+    "snapshot_path",
     "take_handoff",
 ]
 
@@ -303,6 +304,21 @@ def path_names(m: MachineCore) -> list[str]:
         workflow = caller._workflow
         names += [workflow.name if workflow is not None else "", caller._current]
     names += [m._workflow.name if m._workflow is not None else "", m._current]
+    return names
+
+
+def snapshot_path(snapshot: Mapping[str, Any]) -> list[str]:
+    """:func:`path_names` read from a stored snapshot (a plain-JSON value, never
+    trusted): each calling workflow and its phase, then the innermost one's. Entries of
+    the wrong shape are left out."""
+    names: list[str] = []
+    calls = snapshot.get("calls")
+    for frame in calls if isinstance(calls, list) else ():
+        caller = frame.get("caller") if isinstance(frame, dict) else None
+        if isinstance(caller, dict):
+            names += [str(caller.get("workflow") or ""), str(caller.get("phase") or "")]
+    inner = snapshot.get("inner", snapshot.get("workflow"))
+    names += [str(inner or ""), str(snapshot.get("phase") or "")]
     return names
 
 

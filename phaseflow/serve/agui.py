@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from sse_starlette import ServerSentEvent
@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from phaseflow.errors import ConfigError
+from phaseflow.machine.calls import snapshot_path
 from phaseflow.serve.bodies import read_object
 from phaseflow.serve.common import declared_state, session_id
 from phaseflow.serve.config import ServeConfig
@@ -81,8 +82,12 @@ class _Run:
     the assistant message of its reply (``parentMessageId``), so a client's messages
     have the shape of the server's history: one assistant message per reply."""
 
-    def __init__(self, thread: str, run: str, phase: str) -> None:
-        self.thread, self.run, self.phase = thread, run, phase
+    def __init__(self, thread: str, run: str, phase: str,
+                 path: Sequence[str] = (), workflow: str = "") -> None:
+        self.thread, self.run, self.phase, self.workflow = thread, run, phase, workflow
+        #: where the conversation is, in a workflow that composes others (each workflow
+        #: and its phase, outermost first)
+        self.path = tuple(path)
         self.message: str | None = None
         #: the assistant message of the reply being told (its text's id, or its first
         #: call's parent); a tool's result ends it
@@ -115,14 +120,20 @@ class _Run:
             self.step = None
         return out
 
-    def _open_step(self, name: str) -> dict[str, Any]:
-        self.step = name
-        return self.out("STEP_STARTED", stepName=name)
+    def _step_name(self) -> str:
+        """The phase; inside a called or handed-off workflow, the whole path
+        (``billing-desk › verify › identity-check › find``)."""
+        inside = len(self.path) > 2 or (len(self.path) == 2 and self.path[0] != self.workflow)
+        return " › ".join(self.path) if inside else self.phase
+
+    def _open_step(self) -> dict[str, Any]:
+        self.step = self._step_name()
+        return self.out("STEP_STARTED", stepName=self.step)
 
     def start(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [self.out("RUN_STARTED", threadId=self.thread, runId=self.run),
                 self.out("STATE_SNAPSHOT", snapshot=dict(state)),
-                self._open_step(self.phase)]
+                self._open_step()]
 
     def error(self, message: str, code: str) -> list[dict[str, Any]]:
         """The run's end as an error (steps and text closed first)."""
@@ -159,7 +170,8 @@ class _Run:
             return [self.out("STATE_DELTA", delta=patch)] if patch else []
         if isinstance(event, ev.PhaseChanged):
             self.phase = event.to_phase
-            return [*self._close(), self._open_step(event.to_phase)]
+            self.path = event.path or (self.workflow, event.to_phase)
+            return [*self._close(), self._open_step()]
         if isinstance(event, ev.ErrorEvent):
             self.errors.append(event)
             return []
@@ -182,7 +194,10 @@ class _Run:
             cause = self.errors[-1] if self.errors else None
             return self.error(cause.message if cause else "the turn failed",
                               cause.code if cause else "turn_failed")
-        result = {"reply": event.reply, "status": event.status, "phase": self.phase}
+        result: dict[str, Any] = {"reply": event.reply, "status": event.status,
+                                  "phase": self.phase}
+        if self._step_name() != self.phase:
+            result["path"] = list(self.path)
         outcome = {"type": "cancelled"} if event.status == "cancelled" else {"type": "success"}
         return [*self._close(),
                 self.out("RUN_FINISHED", threadId=self.thread, runId=self.run,
@@ -277,7 +292,7 @@ async def run_agent(request: Request) -> Response:
             async for event in session.send(text):
                 yield event
 
-    mapper = _Run(sid, run, record.phase)
+    mapper = _Run(sid, run, record.phase, snapshot_path(record.machine), record.workflow)
     try:
         accepted, _ = await hub.submit(served, sid, action, busy="reject")
     except Problem as problem:

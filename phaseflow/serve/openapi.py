@@ -92,6 +92,7 @@ SCHEMAS: dict[str, Any] = {
                              "pending_approval", "version"],
                 "properties": {"id": {"type": "string"}, "workflow": {"type": "string"},
                                "status": {"type": "string"}, "phase": {"type": "string"},
+                               "path": {"type": "array", "items": {"type": "string"}},
                                "turn": {"type": "integer"}, "state": {"type": "object"},
                                "pending_approval": _ref("Pending"),
                                "version": {"type": "integer"},
@@ -177,6 +178,7 @@ def document(secured: bool = True) -> dict[str, Any]:
                 params=[{"name": "name", "in": "path", "required": True,
                          "schema": {"type": "string"}},
                         _query("phase", {"type": "string"}),
+                        _query("path", {"type": "string"}),
                         _query("state", {"type": "string"})])},
             "/v1/sessions": {
                 "post": _op("create a session", {

@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from phaseflow.machine.calls import snapshot_path
 from phaseflow.serve.problems import Problem
 from phaseflow.session.records import history, message_json, pending_json
 from phaseflow.stores.base import SessionRecord, SessionSummary, StoredEvent
@@ -19,7 +20,8 @@ STATUSES = ("idle", "running", "awaiting_approval", "finished", "failed", "cance
 
 def session_json(record: SessionRecord) -> dict[str, Any]:
     return {"id": record.session_id, "workflow": record.workflow, "status": record.status,
-            "phase": record.phase, "turn": record.turn, "state": dict(record.state),
+            "phase": record.phase, "path": snapshot_path(record.machine),
+            "turn": record.turn, "state": dict(record.state),
             "pending_approval": pending_json(record), "version": record.version,
             "created_at": record.created_at, "updated_at": record.updated_at}
 

@@ -118,10 +118,24 @@ class StateChanged(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PhaseChanged(_Event):
+    """The conversation moved: ``to_phase`` is the phase it is in once the move settled
+    (inside a workflow the move entered, or back in the caller a call returned to), and
+    ``path``, in a workflow that composes others, where that phase is (each workflow and
+    its phase, outermost first; absent from the JSON form of a flat workflow's move)."""
+
     type: ClassVar[str] = "phase_changed"
     from_phase: str = ""
     to_phase: str = ""
     trigger: str = ""
+    path: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = _Event.to_json(self)
+        if self.path:
+            out["path"] = list(self.path)
+        else:
+            del out["path"]
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,6 +285,8 @@ def event_from_json(data: Mapping[str, Any]) -> Event:
     values = {k: v for k, v in data.items() if k in names}
     if cls is StateChanged and "keys" in values:
         values["keys"] = tuple(values["keys"])
+    if cls is PhaseChanged and isinstance(values.get("path"), list):
+        values["path"] = tuple(str(n) for n in values["path"])
     if cls is TurnCancelling and isinstance(values.get("tools"), list):
         values["tools"] = tuple(values["tools"])
     try:

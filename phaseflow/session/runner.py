@@ -936,6 +936,7 @@ class Runner:
         before = self.state.to_dict()
         turn = self.core.turn
         from_phase = self.machine.current
+        where = self.machine.path if self._composes() else None
         if command.move is not None:
             taken = await self.machine.take_request(command.move, self.state, turn=turn,
                                                     transcript=self._transcript())
@@ -943,8 +944,7 @@ class Runner:
                 self.machine.mark_calls(len(self.core.history()))
             if taken is not None:
                 events.extend(self._machine_errors(taken.events))
-                events.append(ev.PhaseChanged(from_phase=from_phase, to_phase=taken.to_phase,
-                                              trigger="model"))
+                events.append(self._phase_changed(from_phase, taken.to_phase, "model"))
             else:
                 events.append(ev.ErrorEvent(code="move_refused", message=(
                     f"the move to {command.move!r} no longer holds after this step's writes")))
@@ -956,9 +956,12 @@ class Runner:
             events.extend(self._machine_errors(result_.events))
             if result_.transition is not None:
                 trigger = result_.transition.trigger
-                events.append(ev.PhaseChanged(
-                    from_phase=from_phase, to_phase=result_.transition.to_phase,
-                    trigger="model" if isinstance(trigger, ModelTrigger) else trigger.kind))
+                events.append(self._phase_changed(
+                    from_phase, result_.transition.to_phase,
+                    "model" if isinstance(trigger, ModelTrigger) else trigger.kind))
+            elif where is not None and self.machine.path != where:
+                # an automatic hand-off moved the conversation without a move of its own
+                events.append(self._phase_changed(from_phase, self.machine.current, "handoff"))
         events.extend(self._state_events(before, "effects"))
         self._machine_snapshot = self.machine.snapshot()
         return BoundaryDone(self.view(), tuple(events), command.final)
@@ -972,6 +975,22 @@ class Runner:
             return None
         history = self.core.history()
         return tuple(message_json(m) for m in history[max(0, len(history) - window):])
+
+    def _phase_changed(self, from_phase: str, to_phase: str, trigger: str) -> ev.PhaseChanged:
+        """The move's event: in a workflow that composes, the phase the move settled in
+        (a call entered or returned from moves on past the move's own target) and its
+        path; else the move's target."""
+        if not self._composes():
+            return ev.PhaseChanged(from_phase=from_phase, to_phase=to_phase, trigger=trigger)
+        return ev.PhaseChanged(from_phase=from_phase, to_phase=self.machine.current,
+                               trigger=trigger, path=self.machine.path)
+
+    def _composes(self) -> bool:
+        """Is the conversation in a workflow that composes others, or inside a call or
+        past a hand-off?"""
+        workflow = self.machine.workflow
+        return (workflow is not None and workflow.composes) or self.machine.call_depth > 0 \
+            or len(self.machine.path) > 2
 
     @staticmethod
     def _machine_errors(records: tuple[Any, ...]) -> list[ev.Event]:

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from phaseflow.expr.describe import did_you_mean_or_list
 from phaseflow.serve.problems import Problem
-from phaseflow.serve.ui.describe import describe_json
+from phaseflow.serve.ui.describe import called_workflow, describe_json
 
 
 def _no_constant(name: str) -> object:
@@ -21,7 +21,8 @@ def _no_constant(name: str) -> object:
 
 async def describe(request: Request) -> Response:
     """``GET /v1/workflows/{name}/describe?phase=P&state=JSON``: what the model is told
-    in phase ``P`` for the declared defaults plus ``state`` (a JSON object)."""
+    in phase ``P`` for the declared defaults plus ``state`` (a JSON object).
+    ``?path=verify/ask_email`` names a phase inside a called workflow instead."""
     hub = request.app.state.hub
     name = request.path_params["name"]
     served = hub.served.get(name)
@@ -31,6 +32,13 @@ async def describe(request: Request) -> Response:
                       workflow=name)
     workflow = served.agent.workflow
     phase = request.query_params.get("phase") or workflow.initial
+    walk = request.query_params.get("path")
+    if walk:
+        # a phase inside a called workflow: the phases from the top, "/" between them
+        found = called_workflow(workflow, walk.split("/"))
+        if isinstance(found, str):
+            raise Problem(404, "phase_not_found", found, field="path")
+        workflow, phase = found
     if phase not in workflow.phases:
         hint = did_you_mean_or_list(phase, workflow.phases, "phases")
         raise Problem(404, "phase_not_found", f"no phase {phase!r}{hint}", field="phase")

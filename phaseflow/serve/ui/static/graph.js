@@ -5,7 +5,10 @@
 // its middle. The drawing keeps its own size (never scaled up; scaled down only to fit
 // its column), so twelve phases in a line fit a 1400x900 window. Each phase is a
 // <g data-phase="NAME">; mark() flags the visited ones, gives the current one
-// aria-current="step" and scrolls the graph's box (not the page) to show it.
+// aria-current="step" and scrolls the graph's box (not the page) to show it. A composed
+// workflow's called workflows are drawn as boxes (<figure class="call-cluster">) after
+// it, each holding the callee's graph; a hand-off is a node "⇢ NAME"; mark() takes the
+// path below the current phase and marks the innermost phase inside the clusters.
 "use strict";
 
 const PFGraph = (() => {
@@ -62,8 +65,24 @@ const PFGraph = (() => {
     return text.length > n ? text.slice(0, n - 1) + "…" : text;
   }
 
-  function draw(container, graph, options) {
+  // A composed workflow's JSON: a hand-off becomes a node of its own ("⇢ billing-desk",
+  // data-handoff), reached by a dashed edge from the phase that offers it.
+  function withHandoffs(graph) {
+    const handoffs = graph.handoffs || [];
+    if (!handoffs.length) return graph;
+    const phases = graph.phases.slice(), edges = graph.edges.slice();
+    for (const h of handoffs) {
+      const target = h.workflow || h.to;
+      const name = "⇢ " + target;
+      if (!phases.some((p) => p.name === name)) phases.push({name, goal: "hand-off to " + target, handoff: target});
+      edges.push({from: h.from, to: name, condition: "hand-off", trigger: h.trigger, description: h.description});
+    }
+    return {...graph, phases, edges};
+  }
+
+  function draw(container, whole, options) {
     const opts = options || {};
+    const graph = withHandoffs(whole);
     const {rows} = layers(graph);
     const widest = Math.max(1, ...rows.map((r) => r.length));
     const SIDE = 96; // room either side: the edges that go back up, and labels
@@ -153,25 +172,52 @@ const PFGraph = (() => {
     root.append(labels);
     for (const p of graph.phases) {
       const at = pos.get(p.name);
-      const g = svg("g", {class: "phase" + (p.terminal ? " terminal" : "") + (p.initial ? " initial" : ""),
+      const g = svg("g", {class: "phase" + (p.terminal ? " terminal" : "") + (p.initial ? " initial" : "")
+        + (p.call ? " calls" : "") + (p.handoff ? " handoff" : ""),
         "data-phase": p.name, transform: `translate(${at.x},${at.y})`});
-      g.append(svg("title", {}, p.name + (p.goal ? ": " + p.goal : "") + (p.terminal ? " (final)" : "")));
-      g.append(svg("rect", {width: W, height: H, rx: 8, class: "box"}));
+      if (p.call) g.setAttribute("data-calls", p.call.workflow);
+      if (p.handoff) g.setAttribute("data-handoff", p.handoff);
+      g.append(svg("title", {}, p.name + (p.goal ? ": " + p.goal : "") + (p.terminal ? " (final)" : "")
+        + (p.call ? " (calls " + p.call.workflow + ")" : "")));
+      g.append(svg("rect", {width: W, height: H, rx: p.handoff ? 2 : 8, class: "box"}));
       if (p.terminal) g.append(svg("rect", {x: 3, y: 3, width: W - 6, height: H - 6, rx: 5, class: "inner"}));
-      g.append(svg("text", {x: W / 2, y: H / 2 + 4.5, "text-anchor": "middle"}, short(p.name, 19)));
-      if (opts.onSelect) {
+      g.append(svg("text", {x: W / 2, y: H / 2 + 4.5, "text-anchor": "middle"}, short((p.call ? "⤵ " : "") + p.name, 19)));
+      if (opts.onSelect && !p.handoff) {
         g.setAttribute("tabindex", "0");
         g.setAttribute("role", "button");
         g.setAttribute("aria-label", "Phase " + p.name);
-        g.addEventListener("click", () => opts.onSelect(p.name));
+        const chosen = (opts.prefix || []).concat([p.name]);
+        g.addEventListener("click", () => opts.onSelect(chosen));
         g.addEventListener("keydown", (ev) => {
-          if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); opts.onSelect(p.name); }
+          if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); opts.onSelect(chosen); }
         });
       }
       nodes.set(p.name, g);
       root.append(g);
     }
     container.replaceChildren(root);
+    // Each called workflow: a box (a cluster) after the drawing, named for the phase that
+    // calls it, with its own graph inside (and so on down).
+    const clusters = new Map();
+    for (const p of graph.phases) {
+      if (!p.call) continue;
+      const box = document.createElement("figure");
+      box.className = "call-cluster";
+      box.dataset.caller = p.name;
+      box.dataset.workflow = p.call.workflow;
+      const caption = document.createElement("figcaption");
+      caption.textContent = p.name + " calls " + p.call.workflow;
+      box.append(caption);
+      const inside = document.createElement("div");
+      box.append(inside);
+      container.append(box);
+      if (p.call.graph) {
+        clusters.set(p.name, draw(inside, p.call.graph,
+          {...opts, nested: true, prefix: (opts.prefix || []).concat([p.name])}));
+      } else {
+        inside.textContent = "(deeper than the drawing goes)";
+      }
+    }
     // Trim the drawing to what was drawn (the room left either side for back edges and
     // labels is often unused), so a narrow column shrinks it less.
     const drawn = root.getBBox();
@@ -187,19 +233,34 @@ const PFGraph = (() => {
       const top = container.getBoundingClientRect().top + window.scrollY;
       container.style.maxHeight = Math.max(240, window.innerHeight - top - 16) + "px";
     }
-    fit();
-    window.addEventListener("resize", fit);
+    if (!opts.nested) {
+      fit();
+      window.addEventListener("resize", fit);
+    }
 
     // Flag the visited phases and the current one (aria-current="step"); when the
     // graph's box scrolls (a graph taller than the window), bring the current one into it.
-    function mark(visited, current) {
+    // ``inner`` (the phases below ``current`` in a path: the phase the called workflow
+    // is in, and so on) is marked in the cluster of ``current``'s call; the cluster holding
+    // the innermost phase is flagged "on-path".
+    function mark(visited, current, inner) {
+      const below = inner || [];
       for (const [name, g] of nodes) {
         g.classList.toggle("visited", visited.has(name));
         g.classList.toggle("current", name === current);
-        if (name === current) g.setAttribute("aria-current", "step");
+        g.classList.toggle("on-path", name === current && below.length > 0);
+        if (name === current) g.setAttribute("aria-current", below.length ? "location" : "step");
         else g.removeAttribute("aria-current");
       }
-      const g = nodes.get(current);
+      for (const [caller, cluster] of clusters) {
+        const on = caller === current && below.length > 0;
+        cluster.mark(new Set(), on ? below[0] : null, on ? below.slice(1) : []);
+        const box = container.querySelector(`:scope > figure[data-caller="${CSS.escape(caller)}"]`);
+        if (box) box.classList.toggle("on-path", on);
+      }
+      if (opts.nested) return;
+      const deepest = container.querySelector('[aria-current="step"]');
+      const g = deepest || nodes.get(current);
       if (!g || container.scrollHeight <= container.clientHeight) return;
       const box = g.getBoundingClientRect(), frame = container.getBoundingClientRect();
       if (box.top < frame.top || box.bottom > frame.bottom) {

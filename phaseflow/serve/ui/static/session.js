@@ -13,6 +13,9 @@
   let session = null;
   let graph = null;
   let current = null;
+  let where = []; // the session's path: [workflow, phase, called workflow, its phase, ...]
+  let drawn = null; // the workflow whose graph is drawn
+  const tried = new Set(); // the workflows whose graphs were asked for
   let typing = null;
   // turns whose turn_finished was shown: a text delta of theirs that arrives late (a
   // live delta queued while the stored events were read) is not shown again
@@ -83,8 +86,26 @@
     step(e.turn, "state", el("p", {}, "state written by ", el("strong", {text: e.source || "?"})), rows);
   }
 
+  // The graph drawn is the one the path starts in: the phases of the path below it are
+  // marked inside the called workflows' boxes.
   function markGraph() {
-    if (graph) graph.mark(visited, current);
+    if (!graph) return;
+    if (where.length >= 2 && where[0] === drawn) {
+      const phases = where.filter((_, i) => i % 2 === 1);
+      graph.mark(visited, phases[0], phases.slice(1));
+    } else if (where.length >= 2) {
+      graph.mark(visited, "⇢ " + where[0], []); // handed off to a workflow drawn as a node
+    } else {
+      graph.mark(visited, current);
+    }
+  }
+
+  async function drawGraph(name) {
+    const g = await api("/v1/workflows/" + encodeURIComponent(name) + "/graph?format=json");
+    drawn = g.graph.workflow || name;
+    visited.add(g.graph.initial);
+    graph = PFGraph.draw(document.getElementById("graph"), g.graph);
+    markGraph();
   }
 
   function setPhase(name) {
@@ -171,7 +192,14 @@
     const link = document.getElementById("workflow-link");
     link.textContent = s.workflow;
     link.href = "/ui/workflows/" + encodeURIComponent(s.workflow);
+    where = s.path || [];
+    document.getElementById("session-path").textContent = where.join(" › ");
     setPhase(s.phase);
+    // handed off to a workflow this server also serves: draw that one
+    if (graph && where.length >= 2 && where[0] !== drawn && !tried.has(where[0])) {
+      tried.add(where[0]);
+      drawGraph(where[0]).catch(() => {}); // not served here: its hand-off node is marked
+    }
     if (s.status === "finished" && !ended) {
       ended = true; // "live" would promise more: a finished session takes no turn again
       document.getElementById("stream-state").textContent = "no: the session has finished";
@@ -259,11 +287,13 @@
       const s = await api(path);
       showSession(s);
       showTrust(await api(path + "/trust"));
-      const g = await api("/v1/workflows/" + encodeURIComponent(s.workflow) + "/graph?format=json");
-      const initial = g.graph.initial;
-      visited.add(initial);
-      graph = PFGraph.draw(document.getElementById("graph"), g.graph);
-      markGraph();
+      tried.add(s.workflow);
+      if (where.length >= 2 && where[0] !== s.workflow) {
+        tried.add(where[0]);
+        await drawGraph(where[0]).catch(() => drawGraph(s.workflow));
+      } else {
+        await drawGraph(s.workflow);
+      }
     } catch (err) {
       showError(err.status === 404 ? "No session " + sid + " on this server." : "Cannot load the session: " + err.message);
       if (!session) return;

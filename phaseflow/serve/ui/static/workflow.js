@@ -10,6 +10,7 @@
   const phaseSelect = document.getElementById("describe-phase");
   const stateInput = document.getElementById("describe-state");
   let graph = null;
+  let inside = []; // a phase chosen inside a called workflow: the phases below the top one
 
   document.getElementById("workflow-name").textContent = name;
   document.title = "Workflow " + name + " · phaseflow";
@@ -26,21 +27,25 @@
       showError("The state must be a JSON object, such as {\"amount\": 120}.");
       return;
     }
-    const q = new URLSearchParams({phase: phaseSelect.value, state: JSON.stringify(state)});
+    const chosen = [phaseSelect.value].concat(inside);
+    const q = new URLSearchParams(inside.length ? {path: chosen.join("/"), state: JSON.stringify(state)}
+                                                : {phase: phaseSelect.value, state: JSON.stringify(state)});
     try {
       const d = await api(base + "/describe?" + q);
       showError("");
       document.getElementById("describe-instructions").textContent = d.instructions || "(no instructions)";
       document.getElementById("describe-navigation").textContent = d.navigation;
       document.getElementById("describe-notes").textContent = d.notes.join("; ");
-      if (graph) graph.mark(new Set(), d.phase);
+      document.getElementById("describe-path").textContent = chosen.join(" › ");
+      if (graph) graph.mark(new Set(), chosen[0], chosen.slice(1));
     } catch (err) {
       showError(err.message);
     }
   }
 
-  function select(phase) {
-    phaseSelect.value = phase;
+  function select(path) {
+    phaseSelect.value = path[0];
+    inside = path.slice(1);
     describe();
   }
 
@@ -48,7 +53,7 @@
     e.preventDefault();
     describe();
   });
-  phaseSelect.addEventListener("change", describe);
+  phaseSelect.addEventListener("change", () => { inside = []; describe(); });
 
   async function start() {
     try {
