@@ -603,10 +603,14 @@ class Session:
         ``PhaseflowError``) names one that is not this session's, is missing, or is of a
         type the provider does not take; a ``data:`` URL part is stored first."""
         from phaseflow.providers.media import accepted_media
-        from phaseflow.session.attachments import admit
+        from phaseflow.session.attachments import admit, history_media
 
-        return await admit(self._agent.store, self.id, freeze_content(message),
-                           accepted_media(self._runner.config.provider))
+        content = freeze_content(message)
+        if isinstance(content, str):
+            return content
+        return await admit(self._agent.store, self.id, content,
+                           accepted_media(self._runner.config.provider),
+                           frozenset(history_media(self._runner.core.history())))
 
     async def recover(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         """Finish a turn that a stopped worker left (see ``docs/durability.md``), and

@@ -12,6 +12,7 @@ types a provider takes is its ``media_types``. Every entry point (``Session.atta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from phaseflow.errors import PhaseflowError
@@ -35,6 +36,10 @@ class AttachmentRefused(PhaseflowError):
         return self.refusal.reason
 
 
+#: a stored attachment's reference (:func:`~phaseflow.stores.base.capture_reference`)
+_REFERENCE = re.compile(r"[0-9a-f]{16}-[0-9a-f]{64}")
+
+
 def _owned(session_id: str, token: str) -> bool:
     return token.startswith(capture_owner(session_id) + "-")
 
@@ -54,11 +59,12 @@ async def attach(store: Store, session_id: str, data: bytes, media_type: str | N
 
 
 async def admit(store: Store, session_id: str, content: Content,
-                accepted: frozenset[str]) -> Content:
+                accepted: frozenset[str], known: frozenset[str] = frozenset()) -> Content:
     """``content`` as it may be sent: a ``data:`` URL part stored as an attachment, an
     attachment of the session checked to exist and to be of a type the provider takes,
     an image by ``http(s):`` URL kept as it is. Anything else raises
-    :class:`AttachmentRefused` (an unknown token, another session's attachment)."""
+    :class:`AttachmentRefused` (an unknown token, another session's attachment that
+    the session's history does not already name: ``known``, e.g. a fork's)."""
     if isinstance(content, str) or all(isinstance(p, TextPart) for p in content):
         return content
     out: list[TextPart | MediaPart] = []
@@ -66,12 +72,12 @@ async def admit(store: Store, session_id: str, content: Content,
         if isinstance(part, TextPart):
             out.append(part)
         else:
-            out.append(await _admit_part(store, session_id, part, accepted))
+            out.append(await _admit_part(store, session_id, part, accepted, known))
     return tuple(out)
 
 
 async def _admit_part(store: Store, session_id: str, part: MediaPart,
-                      accepted: frozenset[str]) -> MediaPart:
+                      accepted: frozenset[str], known: frozenset[str]) -> MediaPart:
     token = part.token
     if token.startswith("data:"):
         read = read_data_url(token)
@@ -91,21 +97,23 @@ async def _admit_part(store: Store, session_id: str, part: MediaPart,
             raise AttachmentRefused(MediaRefused(
                 "unsupported_type", "only an image may be given by URL; send a file's bytes"))
         return part
-    if not _owned(session_id, token) or await store.read_capture(token, 0, 0) is None:
+    ours = _owned(session_id, token) or token in known
+    if not ours or await store.read_capture(token, 0, 0) is None:
         raise AttachmentRefused(MediaRefused(
             "not_found", f"no attachment {token!r} in this session (attach its bytes "
             "first, or send a data: URL)"))
     return part
 
 
-def history_media(session_id: str, messages: Iterable[Message]) -> set[str]:
-    """The references of the session's attachments that ``messages`` name."""
+def history_media(messages: Iterable[Message]) -> set[str]:
+    """The stored attachments ``messages`` name (a session's own, or, in a fork, those
+    its history took from the session it was forked from)."""
     found: set[str] = set()
     for message in messages:
         content = message.content
         if type(content) is tuple:
             for part in content:
-                if type(part) is MediaPart and _owned(session_id, part.token):
+                if type(part) is MediaPart and _REFERENCE.fullmatch(part.token):
                     found.add(part.token)
     return found
 

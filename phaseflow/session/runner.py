@@ -558,7 +558,7 @@ class Runner:
         """One model request: text deltas as they stream, then the reply (or the failure,
         or a Cancel when the host cancelled: the stream is closed at once)."""
         request, view = self.build_request(command)
-        media = history_media(self.core.session_id, request.history)
+        media = history_media(request.history)
         if media:  # the bytes of the attachments it names, for the provider's own form
             request = replace(request, attachments=await load(
                 self.config.store, media, self._media))

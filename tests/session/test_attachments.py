@@ -145,3 +145,20 @@ def test_a_tool_image_the_provider_cannot_take_is_an_error_result() -> None:
     assert results[0].status == "error"
     assert "returned an attachment that cannot be sent" in results[0].content
     assert "image/svg+xml" in results[0].content
+
+
+def test_a_fork_sends_the_images_its_history_took_from_its_parent() -> None:
+    store = MemoryStore()
+    parent = agent(["A cat.", "Ok."], store).session_sync("s1")
+    photo = parent.attach_sync(PNG)
+    assert isinstance(photo, MediaPart)
+    parent.reply_sync((TextPart("What is this?"), photo))
+    parent.reply_sync("thanks")
+    model = agent(["A cat.", "Still a cat."], store)
+    fork = model.session_sync("s1").fork_sync("s1-b", at_turn=1)
+    fork_model = agent(["A cat.", "Still a cat."], store)
+    branch = fork_model.session_sync(fork.id)
+    # the parent's image, named again in the fork, is the fork's too
+    assert branch.reply_sync((TextPart("Again?"), photo)) == "Still a cat."
+    sent = fork_model.provider.requests[-1]  # type: ignore[attr-defined]
+    assert sent.attachments == {photo.token: PNG}
