@@ -19,7 +19,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -94,7 +94,15 @@ from phaseflow.tools.function import (
 from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.media import MediaRefused
-from phaseflow.turn.messages import MediaPart, TextPart, ToolCall, ToolOutcome, UserMessage
+from phaseflow.turn.messages import (
+    History,
+    MediaPart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolOutcome,
+    UserMessage,
+)
 from phaseflow.turn.output import (
     Capture,
     CaptureComplete,
@@ -225,6 +233,8 @@ class Runner:
         self._capturing: dict[str, int] = {}
         #: the bytes of the session's attachments read for requests (read once)
         self._media: dict[str, bytes] = {}
+        #: the history the last request was looked at for attachments, and those it named
+        self._media_scan: tuple[History | None, frozenset[str]] = (None, frozenset())
         #: the threads of sync tools with a timeout, by call id, while they run
         self._threads: dict[str, _ToolThread] = {}
         #: the threads a cancel found still running (the drive waits for them)
@@ -558,7 +568,7 @@ class Runner:
         """One model request: text deltas as they stream, then the reply (or the failure,
         or a Cancel when the host cancelled: the stream is closed at once)."""
         request, view = self.build_request(command)
-        media = history_media(request.history)
+        media = self._named_media(request.history)
         if media:  # the bytes of the attachments it names, for the provider's own form
             request = replace(request, attachments=await load(
                 self.config.store, media, self._media))
@@ -851,6 +861,20 @@ class Runner:
         output = ToolOutput.create(prefix, capture, PresentationTruncated(len(data) - shown),
                                    selection, reference)
         return result(_ok_value(output)), captured
+
+    def _named_media(self, history: Sequence[Message]) -> frozenset[str]:
+        """The stored attachments ``history`` names: the new messages since the last
+        request looked at when it extends that request's history (a conversation's
+        next request costs O(new messages), not O(history)), all of it otherwise."""
+        last, named = self._media_scan
+        if type(history) is History and last is not None and history.starts_with(last):
+            tail = history.after(len(last))
+            if tail:
+                named = named | history_media(tail)
+        else:
+            named = frozenset(history_media(history))
+        self._media_scan = (history if type(history) is History else None, named)
+        return named
 
     def _captured_bytes(self) -> int:
         """The bytes of tool output this session keeps (its capture quota's count)."""
