@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from phaseflow.stores.memory import MemoryStore as MemoryStore
     from phaseflow.stores.postgres import PostgresStore as PostgresStore
     from phaseflow.stores.sqlite import SQLiteStore as SQLiteStore
+    from phaseflow.tools import Attachment as Attachment
     from phaseflow.tools import ToolContext as ToolContext
     from phaseflow.tools import ToolResult as ToolResult
     from phaseflow.tools import tool as tool
@@ -56,6 +57,7 @@ _LAZY = {
     "tool": "phaseflow.tools",
     "ToolContext": "phaseflow.tools",
     "ToolResult": "phaseflow.tools",
+    "Attachment": "phaseflow.tools",
     "OpenAIProvider": "phaseflow.providers.openai",
     "ScriptedProvider": "phaseflow.providers.scripted",
     "MemoryStore": "phaseflow.stores.memory",

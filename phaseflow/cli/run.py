@@ -25,6 +25,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from phaseflow.providers.protocol import Provider
     from phaseflow.session import Agent, PendingApproval, Session
     from phaseflow.session.events import Event
+    from phaseflow.turn.messages import Content
 
 #: the answers to an approval prompt and the decision each means
 ANSWERS = {
@@ -86,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-m", "--message", action="append", metavar="TEXT",
         help="send TEXT as one turn and exit when every --message is done (repeatable: "
-        "one turn each, in order)")
+        "one turn each, in order). Leading @FILE words attach files: '@photo.png What is "
+        "this?' sends the image with the text; '@@' starts a text with a literal '@'")
     parser.add_argument(
         "--max-history-tokens", metavar="N",
         help="compact the history when a request would carry more than N tokens: its "
@@ -124,6 +127,21 @@ STILL_STOPPING_AFTER = 2.0
 
 class Misuse(Exception):
     """Input the command cannot use: printed as one line, exit status 2."""
+
+
+def split_attachments(message: str) -> tuple[list[str], str]:
+    """The files a message attaches (its leading ``@FILE`` words) and its text: ``@a.png
+    @b.pdf compare them`` is two files and ``compare them``; a message starting ``@@``
+    is text starting with one ``@``."""
+    if message.startswith("@@"):
+        return [], message[1:]
+    paths: list[str] = []
+    rest = message
+    while rest.startswith("@") and len(rest) > 1 and not rest[1].isspace():
+        word, _, rest = rest[1:].partition(" ")
+        paths.append(word)
+        rest = rest.lstrip(" ")
+    return paths, rest
 
 
 def run(args: argparse.Namespace) -> int:
@@ -332,6 +350,8 @@ class Chat:
         from phaseflow.errors import PhaseflowError
 
         messages: Iterator[str] = iter(())
+        for message in self.args.message or ():  # every attachment checked before a turn
+            self._content(message)
         if not self.interactive:
             # the first message is read before the session is opened: no messages at
             # all is a usage error, which leaves nothing behind (not even a store file)
@@ -443,6 +463,11 @@ class Chat:
                 break
             if not line.strip():
                 continue
+            try:
+                self._content(line)
+            except Misuse as refused:  # a person corrects the line: the chat goes on
+                self.sink.notice(f"not sent: {refused}")
+                continue
             outcome = self._send(line)
             if not outcome.quit:  # (a turn may reach its approval before a Ctrl-C lands)
                 outcome = self._approvals()
@@ -532,10 +557,33 @@ class Chat:
         """Send one message; say so when another worker holds the session's turn (the
         message then waits in the session's queue for that worker, and nothing else is
         shown here)."""
-        outcome = self._turn(partial(self._session().send, message))
+        outcome = self._turn(partial(self._session().send, self._content(message)))
         if outcome.events == 0 and not (outcome.quit or outcome.cancelled or outcome.refused):
             self._queued_notice()
         return outcome
+
+    def _content(self, message: str) -> Content:
+        """A line as a message: leading ``@FILE`` words are attachments (read, and
+        checked against the provider's types and the size limit: one line and exit 2
+        when one cannot be sent); ``@@`` is a literal ``@``."""
+        from phaseflow.providers.media import accepted_media
+        from phaseflow.turn.media import MediaRefused, check_media, data_url
+        from phaseflow.turn.messages import MediaPart, TextPart
+
+        paths, text = split_attachments(message)
+        if not paths:
+            return text
+        parts: list[TextPart | MediaPart] = []
+        for path in paths:
+            try:
+                data = Path(path).read_bytes()
+            except OSError as exc:
+                raise Misuse(f"cannot attach {path}: {exc.strerror or exc}") from None
+            kind = check_media(data, None, accepted_media(self.agent.provider))
+            if isinstance(kind, MediaRefused):
+                raise Misuse(f"cannot attach {path}: {kind}")
+            parts.append(MediaPart(kind, data_url(kind, data)))
+        return (TextPart(text), *parts) if text else tuple(parts)
 
     def _queued_notice(self) -> None:
         import time

@@ -41,6 +41,7 @@ from phaseflow.providers.anthropic_wire import (
 )
 from phaseflow.providers.carry import carried
 from phaseflow.providers.chat_wire import names_of
+from phaseflow.providers.media import ALL_MEDIA
 from phaseflow.providers.openai import _setting, retry_after
 from phaseflow.providers.protocol import (
     ProviderEvent,
@@ -324,6 +325,9 @@ class AnthropicProvider:
     - ``**extra``: goes into every request (``thinking={"type": "enabled",
       "budget_tokens": N}``, ``top_k``, ``metadata``, ``extra_headers``...).
     """
+
+    #: the media types it takes in a message or a tool's result (images and PDF)
+    media_types: frozenset[str] = ALL_MEDIA
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, client: AsyncAnthropic | None = None,

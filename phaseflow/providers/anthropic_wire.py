@@ -19,15 +19,18 @@ of its own.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from phaseflow.providers.carry import carried_parts, restored
 from phaseflow.providers.chat_wire import plain
+from phaseflow.providers.media import has_media, media_of, note
 from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
+    MediaPart,
     SystemMessage,
     TextPart,
     ToolResultMessage,
@@ -42,9 +45,22 @@ WIRE = "anthropic"
 _CACHE = {"type": "ephemeral"}
 
 
-def _blocks(content: Content) -> list[dict[str, Any]]:
-    """Content as text and image blocks (an image by ``http(s):`` URL or ``data:`` URL;
-    other media named in text, since a media token is a reference, not bytes)."""
+def _media_block(part: MediaPart, attachments: Mapping[str, bytes]) -> dict[str, Any]:
+    """A media part as a block: an image (base64 source for bytes, url source for a URL),
+    a PDF a ``document`` block with a base64 source; other media named in text."""
+    media = media_of(part, attachments)
+    if media is not None and media.data is not None:
+        kind = "image" if media.is_image else "document"
+        return {"type": kind, "source": {"type": "base64", "media_type": media.media_type,
+                                         "data": media.base64}}
+    if media is not None and media.url is not None and media.is_image:
+        return {"type": "image", "source": {"type": "url", "url": media.url}}
+    return {"type": "text", "text": note(part)}
+
+
+def _blocks(content: Content, attachments: Mapping[str, bytes] | None = None,
+            ) -> list[dict[str, Any]]:
+    """Content as text, image and document blocks (:func:`_media_block`)."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     out: list[dict[str, Any]] = []
@@ -52,15 +68,8 @@ def _blocks(content: Content) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             if part.text:
                 out.append({"type": "text", "text": part.text})
-        elif part.media_type.startswith("image/") and part.token.startswith(
-                ("http://", "https://")):
-            out.append({"type": "image", "source": {"type": "url", "url": part.token}})
-        elif part.media_type.startswith("image/") and part.token.startswith("data:"):
-            header, _, data = part.token.partition(",")
-            out.append({"type": "image", "source": {
-                "type": "base64", "media_type": header[5:].split(";")[0], "data": data}})
         else:
-            out.append({"type": "text", "text": f"[attachment {part.media_type}: {part.token}]"})
+            out.append(_media_block(part, attachments or {}))
     return out
 
 
@@ -102,12 +111,15 @@ def request_messages(request: ProviderRequest, names: WireNames, *,
         if isinstance(message, SystemMessage):
             add("user", [{"type": "text", "text": f"[system] {_text(message.content)}"}])
         elif isinstance(message, UserMessage):
-            add("user", _blocks(message.content) or [{"type": "text", "text": "(empty)"}])
+            add("user", _blocks(message.content, request.attachments)
+                or [{"type": "text", "text": "(empty)"}])
         elif isinstance(message, AssistantMessage):
             add("assistant", _assistant(message, names))
         elif isinstance(message, ToolResultMessage):
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id,
                                       "content": _text(message.content) or "(empty)"}
+            if has_media(message.content):  # a result's images are blocks of it
+                result["content"] = _blocks(message.content, request.attachments)
             if message.is_error:
                 result["is_error"] = True
             add("user", [result])

@@ -6,15 +6,17 @@ adapter (``openai.py``) only sends it and reads the stream.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from phaseflow.providers.media import has_media, media_of, note
 from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
     MediaPart,
+    Message,
     SystemMessage,
     TextPart,
     ToolResultMessage,
@@ -44,7 +46,7 @@ def plain(value: object) -> Any:
 
 
 def _media_text(part: MediaPart) -> str:
-    return f"[attachment {part.media_type}: {part.token}]"
+    return note(part)
 
 
 def _text(content: Content) -> str:
@@ -54,22 +56,30 @@ def _text(content: Content) -> str:
     return "".join(p.text if isinstance(p, TextPart) else _media_text(p) for p in content)
 
 
-def _user_content(content: Content) -> str | list[dict[str, Any]]:
-    """User content: text stays text; parts become content parts. An image given by URL
-    (``http(s):`` or ``data:``) is an ``image_url`` part; any other media is named in text,
-    since a media token is an opaque reference, not bytes."""
+def _media_part(part: MediaPart, attachments: Mapping[str, bytes]) -> dict[str, Any]:
+    """A media part as a content part: an image is an ``image_url`` part (a ``data:`` URL
+    of its bytes, or its URL), a PDF a ``file`` part with its bytes; any other media is
+    named in text."""
+    media = media_of(part, attachments)
+    if media is not None and media.is_image:
+        return {"type": "image_url", "image_url": {"url": media.url or media.data_url}}
+    if media is not None and media.data is not None:
+        return {"type": "file", "file": {"filename": "attachment.pdf",
+                                         "file_data": media.data_url}}
+    return {"type": "text", "text": _media_text(part)}
+
+
+def _user_content(content: Content, attachments: Mapping[str, bytes] | None = None,
+                  ) -> str | list[dict[str, Any]]:
+    """User content: text stays text; parts become content parts (:func:`_media_part`)."""
     if isinstance(content, str):
         return content
     parts: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, TextPart):
             parts.append({"type": "text", "text": part.text})
-        elif part.media_type.startswith("image/") and part.token.startswith(
-            ("http://", "https://", "data:")
-        ):
-            parts.append({"type": "image_url", "image_url": {"url": part.token}})
         else:
-            parts.append({"type": "text", "text": _media_text(part)})
+            parts.append(_media_part(part, attachments or {}))
     return parts
 
 
@@ -112,11 +122,13 @@ def _history_messages(request: ProviderRequest, names: WireNames) -> list[dict[s
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    for message in request.history:
+    shown: list[dict[str, Any]] = []
+    for index, message in enumerate(request.history):
         if isinstance(message, SystemMessage):
             out.append({"role": "system", "content": _text(message.content)})
         elif isinstance(message, UserMessage):
-            out.append({"role": "user", "content": _user_content(message.content)})
+            out.append({"role": "user",
+                        "content": _user_content(message.content, request.attachments)})
         elif isinstance(message, AssistantMessage):
             text = _text(message.content)
             entry: dict[str, Any] = {"role": "assistant"}
@@ -133,7 +145,20 @@ def _history_messages(request: ProviderRequest, names: WireNames) -> list[dict[s
         elif isinstance(message, ToolResultMessage):
             out.append({"role": "tool", "tool_call_id": message.call_id,
                         "content": _text(message.content)})
+            if has_media(message.content):
+                # a tool message takes only text: its images follow the tool messages of
+                # the reply as a user message that names the call
+                shown.append({"type": "text", "text": f"[the result of {message.call_id}]"})
+                shown.extend(_media_part(p, request.attachments) for p in message.content
+                             if isinstance(p, MediaPart))
+        if shown and not _next_is_tool(request.history, index):
+            out.append({"role": "user", "content": shown})
+            shown = []
     return out
+
+
+def _next_is_tool(history: Sequence[Message], index: int) -> bool:
+    return index + 1 < len(history) and isinstance(history[index + 1], ToolResultMessage)
 
 
 def request_tools(request: ProviderRequest, names: WireNames) -> list[dict[str, Any]]:

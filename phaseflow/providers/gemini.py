@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.carry import carried, carried_parts, restored
 from phaseflow.providers.chat_wire import names_of, plain
+from phaseflow.providers.media import ALL_MEDIA, has_media, media_of, note
 from phaseflow.providers.openai import _setting, retry_after
 from phaseflow.providers.protocol import (
     ProviderEvent,
@@ -58,6 +59,7 @@ from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
+    MediaPart,
     SystemMessage,
     TextPart,
     ToolResultMessage,
@@ -88,17 +90,27 @@ def _text(content: Content) -> str:
                    f"[attachment {p.media_type}: {p.token}]" for p in content)
 
 
-def _user(content: Content) -> list[dict[str, Any]]:
+def _media_part(part: MediaPart, attachments: Mapping[str, bytes]) -> dict[str, Any]:
+    """A media part as a part: bytes as ``inline_data``, a URL as ``file_data``; other
+    media named in text."""
+    media = media_of(part, attachments)
+    if media is not None and media.data is not None:
+        return {"inline_data": {"mime_type": media.media_type, "data": media.data}}
+    if media is not None and media.url is not None:
+        return {"file_data": {"file_uri": media.url, "mime_type": media.media_type}}
+    return {"text": note(part)}
+
+
+def _user(content: Content, attachments: Mapping[str, bytes] | None = None,
+          ) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}]
     parts: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, TextPart):
             parts.append({"text": part.text})
-        elif part.token.startswith(("http://", "https://")):
-            parts.append({"file_data": {"file_uri": part.token, "mime_type": part.media_type}})
         else:
-            parts.append({"text": f"[attachment {part.media_type}: {part.token}]"})
+            parts.append(_media_part(part, attachments or {}))
     return parts or [{"text": ""}]
 
 
@@ -147,7 +159,7 @@ def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[st
         if isinstance(message, SystemMessage):
             add("user", [{"text": f"[system] {_text(message.content)}"}])
         elif isinstance(message, UserMessage):
-            add("user", _user(message.content))
+            add("user", _user(message.content, request.attachments))
         elif isinstance(message, AssistantMessage):
             own: list[Any] = []
             text = _text(message.content)
@@ -170,6 +182,9 @@ def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[st
             if sent_id is not None:
                 response["id"] = sent_id
             add("user", [{"function_response": response}])
+            if has_media(message.content):  # a result's images follow its response
+                add("user", [_media_part(p, request.attachments) for p in message.content
+                             if isinstance(p, MediaPart)])
     if request.context:
         part = {"text": request.context}
         if contents and contents[-1]["role"] == "user":
@@ -347,6 +362,9 @@ class GeminiProvider:
     - ``**extra``: fields of ``GenerateContentConfig`` for every request
       (``thinking_config={"include_thoughts": True}``, ``top_p``, ``safety_settings``...).
     """
+
+    #: the media types it takes in a message or a tool's result (images and PDF)
+    media_types: frozenset[str] = ALL_MEDIA
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, client: Client | None = None,

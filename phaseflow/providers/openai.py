@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.chat_wire import ContextAs, names_of, request_messages, request_tools
+from phaseflow.providers.media import ALL_MEDIA
 from phaseflow.providers.protocol import (
     CONTEXT_LENGTH_EXCEEDED,
     ProviderEvent,
@@ -312,6 +313,9 @@ class OpenAIProvider:
       ``messages``, ``tools``, ``tool_choice``, ``stream``, ``stream_options``) cannot
       be given.
     """
+
+    #: the media types it takes in a message or a tool's result (images and PDF)
+    media_types: frozenset[str] = ALL_MEDIA
 
     def __init__(
         self,

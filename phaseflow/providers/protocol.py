@@ -87,6 +87,10 @@ class ProviderRequest:
     #: phase's rendered instructions, the navigation block, the final-phase and plan-mode
     #: notes, and (with ``offer_tools="workflow"``) which offered tools the phase allows
     context: str = ""
+    #: the bytes of the attachments the history names (a media part's token, a stored
+    #: attachment's reference, to its bytes), loaded by the session for this request:
+    #: each provider sends them in its own API's form (:mod:`phaseflow.providers.media`)
+    attachments: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.carry import carried, carried_parts, restored
 from phaseflow.providers.chat_wire import names_of, plain
+from phaseflow.providers.media import ALL_MEDIA, has_media, media_of, note
 from phaseflow.providers.openai import (
     DEFAULT_BASE_URL,
     PLACEHOLDER_KEY,
@@ -53,6 +54,7 @@ from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
+    MediaPart,
     SystemMessage,
     TextPart,
     ToolResultMessage,
@@ -78,19 +80,29 @@ def _text(content: Content) -> str:
                    f"[attachment {p.media_type}: {p.token}]" for p in content)
 
 
-def _user(content: Content) -> str | list[dict[str, Any]]:
+def _media_item(part: MediaPart, attachments: Mapping[str, bytes]) -> dict[str, Any]:
+    """A media part as an input item: an image an ``input_image`` (a ``data:`` URL of its
+    bytes, or its URL), a PDF an ``input_file`` with its bytes; other media named in text."""
+    media = media_of(part, attachments)
+    if media is not None and media.is_image:
+        return {"type": "input_image", "image_url": media.url or media.data_url,
+                "detail": "auto"}
+    if media is not None and media.data is not None:
+        return {"type": "input_file", "filename": "attachment.pdf",
+                "file_data": media.data_url}
+    return {"type": "input_text", "text": note(part)}
+
+
+def _user(content: Content, attachments: Mapping[str, bytes] | None = None,
+          ) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
     parts: list[dict[str, Any]] = []
     for part in content:
         if isinstance(part, TextPart):
             parts.append({"type": "input_text", "text": part.text})
-        elif part.media_type.startswith("image/") and part.token.startswith(
-                ("http://", "https://", "data:")):
-            parts.append({"type": "input_image", "image_url": part.token, "detail": "auto"})
         else:
-            parts.append({"type": "input_text",
-                          "text": f"[attachment {part.media_type}: {part.token}]"})
+            parts.append(_media_item(part, attachments or {}))
     return parts
 
 
@@ -102,7 +114,8 @@ def request_input(request: ProviderRequest, names: WireNames) -> list[dict[str, 
         if isinstance(message, SystemMessage):
             items.append({"role": "system", "content": _text(message.content)})
         elif isinstance(message, UserMessage):
-            items.append({"role": "user", "content": _user(message.content)})
+            items.append({"role": "user",
+                          "content": _user(message.content, request.attachments)})
         elif isinstance(message, AssistantMessage):
             own: list[dict[str, Any]] = []
             text = _text(message.content)
@@ -113,8 +126,11 @@ def request_input(request: ProviderRequest, names: WireNames) -> list[dict[str, 
                        for c in message.tool_calls)
             items.extend(restored(own, carried_parts(message, WIRE)))
         elif isinstance(message, ToolResultMessage):
+            output: str | list[dict[str, Any]] = _text(message.content)
+            if has_media(message.content):  # a result with images: a list of its parts
+                output = _user(message.content, request.attachments)
             items.append({"type": "function_call_output", "call_id": message.call_id,
-                          "output": _text(message.content)})
+                          "output": output})
     if request.context:
         items.append({"role": "developer", "content": request.context})
     return items
@@ -303,6 +319,9 @@ class OpenAIResponsesProvider:
     ``encrypted_content``, which the next request carries). ``**extra`` goes into every
     request (``reasoning={"effort": "low", "summary": "auto"}``, ``extra_headers``...).
     """
+
+    #: the media types it takes in a message or a tool's result (images and PDF)
+    media_types: frozenset[str] = ALL_MEDIA
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, client: AsyncOpenAI | None = None,

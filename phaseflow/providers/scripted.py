@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from phaseflow.errors import ConfigError, PhaseflowError
+from phaseflow.providers.media import ALL_MEDIA
 from phaseflow.providers.protocol import (
     ProviderEvent,
     ProviderFailure,
@@ -262,6 +263,9 @@ class ScriptedProvider:
     block said (``request.context``: the phase's instructions and the navigation block,
     sent after the history); :meth:`told` gives both as the model reads them.
     """
+
+    #: the media types it takes in a message or a tool's result (images and PDF)
+    media_types: frozenset[str] = ALL_MEDIA
 
     def __init__(self, replies: Sequence[object] = ()) -> None:
         try:

@@ -5,7 +5,9 @@ glue.
 The body is an AG-UI ``RunAgentInput``; the answer is AG-UI events as SSE. ``threadId``
 is the session id (a new session when the store has none); the last user message of
 ``messages`` is the turn's input (the server's own history is the truth, the rest of
-``messages`` is not read). A ``resume`` entry answers the approval the previous run
+``messages`` is not read); its media parts (``image``, ``document``: a ``data`` source's
+base64 bytes, or an image's ``url``; the pre-1.0 ``binary`` part too) are attachments,
+checked as the HTTP API checks them. A ``resume`` entry answers the approval the previous run
 ended with (``interruptId`` is the call id; ``status: resolved`` with ``payload``
 ``{"decision": "approve"|"approve_turn"|"approve_session"|"reject", "reason"}``, the
 decision ``approve`` when the payload names none; ``status: cancelled`` rejects it).
@@ -36,12 +38,15 @@ from phaseflow.serve.bodies import read_object
 from phaseflow.serve.common import declared_state, session_id
 from phaseflow.serve.config import ServeConfig
 from phaseflow.serve.identity import thread_access
+from phaseflow.serve.media import message_content
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
+from phaseflow.serve.served import Served
 from phaseflow.serve.streams import frame, guarded, pinged
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
 from phaseflow.stores.base import StoreConflict
+from phaseflow.turn.messages import Content
 
 DECISIONS = ("approve", "approve_turn", "approve_session", "reject")
 
@@ -240,15 +245,57 @@ def _resume(body: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return call, str(decision), reason
 
 
-def _last_user_text(body: Mapping[str, Any]) -> str:
+#: the input parts that carry media: the protocol's media parts (1.0) and ``binary``
+MEDIA_PARTS = ("image", "document", "audio", "video", "binary")
+
+
+def _media(part: Mapping[str, Any], field: str) -> tuple[str, str | None]:
+    """An AG-UI media input part as a URL and its media type. A media part (``image``,
+    ``document``, ...) with a ``source``: ``data`` (base64 ``value`` and ``mimeType``)
+    becomes a ``data:`` URL, ``url`` its ``value``; a ``file`` source (a handle only
+    its provider can read) is refused. The pre-1.0 ``binary`` part: ``data`` or
+    ``url`` with ``mimeType``; one given only by ``id`` is refused."""
+    if part.get("type") == "binary":
+        source: Any = {"type": "data" if part.get("data") else "url",
+                       "value": part.get("data") or part.get("url"),
+                       "mimeType": part.get("mimeType")}
+    else:
+        source = part.get("source")
+    if not isinstance(source, Mapping):
+        raise Problem(400, "invalid_field", f"{field}: a media part needs its source",
+                      field=field)
+    kind, value, mime = source.get("type"), source.get("value"), source.get("mimeType")
+    mime = mime if isinstance(mime, str) and mime else None
+    if kind in ("data", "url") and isinstance(value, str) and value:
+        if kind == "data":
+            if mime is None:
+                raise Problem(400, "invalid_field", f"{field}: inline data needs its "
+                              "mimeType", field=field)
+            return f"data:{mime};base64,{value}", mime
+        return value, mime
+    raise Problem(422, "attachment_refused", f"{field}: a media part must carry its bytes "
+                  "(a data source) or an image's url; a file handle or an id names nothing "
+                  "this server keeps", field=field, reason="not_found")
+
+
+def _last_user_message(body: Mapping[str, Any], served: Served) -> Content:
+    """The last user message with text or binary parts, as the session's content (its
+    attachments checked: :func:`phaseflow.serve.media.message_content`)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise Problem(400, "invalid_field", "messages must be a list", field="messages")
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            text = _text(message.get("content"))
-            if text:
-                return text
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        text = _text(content)
+        where = f"messages[{index}].content"
+        binaries = [_media(part, f"{where}[{n}]") for n, part in
+                    enumerate(content if isinstance(content, list) else [])
+                    if isinstance(part, Mapping) and part.get("type") in MEDIA_PARTS]
+        if text or binaries:
+            return message_content(text, binaries, served, where)
     raise Problem(400, "invalid_field", "messages hold no user message with text",
                   field="messages")
 
@@ -264,7 +311,7 @@ async def run_agent(request: Request) -> Response:
     sid = session_id(_field(body, "threadId"), "threadId")
     run = _field(body, "runId")
     resume = _resume(body)
-    text = None if resume is not None else _last_user_text(body)
+    text = None if resume is not None else _last_user_message(body, served)
     record = await hub.store.load(sid)
     await thread_access(request, hub.store, sid, exists=record is not None)
     if record is None:

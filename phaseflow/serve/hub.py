@@ -39,6 +39,7 @@ from phaseflow.session.agent import (
     SessionError,
     SessionFinished,
 )
+from phaseflow.session.attachments import AttachmentRefused
 from phaseflow.session.core import ResolutionRefused
 from phaseflow.stores import rules
 from phaseflow.stores.base import StoreError, StoreFenced
@@ -339,6 +340,9 @@ class Hub:
             accepted.problem = Problem(409, "resolution_refused", str(exc), session_id=sid)
         except SessionError as exc:
             accepted.problem = Problem(409, "session_unusable", str(exc), session_id=sid)
+        except AttachmentRefused as exc:
+            accepted.problem = Problem(422, "attachment_refused", str(exc),
+                                       reason=exc.reason, session_id=sid)
         except StoreFenced:
             accepted.problem = Problem(
                 409, "turn_interrupted", f"session {sid!r}: another message interrupted "

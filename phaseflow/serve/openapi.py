@@ -121,9 +121,17 @@ SCHEMAS: dict[str, Any] = {
                               "position": {"type": "integer"}}},
     "AcceptedTurn": {"type": "object", "required": ["session_id", "status", "events"],
                      "properties": {"status": {"const": "accepted"}}},
-    "Message": {"type": "object", "required": ["text"], "additionalProperties": False,
-                "properties": {"text": {"type": "string", "minLength": 1},
-                               "busy": {"enum": ["queue", "reject", "steer", "interrupt"]}}},
+    "Message": {"type": "object", "additionalProperties": False,
+                "description": "text is required unless attachments are given",
+                "properties": {"text": {"type": "string"},
+                               "busy": {"enum": ["queue", "reject", "steer", "interrupt"]},
+                               "attachments": {"type": "array", "maxItems": 16, "items": {
+                                   "oneOf": [{"type": "string", "description": "a data: URL"},
+                                             {"type": "object", "required": ["url"],
+                                              "additionalProperties": False,
+                                              "properties": {
+                                                  "url": {"type": "string"},
+                                                  "media_type": {"type": "string"}}}]}}}},
     "Decision": {"type": "object", "required": ["decision"], "additionalProperties": False,
                  "properties": {"decision": {"enum": ["approve", "approve_turn",
                                                       "approve_session", "reject"]},
@@ -222,7 +230,9 @@ def document(secured: bool = True) -> dict[str, Any]:
                 "409": _problem("a turn runs"), **COMMON}, params=[
                 SESSION_ID, {"name": "tool", "in": "path", "required": True,
                              "schema": {"type": "string"}}])},
-            s + "/messages": {"post": _op("a turn", TURN, params=[
+            s + "/messages": {"post": _op("a turn", {
+                **TURN, "422": _problem("an attachment refused (attachment_refused: "
+                                        "its reason, its field)")}, params=[
                 SESSION_ID, IDEMPOTENCY, PREFER], body=_ref("Message"))},
             s + "/events": {"get": _op("the session's events (SSE), resumable", {
                 "200": _ok({"type": "array", "items": _ref("Event")},

@@ -20,6 +20,7 @@ from phaseflow.observe.observer import trace_parent
 from phaseflow.serve.bodies import known_fields, read_object, text_field
 from phaseflow.serve.common import int_param, path_session, served_for, stored
 from phaseflow.serve.hub import Hub
+from phaseflow.serve.media import message_content
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
 from phaseflow.serve.streams import TurnStream, guarded, pinged, session_stream
@@ -28,6 +29,7 @@ from phaseflow.serve.views import event_json
 from phaseflow.session import events as ev
 from phaseflow.session.agent import Session
 from phaseflow.session.driver import BUSY_MODES
+from phaseflow.turn.messages import Content
 
 #: what ``busy`` may be (see docs/http-api.md): the session's double-texting modes
 BUSY = BUSY_MODES
@@ -121,10 +123,33 @@ def _trace_headers(request: Request) -> dict[str, str]:
     return {k: v for k, v in request.headers.items() if k in ("traceparent", "tracestate")}
 
 
-def _send(text: str, busy: Any) -> Callable[[Session], AsyncIterator[ev.Event]]:
+def _send(text: Content, busy: Any) -> Callable[[Session], AsyncIterator[ev.Event]]:
     def action(session: Session) -> AsyncIterator[ev.Event]:
         return session.send(text, busy=busy)
     return action
+
+
+def _attachments(body: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The ``attachments`` field: each a URL string (a ``data:`` URL, or an image's
+    ``https:`` URL) or ``{"url": ..., "media_type": ...}``."""
+    raw = body.get("attachments", [])
+    if not isinstance(raw, list):
+        raise Problem(400, "invalid_field", "the field 'attachments' must be an array",
+                      field="attachments")
+    out: list[tuple[str, str | None]] = []
+    for index, item in enumerate(raw):
+        where = f"attachments[{index}]"
+        if isinstance(item, dict):
+            known_fields(item, ("url", "media_type"))
+            url = text_field(item, "url", required=True)
+            media_type = text_field(item, "media_type")
+        else:
+            url, media_type = item, None
+        if not isinstance(url, str) or not url:
+            raise Problem(400, "invalid_field", f"{where} must be a URL string or an "
+                          "object with url", field=where)
+        out.append((url, media_type))
+    return out
 
 
 async def post_message(request: Request) -> Response:
@@ -133,8 +158,10 @@ async def post_message(request: Request) -> Response:
     sid = path_session(request)
     key = _idempotency_key(request)
     body = await read_object(request, config.max_body)
-    known_fields(body, ("text", "busy"))
-    text = text_field(body, "text", required=True, max_chars=config.max_text)
+    known_fields(body, ("text", "busy", "attachments"))
+    attachments = _attachments(body)
+    text = text_field(body, "text", required=not attachments, default="",
+                      max_chars=config.max_text)
     busy = text_field(body, "busy", default="queue", choices=BUSY)
     assert text is not None and busy is not None
     fingerprint = _fingerprint(request, body, key)
@@ -142,7 +169,8 @@ async def post_message(request: Request) -> Response:
     if replayed is not None:
         return replayed
     try:
-        return await _post_message(request, hub, sid, key, fingerprint, text, busy)
+        return await _post_message(request, hub, sid, key, fingerprint, text, busy,
+                                   attachments)
     except BaseException:
         if key is not None and hub.remembered(sid, key) is None:
             await hub.unclaim(sid, key, fingerprint)  # refused: nothing stored
@@ -150,7 +178,8 @@ async def post_message(request: Request) -> Response:
 
 
 async def _post_message(request: Request, hub: Hub, sid: str, key: str | None,
-                        fingerprint: str, text: str, busy: str) -> Response:
+                        fingerprint: str, text: str, busy: str,
+                        attachments: list[tuple[str, str | None]]) -> Response:
     if busy == "interrupt" and hub.running_here(sid):
         # the turn running here stops at once (its tools cancelled, as cancel() stops
         # them); the interrupting message then takes the turn over (Session.send)
@@ -173,8 +202,9 @@ async def _post_message(request: Request, hub: Hub, sid: str, key: str | None,
                           session_id=sid)
     else:
         served = next(iter(hub.served.values()))  # not used: the repeat is answered
+    content = message_content(text, attachments, served) if repeat_of is None else text
     with trace_parent(_trace_headers(request)):  # the turn continues the caller's trace
-        accepted, repeat = await hub.submit(served, sid, _send(text, busy),
+        accepted, repeat = await hub.submit(served, sid, _send(content, busy),
                                             busy=busy, key=key, fingerprint=fingerprint,
                                             claimed=key is not None and repeat_of is None)
     return await answer(request, accepted, repeat)

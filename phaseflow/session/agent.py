@@ -68,7 +68,8 @@ from phaseflow.turn.execution import (
     TrustScope,
     TurnExecution,
 )
-from phaseflow.turn.messages import Content, Message, ToolCall
+from phaseflow.turn.media import MediaRefused
+from phaseflow.turn.messages import Content, MediaPart, Message, ToolCall, freeze_content
 
 if TYPE_CHECKING:
     from phaseflow.mcp.hub import McpHub
@@ -623,6 +624,8 @@ class Session:
         if mode not in BUSY_MODES:
             raise ConfigError(f"busy must be one of {', '.join(BUSY_MODES)}, not {mode!r}")
         check_open(driver.runner.core, driver.runner.machine.current)
+        if not isinstance(message, str):  # its attachments: stored, checked (or refused)
+            message = await self._admit(message)
         is_busy = driver.running or driver.runner.core.status == "awaiting_approval"
         if is_busy and mode == "reject":
             raise SessionBusy(f"session {self.id!r} is busy with turn {self.turn}")
@@ -633,6 +636,38 @@ class Session:
         kind = PromptKind.STEERING if mode == "steer" else PromptKind.FOLLOW_UP
         async for e in driver.join(Send(message, driver.runner.view(), kind), mode):
             yield e
+
+    async def attach(self, data: bytes, media_type: str | None = None,
+                     ) -> MediaPart | MediaRefused:
+        """Keep an image or a file with this session (once, by the SHA-256 of its bytes)
+        and return the part that names it in a message (``send((TextPart(...), part))``);
+        or, as a value, why it cannot be sent: ``too_large`` (over
+        ``phaseflow.turn.media.MAX_ATTACHMENT_BYTES``), ``unsupported_type`` (the
+        provider does not take it), ``malformed`` (the bytes are not what the type
+        says), ``empty``. ``media_type`` ``None``: read from the bytes."""
+        from phaseflow.providers.media import accepted_media
+        from phaseflow.session.attachments import attach
+
+        return await attach(self._agent.store, self.id, data, media_type,
+                            accepted_media(self._runner.config.provider))
+
+    def attach_sync(self, data: bytes, media_type: str | None = None,
+                    ) -> MediaPart | MediaRefused:
+        return _run(self.attach(data, media_type))
+
+    async def _admit(self, message: Content) -> Content:
+        """``message`` with its attachments checked: ``AttachmentRefused`` (a
+        ``PhaseflowError``) names one that is not this session's, is missing, or is of a
+        type the provider does not take; a ``data:`` URL part is stored first."""
+        from phaseflow.providers.media import accepted_media
+        from phaseflow.session.attachments import admit, history_media
+
+        content = freeze_content(message)
+        if isinstance(content, str):
+            return content
+        return await admit(self._agent.store, self.id, content,
+                           accepted_media(self._runner.config.provider),
+                           frozenset(history_media(self._runner.core.history())))
 
     async def recover(self, *, force: bool = False) -> tuple[ev.Event, ...]:
         """Finish a turn that a stopped worker left (see ``docs/durability.md``), and

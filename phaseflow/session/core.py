@@ -156,10 +156,12 @@ def joined_content(contents: tuple[Content, ...]) -> Content:
 
 
 def plain_text(content: Content) -> str:
-    """A message's text parts, joined (what events and the unanswered record show)."""
+    """A message's text parts, joined (what events and the unanswered record show); an
+    attachment is named by its type (``[image/png]``)."""
     if isinstance(content, str):
         return content
-    return "".join(p.text for p in content if isinstance(p, TextPart))
+    return "".join(p.text if isinstance(p, TextPart) else f"[{p.media_type}]"
+                   for p in content)
 
 
 def _on_send(core: Core, event: Send, limits: Limits) -> Step:

@@ -30,6 +30,7 @@ from phaseflow.machine.results import ModelTrigger
 from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.observe.observer import IDLE, NOOP, Observer, TurnObserver
 from phaseflow.providers.assembly import ReplyAssembler
+from phaseflow.providers.media import accepted_media
 from phaseflow.providers.protocol import (
     Provider,
     ProviderFailure,
@@ -38,6 +39,7 @@ from phaseflow.providers.protocol import (
     TextDelta,
 )
 from phaseflow.session import events as ev
+from phaseflow.session.attachments import attach, history_media, load
 from phaseflow.session.compaction import DEFAULT_PROMPT, history_chars, summary_input
 from phaseflow.session.core import GO_TO_PHASE, named_calls, step
 from phaseflow.session.core_json import core_to_json
@@ -83,10 +85,25 @@ from phaseflow.session.view import (
 )
 from phaseflow.spec.model import CallEffect, Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
-from phaseflow.tools.function import FunctionTool, ToolContext, output_text, split_return
+from phaseflow.tools.function import (
+    FunctionTool,
+    ToolContext,
+    ToolResult,
+    output_text,
+    split_return,
+)
 from phaseflow.turn.execution import Mode
 from phaseflow.turn.inputs import evolve
-from phaseflow.turn.messages import ToolCall, ToolOutcome, UserMessage
+from phaseflow.turn.media import MediaRefused
+from phaseflow.turn.messages import (
+    History,
+    MediaPart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolOutcome,
+    UserMessage,
+)
 from phaseflow.turn.output import (
     Capture,
     CaptureComplete,
@@ -230,6 +247,10 @@ class Runner:
         #: outputs captured whose calls' results the core has not recorded yet (their
         #: bytes count against the session's capture quota meanwhile)
         self._capturing: dict[str, int] = {}
+        #: the bytes of the session's attachments read for requests (read once)
+        self._media: dict[str, bytes] = {}
+        #: the history the last request was looked at for attachments, and those it named
+        self._media_scan: tuple[History | None, frozenset[str]] = (None, frozenset())
         #: the threads of sync tools with a timeout, by call id, while they run
         self._threads: dict[str, _ToolThread] = {}
         #: the threads a cancel found still running (the drive waits for them)
@@ -569,6 +590,10 @@ class Runner:
         """One model request: text deltas as they stream, then the reply (or the failure,
         or a Cancel when the host cancelled: the stream is closed at once)."""
         request, view = self.build_request(command)
+        media = self._named_media(request.history)
+        if media:  # the bytes of the attachments it names, for the provider's own form
+            request = replace(request, attachments=await load(
+                self.config.store, media, self._media))
         self.last_request = request
         if self._cancel.is_set():
             yield self._cancelled()
@@ -795,6 +820,19 @@ class Runner:
                                           f"{describe_exception(exc)}"), "error")
         # the writes asked for, as they came: the core judges them (catalogue, types)
         outcome, captured = await self._present(text)
+        if isinstance(value, ToolResult) and value.attachments and not outcome.is_error:
+            parts: list[MediaPart] = []
+            for item in value.attachments:
+                made = await attach(self.config.store, self.core.session_id, item.data,
+                                    item.media_type, accepted_media(self.config.provider))
+                if isinstance(made, MediaRefused):
+                    return Done(ToolOutcome.error(
+                        f"{call.name} returned an attachment that cannot be sent: {made}"),
+                        "error", tuple(candidates.items()))
+                parts.append(made)
+            shown = outcome.content
+            lead = (TextPart(shown),) if isinstance(shown, str) else shown
+            outcome = ToolOutcome(outcome.status, (*lead, *parts))
         return Done(outcome, "error" if outcome.is_error else "ok", tuple(candidates.items()),
                     captured=captured)
 
@@ -845,6 +883,20 @@ class Runner:
         output = ToolOutput.create(prefix, capture, PresentationTruncated(len(data) - shown),
                                    selection, reference)
         return result(_ok_value(output)), captured
+
+    def _named_media(self, history: Sequence[Message]) -> frozenset[str]:
+        """The stored attachments ``history`` names: the new messages since the last
+        request looked at when it extends that request's history (a conversation's
+        next request costs O(new messages), not O(history)), all of it otherwise."""
+        last, named = self._media_scan
+        if type(history) is History and last is not None and history.starts_with(last):
+            tail = history.after(len(last))
+            if tail:
+                named = named | history_media(tail)
+        else:
+            named = frozenset(history_media(history))
+        self._media_scan = (history if type(history) is History else None, named)
+        return named
 
     def _captured_bytes(self) -> int:
         """The bytes of tool output this session keeps (its capture quota's count)."""

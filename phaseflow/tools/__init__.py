@@ -10,6 +10,6 @@ tool writes to the state is checked against the key's declared type
 sees and what is written. See ``docs/sessions.md``.
 """
 
-from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
+from phaseflow.tools.function import Attachment, FunctionTool, ToolContext, ToolResult, tool
 
-__all__ = ["FunctionTool", "ToolContext", "ToolResult", "tool"]
+__all__ = ["Attachment", "FunctionTool", "ToolContext", "ToolResult", "tool"]

@@ -30,6 +30,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, overload
 
@@ -50,6 +51,7 @@ from phaseflow.tools.schema import (
 )
 
 __all__ = [
+    "Attachment",
     "FunctionTool",
     "ToolContext",
     "ToolOutputError",
@@ -116,12 +118,42 @@ class ToolResult:
 
     output: Any = None
     writes: Mapping[str, Any] = field(default_factory=dict)
+    #: images (or files) the model sees with ``output``: kept once by digest with the
+    #: session, sent in the provider's own form; one the provider cannot take (too big,
+    #: a type it does not take, bytes that are not what they say) makes the result an
+    #: error naming why
+    attachments: Sequence[Attachment] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.writes, Mapping):
             raise ConfigError(f"ToolResult.writes must be a mapping of state keys, not "
                               f"{type_name(self.writes)}")
         object.__setattr__(self, "writes", MappingProxyType(dict(self.writes)))
+        items = tuple(self.attachments)
+        for item in items:
+            if not isinstance(item, Attachment):
+                raise ConfigError("ToolResult.attachments must be Attachment values, not "
+                                  f"{type_name(item)}")
+        object.__setattr__(self, "attachments", items)
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """An image or a file a tool returns (``ToolResult(attachments=[...])``): its bytes
+    and media type (``None``: read from the bytes, e.g. a PNG's signature)."""
+
+    data: bytes
+    media_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, bytes | bytearray | memoryview):
+            raise ConfigError(f"Attachment.data must be bytes, not {type_name(self.data)}")
+        object.__setattr__(self, "data", bytes(self.data))
+
+    @classmethod
+    def from_path(cls, path: str | Path, media_type: str | None = None) -> Attachment:
+        """The bytes of the file at ``path``."""
+        return cls(Path(path).read_bytes(), media_type)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -50,7 +50,14 @@ from phaseflow.session.values import Core
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.tools import ToolContext, tool
 from phaseflow.turn.continuation import EffectState
-from phaseflow.turn.messages import AssistantMessage, UserMessage
+from phaseflow.turn.messages import (
+    AssistantMessage,
+    Content,
+    MediaPart,
+    TextPart,
+    UserMessage,
+    content_from_json,
+)
 from tests.support.session_fakes import (
     FORGED,
     DeskTools,
@@ -69,6 +76,18 @@ from tests.support.stateful_session import (
     is_summary,
     pick,
 )
+
+#: the image a ``send_a_photo`` step attaches (the same bytes: one stored copy)
+PHOTO = b"\x89PNG\r\n\x1a\n" + bytes(range(32))
+
+
+def _texts(content: Content) -> list[str]:
+    """The user's messages in one user content: its text (queued messages joined by a
+    blank line), or its text parts (a message with a photo keeps its text as a part)."""
+    if isinstance(content, str):
+        return content.split("\n\n")
+    return [t for p in content if isinstance(p, TextPart) for t in p.text.split("\n\n")]
+
 
 T = TypeVar("T")
 
@@ -248,6 +267,29 @@ class SessionMachine(RuleBasedStateMachine):
         self._note_dropped()
 
     @precondition(lambda self: self.session.status != "finished")
+    @rule(data=st.data())
+    def send_a_photo(self, data: st.DataObject) -> None:
+        """A message with an image attached (kept once by digest), run to its turn's end
+        (or queued): it is a message like any other, and every request sends its bytes."""
+        self._model(data, may_hang=False)
+        text = self._message()
+        photo = self.run(self.session.attach(PHOTO))
+        assert isinstance(photo, MediaPart)
+        self.sent.append(text)
+        self.run(self._collect(self.session.send((TextPart(text), photo))))
+        self._note_dropped()
+
+    @invariant()
+    def every_request_sends_the_bytes_of_the_photos_it_names(self) -> None:
+        checked = getattr(self, "checked_photos", 0)
+        for request in self.provider.requests[checked:]:
+            named = {p.token for m in request.history if isinstance(m.content, tuple)
+                     for p in m.content if isinstance(p, MediaPart)}
+            assert dict(request.attachments) == dict.fromkeys(named, PHOTO), \
+                request.request_id
+        self.checked_photos = len(self.provider.requests)
+
+    @precondition(lambda self: self.session.status != "finished")
     @rule(data=st.data(), action=st.sampled_from(
         ["cancel", "queue_and_cancel", "queue_and_release", "release", "crash",
          "queue_and_crash", "steer_and_release", "interrupt"]))
@@ -420,8 +462,7 @@ class SessionMachine(RuleBasedStateMachine):
         parts: list[str] = []
         for m in self.session.transcript:
             if isinstance(m, UserMessage):
-                assert isinstance(m.content, str)
-                parts.extend(m.content.split("\n\n"))
+                parts.extend(_texts(m.content))
         return parts
 
     def _events(self) -> tuple[ev.Event, ...]:
@@ -492,12 +533,9 @@ class SessionMachine(RuleBasedStateMachine):
         core = self.session._runner.core
         queued: list[str] = []
         for content in (*core.execution.steering, *core.execution.follow_up):
-            assert isinstance(content, str)
-            queued.extend(content.split("\n\n"))
+            queued.extend(_texts(content))
         for waiting in self.run(self.store.queued(SID)):
-            content = waiting.data.get("content")
-            assert isinstance(content, str)
-            queued.append(content)
+            queued.extend(_texts(content_from_json(waiting.data.get("content"))))
         return queued
 
     @invariant()
