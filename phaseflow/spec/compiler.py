@@ -20,6 +20,7 @@ from typing import Any
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json, check_json_object
 from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.durations import parse_duration, timed_guard
 from phaseflow.spec.graph_checks import check_graph
 from phaseflow.spec.model import (
     CallEffect,
@@ -78,7 +79,7 @@ PHASE_KEYS = frozenset(
         "transitions",
     }
 )
-TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger"})
+TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger", "after"})
 EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
@@ -512,6 +513,7 @@ class Compiler:
                 when_node: Node | None = None
                 description_node: Node | None = None
                 trigger_node: Node | None = None
+                after_node: Node | None = None
                 for k, v in entries(item):
                     field_name = k.value
                     if field_name == "to":
@@ -522,6 +524,8 @@ class Compiler:
                         description_node = v
                     elif field_name == "trigger":
                         trigger_node = v
+                    elif field_name == "after":
+                        after_node = v
                 if not isinstance(to_node, Scalar) or not isinstance(to_node.value, str):
                     continue
                 when = None
@@ -532,12 +536,18 @@ class Compiler:
                 trigger = "auto" if trigger_node is None else self.text(trigger_node) or "auto"
                 if trigger != "auto" and trigger != "model":  # PF103 already; skip PF206/7
                     self.unchecked(nodes, len(transitions))
+                after = None if after_node is None else self.after(after_node, name, index)
+                if after is not None:
+                    when = timed_guard(when, after)
+                elif after_node is not None:  # PF103 or PF105 already; skip PF206/7
+                    self.unchecked(nodes, len(transitions))
                 transition = _compiled_transition(
                     to_node.value,
                     when,
                     None if description_node is None else self.text(description_node),
                     "model" if trigger == "model" else "auto",
                     _compiled_position(path, to_node.line, to_node.column),
+                    after,
                 )
                 built.append((transition, item, to_node))
                 transitions.append(transition)
@@ -567,6 +577,21 @@ class Compiler:
             collect,
         )
         self.nodes[name] = nodes
+
+    def after(self, node: Node, phase: str, transition: int) -> float | None:
+        """A transition's ``after`` in seconds, or ``None`` after a PF105 at ``node``."""
+        if not isinstance(node, Scalar):
+            return None  # a mapping or a list: PF103 from the schema
+        seconds = parse_duration(node.value)
+        if isinstance(seconds, str):
+            self.diags.append(
+                Diagnostic(
+                    self.path, node.line, node.column, "PF105",
+                    f"phase '{phase}', transition {transition}: {seconds}",
+                )
+            )
+            return None
+        return seconds
 
     @staticmethod
     def unchecked(nodes: PhaseNodes, index: int) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json_object
+from phaseflow.spec.durations import parse_duration, timed_guard
 from phaseflow.spec.frozenjson import freeze, thaw
 from phaseflow.template import (
     NAVIGATION_NAMES,
@@ -210,6 +211,9 @@ class Transition:
     description: str | None = None
     trigger: Trigger = "auto"
     position: Position | None = field(default=None, compare=False)
+    #: ``after``: seconds in the phase before the transition can hold (a timer: the
+    #: session fires it with no user message); ``when`` already includes it.
+    after: float | None = None
 
     def __init__(
         self,
@@ -218,14 +222,24 @@ class Transition:
         description: str | None = None,
         trigger: Trigger = "auto",
         position: Position | None = None,
+        after: float | str | None = None,
     ) -> None:
         if trigger not in ("auto", "model"):
             raise ConfigError(f"transition to {to!r}: trigger must be 'auto' or 'model'")
+        guard = _guard(when)
+        seconds: float | None = None
+        if after is not None:
+            parsed = parse_duration(after)
+            if isinstance(parsed, str):
+                raise ConfigError(f"transition to {to!r}: {parsed}")
+            seconds = parsed
+            guard = timed_guard(guard, seconds)
         object.__setattr__(self, "to", to)
-        object.__setattr__(self, "when", _guard(when))
+        object.__setattr__(self, "when", guard)
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "trigger", trigger)
         object.__setattr__(self, "position", position)
+        object.__setattr__(self, "after", seconds)
 
 
 def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -309,7 +323,12 @@ def _compiled_position(path: str, line: int, column: int) -> Position:
 
 
 def _compiled_transition(
-    to: str, when: Guard | None, description: str | None, trigger: Trigger, position: Position
+    to: str,
+    when: Guard | None,
+    description: str | None,
+    trigger: Trigger,
+    position: Position,
+    after: float | None = None,
 ) -> Transition:
     """A :class:`Transition` from values the file compiler already built and checked (a
     compiled guard, ``auto`` or ``model``): the same value the constructor makes, without
@@ -322,6 +341,7 @@ def _compiled_transition(
     put(transition, "description", description)
     put(transition, "trigger", trigger)
     put(transition, "position", position)
+    put(transition, "after", after)
     return transition
 
 

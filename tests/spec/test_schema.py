@@ -133,7 +133,7 @@ phases:
     tools: [t]
     clear_on_enter: [k]
     transitions:
-      - {to: b, when: state.k, description: d, trigger: model}
+      - {to: b, when: state.k, description: d, trigger: model, after: 10m}
   b:
     goal: g
     terminal: true
@@ -151,7 +151,7 @@ LEVELS = {
     ),
     "phase": ("    goal: g\n    instructions", "    ", compiler.PHASE_KEYS),
     "transition": (
-        "      - {to: b, when: state.k, description: d, trigger: model}",
+        "      - {to: b, when: state.k, description: d, trigger: model, after: 10m}",
         None,
         compiler.TRANSITION_KEYS,
     ),
