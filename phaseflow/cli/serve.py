@@ -105,6 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", default="10", metavar="SECONDS",
                         help="how often a worker looks for turns whose worker died "
                         "(expired leases) and finishes them (default 10; 0: never)")
+    parser.add_argument("--timers", default="1", metavar="SECONDS",
+                        help="how often a worker looks for due timers (a transition's "
+                        "'after') and fires them, each once across workers (default 1; "
+                        "0: never)")
     parser.add_argument("--kept-sessions", default=None, metavar="N",
                         help="idle sessions a worker keeps open between requests, checked "
                         "against the store before each use (default 256; 0: none)")
@@ -309,7 +313,8 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
                          allowed_hosts=_allowed_hosts(args), app_dir=_app_dir(args))
     if kept is not None:
         config = dataclasses.replace(config, kept_sessions=kept)
-    return config
+    return dataclasses.replace(config, timers=_number(args.timers, "--timers", low=0,
+                                                      high=3600))
 
 
 def _app_dir(args: argparse.Namespace) -> str | None:

@@ -15,6 +15,9 @@
 - ``recover [ID ...]``: finish the turns that a stopped worker left - what a recovery
   job runs after a crash or a deploy. It needs the workflow, tools and model the
   sessions run with, since a turn continues where it stopped.
+- ``tick``: fire the due timers of the workflow's sessions (a transition's ``after``),
+  each once, under its session's lease - what cron runs on a host without a server.
+  It takes the options of ``recover``.
 
 Exit status: 0 when everything asked was done, 1 when a session is missing, unreadable
 or could not be recovered, 2 for misuse (a store that cannot be opened, bad options). An
@@ -120,6 +123,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="finish the turns a stopped worker left (every running session, or the IDs)")
     recover.add_argument("ids", nargs="*", metavar="ID",
                          help="the sessions (default: every running session of the workflow)")
+    _agent_arguments(recover)
+    tick = sub.add_parser(
+        "tick", parents=[common],
+        help="fire the due timers of the workflow's sessions, each once (run it from cron)")
+    tick.add_argument("--limit", default="1000", metavar="N",
+                      help="the most timers fired by one run (default: 1000, soonest first)")
+    _agent_arguments(tick)
+
+
+def _agent_arguments(recover: argparse.ArgumentParser) -> None:
+    """The options that build the agent a turn continues with (recover, tick)."""
     recover.add_argument("--workflow", required=True, metavar="PATH",
                          help="the workflow file the sessions run")
     recover.add_argument("--tools", metavar="MODULE:ATTR",
@@ -153,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         print(f"{PROG}: error: name an action: list, show ID, events ID, delete ID or "
               "recover [ID ...]; or fork ID --at N --as NEW, branches ID, output ID REF, "
-              "trust ID [--revoke TOOL]",
+              "trust ID [--revoke TOOL], tick",
               file=sys.stderr)
         return 2
     for stream in (sys.stdout, sys.stderr):
@@ -184,7 +198,7 @@ async def _main(args: argparse.Namespace) -> int:
     from phaseflow.stores.base import StoreError
     from phaseflow.stores.codec import StoreDataError
 
-    if args.action == "recover":
+    if args.action in ("recover", "tick"):
         # the workflow, tools and model are checked before the store is touched
         agent_parts = _agent_parts(args)
         from phaseflow.cli.telemetry import switch_on
@@ -202,6 +216,8 @@ async def _main(args: argparse.Namespace) -> int:
         action = _STORE_ACTIONS.get(args.action)
         if action is not None:
             return await action(store, args)
+        if args.action == "tick":
+            return await _tick(store, args, *agent_parts)
         return await _recover(store, args, *agent_parts)
     except StoreDataError as exc:
         raise Failed(str(exc)) from None
@@ -458,6 +474,7 @@ def record_json(record: SessionRecord) -> dict[str, Any]:
         "version": record.version,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
+        "next_timer_at": record.next_timer_at,
         "state": dict(record.state),
         "pending_approval": pending_json(record),
         "trust": [t.to_json() for t in trusted(record.execution)],
@@ -569,6 +586,8 @@ def timeline(record: SessionRecord, stored: Sequence[StoredEvent]) -> list[str]:
     lines = [f"session {record.session_id}  workflow {record.workflow}",
              f"status {record.status}, phase {record.phase}, turn {record.turn}, "
              f"updated {when(record.updated_at)}"]
+    if record.next_timer_at is not None:
+        lines.append(f"next timer due {when(record.next_timer_at)}")
     turn: int | None = None
     for event in stored:
         data = event.data
@@ -666,6 +685,36 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
     finally:
         if agent is not None:
             await agent.aclose()  # stops the MCP servers it started
+        await close_provider(provider)
+
+
+async def _tick(store: Store, args: argparse.Namespace, workflow: Any, tools: Any,
+                hooks: Any, provider: Any) -> int:
+    """``sessions tick``: the due timers of the workflow's sessions fired, each under its
+    session's lease (a timer another worker fires at the same time fires once)."""
+    from phaseflow.cli.agent_options import positive_integer
+    from phaseflow.cli.providers import close_provider
+    from phaseflow.errors import PhaseflowError
+    from phaseflow.session import Agent
+
+    try:
+        limit = positive_integer(args.limit, "--limit") or 1000
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
+    agent: Agent | None = None
+    try:
+        try:
+            agent = Agent(workflow, provider, tools=tools, hooks=hooks, store=store,
+                          system=args.system, model=args.model, lease=args.lease,
+                          mcp=args.mcp)
+        except PhaseflowError as exc:
+            raise Misuse(str(exc)) from None
+        fired = await agent.fire_timers(limit=limit)
+        print(f"fired {fired} timer(s) of {agent.workflow.name}")
+        return 0
+    finally:
+        if agent is not None:
+            await agent.aclose()
         await close_provider(provider)
 
 

@@ -150,11 +150,20 @@ def create_app(config: ServeConfig) -> _Outer:
             from phaseflow.serve.sweep import sweep_forever
 
             sweeper = asyncio.get_running_loop().create_task(sweep_forever(hub, config.sweep))
+        timers = None
+        if config.timers > 0:
+            import asyncio
+
+            from phaseflow.serve.timers import timers_forever
+
+            timers = asyncio.get_running_loop().create_task(timers_forever(hub, config.timers))
         try:
             yield {}
         finally:
             if sweeper is not None:
                 sweeper.cancel()
+            if timers is not None:
+                timers.cancel()
             if not hub.draining:
                 await hub.drain(config.grace)
             if notifier is not None:

@@ -32,6 +32,9 @@ class ServeConfig:
     grace: float = 30.0
     #: seconds between sweeps for sessions whose worker died (0: no sweep)
     sweep: float = 0.0
+    #: seconds between looks at the store's index of timers for due ones (0: timers
+    #: are not fired by this server; ``phaseflow sessions tick`` can fire them)
+    timers: float = 0.0
     #: the longest text of a message, in characters
     max_text: int = 100_000
     #: a PostgreSQL store's DSN: its workers wake each other's streams (LISTEN/NOTIFY)

@@ -97,7 +97,8 @@ SCHEMAS: dict[str, Any] = {
                                "pending_approval": _ref("Pending"),
                                "version": {"type": "integer"},
                                "created_at": {"type": "number"},
-                               "updated_at": {"type": "number"}}},
+                               "updated_at": {"type": "number"},
+                               "next_timer_at": {"type": ["number", "null"]}}},
     "SessionPage": {"type": "object", "required": ["sessions", "next_cursor"],
                     "properties": {"sessions": {"type": "array", "items": {
                         "type": "object", "required": ["id", "workflow", "status"]}},

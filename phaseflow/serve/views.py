@@ -23,7 +23,8 @@ def session_json(record: SessionRecord) -> dict[str, Any]:
             "phase": record.phase, "path": snapshot_path(record.machine),
             "turn": record.turn, "state": dict(record.state),
             "pending_approval": pending_json(record), "version": record.version,
-            "created_at": record.created_at, "updated_at": record.updated_at}
+            "created_at": record.created_at, "updated_at": record.updated_at,
+            "next_timer_at": record.next_timer_at}
 
 
 def history_json(record: SessionRecord) -> list[dict[str, Any]]:

@@ -317,6 +317,24 @@ class Agent:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    async def fire_timers(self, *, limit: int = 1000) -> int:
+        """Fire the due timers of this agent's workflow's sessions in its store (up to
+        ``limit``, soonest first): each runs as :meth:`Session.fire_timer` under the
+        session's lease, so among workers doing the same, each timer fires once. The
+        number of timer turns run here."""
+        fired = 0
+        for session_id, _due in await self.store.due_timers(self.config.clock(), limit):
+            record = await self.store.load(session_id)
+            if record is None or record.workflow != self.workflow.name:
+                continue
+            session = self._resume(record)
+            if any(isinstance(e, ev.TurnStartedEvent) for e in await session.fire_timer()):
+                fired += 1
+        return fired
+
+    def fire_timers_sync(self, *, limit: int = 1000) -> int:
+        return _run(self.fire_timers(limit=limit))
+
     def missing_tools(self) -> tuple[str, ...]:
         """Catalogue tools the host did not implement (never offered to the model)."""
         catalogue = self.workflow.tools or {}
@@ -390,6 +408,7 @@ class Agent:
             core = core_from_json(sid, record.core, record.execution, record.continuation)
             runner = Runner(self.config, core, machine, state, record.version,
                             record.created_at)
+            runner.timer_at, runner.timer_turn = record.next_timer_at, record.turn
             runner.core = replace(runner.core, view=runner.view())
         except PhaseflowError as exc:
             # Damaged or foreign contents: an error that names the session, never a
@@ -439,6 +458,31 @@ class Session:
     @property
     def status(self) -> str:
         return self._runner.core.status
+
+    @property
+    def next_timer_at(self) -> float | None:
+        """When the session's next timer is due (wall-clock seconds, by the agent's
+        ``clock``), as its last commit stored it; ``None``: no timer ahead (none in this
+        phase, all spent, or the session finished). See docs/sessions.md, "Timers"."""
+        return self._runner.timer_at
+
+    async def fire_timer(self) -> tuple[ev.Event, ...]:
+        """Run the turn of the session's due timer, if one is due: no user message, the
+        model's input is the session's note, the timer's transition is taken first
+        (``on_enter`` runs); the events (none when no timer is due, or another worker
+        holds the session: its turn's boundary sees the timer)."""
+        return tuple([e async for e in self.firing_timer()])
+
+    async def firing_timer(self) -> AsyncIterator[ev.Event]:
+        """:meth:`fire_timer`, its events as they happen."""
+        driver = self._driver
+        if driver.running:
+            return  # the running turn's boundary evaluates the timer's transition
+        async for e in driver.run(Send("", driver.runner.view(), timer=True)):
+            yield e
+
+    def fire_timer_sync(self) -> tuple[ev.Event, ...]:
+        return _run(self.fire_timer())
 
     @property
     def turn(self) -> int:

@@ -171,10 +171,11 @@ def _on_send(core: Core, event: Send, limits: Limits) -> Step:
     if isinstance(outcome, Queued):
         return Step(core, (Persist(),))
     contents = (outcome.content,) if isinstance(outcome, SendNow) else outcome.contents
-    return _start_turn(core, joined_content(contents), limits)
+    return _start_turn(core, joined_content(contents), limits, boundary=event.timer)
 
 
-def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
+def _start_turn(core: Core, content: Content, limits: Limits, *, boundary: bool = False
+                ) -> Step:
     turn = core.turn + 1
     request_id = f"{core.session_id}:{turn}"
     continuation = _ok(core.continuation.begin_request(request_id, TurnId(turn), content))
@@ -187,6 +188,10 @@ def _start_turn(core: Core, content: Content, limits: Limits) -> Step:
     )
     events: tuple[ev.Event, ...] = (
         ev.TurnStartedEvent(message=plain_text(content), turn=turn),)
+    if boundary:
+        # A timer's turn: the boundary first (the timer's transition taken, on_enter
+        # run), then the model's first request in the phase it leads to.
+        return Step(core, (Persist(events), RunBoundary((), None, final=False)))
     nxt = _next_request(core, limits)
     return Step(nxt.core, (Persist(events), *nxt.commands))
 

@@ -153,7 +153,8 @@ class TurnDriver:
 
     def _now(self) -> Now:
         runner = self.runner
-        return Now(runner.core, runner.machine.current, runner.version, runner.released)
+        return Now(runner.core, runner.machine.current, runner.version, runner.released,
+                   runner.timer_due())
 
     async def _perform(self, command: Command) -> Any:
         """A command whose answer is a value (a lease, the queue, a version)."""
@@ -232,6 +233,8 @@ class TurnDriver:
             catalogue = runner.config.workflow.tools or {}
             idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
             return Resume(runner.view(), idempotent)
+        if isinstance(what, Send) and what.timer:  # the note says what fired, as of now
+            return Send(runner.timer_content(), runner.view(), what.kind, timer=True)
         if isinstance(what, Send):
             return Send(what.content, runner.view(), what.kind)
         if isinstance(what, Interrupt):

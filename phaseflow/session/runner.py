@@ -51,6 +51,7 @@ from phaseflow.session.outputs import (
     tool_text,
 )
 from phaseflow.session.records import message_json
+from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -225,6 +226,10 @@ class Runner:
         self.state = state
         self.version = version
         self.created_at = created_at
+        #: the session's next timer (wall clock; None: none ahead), as the last commit
+        #: stored it, and the turn that commit was in (session/timers.py)
+        self.timer_at: float | None = None
+        self.timer_turn = core.turn
         self._machine_snapshot: dict[str, Any] = machine.snapshot()
         self._cancel = asyncio.Event()
         #: the cancel is an interrupt (see request_cancel)
@@ -380,7 +385,27 @@ class Runner:
             execution=core.execution, continuation=core.continuation,
             machine=self._machine_now(), state=self.state.to_dict(),
             core=core_to_json(core), created_at=self.created_at, updated_at=now,
+            next_timer_at=self._deadline(now),
         )
+
+    def _deadline(self, now: float) -> float | None:
+        """The next timer's deadline a commit made ``now`` stores."""
+        machine = self.machine
+        return next_deadline(self.timer_at, self.timer_turn, self.core.turn,
+                             self.config.workflow.phases[machine.current],
+                             machine.current_phase_duration(), now,
+                             self.core.status == "finished")
+
+    def timer_due(self) -> bool:
+        """A timer's turn would run now (its deadline passed; no turn holds the session)."""
+        return is_due(self.timer_at, self.config.clock(), self.core.status)
+
+    def timer_content(self) -> str:
+        """The note a timer's turn starts with: the phase and the timer that fired."""
+        machine = self.machine
+        seconds = machine.current_phase_duration()
+        phase = self.config.workflow.phases[machine.current]
+        return timer_note(machine.current, due_after(phase, seconds), seconds)
 
     def _machine_now(self) -> dict[str, Any]:
         """The machine's snapshot as of now. The snapshot is taken again only when the
@@ -420,6 +445,7 @@ class Runner:
                 lease=self.lease, consumed=self.consumed, release=release, keep_turn=keep))
             self.consumed = 0
             self.version = record.version
+            self.timer_at, self.timer_turn = record.next_timer_at, record.turn
             if release:
                 self.lease = None
                 self.released = True

@@ -70,6 +70,8 @@ class Now:
     version: int
     #: the last commit let the lease go (a turn's last commit does)
     released: bool
+    #: a timer's deadline has passed and no turn holds the session (session/timers.py)
+    timer_due: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +197,9 @@ def turn_order(first: Input | None, now: Callable[[], Now], *, busy: Busy,
                force: bool = False) -> Plan:
     """Run ``first`` (and what it leads to) holding the session's lease, then the
     messages other workers queued meanwhile; ``first`` None: only finish what a stopped
-    worker left and drain the queue."""
+    worker left and drain the queue. ``first`` a timer's ``Send``: run only when the
+    lease is free and the timer is still due once the session is caught up (never
+    queued, never twice: the turn's commits move the deadline past it)."""
     lease: Lease | None = yield TakeLease(force=force)
     if lease is None:
         holder: Holder = yield ReadHolder()
@@ -205,6 +209,8 @@ def turn_order(first: Input | None, now: Callable[[], Now], *, busy: Busy,
         # An interrupt takes the turn over: the holder's late writes are fenced, and its
         # turn is cancelled here as it stood at its last commit.
         lease = yield TakeLease(force=True)
+    if lease is None and _is_timer(first):
+        return  # another worker holds the turn: its boundary, or its own tick, sees it
     if lease is None:
         sid = now().core.session_id
         if not (isinstance(first, Send) and busy in ("queue", "steer")):
@@ -246,7 +252,7 @@ def _holding(lease: Lease, first: Input | None, now: Callable[[], Now]) -> Plan:
             problem = check_resolution(core, first)
             if problem is not None:
                 raise ResolutionRefused(f"session {core.session_id!r}: {problem}")
-        if isinstance(first, Send | Interrupt):
+        if isinstance(first, Send | Interrupt) and not _is_timer(first):
             check_open(core, seen.phase)
         yield CommitNotes()
         if now().core.status in ("running", "cancelling") and not isinstance(  # 3.
@@ -257,6 +263,8 @@ def _holding(lease: Lease, first: Input | None, now: Callable[[], Now]) -> Plan:
                 yield Run(first, feed=True)
                 first = None
             yield Run(ResumeLeft())
+        if _is_timer(first) and not now().timer_due:
+            first = None  # spent meanwhile (another worker fired it, or a turn ran)
         if first is not None and not (isinstance(first, Send)
                                       and now().core.status == "finished"):
             yield Run(first)  # 4.
@@ -264,6 +272,10 @@ def _holding(lease: Lease, first: Input | None, now: Callable[[], Now]) -> Plan:
             yield from _drain_queue(now)  # 5.
     finally:
         yield LetGo(lease)  # 6.
+
+
+def _is_timer(first: Input | None) -> bool:
+    return isinstance(first, Send) and first.timer
 
 
 def _drain_queue(now: Callable[[], Now]) -> Plan:

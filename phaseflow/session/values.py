@@ -307,6 +307,9 @@ class Send:
     content: Content
     view: PhaseView
     kind: PromptKind = PromptKind.FOLLOW_UP
+    #: the turn a due timer starts (no user wrote ``content``: the session's note): the
+    #: turn boundary runs first, so a timer's transition is taken before the model asks
+    timer: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json, check_json_object
 from phaseflow.spec.diagnostics import Diagnostic
+from phaseflow.spec.durations import parse_duration, timed_guard
 from phaseflow.spec.graph_checks import check_graph
 from phaseflow.spec.model import (
     Call,
@@ -105,7 +106,7 @@ PHASE_KEYS = frozenset(
         "history",
     }
 )
-TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger", "handoff", "with"})
+TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger", "handoff", "with", "after"})
 EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces", "transcript"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name"}
 NAVIGATION_KEYS = frozenset({"history", "template"})
@@ -580,6 +581,7 @@ class Compiler:
                 description_node: Node | None = None
                 trigger_node: Node | None = None
                 handoff: Handoff | None = None
+                after_node: Node | None = None
                 for k, v in entries(item):
                     field_name = k.value
                     if field_name == "handoff":
@@ -592,6 +594,8 @@ class Compiler:
                         description_node = v
                     elif field_name == "trigger":
                         trigger_node = v
+                    elif field_name == "after":
+                        after_node = v
                 if handoff is not None:
                     if to_node is not None:  # both: the schema reported it
                         continue
@@ -609,12 +613,18 @@ class Compiler:
                 trigger = "auto" if trigger_node is None else self.text(trigger_node) or "auto"
                 if trigger != "auto" and trigger != "model":  # PF103 already; skip PF206/7
                     self.unchecked(nodes, len(transitions))
+                after = None if after_node is None else self.after(after_node, name, index)
+                if after is not None:
+                    when = timed_guard(when, after)
+                elif after_node is not None:  # PF103 or PF105 already; skip PF206/7
+                    self.unchecked(nodes, len(transitions))
                 transition = _compiled_transition(
                     target,
                     when,
                     None if description_node is None else self.text(description_node),
                     "model" if trigger == "model" else "auto",
                     at or self.position(item),
+                    after,
                 )
                 if handoff is not None:
                     object.__setattr__(transition, "handoff", handoff)
@@ -690,6 +700,21 @@ class Compiler:
         values, positions = self.inputs(fields.get("with"))
         return Handoff(name, {k: parse_input(v) for k, v in values.items()},
                        self.position(fields["handoff"]), positions)
+
+    def after(self, node: Node, phase: str, transition: int) -> float | None:
+        """A transition's ``after`` in seconds, or ``None`` after a PF105 at ``node``."""
+        if not isinstance(node, Scalar):
+            return None  # a mapping or a list: PF103 from the schema
+        seconds = parse_duration(node.value)
+        if isinstance(seconds, str):
+            self.diags.append(
+                Diagnostic(
+                    self.path, node.line, node.column, "PF105",
+                    f"phase '{phase}', transition {transition}: {seconds}",
+                )
+            )
+            return None
+        return seconds
 
     @staticmethod
     def unchecked(nodes: PhaseNodes, index: int) -> None:

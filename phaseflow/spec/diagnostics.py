@@ -47,6 +47,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF405": ("error", "a call effect names no callable in the host's registry"),
     "PF104": ("error", "a tool's parameters use a keyword JSON Schema does not have"),
     "PF408": ("error", "a catalogue tool has the name of a built-in tool"),
+    "PF105": ("error", "a transition's 'after' is not a valid duration"),
     "PF409": ("error", "a phase's tools names a built-in tool"),
     # Reported by ``phaseflow validate --mcp`` only (it connects to the servers):
     "PF410": ("error", "a catalogue tool NAME.TOOL names a tool its MCP server does not have"),

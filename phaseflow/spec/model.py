@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json_object
+from phaseflow.spec.durations import parse_duration, timed_guard
 from phaseflow.spec.frozenjson import freeze, thaw
 from phaseflow.template import (
     NAVIGATION_NAMES,
@@ -305,6 +306,9 @@ class Transition:
     position: Position | None = field(default=None, compare=False)
     #: a hand-off to another workflow (``to`` is then ``""``), or ``None``
     handoff: Handoff | None = None
+    #: ``after``: seconds in the phase before the transition can hold (a timer: the
+    #: session fires it with no user message); ``when`` already includes it.
+    after: float | None = None
 
     def __init__(
         self,
@@ -314,15 +318,25 @@ class Transition:
         trigger: Trigger = "auto",
         position: Position | None = None,
         handoff: Handoff | None = None,
+        after: float | str | None = None,
     ) -> None:
         if trigger not in ("auto", "model"):
             raise ConfigError(f"transition to {to!r}: trigger must be 'auto' or 'model'")
+        guard = _guard(when)
+        seconds: float | None = None
+        if after is not None:
+            parsed = parse_duration(after)
+            if isinstance(parsed, str):
+                raise ConfigError(f"transition to {to!r}: {parsed}")
+            seconds = parsed
+            guard = timed_guard(guard, seconds)
         object.__setattr__(self, "to", to)
-        object.__setattr__(self, "when", _guard(when))
+        object.__setattr__(self, "when", guard)
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "trigger", trigger)
         object.__setattr__(self, "position", position)
         object.__setattr__(self, "handoff", handoff)
+        object.__setattr__(self, "after", seconds)
 
 
 def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -410,7 +424,12 @@ def _compiled_position(path: str, line: int, column: int) -> Position:
 
 
 def _compiled_transition(
-    to: str, when: Guard | None, description: str | None, trigger: Trigger, position: Position
+    to: str,
+    when: Guard | None,
+    description: str | None,
+    trigger: Trigger,
+    position: Position,
+    after: float | None = None,
 ) -> Transition:
     """A :class:`Transition` from values the file compiler already built and checked (a
     compiled guard, ``auto`` or ``model``): the same value the constructor makes, without
@@ -424,6 +443,7 @@ def _compiled_transition(
     put(transition, "trigger", trigger)
     put(transition, "position", position)
     put(transition, "handoff", None)
+    put(transition, "after", after)
     return transition
 
 

@@ -128,6 +128,9 @@ class SessionRecord:
     core: Mapping[str, Any]
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: when the session's next timer is due (wall clock seconds; None: no timer ahead),
+    #: kept in a column of its own so a store finds due sessions without reading them
+    next_timer_at: float | None = None
 
     def __post_init__(self) -> None:
         check_session_id(self.session_id)
@@ -309,6 +312,12 @@ class Store(Protocol):
     async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
         """The cancel requests of ``session_ids`` (session id: when it was asked),
         removed as they are read."""
+        ...
+
+    async def due_timers(self, now: float, limit: int) -> tuple[tuple[str, float], ...]:
+        """Up to ``limit`` sessions whose next timer is due at ``now`` (wall clock), soonest
+        first, as (session id, deadline): read from the store's index of deadlines, never
+        by reading every session."""
         ...
 
     async def claim_owner(self, session_id: str, owner: str) -> str:

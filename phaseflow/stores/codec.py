@@ -56,8 +56,10 @@ from phaseflow.turn.rejections import Rejected
 #: ``request_keys`` (a request's ``Idempotency-Key``, kept with its session so every
 #: worker recognises a retry), ``cancels`` (a cancel asked of the worker that runs the
 #: turn) and ``owners`` (the identity a served session belongs to) tables, and the indexes
-#: sessions are paged by (most recently updated first; of one status)
-SCHEMA_VERSION = 3
+#: sessions are paged by (most recently updated first; of one status). 4: the ``timers``
+#: table (when each session's next timer is due, indexed, so due sessions are found
+#: without reading the others); the snapshot repeats the deadline (``"timer"``)
+SCHEMA_VERSION = 4
 
 #: phaseflow's tables and their columns, the same in both databases (each store's DDL
 #: makes exactly these); a store opening a database checks them before it uses it
@@ -76,11 +78,13 @@ TABLES: dict[str, tuple[str, ...]] = {
     "request_keys": ("session_id", "key", "fingerprint", "created_at"),
     "cancels": ("session_id", "requested_at"),
     "owners": ("session_id", "owner"),
+    "timers": ("session_id", "due_at"),
 }
 
 #: the schema version each table came with (the others are version 1's): a store of an
 #: older version lacks them until it is migrated
-ADDED_IN: dict[str, int] = {"turns": 2, "request_keys": 3, "cancels": 3, "owners": 3}
+ADDED_IN: dict[str, int] = {"turns": 2, "request_keys": 3, "cancels": 3, "owners": 3,
+                            "timers": 4}
 
 
 class StoreDataError(StoreError):
@@ -218,6 +222,8 @@ class Known:
     events: int | None = None
     version: int | None = None
     released: int | None = None
+    #: the timer deadline the ``timers`` table holds (NaN: not known, as after a load)
+    timer: float | None = math.nan
 
 
 def dumps(value: Any) -> str:
@@ -265,6 +271,8 @@ def encode(record: SessionRecord, known: Known | None) -> tuple[Written, Known]:
         "state": record.state,
         "core": record.core,
     }
+    if record.next_timer_at is not None:
+        snapshot["timer"] = record.next_timer_at
     try:
         text = dumps(snapshot)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -460,9 +468,23 @@ def decode(row: Row, messages: Sequence[str], marks: Sequence[str]) -> tuple[Ses
         version=row.version, status=row.status, phase=row.phase, turn=row.turn,
         execution=execution, continuation=continuation,
         machine=machine, state=state, core=core, created_at=row.created_at,
-        updated_at=row.updated_at,
+        updated_at=row.updated_at, next_timer_at=_timer(sid, data.get("timer")),
     )
-    return record, Known(continuation.messages, len(continuation.marks))
+    return record, Known(continuation.messages, len(continuation.marks),
+                         timer=record.next_timer_at)
+
+
+def _timer(sid: str, value: object) -> float | None:
+    """The snapshot's timer deadline (absent: none)."""
+    if value is None:
+        return None
+    return _time(sid, "timer", value)
+
+
+def timer_changed(known: Known | None, due_at: float | None) -> bool:
+    """Whether a commit writes the ``timers`` row: the deadline is not what the store
+    knows it holds (a session with no timer, as most are, writes nothing)."""
+    return known is None or known.timer != due_at
 
 
 #: the columns of a ``turns`` row a commit writes, in the order of :func:`turn_values`

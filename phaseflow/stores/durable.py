@@ -233,6 +233,10 @@ class DurableStore(CommitEntry, ABC):
         rows = await self._all(sql.take_cancels(len(asked)), asked)
         return {str(sid): float(at) for sid, at in rows}
 
+    async def due_timers(self, now: float, limit: int) -> tuple[tuple[str, float], ...]:
+        rows = await self._all(sql.DUE_TIMERS, (now, int(limit)))
+        return tuple((str(r[0]), float(r[1])) for r in rows)
+
     async def claim_owner(self, session_id: str, owner: str) -> str:
         await self._all(sql.CLAIM_OWNER, (check_session_id(session_id), owner))
         found = await self.owner(session_id)

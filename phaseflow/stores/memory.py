@@ -50,6 +50,8 @@ class MemoryStore(CommitEntry):
         #: (session id, Idempotency-Key) -> (fingerprint, claimed at)
         self._keys: dict[tuple[str, str], tuple[str, float]] = {}
         self._cancels: dict[str, float] = {}
+        #: each session's next timer (the index a durable store keeps in ``timers``)
+        self._timers: dict[str, float] = {}
         self._owners: dict[str, str] = {}
         #: how many commits were made (for tests and benchmarks)
         self.commits = 0
@@ -77,6 +79,10 @@ class MemoryStore(CommitEntry):
             if entry.record is not None and rewritten(entry.record, record):
                 entry.turns.clear()  # as a durable store, whose history rows it replaces
             entry.record = record
+        if record.next_timer_at is None:
+            self._timers.pop(sid, None)
+        else:
+            self._timers[sid] = record.next_timer_at
         if request.keep_turn:
             entry.turns[record.turn] = record
         if plan.consumed:
@@ -131,6 +137,7 @@ class MemoryStore(CommitEntry):
         for key in [k for k in self._keys if k[0] == session_id]:
             del self._keys[key]
         self._cancels.pop(session_id, None)
+        self._timers.pop(session_id, None)
         self._owners.pop(session_id, None)
         owner = capture_owner(session_id) + "-"
         for reference in [r for r in self._captures if r.startswith(owner)]:
@@ -155,6 +162,10 @@ class MemoryStore(CommitEntry):
 
     async def request_cancel(self, session_id: str, now: float) -> None:
         self._cancels[check_session_id(session_id)] = now
+
+    async def due_timers(self, now: float, limit: int) -> tuple[tuple[str, float], ...]:
+        due = sorted((at, sid) for sid, at in self._timers.items() if at <= now)
+        return tuple((sid, at) for at, sid in due[:limit])
 
     async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
         return {s: self._cancels.pop(s) for s in session_ids if s in self._cancels}

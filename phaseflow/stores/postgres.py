@@ -135,6 +135,9 @@ _ADDED: dict[str, tuple[str, ...]] = {
                "CREATE INDEX IF NOT EXISTS owners_owner ON owners (owner, session_id)",
                "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)",
                "CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, updated_at, id)"),
+    "timers": ("""CREATE TABLE IF NOT EXISTS timers (
+        session_id TEXT PRIMARY KEY, due_at DOUBLE PRECISION NOT NULL)""",
+               "CREATE INDEX IF NOT EXISTS timers_due ON timers (due_at, session_id)"),
 }
 
 #: the record of a turn's end (one statement, so one snapshot: the turn's row and the
@@ -565,17 +568,26 @@ async def _set_lease(conn: psycopg.AsyncConnection[Any], step: operations.SetLea
     await conn.execute(_SET_LEASE, (step.owner, step.expires, step.epoch, step.session_id))
 
 
+async def _set_timer(conn: psycopg.AsyncConnection[Any], step: operations.SetTimer) -> None:
+    if step.due_at is None:
+        await conn.execute(_DROP_TIMER, (step.session_id,))
+    else:
+        await conn.execute(_SET_TIMER, (step.session_id, step.due_at))
+
+
 #: how PostgreSQL runs each kind of step
 _STEPS: dict[type[Any], Callable[[psycopg.AsyncConnection[Any], Any], Awaitable[Any]]] = {
     operations.ReadCommit: _read_commit, operations.CreateSession: _create_session,
     operations.UpdateSession: _update_session, operations.DropHistory: _drop_history,
     operations.Append: _append, operations.Consume: _consume,
     operations.KeepTurn: _keep_turn, operations.LockLease: _lock_lease,
-    operations.SetLease: _set_lease,
+    operations.SetLease: _set_lease, operations.SetTimer: _set_timer,
 }
 
 _pg = sql.for_psycopg
 _READ_COMMIT = _pg(sql.READ_COMMIT) + " FOR UPDATE"
+_SET_TIMER = _pg(sql.SET_TIMER)
+_DROP_TIMER = _pg(sql.DROP_TIMER)
 #: a predicted commit's guard (:attr:`operations.ReadCommit.expected`): it locks the row
 #: where the row holds what was expected (a row another writer is changing is waited
 #: for and looked at again as it committed), and divides by zero where not, which

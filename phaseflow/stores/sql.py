@@ -37,7 +37,7 @@ DROP_HISTORY = tuple(f"DELETE FROM {t} WHERE session_id = ?"
 #: what a deleted session leaves: every row of it (the sessions row is deleted first)
 DELETE_REST = tuple(f"DELETE FROM {t} WHERE session_id = ?"
                     for t in ("messages", "marks", "events", "inbox", "turns",
-                              "request_keys", "cancels", "owners"))
+                              "request_keys", "cancels", "owners", "timers"))
 
 CONSUME = "DELETE FROM inbox WHERE session_id = ? AND id <= ?"
 
@@ -90,6 +90,15 @@ def take_cancels(count: int) -> str:
     return (f"DELETE FROM cancels WHERE session_id IN ({marks})"
             " RETURNING session_id, requested_at")
 
+
+#: a commit's ``timers`` row: its deadline (parameters: id, due_at), or none (id)
+SET_TIMER = ("INSERT INTO timers (session_id, due_at) VALUES (?, ?)"
+             " ON CONFLICT (session_id) DO UPDATE SET due_at = excluded.due_at")
+DROP_TIMER = "DELETE FROM timers WHERE session_id = ?"
+#: the sessions whose timer is due at a time, soonest first, along the ``timers_due``
+#: index (parameters: now, limit): no other session's row is read
+DUE_TIMERS = ("SELECT session_id, due_at FROM timers WHERE due_at <= ?"
+              " ORDER BY due_at, session_id LIMIT ?")
 
 CLAIM_OWNER = ("INSERT INTO owners (session_id, owner) VALUES (?, ?)"
                " ON CONFLICT (session_id) DO NOTHING")

@@ -104,6 +104,9 @@ _ADDED: dict[str, tuple[str, ...]] = {
                "CREATE INDEX IF NOT EXISTS owners_owner ON owners (owner, session_id)",
                "CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (updated_at, id)",
                "CREATE INDEX IF NOT EXISTS sessions_status ON sessions (status, updated_at, id)"),
+    "timers": ("""CREATE TABLE IF NOT EXISTS timers (
+    session_id TEXT PRIMARY KEY, due_at REAL NOT NULL) WITHOUT ROWID""",
+               "CREATE INDEX IF NOT EXISTS timers_due ON timers (due_at, session_id)"),
 }
 
 _SYNC = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -514,6 +517,13 @@ def _set_lease(conn: sqlite3.Connection, step: operations.SetLease) -> None:
     conn.execute(sql.SET_LEASE, (step.owner, step.expires, step.epoch, step.session_id))
 
 
+def _set_timer(conn: sqlite3.Connection, step: operations.SetTimer) -> None:
+    if step.due_at is None:
+        conn.execute(sql.DROP_TIMER, (step.session_id,))
+    else:
+        conn.execute(sql.SET_TIMER, (step.session_id, step.due_at))
+
+
 _KEEP_TURN = (f"INSERT OR REPLACE INTO turns ({codec.TURN_COLUMNS}) VALUES"
               " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
@@ -523,7 +533,7 @@ _STEPS: dict[type[Any], Callable[[sqlite3.Connection, Any], Any]] = {
     operations.UpdateSession: _update_session, operations.DropHistory: _drop_history,
     operations.Append: _append, operations.Consume: _consume,
     operations.KeepTurn: _keep_turn, operations.LockLease: _lock_lease,
-    operations.SetLease: _set_lease,
+    operations.SetLease: _set_lease, operations.SetTimer: _set_timer,
 }
 
 

@@ -326,11 +326,15 @@ class _Conversation:
             if step.kind == "expect":
                 self.check(step, None)
             elif step.kind in ("user", "approve", "reject") or (
+                    step.kind == "wait" and index < len(steps)
+                    and steps[index].kind == "model") or (
                     step.kind == "crash" and index < len(steps)
                     and steps[index].kind in ("model", "expect", "steer", "interrupt")
                     and (self.crashed or steps[index].kind != "expect")):
                 if step.kind == "crash":
                     await self._reopen(step)
+                if step.kind == "wait":  # the clock moves, then the due timer's turn
+                    self.now += step.value
                 turn = _Turn(step, reply + 1, reply)
                 waiting: list[ScenarioStep] = []
                 while index < len(steps) and steps[index].kind in (
@@ -416,6 +420,8 @@ class _Conversation:
                 stream = session.send(step.value)
             elif step.kind == "crash":
                 stream = session.recovering()
+            elif step.kind == "wait":
+                stream = session.firing_timer()
             else:
                 stream = self._resolve(session, step)
             self.drain = asyncio.ensure_future(self._drain(stream))

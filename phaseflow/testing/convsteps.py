@@ -37,7 +37,8 @@ USER_SIDE = frozenset({"user", "approve", "reject", "cancel", "crash", "wait", "
 #: stream (the steered turn, or the turn the interrupt starts)
 INLINE = frozenset({"steer", "interrupt"})
 #: the steps whose replies follow (a crash that stops a turn: its resumed replies)
-OPENERS = ("user", "approve", "reject", "crash")
+#: (a ``wait`` followed by replies: they answer the turn of the timer that came due)
+OPENERS = ("user", "approve", "reject", "crash", "wait")
 #: the longest ``wait`` step, and the most all of a conversation's waits add up to (in
 #: seconds: a year, a century), so the phase clock always holds an exact number
 WAIT_LIMIT = 365 * 24 * 3600
@@ -345,7 +346,7 @@ class _Steps:
             if step.kind == "model" and opener not in OPENERS:
                 after = f"after '{opener}'" if opener else "before any user step"
                 self.fail(node, f"a model step is a reply in a turn: it follows a user, "
-                                f"approve, reject or crash step ({after})")
+                                f"approve, reject, crash or wait step ({after})")
             if step.kind == "cancel":
                 self._cancel(previous, node)
             if step.kind in INLINE:

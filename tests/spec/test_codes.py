@@ -35,6 +35,8 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf102_unknown_key.yaml", [("PF102", 7, 5)],
      ["unknown key 'transitons'", "did you mean 'transitions'?"]),
     ("pf103_wrong_type.yaml", [("PF103", 7, 15)], ["'terminal'", "true or false", "string"]),
+    ("pf105_bad_duration.yaml", [("PF105", 9, 16)],
+     ["transition 1", "'after' must be a duration", "10m", "'ten minutes'"]),
     ("pf110_version.yaml", [("PF110", 1, 12)], ["version 2", "phaseflow: 1"]),
     ("pf200_unknown_initial.yaml", [("PF200", 3, 10)], ["'gret'", "did you mean 'greet'?"]),
     ("pf201_unknown_target.yaml", [("PF201", 10, 13)],

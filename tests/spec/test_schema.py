@@ -139,7 +139,7 @@ phases:
     tools: [t]
     clear_on_enter: [k]
     transitions:
-      - {to: b, when: state.k, description: d, trigger: model}
+      - {to: b, when: state.k, description: d, trigger: model, after: 10m}
       - {handoff: other, with: {x: state.k}, when: "returned == 'done'"}
   b:
     goal: g
@@ -158,7 +158,7 @@ LEVELS = {
     ),
     "phase": ("    goal: g\n    call", "    ", compiler.PHASE_KEYS),
     "transition": (
-        "      - {to: b, when: state.k, description: d, trigger: model}",
+        "      - {to: b, when: state.k, description: d, trigger: model, after: 10m}",
         None,
         compiler.TRANSITION_KEYS,
     ),

@@ -40,6 +40,7 @@ SCHEMA = {
     "request_keys": ["session_id", "key", "fingerprint", "created_at"],
     "cancels": ["session_id", "requested_at"],
     "owners": ["session_id", "owner"],
+    "timers": ["session_id", "due_at"],
 }
 
 
@@ -62,9 +63,9 @@ def test_both_stores_have_the_same_schema(durable: Backend) -> None:
     async def body() -> None:
         await (await durable.open()).sessions()
         assert await _columns(durable) == SCHEMA
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(3,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(4,)]
         await (await durable.open()).sessions()  # opening again changes nothing
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(3,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(4,)]
     durable.run(body)
 
 

@@ -54,7 +54,7 @@ def test_stores_opening_together_create_the_schema_once(pg: Backend) -> None:
         stores = [PostgresStore(pg.dsn) for _ in range(6)]
         pg._opened.extend(stores)
         await asyncio.gather(*(s.open() for s in stores))
-        assert await pg.sql("SELECT version FROM phaseflow_schema") == [(3,)]
+        assert await pg.sql("SELECT version FROM phaseflow_schema") == [(4,)]
     pg.run(body)
 
 

@@ -103,17 +103,18 @@ def test_sessions_are_paged_newest_first_by_owner_workflow_and_status(
 
 def test_a_store_of_schema_version_2_is_migrated(durable: Backend) -> None:
     """A store of version 2 (before request keys, cancels, owners and the paging index):
-    opened by this phaseflow, it gets them and version 3, and its sessions are paged."""
+    opened by this phaseflow, it gets them (and version 4's timers) and the current
+    version, and its sessions are paged."""
     async def body() -> None:
         await seed(await durable.open(), "old")
-        for table in ("request_keys", "cancels", "owners"):
+        for table in ("request_keys", "cancels", "owners", "timers"):
             await durable.sql(f"DROP TABLE {table}")
         await durable.sql("DROP INDEX sessions_recent")
         await durable.sql("DROP INDEX sessions_status")
         await durable.sql("UPDATE phaseflow_schema SET version = 2")
         store = await durable.open()
         assert [s.session_id for s in await store.sessions_page(SessionsPage(5))] == ["old"]
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(3,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(4,)]
         assert await store.claim_owner("old", "ada") == "ada"
         assert await store.claim_key("old", "k", "fp", 1.0, 60.0) is None
         if durable.name == "sqlite":

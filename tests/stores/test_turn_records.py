@@ -115,23 +115,23 @@ def test_a_damaged_turn_record_is_an_error_naming_the_session_and_turn(
 def test_a_store_of_schema_version_1_is_migrated_and_keeps_working(durable: Backend) -> None:
     """A store made before the ``turns`` table (made here by removing it from a new one,
     with the snapshots saying version 1): opened by this phaseflow, it gets the table and
-    this phaseflow's version (3), its sessions open and talk on, and a turn that ended
+    this phaseflow's version (4), its sessions open and talk on, and a turn that ended
     before the migration cannot be forked, saying why; one that ended after can."""
     async def body() -> None:
         session = await forks.agent(await durable.open()).session("old")
         for i in range(2):
             await session.reply(f"Message {i}")
-        for table in ("turns", "request_keys", "cancels", "owners"):
+        for table in ("turns", "request_keys", "cancels", "owners", "timers"):
             await durable.sql(f"DROP TABLE {table}")
         await durable.sql("UPDATE phaseflow_schema SET version = 1")
-        await durable.sql("UPDATE sessions SET snapshot = replace(snapshot, '\"schema\":3',"
+        await durable.sql("UPDATE sessions SET snapshot = replace(snapshot, '\"schema\":4',"
                           " '\"schema\":1')")
         [(text,)] = await durable.sql("SELECT snapshot FROM sessions")
         assert text.startswith('{"schema":1,')
 
         store = await durable.open()
         reopened = await forks.agent(store).session("old")
-        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(3,)]
+        assert await durable.sql("SELECT version FROM phaseflow_schema") == [(4,)]
         assert await durable.sql("SELECT count(*) FROM turns") == [(0,)]
         assert (reopened.turn, reopened.state["n"], reopened.phase) == (2, 2, "high")
         assert str(await reopened.reply("Message 2")) == "Reply 2"

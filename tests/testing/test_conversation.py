@@ -543,3 +543,37 @@ def test_a_crash_during_an_approval_keeps_the_time_spent_before_it(tmp_path: Pat
         - expect: {phase: human, status: finished}
     """, extra="    state: {customer_id: C-7}\n", workflow=timed)
     _passes(result)
+
+
+#: the shop with a timer: five minutes in ``ask`` without an answer hand over, fired by
+#: the session itself (``after``), with no user message
+TIMER = WORKFLOW.replace(
+    "        description: The customer asks for a human\n",
+    "        description: The customer asks for a human\n"
+    "      - to: human\n"
+    "        after: 5m\n"
+    "        description: Nobody answered for five minutes\n")
+assert TIMER != WORKFLOW
+
+
+def test_a_wait_followed_by_replies_answers_the_timer_turn(tmp_path: Path) -> None:
+    result = conversation(tmp_path, """
+        - user: hi
+        - model: Who are you?
+        - expect: {phase: ask, status: idle}
+        - wait: 299
+        - wait: 1
+        - model: A colleague takes over, nobody answered.
+        - expect: {phase: human, status: finished}
+    """, workflow=TIMER)
+    _passes(result)
+
+
+def test_a_timer_turn_not_yet_due_asks_for_no_reply(tmp_path: Path) -> None:
+    text = failure(conversation(tmp_path, """
+        - user: hi
+        - model: Who are you?
+        - wait: 60
+        - model: Too early.
+    """, workflow=TIMER))
+    assert "Too early" in text or "never asked" in text or "not used" in text, text

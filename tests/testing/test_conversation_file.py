@@ -48,8 +48,8 @@ def test_steps_out_of_order_and_bad_values_are_all_reported(tmp_path: Path) -> N
         - expect: {tools: [pay], status: asleep, results: [okay, {contains: x}]}
     """)
     assert errors == [
-        "12:9: a model step is a reply in a turn: it follows a user, approve, reject or "
-        "crash step (before any user step)",
+        "12:9: a model step is a reply in a turn: it follows a user, approve, reject, "
+        "crash or wait step (before any user step)",
         "13:9: unknown conversation step 'usr'; did you mean 'user'?",
         "14:15: user takes a text",
         "16:27: unknown key 'call' in model; did you mean 'calls'?",
@@ -82,9 +82,9 @@ def test_cancel_with_nothing_before_it_or_after_a_check(tmp_path: Path) -> None:
     ]
 
 
-def test_a_wait_takes_seconds_and_no_reply_follows_it(tmp_path: Path) -> None:
+def test_a_wait_takes_seconds_and_replies_after_it_answer_a_timer(tmp_path: Path) -> None:
     steps = ["- user: hi", "- model: Hello.", "- wait: -1", "- wait: true", "- wait: .inf",
-             "- wait: five minutes", "- wait: 60", "- model: too late", "- wait: 1e16",
+             "- wait: five minutes", "- wait: 60", "- model: a timer's", "- wait: 1e16",
              *["- wait: 31536000"] * 101]
     errors = _errors(tmp_path, "\n".join(steps))
     assert errors == [
@@ -92,8 +92,6 @@ def test_a_wait_takes_seconds_and_no_reply_follows_it(tmp_path: Path) -> None:
         "15:15: wait takes a number of seconds that is 0 or more",
         "16:15: wait takes a number of seconds that is 0 or more",
         "17:15: wait takes a number of seconds that is 0 or more",
-        "19:9: a model step is a reply in a turn: it follows a user, approve, reject or "
-        "crash step (after 'wait')",
         "20:15: wait takes at most 31,536,000 seconds (a year)",
         "120:9: the conversation's waits add up to more than 3,153,600,000 seconds (a "
         "century)",

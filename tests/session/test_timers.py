@@ -1,0 +1,218 @@
+"""Timers (an ``auto`` transition with ``after``): the deadline rules, the timer turn's
+place in the exactly-once order (walked as data, no I/O), and through the public API
+on a real SQLite store: a due timer runs one turn with no user message - the
+transition first, ``on_enter`` run, the model told by the session's note - and never a
+second time, whoever asks (two agents on one store, a crash between)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from phaseflow import load_workflow_text
+from phaseflow.providers.scripted import ScriptedProvider
+from phaseflow.session import Agent
+from phaseflow.session.timers import is_due, next_deadline, timer_deadline
+from phaseflow.session.turn_order import (
+    CommitNotes,
+    Hold,
+    Holder,
+    LetGo,
+    Now,
+    ReadHolder,
+    ReadQueue,
+    Run,
+    TakeLease,
+    turn_order,
+)
+from phaseflow.session.values import Core, PhaseView, Send
+from phaseflow.stores.base import Lease
+from phaseflow.stores.sqlite import SQLiteStore
+
+WORKFLOW = """
+phaseflow: 1
+name: waiter
+initial: wait
+state:
+  followed: {type: integer, default: 0}
+phases:
+  wait:
+    goal: Wait for the customer's answer.
+    transitions:
+      - to: follow_up
+        after: 10m
+      - to: give_up
+        after: 1h
+  follow_up:
+    goal: Follow up with the customer.
+    on_enter:
+      - set: {followed: 1}
+    transitions:
+      - to: done
+        when: "state.followed > 5"
+  give_up:
+    goal: Give up.
+    terminal: true
+  done:
+    goal: Done.
+    terminal: true
+"""
+
+
+# --- the rules ------------------------------------------------------------------------
+
+
+def test_the_deadline_is_the_earliest_after_still_ahead_by_the_wall_clock() -> None:
+    phase = load_workflow_text(WORKFLOW).phases["wait"]
+    assert timer_deadline(phase, 0.0, 1000.0, False) == 1600.0
+    assert timer_deadline(phase, 100.0, 1000.0, False) == 1500.0
+    assert timer_deadline(phase, 600.0, 1000.0, False) == 4000.0  # 10m spent: 1h next
+    assert timer_deadline(phase, 3600.0, 1000.0, False) is None
+    assert timer_deadline(phase, 0.0, 1000.0, True) is None  # finished
+
+
+def test_a_due_deadline_stays_until_a_turn_starts_after_it() -> None:
+    phase = load_workflow_text(WORKFLOW).phases["wait"]
+    # a commit that runs no turn (a note, a save) keeps a due timer
+    assert next_deadline(1600.0, 1, 1, phase, 700.0, 1700.0, False) == 1600.0
+    # the first commit of a later turn spends it: the next one ahead
+    assert next_deadline(1600.0, 1, 2, phase, 700.0, 1700.0, False) == 4600.0
+    # not due yet: recomputed (the phase may have changed)
+    assert next_deadline(1600.0, 1, 1, phase, 100.0, 1000.0, False) == 1500.0
+    assert is_due(1600.0, 1600.0, "idle") and is_due(1600.0, 1700.0, "failed")
+    assert not is_due(1600.0, 1599.0, "idle") and not is_due(None, 1e9, "idle")
+    assert not is_due(1600.0, 1700.0, "running")
+    assert not is_due(1600.0, 1700.0, "awaiting_approval")
+
+
+# --- the order, as data -----------------------------------------------------------------
+
+
+def _lease() -> Lease:
+    return Lease("s", "me", 1, 100.0, version=3)
+
+
+def _walk(first: Send, leases: list[Lease | None], due: bool) -> list[Any]:
+    seen: list[Any] = []
+    plan = turn_order(first, lambda: Now(Core("s"), "wait", 3, False, due), busy="queue")
+    answer: Any = None
+    while True:
+        try:
+            command = plan.send(answer)
+        except StopIteration:
+            return seen
+        seen.append(command)
+        answer = None
+        if isinstance(command, TakeLease):
+            answer = leases.pop(0) if leases else None
+        elif isinstance(command, ReadHolder):
+            answer = Holder(None, False)
+        elif isinstance(command, ReadQueue):
+            answer = ()
+
+
+def test_a_due_timer_runs_under_the_lease_and_one_spent_meanwhile_does_not() -> None:
+    timer = Send("", PhaseView("wait"), timer=True)
+    assert _walk(timer, [_lease()], due=True) == [
+        TakeLease(), Hold(_lease(), reopen=False), CommitNotes(), Run(timer),
+        ReadQueue(), LetGo(_lease()), ReadQueue()]
+    # caught up, the timer was spent (another worker fired it): no turn
+    assert Run(timer) not in _walk(timer, [_lease()], due=False)
+    # another worker holds the session: a timer is never queued as a message
+    assert _walk(timer, [None], due=True) == [TakeLease(), ReadHolder()]
+
+
+# --- through the API, on SQLite ---------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _agent(tmp_path: Path, clock: Clock, replies: list[Any], name: str = "a"
+           ) -> tuple[Agent, ScriptedProvider]:
+    provider = ScriptedProvider(replies)
+    store = SQLiteStore(str(tmp_path / "sessions.db"))
+    return Agent(load_workflow_text(WORKFLOW), provider, store=store, clock=clock,
+                 phase_clock=clock, worker=name), provider
+
+
+def test_a_due_timer_fires_one_turn_with_the_note_after_the_transition(tmp_path: Path
+                                                                       ) -> None:
+    async def body() -> None:
+        clock = Clock()
+        agent, provider = _agent(tmp_path, clock, ["Hello.", "Any news?"])
+        session = await agent.session("s")
+        assert session.next_timer_at is None  # nothing stored yet
+        await session.reply("hi")
+        assert session.next_timer_at == clock.now + 600
+        assert await session.fire_timer() == ()  # not due
+        clock.now += 599
+        assert await agent.fire_timers() == 0
+        clock.now += 2
+        events = await session.fire_timer()
+        kinds = [e.type for e in events]
+        assert kinds[0] == "turn_started" and "phase_changed" in kinds
+        assert kinds.index("phase_changed") < kinds.index("turn_finished")
+        assert (session.phase, session.state["followed"], session.turn) == ("follow_up", 1, 2)
+        note = provider.requests[-1].history[-1]
+        assert "[timer]" in str(note) and "'wait'" in str(note) and "10m" in str(note)
+        assert "follow_up" in provider.told()  # the model asked in the new phase
+        assert session.next_timer_at is None  # follow_up has no timer
+        clock.now += 7200
+        assert await session.fire_timer() == ()
+        assert await agent.fire_timers() == 0
+        assert len(provider.requests) == 2
+    asyncio.run(body())
+
+
+def test_two_agents_on_one_store_fire_each_timer_once(tmp_path: Path) -> None:
+    async def body() -> None:
+        clock = Clock()
+        first, _ = _agent(tmp_path, clock, ["Hello."] * 6, "w1")
+        for k in range(6):
+            await (await first.session(f"s{k}")).reply("hi")
+        clock.now += 601
+        agents = [_agent(tmp_path, clock, ["Any news?"] * 6, f"w{n}")[0] for n in (2, 3)]
+        fired = await asyncio.gather(*(a.fire_timers() for a in agents))
+        assert sum(fired) == 6
+        assert sum(await asyncio.gather(*(a.fire_timers() for a in agents))) == 0
+        for k in range(6):
+            s = await first.session(f"s{k}")
+            assert (s.phase, s.state["followed"], s.turn) == ("follow_up", 1, 2)
+            starts = [e for e in await s.events() if e.type == "turn_started"]
+            assert len(starts) == 2
+    asyncio.run(body())
+
+
+def test_a_user_message_after_the_deadline_spends_the_timer(tmp_path: Path) -> None:
+    async def body() -> None:
+        clock = Clock()
+        agent, provider = _agent(tmp_path, clock, ["Hello.", "Sorry, I was away."])
+        session = await agent.session("s")
+        await session.reply("hi")
+        clock.now += 700
+        await session.reply("I'm back")  # its boundary takes the timer's transition
+        assert session.phase == "follow_up"
+        assert await agent.fire_timers() == 0
+        assert len(provider.requests) == 2
+    asyncio.run(body())
+
+
+def test_a_timer_due_while_no_process_ran_fires_after_a_restart(tmp_path: Path) -> None:
+    async def body() -> None:
+        clock = Clock()
+        agent, _ = _agent(tmp_path, clock, ["Hello."])
+        await (await agent.session("s")).reply("hi")
+        clock.now += 3 * 3600  # both timers due: the first that holds, in order, is taken
+        restarted, provider = _agent(tmp_path, clock, ["Any news?"], "w2")
+        assert await restarted.fire_timers() == 1
+        s = await restarted.session("s")
+        assert s.phase == "follow_up" and s.next_timer_at is None
+        assert "[timer]" in str(provider.requests[0].history[-1])
+    asyncio.run(body())
