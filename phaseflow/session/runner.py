@@ -391,8 +391,10 @@ class Runner:
     def _deadline(self, now: float) -> float | None:
         """The next timer's deadline a commit made ``now`` stores."""
         machine = self.machine
-        return next_deadline(self.timer_at, self.timer_turn, self.core.turn,
-                             self.config.workflow.phases[machine.current],
+        phase = machine.current_phase  # the innermost workflow's, inside a call
+        if phase is None:
+            return None
+        return next_deadline(self.timer_at, self.timer_turn, self.core.turn, phase,
                              machine.current_phase_duration(), now,
                              self.core.status == "finished")
 
@@ -404,8 +406,9 @@ class Runner:
         """The note a timer's turn starts with: the phase and the timer that fired."""
         machine = self.machine
         seconds = machine.current_phase_duration()
-        phase = self.config.workflow.phases[machine.current]
-        return timer_note(machine.current, due_after(phase, seconds), seconds)
+        phase = machine.current_phase
+        return timer_note(machine.current, due_after(phase, seconds) if phase else None,
+                          seconds)
 
     def _machine_now(self) -> dict[str, Any]:
         """The machine's snapshot as of now. The snapshot is taken again only when the
