@@ -296,7 +296,7 @@ class Runner:
                     given = replace(given, restart=True)
                     self._restart = False
                     self._cancel.clear()
-            if given is not first and self._steering_due():
+            if self._steering_due(given, more=bool(inputs)):
                 for event in await self._take_steering():
                     yield event
             s = step(self.core, given, self.config.limits)
@@ -338,11 +338,15 @@ class Runner:
 
     # --- steering from other workers ------------------------------------------------------
 
-    def _steering_due(self) -> bool:
-        """Whether to look at the store's queue before the turn's next step: a store
-        whose reads are local (SQLite, memory) is read between any two steps; another
-        (PostgreSQL) only once a worker said it stored a steering message there (a
-        notification), so a turn costs no round trip more."""
+    def _steering_due(self, given: Input, *, more: bool) -> bool:
+        """Whether to look at the store's queue before stepping ``given``: before what
+        leads to the turn's next model request - the last result of a batch of tool
+        calls, a failed request that is retried (a reply without calls ends the turn,
+        whose end reads the queue anyway). A store whose reads are local (SQLite,
+        memory) is read then; another (PostgreSQL) only once a worker said it stored a
+        steering message there (a notification), so a turn costs no round trip more."""
+        if more or not isinstance(given, ToolDone | RequestFailed):
+            return False
         if self.core.status != "running" or self._cancel.is_set():
             return False
         return self.steering_stored or bool(getattr(self.config.store, "local_reads", False))
