@@ -88,6 +88,10 @@ class Hub:
         #: told the id of a session whose turn another worker runs, to cancel it there
         #: (PostgreSQL: NOTIFY); ``None``: the request is stored for its holder to read
         self.on_cancel: Callable[[str], None] | None = None
+        #: told the id of a session for whose running turn a steering message was stored
+        #: (PostgreSQL: NOTIFY, so its holder reads the queue before its next request);
+        #: ``None``: the holder reads it between requests anyway (SQLite)
+        self.on_steer: Callable[[str], None] | None = None
         #: seconds between the reads of stored cancel requests while turns run here
         self.poll = poll
         self._watcher: asyncio.Task[None] | None = None
@@ -196,6 +200,12 @@ class Hub:
                 found = True
         return found
 
+    def steering_stored(self, session_id: str) -> None:
+        """A worker stored a steering message for the session's turn: the turn running
+        here (if it does) reads the store's queue before its next model request."""
+        for session in list(self._objects.get(session_id, ())):
+            session.steering_stored()
+
     def _watch(self) -> None:
         """Read stored cancel requests while turns run here (no notifications)."""
         if self.on_cancel is None and self._watcher is None:
@@ -252,7 +262,8 @@ class Hub:
             self._objects.setdefault(session_id, {})[session] = accepted
             self._watch()
             task = asyncio.get_running_loop().create_task(
-                self._run(served, agent, session, action, accepted))
+                self._run(served, agent, session, action, accepted,
+                          steering=busy == "steer"))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
             if key is not None:
@@ -324,12 +335,16 @@ class Hub:
                           headers={"Retry-After": "1"}) from None
 
     async def _run(self, served: Served, agent: Agent, session: Session, action: Action,
-                   accepted: Accepted) -> None:
+                   accepted: Accepted, *, steering: bool = False) -> None:
         sid = accepted.session_id
         reusable = False
         try:
             await self._drive(served, session, action, accepted)
             if not accepted.events:
+                if steering and self.on_steer is not None:
+                    # stored for the turn another worker runs: it is told (it reads the
+                    # queue before its next model request)
+                    self.on_steer(sid)
                 accepted.queued = await self._position(sid)
             reusable = True
         except SessionBusy as exc:

@@ -11,6 +11,11 @@ meanwhile the polling carries the streams.
 A cancel asked of a worker that does not run the turn goes out on :data:`CANCELS`
 (the payload is the session id): the worker that runs it cancels it as ``POST
 .../cancel`` does there (its tools stopped, a sync tool's thread included).
+
+A steering message stored for a turn another worker runs is announced on :data:`STEERS`
+(the payload is the session id): the worker that runs the turn reads the session's
+queue before the turn's next model request and delivers the message there (without
+the announcement, a PostgreSQL queue is read only when the turn ends).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from phaseflow.serve.hub import Hub
 CHANNEL = "phaseflow_events"
 #: the channel of cancel requests (the payload: the session id)
 CANCELS = "phaseflow_cancels"
+#: the channel of steering messages stored for a running turn (the payload: the session id)
+STEERS = "phaseflow_steers"
 
 
 class Notifier:
@@ -38,11 +45,13 @@ class Notifier:
         loop = asyncio.get_running_loop()
         self.hub.on_commit = lambda sid: self._pending.put_nowait((CHANNEL, sid))
         self.hub.on_cancel = lambda sid: self._pending.put_nowait((CANCELS, sid))
+        self.hub.on_steer = lambda sid: self._pending.put_nowait((STEERS, sid))
         self._tasks = [loop.create_task(self._listen()), loop.create_task(self._notify())]
 
     async def stop(self) -> None:
         self.hub.on_commit = None
         self.hub.on_cancel = None
+        self.hub.on_steer = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -61,9 +70,12 @@ class Notifier:
                 async with conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     await conn.execute(f"LISTEN {CANCELS}")
+                    await conn.execute(f"LISTEN {STEERS}")
                     async for note in conn.notifies():
                         if note.channel == CANCELS:
                             self.hub.cancel_asked(note.payload)
+                        elif note.channel == STEERS:
+                            self.hub.steering_stored(note.payload)
                         else:
                             self.hub.poke(note.payload)
             except asyncio.CancelledError:

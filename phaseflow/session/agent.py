@@ -812,6 +812,15 @@ class Session:
         if self._driver.running:
             self._runner.request_cancel()
 
+    def steering_stored(self) -> None:
+        """Another worker stored a steering message for the turn running here (it could
+        not take the turn): the turn reads the store's queue before its next model
+        request and delivers it there. Needed only for a store whose reads are round
+        trips (PostgreSQL; ``phaseflow serve`` calls it on a notification): SQLite and
+        memory stores are read between requests anyway."""
+        if self._driver.running:
+            self._runner.steering_stored = True
+
     async def cancel_pending(self) -> tuple[ev.Event, ...]:
         """Cancel a turn that waits for approval (nothing runs: it ends as cancelled)."""
         if self._runner.core.status != "awaiting_approval":

@@ -52,6 +52,7 @@ from phaseflow.session.outputs import (
 )
 from phaseflow.session.records import message_json
 from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
+from phaseflow.session.turn_order import taken_into_turn
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -93,7 +94,7 @@ from phaseflow.tools.function import (
     output_text,
     split_return,
 )
-from phaseflow.turn.execution import Mode
+from phaseflow.turn.execution import Mode, PromptKind
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.media import MediaRefused
 from phaseflow.turn.messages import (
@@ -104,6 +105,7 @@ from phaseflow.turn.messages import (
     ToolCall,
     ToolOutcome,
     UserMessage,
+    content_from_json,
 )
 from phaseflow.turn.output import (
     Capture,
@@ -260,6 +262,9 @@ class Runner:
         self._threads: dict[str, _ToolThread] = {}
         #: the threads a cancel found still running (the drive waits for them)
         self._lingering: list[_ToolThread] = []
+        #: another worker said it stored a steering message for this session (a store
+        #: whose reads are not local is read only then: see _steering_due)
+        self.steering_stored = False
 
     # --- the view --------------------------------------------------------------------
 
@@ -334,6 +339,9 @@ class Runner:
                     given = replace(given, restart=True)
                     self._restart = False
                     self._cancel.clear()
+            if self._steering_due(given, more=bool(inputs)):
+                for event in await self._take_steering():
+                    yield event
             s = step(self.core, given, self.config.limits)
             self.core = s.core
             for position, command in enumerate(s.commands):
@@ -370,6 +378,51 @@ class Runner:
                         break
                 elif isinstance(command, Pause | TurnOver):
                     continue
+
+    # --- steering from other workers ------------------------------------------------------
+
+    def _steering_due(self, given: Input, *, more: bool) -> bool:
+        """Whether to look at the store's queue before stepping ``given``: before what
+        leads to the turn's next model request - the last result of a batch of tool
+        calls, a failed request that is retried (a reply without calls ends the turn,
+        whose end reads the queue anyway). A store whose reads are local (SQLite,
+        memory) is read then; another (PostgreSQL) only once a worker said it stored a
+        steering message there (a notification), so a turn costs no round trip more."""
+        if more or not isinstance(given, ToolDone | RequestFailed):
+            return False
+        if self.core.status != "running" or self._cancel.is_set():
+            return False
+        return self.steering_stored or bool(getattr(self.config.store, "local_reads", False))
+
+    async def _take_steering(self) -> list[ev.Event]:
+        """The messages other workers stored for this running turn, up to the last
+        steering one (:func:`taken_into_turn`), taken into the core's queues as a message
+        sent here would be, and out of the store's queue in the same commit: each is
+        stored once and delivered once, with the turn's next model request."""
+        self.steering_stored = False
+        sid = self.core.session_id
+        taken = taken_into_turn(tuple(await self.config.store.queued(sid)))
+        if not taken:
+            return []
+        core, view = self.core, self.view()
+        events: list[ev.Event] = []
+        for queued in taken:
+            kind = (PromptKind.STEERING if queued.data.get("kind") == "steering"
+                    else PromptKind.FOLLOW_UP)
+            s = step(core, Send(content_from_json(queued.data.get("content")), view, kind),
+                     self.config.limits)
+            for command in s.commands:
+                if not isinstance(command, Persist) or command.writes:
+                    raise PhaseflowError(f"a stored message asked the runner for "
+                                         f"{type(command).__name__} while a turn runs")
+                events.extend(command.events)
+            core = s.core
+        # the core and what the commit takes out of the queue change together (no await
+        # between): any commit from here on carries both
+        self.core = core
+        self.consumed = taken[-1].id
+        self.config.observer.queued(sid, [q.data for q in taken])
+        return await self.commit(tuple(events))
 
     # --- commits ----------------------------------------------------------------------
 

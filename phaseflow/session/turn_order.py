@@ -304,6 +304,17 @@ def _drain_queue(now: Callable[[], Now]) -> Plan:
                   queued=tuple(q.data for q in queued))
 
 
+def taken_into_turn(queued: tuple[QueuedMessage, ...]) -> tuple[QueuedMessage, ...]:
+    """The messages other workers stored that the running turn takes in between two
+    model requests: everything up to the last steering one (the store's queue is taken
+    in order, so the follow-ups before it join the turn's queue too, and are sent when
+    the turn ends, as the drain would send them); none while no steering message waits
+    (the queue is then left to the drain at the turn's end)."""
+    last = max((n for n, q in enumerate(queued) if q.data.get("kind") == "steering"),
+               default=-1)
+    return queued[:last + 1]
+
+
 def _contents(queued: tuple[QueuedMessage, ...]) -> tuple[Content, ...]:
     return tuple(content_from_json(q.data.get("content")) for q in queued)
 

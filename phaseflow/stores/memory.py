@@ -43,6 +43,10 @@ class MemoryStore(CommitEntry):
     """Sessions in a dict. Safe within one event loop (every method completes without
     awaiting, so a commit is atomic)."""
 
+    #: a read costs no round trip: a running turn looks at its queue between requests
+    #: (messages other workers stored for it: steering)
+    local_reads = True
+
     def __init__(self) -> None:
         self._sessions: dict[str, _Entry] = {}
         self._captures: dict[str, bytes] = {}

@@ -235,6 +235,10 @@ class PostgresStore(DurableStore):
     round trip unless the connection's socket says something happened).
     """
 
+    #: a read is a round trip: a running turn looks at its queue only when told that a
+    #: steering message was stored for it (``phaseflow serve``: a notification)
+    local_reads = False
+
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
                  pool_timeout: float = 30.0, check_connections: bool = True) -> None:
         if _MISSING is not None:

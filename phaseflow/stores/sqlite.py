@@ -123,6 +123,10 @@ _LEASE_SYNC = "NORMAL"
 class SQLiteStore(DurableStore):
     """Sessions in the SQLite file ``path`` (created with its schema when missing)."""
 
+    #: a read is local (no server): a running turn looks at its queue between requests
+    #: (messages other workers stored for it: steering)
+    local_reads = True
+
     def __init__(self, path: str | Path, *, synchronous: str = "FULL",
                  timeout: float = 30.0) -> None:
         if synchronous.upper() not in _SYNC:

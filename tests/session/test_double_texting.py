@@ -282,7 +282,7 @@ def test_across_workers_an_interrupt_takes_the_turn_over_and_the_holder_is_fence
     assert two.history[-1].content == "Hello instead."  # type: ignore[union-attr]
 
 
-def test_across_workers_queue_and_steer_wait_for_the_holder_and_reject_refuses(
+def test_across_workers_queue_waits_for_the_holder_steer_joins_its_turn_reject_refuses(
         tmp_path: Path) -> None:
     path = tmp_path / "s.db"
 
@@ -303,5 +303,11 @@ def test_across_workers_queue_and_steer_wait_for_the_holder_and_reject_refuses(
     queued, events, one = bounded(scenario())
     assert queued == []  # stored in the session's queue for the holder
     started = [e.message for e in events if isinstance(e, ev.TurnStartedEvent)]
-    assert started == ["paint it", "in blue\n\nthen sign it"]  # steering first
+    # the steering message went with the holder's next model request (its turn); the
+    # queued one waited for the turn's end
+    assert started == ["paint it", "then sign it"]
+    assert [(e.turn, e.message) for e in events if isinstance(e, ev.MessageSteered)] == [
+        (1, "in blue")]
+    users = [m.content for m in one.history if isinstance(m, UserMessage)]
+    assert users == ["paint it", "in blue", "then sign it"]
     assert "refused" not in str(one.history)

@@ -28,6 +28,7 @@ from phaseflow.session.turn_order import (
     Run,
     StoreMessage,
     TakeLease,
+    taken_into_turn,
     turn_order,
 )
 from phaseflow.session.values import Core, Interrupt, PhaseView, Resolve, Send, Status
@@ -261,3 +262,14 @@ def test_messages_queued_for_a_session_that_finished_are_recorded_unanswered() -
     assert "too late" in event.message
     # let go, then one more look: a message stored after the last one is recorded too
     assert names(commands)[-2:] == ["LetGo", "ReadQueue"]
+
+
+def test_a_running_turn_takes_the_stored_queue_up_to_its_last_steering_message() -> None:
+    """Between two model requests the holder takes what other workers stored, in order,
+    up to the last steering message (the store's queue is consumed in order); with no
+    steering message it takes nothing (the drain sends the queue when the turn ends)."""
+    f1, s2, f3 = queued(1, "a"), queued(2, "b", "steering"), queued(3, "c")
+    assert taken_into_turn((f1, s2, f3)) == (f1, s2)
+    assert taken_into_turn((s2,)) == (s2,)
+    assert taken_into_turn((f1, f3)) == ()
+    assert taken_into_turn(()) == ()
