@@ -34,6 +34,7 @@ from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.chat_wire import ContextAs, names_of, request_messages, request_tools
 from phaseflow.providers.protocol import (
     CONTEXT_LENGTH_EXCEEDED,
+    REPLY_SCHEMA_NAME,
     ProviderEvent,
     ProviderFailure,
     ProviderRequest,
@@ -397,6 +398,9 @@ class OpenAIProvider:
             params[self.max_tokens_field] = limit
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        if request.reply_schema is not None:
+            params["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": REPLY_SCHEMA_NAME, "schema": dict(request.reply_schema)}}
         headers = dict(params.pop("extra_headers", None) or {})
         # OpenAI's header for a caller's own id; other servers ignore it
         headers.setdefault("X-Client-Request-Id", request.request_id)

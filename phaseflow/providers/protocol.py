@@ -87,6 +87,16 @@ class ProviderRequest:
     #: phase's rendered instructions, the navigation block, the final-phase and plan-mode
     #: notes, and (with ``offer_tools="workflow"``) which offered tools the phase allows
     context: str = ""
+    #: the JSON Schema (an ``object`` schema, a plain JSON value) the model's final reply
+    #: in this phase must match (the phase's ``reply``), or None. Each provider sends it in
+    #: its API's native form, tools still offered: Chat Completions ``response_format``
+    #: (``json_schema``), Responses ``text.format``, Anthropic ``output_config.format``,
+    #: Gemini ``response_json_schema`` with ``response_mime_type: application/json``
+    reply_schema: Mapping[str, Any] | None = None
+
+
+#: the name each provider gives a phase's reply schema where its API wants one
+REPLY_SCHEMA_NAME = "reply"
 
 
 @dataclass(frozen=True, slots=True)
