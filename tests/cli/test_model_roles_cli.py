@@ -95,3 +95,33 @@ def test_validate_models_names_an_unmapped_role_where_it_is_written() -> None:
     proc = run_phaseflow("validate", "--models", "Fast", path, env=cli_env())
     assert proc.returncode == 2
     assert "--models Fast: expected model role names" in proc.stderr
+
+
+def test_serve_maps_roles_and_refuses_an_unmapped_one(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.support.serve_server import serving
+
+    cwd = _project(tmp_path)
+    with WireServer("anthropic") as claude:
+        claude.push(anthropic_reply("Moving on.", [("toolu_1", "go_to_phase",
+                                                    '{"phase": "decide"}')]),
+                    anthropic_reply("Refund approved."))
+        env = cli_env(ANTHROPIC_BASE_URL=claude.base_url, ANTHROPIC_API_KEY="k")
+        with serving(["refunds.yaml", "--provider", "scripted:default.yaml", "--provider",
+                      "fast=anthropic:claude-fast", "--provider",
+                      "strong=anthropic:claude-strong", "--store", "memory"],
+                     tmp_path / "server.log", cwd=cwd, env=env) as server, \
+                httpx.Client(base_url=server.base, timeout=30) as client:
+            created = client.post("/v1/sessions", json={"workflow": "refunds"})
+            assert created.status_code == 201, created.text
+            answer = client.post(f"/v1/sessions/{created.json()['id']}/messages",
+                                 json={"text": "My money back"},
+                                 headers={"Accept": "application/json"})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["reply"] == "Refund approved."
+        assert [r.body["model"] for r in claude.requests] == ["claude-fast", "claude-strong"]
+    proc = run_phaseflow("serve", "refunds.yaml", "--provider", "scripted:default.yaml",
+                         "--port", "0", cwd=cwd, env=cli_env())
+    assert proc.returncode == 2
+    assert "runs on model role(s) fast, strong, which the agent does not map" in proc.stderr
