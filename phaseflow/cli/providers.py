@@ -142,10 +142,7 @@ def split_providers(values: list[str] | str | None) -> tuple[str, dict[str, str]
         match = _ROLE_VALUE.fullmatch(value)
         role, spec = (match.group(1), match.group(2)) if match else ("default", value)
         if role == "default":
-            if default is not None:
-                raise ConfigError(f"--provider {value}: the default role's provider is "
-                                  f"given twice ({default} and {spec})")
-            default = spec
+            default = spec  # (a later plain value wins, as for any repeated option)
             continue
         if role in roles:
             raise ConfigError(f"--provider {value}: role {role!r} is given twice")

@@ -115,6 +115,7 @@ state:
 tools:
   t: TOOL_LINE
 navigation: {history: 2, template: "{{ goal }}"}
+model: fast
 phases:
   a:
     goal: g
@@ -137,6 +138,8 @@ phases:
   b:
     goal: g
     terminal: true
+    model: strong
+    reply: {schema: {type: object, properties: {c: {type: string}}}, record: {c: c}}
 """.replace("  t: TOOL_LINE", TOOL_LINE)
 
 # level -> (the line to add a key after, its indentation, the keys the loader reads there)
