@@ -15,6 +15,7 @@ in the history, so it continues a turn where the stopped worker left it.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from phaseflow.errors import ConfigError, PhaseflowError, install_hint
@@ -119,3 +120,54 @@ async def close_provider(provider: object) -> None:
     closing = getattr(provider, "aclose", None)
     if callable(closing):
         await closing()
+
+
+#: a ``--provider ROLE=SPEC`` value (a role name cannot hold ':', so ``scripted:FILE``
+#: with a '=' in its path is never one)
+_ROLE_VALUE = re.compile(r"([a-z][a-z0-9_-]*)=(.+)", re.DOTALL)
+
+#: the help of a repeated ``--provider`` naming a role
+ROLE_HELP = (" Repeat as ROLE=KIND:MODEL (or ROLE=scripted:FILE) to map a model role the "
+             "workflow names ('model: fast'): --provider fast=anthropic:MODEL; a role's "
+             "server comes from its SDK's variables (--base-url is the default role's)")
+
+
+def split_providers(values: list[str] | str | None) -> tuple[str, dict[str, str]]:
+    """The repeated ``--provider`` values as ``(DEFAULT, {ROLE: SPEC})``: a plain value
+    (or ``default=...``) is the default role's, ``openai`` when none is given. Each is
+    checked as :func:`check_provider` checks (:class:`ConfigError`)."""
+    given = [values] if isinstance(values, str) else list(values or [])
+    default: str | None = None
+    roles: dict[str, str] = {}
+    for value in given:
+        match = _ROLE_VALUE.fullmatch(value)
+        role, spec = (match.group(1), match.group(2)) if match else ("default", value)
+        if role == "default":
+            default = spec  # (a later plain value wins, as for any repeated option)
+            continue
+        if role in roles:
+            raise ConfigError(f"--provider {value}: role {role!r} is given twice")
+        kind, _, rest = spec.partition(":")
+        if kind in SERVERS and not rest:
+            raise ConfigError(f"--provider {value}: expected {role}={kind}:MODEL (the "
+                              "model the role runs on)")
+        check_provider(spec if kind == "scripted" else kind)
+        roles[role] = spec
+    return default or "openai", roles
+
+
+def make_role_providers(roles: dict[str, str], *, max_tokens: int | None = None
+                        ) -> dict[str, Provider]:
+    """The providers of ``--provider ROLE=SPEC`` values (from :func:`split_providers`),
+    each made as :func:`make_provider` makes one, its server from its SDK's variables."""
+    out: dict[str, Provider] = {}
+    for role, spec in roles.items():
+        kind, _, rest = spec.partition(":")
+        try:
+            if kind == "scripted":
+                out[role] = make_provider(spec)
+            else:
+                out[role] = make_provider(kind, rest, max_tokens=max_tokens)
+        except ConfigError as exc:
+            raise ConfigError(f"--provider {role}={spec}: {exc}") from None
+    return out

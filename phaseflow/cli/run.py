@@ -57,14 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hooks", metavar="MODULE:ATTR",
         help="the callables of the workflow's 'call' effects: a mapping from name to callable")
     from phaseflow.cli.agent_options import MCP_HELP, add_request_layout
-    from phaseflow.cli.providers import CHOICES
+    from phaseflow.cli.providers import CHOICES, ROLE_HELP
     from phaseflow.cli.providers import HELP as PROVIDER_HELP
 
     add_request_layout(parser)
 
     parser.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
     parser.add_argument(
-        "--provider", default="openai", metavar=CHOICES, help=PROVIDER_HELP)
+        "--provider", action="append", metavar=CHOICES, help=PROVIDER_HELP + "." + ROLE_HELP)
     parser.add_argument("--model", metavar="M",
                         help="the model name (required but for scripted:FILE)")
     parser.add_argument("--base-url", metavar="URL",
@@ -165,10 +165,15 @@ def _run(args: argparse.Namespace) -> int:
         sigterm_quits,
     )
     from phaseflow.cli.common import load_or_report
+    from phaseflow.cli.providers import split_providers
     from phaseflow.cli.stores import DEFAULT_STORE, open_store
     from phaseflow.cli.telemetry import switch_on
     from phaseflow.errors import ConfigError, PhaseflowError
 
+    try:
+        args.provider, args.role_providers = split_providers(args.provider)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
     if _provider_choice(args)[0] != "scripted" and args.strict_script:
         raise Misuse("--strict-script checks the script of --provider scripted:FILE")
     switch_on(Misuse)  # traces and metrics when the OTEL_* variables ask for them
@@ -191,6 +196,12 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     provider = _provider(args, max_tokens)
+    from phaseflow.cli.providers import make_role_providers
+
+    try:
+        roles = make_role_providers(args.role_providers, max_tokens=max_tokens)
+    except ConfigError as exc:
+        raise Misuse(str(exc)) from None
     from phaseflow.session import Agent
 
     options = given_options(lease=lease, mode=args.mode, busy=args.busy,
@@ -200,8 +211,9 @@ def _run(args: argparse.Namespace) -> int:
                             max_continuations=continuations)
     try:
         with sigterm_quits(mcp is not None) as term:
-            agent = Agent(workflow, provider, tools=tools, hooks=hooks, system=args.system,
-                          model=args.model, store=store, mcp=mcp, **options)
+            agent = Agent(workflow, provider, providers=roles, tools=tools, hooks=hooks,
+                          system=args.system, model=args.model, store=store, mcp=mcp,
+                          **options)
     except PhaseflowError as exc:
         raise Misuse(str(exc)) from None
     if term.received:
@@ -224,6 +236,10 @@ def _run(args: argparse.Namespace) -> int:
             with contextlib.suppress(Exception):
                 if closing is not None:
                     loop.run_until_complete(closing())
+                from phaseflow.cli.providers import close_provider
+
+                for role_provider in roles.values():
+                    loop.run_until_complete(close_provider(role_provider))
                 loop.run_until_complete(close_store(store))
                 # what asyncio.run does: finish the async generators still open (an SDK's
                 # stream iterators), or they are reported as destroyed while pending

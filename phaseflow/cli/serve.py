@@ -41,10 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "name to callable (each workflow gets those of its catalogue)")
     parser.add_argument("--hooks", metavar="MODULE:ATTR",
                         help="the callables of the workflows' 'call' effects")
-    from phaseflow.cli.providers import CHOICES
+    from phaseflow.cli.providers import CHOICES, ROLE_HELP
     from phaseflow.cli.providers import HELP as PROVIDER_HELP
 
-    parser.add_argument("--provider", default="openai", metavar=CHOICES, help=PROVIDER_HELP)
+    parser.add_argument("--provider", action="append", metavar=CHOICES,
+                        help=PROVIDER_HELP + "." + ROLE_HELP)
     parser.add_argument("--model", metavar="M", help="the model name (required for openai)")
     parser.add_argument("--base-url", metavar="URL", help="the model server of --provider")
     parser.add_argument("--max-tokens", metavar="N",
@@ -219,7 +220,12 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         seconds,
     )
     from phaseflow.cli.common import load_or_report
-    from phaseflow.cli.providers import check_provider, make_provider
+    from phaseflow.cli.providers import (
+        check_provider,
+        make_provider,
+        make_role_providers,
+        split_providers,
+    )
     from phaseflow.cli.stores import open_store
     from phaseflow.errors import ConfigError, PhaseflowError
     from phaseflow.serve.config import ServeConfig
@@ -231,6 +237,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     from phaseflow.session.workers import new_worker_id
 
     try:
+        args.provider, role_specs = split_providers(args.provider)
         check_provider(args.provider, args.base_url)
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         lease = seconds(args.lease, "--lease")
@@ -254,6 +261,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     try:
         provider = make_provider(args.provider, args.model, args.base_url,
                                  max_tokens=max_tokens)
+        roles = make_role_providers(role_specs, max_tokens=max_tokens)
         store = open_store(args.store)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
@@ -271,13 +279,15 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
             if first and first[0].mcp is not None:
                 # the pool's agents share the first one's MCP connections: its tools
                 # (the servers' among them), and a change of a server's list
-                made = Agent(workflow, provider, tools=first[0].tools, hooks=hooks,
+                made = Agent(workflow, provider, providers=roles, tools=first[0].tools,
+                             hooks=hooks,
                              store=store, system=args.system, model=args.model,
                              worker=new_worker_id(), busy=busy, **options)  # type: ignore[arg-type]
                 first[0].mcp.listeners.append(
                     lambda _server: made.config.views.clear())
                 return made
-            return Agent(workflow, provider, tools=mine, hooks=hooks, store=store,
+            return Agent(workflow, provider, providers=roles, tools=mine, hooks=hooks,
+                         store=store,
                          system=args.system, model=args.model, worker=new_worker_id(),
                          busy=busy, mcp=None if first else mcp,  # type: ignore[arg-type]
                          **options)

@@ -145,10 +145,11 @@ def _agent_arguments(recover: argparse.ArgumentParser) -> None:
     from phaseflow.cli.agent_options import MCP_HELP
 
     recover.add_argument("--mcp", metavar="FILE", help=MCP_HELP)
-    from phaseflow.cli.providers import CHOICES
+    from phaseflow.cli.providers import CHOICES, ROLE_HELP
 
-    recover.add_argument("--provider", default="openai", metavar=CHOICES,
-                         help="the model that continues the turns (default: openai)")
+    recover.add_argument("--provider", action="append", metavar=CHOICES,
+                         help="the model that continues the turns (default: openai)."
+                         + ROLE_HELP)
     recover.add_argument("--model", metavar="M", help="the model name (required for openai)")
     recover.add_argument("--base-url", metavar="URL", help="the server of --provider openai")
     recover.add_argument("--system", metavar="TEXT", default="",
@@ -625,9 +626,15 @@ def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """The workflow, tools, hooks and provider of ``recover``, each checked (Misuse)."""
     from phaseflow.cli.agent_options import agent_code, positive_integer, seconds
     from phaseflow.cli.common import load_or_report
-    from phaseflow.cli.providers import check_provider, make_provider
+    from phaseflow.cli.providers import (
+        check_provider,
+        make_provider,
+        make_role_providers,
+        split_providers,
+    )
 
     try:
+        args.provider, role_specs = split_providers(args.provider)
         check_provider(args.provider, args.base_url)
         max_tokens = positive_integer(args.max_tokens, "--max-tokens")
         args.lease = seconds(args.lease, "--lease")
@@ -640,6 +647,8 @@ def _agent_parts(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         tools, hooks, args.mcp = agent_code(args)
         provider = make_provider(args.provider, args.model, args.base_url,
                                  max_tokens=max_tokens)
+        #: the providers of the model roles the workflow names (--provider ROLE=...)
+        args.role_providers = make_role_providers(role_specs, max_tokens=max_tokens)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     return workflow, tools, hooks, provider
@@ -654,9 +663,9 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
     agent: Agent | None = None
     try:
         try:
-            agent = Agent(workflow, provider, tools=tools, hooks=hooks, store=store,
-                          system=args.system, model=args.model, lease=args.lease,
-                          mcp=args.mcp)
+            agent = Agent(workflow, provider, providers=args.role_providers, tools=tools,
+                          hooks=hooks, store=store, system=args.system, model=args.model,
+                          lease=args.lease, mcp=args.mcp)
         except PhaseflowError as exc:
             raise Misuse(str(exc)) from None
         ids: list[str] = list(dict.fromkeys(args.ids))
@@ -686,6 +695,8 @@ async def _recover(store: Store, args: argparse.Namespace, workflow: Any, tools:
         if agent is not None:
             await agent.aclose()  # stops the MCP servers it started
         await close_provider(provider)
+        for role_provider in args.role_providers.values():
+            await close_provider(role_provider)
 
 
 async def _tick(store: Store, args: argparse.Namespace, workflow: Any, tools: Any,

@@ -48,6 +48,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "that every catalogue tool NAME.TOOL exists there and that declared parameters "
         "agree with the server's (PF410, PF411); without it validate stays offline",
     )
+    parser.add_argument(
+        "--models",
+        metavar="ROLE,ROLE",
+        help="the model roles the host maps (besides 'default'): a workflow or phase "
+        "'model' naming another is an error (PF430)",
+    )
+
+
+def _roles(spec: str) -> list[str] | str:
+    """The role names of ``--models fast,strong`` (the reason when one is not a name)."""
+    import re
+
+    roles = [r.strip() for r in spec.split(",") if r.strip()]
+    bad = [r for r in roles if not re.fullmatch(r"[a-z][a-z0-9_-]*", r)]
+    if bad or not roles:
+        return (f"--models {spec}: expected model role names separated by commas (lowercase "
+                "letters, digits, '_' and '-', starting with a letter)")
+    return roles
 
 
 def _registry(spec: str) -> Mapping[str, Any] | str:
@@ -127,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"phaseflow validate: error: {loaded}", file=sys.stderr)
             return 2
         registry = loaded
+    roles = None if args.models is None else _roles(args.models)
+    if isinstance(roles, str):
+        print(f"phaseflow validate: error: {roles}", file=sys.stderr)
+        return 2
     on_disk = [p for p in paths if p != STDIN]
     search = partial(discover, filter_files=args.skip_non_workflows)
     files = discover_or_report(on_disk, "validate", "workflow files", search)
@@ -146,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
         from phaseflow.evals.check import check_eval_file
 
         found.extend(d for path in evals for d in check_eval_file(path))
+    if roles is not None:
+        from phaseflow.spec.model_roles import role_diagnostics
+
+        found.extend(d for r in results if r.workflow is not None
+                     for d in role_diagnostics(r.workflow, r.path, roles))
     if args.mcp:
         online = _mcp_diagnostics(args.mcp, results)
         if isinstance(online, str):

@@ -394,6 +394,9 @@ class AnthropicProvider:
             params["tool_choice"] = {"type": request.tool_choice}
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        if request.reply_schema is not None:
+            params["output_config"] = {"format": {"type": "json_schema",
+                                                  "schema": dict(request.reply_schema)}}
         return params
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:

@@ -445,6 +445,9 @@ class GeminiProvider:
             config["max_output_tokens"] = limit
         if request.temperature is not None:
             config["temperature"] = request.temperature
+        if request.reply_schema is not None:
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = dict(request.reply_schema)
         return {"model": request.model or self.model,
                 "contents": request_contents(request, names), "config": config}
 

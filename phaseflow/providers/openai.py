@@ -35,6 +35,7 @@ from phaseflow.providers.chat_wire import ContextAs, names_of, request_messages,
 from phaseflow.providers.media import ALL_MEDIA
 from phaseflow.providers.protocol import (
     CONTEXT_LENGTH_EXCEEDED,
+    REPLY_SCHEMA_NAME,
     ProviderEvent,
     ProviderFailure,
     ProviderRequest,
@@ -417,6 +418,9 @@ class OpenAIProvider:
             params[self.max_tokens_field] = limit
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        if request.reply_schema is not None:
+            params["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": REPLY_SCHEMA_NAME, "schema": dict(request.reply_schema)}}
         headers = dict(params.pop("extra_headers", None) or {})
         # OpenAI's header for a caller's own id; other servers ignore it
         headers.setdefault("X-Client-Request-Id", request.request_id)

@@ -91,6 +91,16 @@ class ProviderRequest:
     #: attachment's reference, to its bytes), loaded by the session for this request:
     #: each provider sends them in its own API's form (:mod:`phaseflow.providers.media`)
     attachments: Mapping[str, bytes] = field(default_factory=dict)
+    #: the JSON Schema (an ``object`` schema, a plain JSON value) the model's final reply
+    #: in this phase must match (the phase's ``reply``), or None. Each provider sends it in
+    #: its API's native form, tools still offered: Chat Completions ``response_format``
+    #: (``json_schema``), Responses ``text.format``, Anthropic ``output_config.format``,
+    #: Gemini ``response_json_schema`` with ``response_mime_type: application/json``
+    reply_schema: Mapping[str, Any] | None = None
+
+
+#: the name each provider gives a phase's reply schema where its API wants one
+REPLY_SCHEMA_NAME = "reply"
 
 
 @dataclass(frozen=True, slots=True)

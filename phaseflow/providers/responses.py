@@ -37,6 +37,7 @@ from phaseflow.providers.openai import (
     failure_of,
 )
 from phaseflow.providers.protocol import (
+    REPLY_SCHEMA_NAME,
     ProviderEvent,
     ProviderFailure,
     ProviderRequest,
@@ -389,6 +390,9 @@ class OpenAIResponsesProvider:
             params["max_output_tokens"] = limit
         if request.temperature is not None:
             params["temperature"] = request.temperature
+        if request.reply_schema is not None:
+            params["text"] = {"format": {"type": "json_schema", "name": REPLY_SCHEMA_NAME,
+                                         "schema": dict(request.reply_schema)}}
         headers = dict(params.pop("extra_headers", None) or {})
         headers.setdefault("X-Client-Request-Id", request.request_id)
         params["extra_headers"] = headers

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from phaseflow.errors import ConfigError, PhaseflowError
@@ -53,7 +55,8 @@ from phaseflow.session.values import (
     SetMode,
 )
 from phaseflow.session.workers import new_worker_id
-from phaseflow.spec.model import Workflow
+from phaseflow.spec.model import DEFAULT_ROLE, Workflow
+from phaseflow.spec.model_roles import unmapped_roles
 from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
 from phaseflow.tools.function import FunctionTool
@@ -167,14 +170,60 @@ def _tools(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, Functio
     return out
 
 
+#: the role of the provider that summarizes a compacted history (falls back to ``default``)
+COMPACTION_ROLE = "compaction"
+
+
+def _roles(workflow: Workflow, provider: Provider | None,
+           providers: Mapping[str, Provider] | None,
+           compaction: Provider | None) -> dict[str, Provider]:
+    """The agent's providers by role, each checked: ``provider`` is the ``default`` role
+    (given once), every role the workflow names is mapped, each is a Provider."""
+    if providers is not None and not isinstance(providers, Mapping):
+        raise ConfigError("providers must be a mapping of model roles to providers, not "
+                          f"{type(providers).__name__}")
+    roles = dict(providers or {})
+    if provider is not None:
+        if DEFAULT_ROLE in roles and roles[DEFAULT_ROLE] is not provider:
+            raise ConfigError("two default providers: give it as provider= or as "
+                              "providers['default'], not both")
+        roles[DEFAULT_ROLE] = provider
+    if DEFAULT_ROLE not in roles:
+        raise ConfigError("an agent needs a provider: provider=... (or providers="
+                          "{'default': ...})")
+    if compaction is not None and COMPACTION_ROLE in roles and roles[COMPACTION_ROLE] \
+            is not compaction:
+        raise ConfigError("two compaction providers: give it as compaction_provider= or "
+                          "as providers['compaction'], not both")
+    for role, given in roles.items():
+        if not isinstance(role, str) or not _ROLE.fullmatch(role):
+            raise ConfigError(f"providers: {role!r} is not a model role name (lowercase "
+                              "letters, digits, '_' and '-', starting with a letter)")
+        if not callable(getattr(given, "stream", None)):
+            what = "provider" if role == DEFAULT_ROLE else f"providers[{role!r}]"
+            raise ConfigError(f"{what} must have a stream(request) method (the Provider "
+                              f"protocol), not {type(given).__name__}")
+    missing = unmapped_roles(workflow, roles)
+    if missing:
+        raise ConfigError(
+            f"workflow {workflow.name!r} runs on model role(s) {', '.join(missing)}, which "
+            f"the agent does not map (providers: {', '.join(sorted(roles))}): map each, "
+            "e.g. providers={'fast': ...} or --provider fast=anthropic:MODEL")
+    return roles
+
+
+_ROLE = re.compile(r"[a-z][a-z0-9_-]*")
+
+
 class Agent:
     """A guided agent: what every session of it shares. See ``docs/sessions.md``."""
 
     def __init__(
         self,
         workflow: Workflow | str | Path,
-        provider: Provider,
+        provider: Provider | None = None,
         *,
+        providers: Mapping[str, Provider] | None = None,
         tools: Iterable[Any] | Mapping[str, Any] | None = None,
         hooks: Mapping[str, Callable[..., Any]] | None = None,
         store: Store | None = None,
@@ -208,9 +257,10 @@ class Agent:
         trusted_tools: Iterable[str] = (),
     ) -> None:
         wf = _load(workflow)
-        if not callable(getattr(provider, "stream", None)):
-            raise ConfigError(f"provider must have a stream(request) method (the Provider "
-                              f"protocol), not {type(provider).__name__}")
+        roles = _roles(wf, provider, providers, compaction_provider)
+        provider = roles[DEFAULT_ROLE]
+        if compaction_provider is None:
+            compaction_provider = roles.get(COMPACTION_ROLE)
         host_tools = _tools(tools)
         check_agent(
             workflow=wf, tools=host_tools, hooks=hooks,
@@ -268,6 +318,8 @@ class Agent:
         #: can take each back with ``revoke_trust``; a stored session keeps its own)
         self.trusted_tools = _trusted_tools(trusted_tools, self.tools)
         self.provider = provider
+        #: the providers by model role (``default`` is :attr:`provider`); see docs/sessions.md
+        self.providers: Mapping[str, Provider] = MappingProxyType(roles)
         self.store: Store = store if store is not None else MemoryStore()
         self.observer = observer_for(wf.name, self.store, tracer_provider, meter_provider)
         if self.observer.traced:
@@ -291,6 +343,7 @@ class Agent:
             capture_bytes=capture_bytes,
             session_capture_bytes=session_capture_bytes,
             transcript_window=transcript_window(wf),
+            providers=self.providers,
         )
         if self.mcp is not None:  # a server's tools changed: offered anew from the next request
             self.mcp.listeners.append(lambda _server: self.config.views.clear())

@@ -36,6 +36,7 @@ from phaseflow.session.host_inputs import (
     on_limit_edits,
     on_mode,
 )
+from phaseflow.session.structured import RETRY_TEXT, check_reply, recorded
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -185,6 +186,7 @@ def _start_turn(core: Core, content: Content, limits: Limits, *, boundary: bool 
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0, cached_input_tokens=0,
         cut="", cut_reasoning="", cut_parts=0, continued=0, cut_off=False, recovered=0,
+        reply_retry="", reply_problem="",
     )
     events: tuple[ev.Event, ...] = (
         ev.TurnStartedEvent(message=plain_text(content), turn=turn),)
@@ -244,6 +246,10 @@ def _call(core: Core) -> CallProvider:
     assert core.request_id is not None
     compaction = core.compaction
     shown = visible(sent, compaction)
+    if core.reply_retry:
+        # a final reply that did not match the phase's reply schema: it, and the problem
+        shown = shown.append(AssistantMessage(core.reply_retry)).append(
+            UserMessage(RETRY_TEXT.format(problem=core.reply_problem)))
     if core.cut_parts:
         # a reply cut at the output limit: what it said so far, and the ask to go on
         shown = shown.append(AssistantMessage(core.cut, (), core.cut_reasoning,
@@ -457,6 +463,21 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
     messages = (core.sent if core.sent is not None else core.history()).append(assistant)
     request = core.continuation.request
     assert request is not None
+    writes: tuple[tuple[str, str, str, Any], ...] = ()
+    retried = bool(core.reply_retry)  # this reply answers a structured reply sent back
+    if retried:
+        core = evolve(core, reply_retry="", reply_problem="")
+    if not calls and event.shape is not None and not core.final_request and not cut:
+        value, problem = check_reply(text, event.shape)
+        if value is None and not retried:
+            return _retry_reply(core, text, problem, limits)
+        if value is None:
+            events.append(ev.ErrorEvent(code="reply_invalid", turn=core.turn, message=(
+                f"the model's reply did not match the phase's reply schema, also when sent "
+                f"back once: {problem}")))
+        else:
+            writes = tuple((REPLY_CALL, REPLY_CALL, key, v)
+                           for key, v in recorded(value, event.shape))
     if not calls:
         done = _ok(core.continuation.complete(
             RequestOutcome(request.id, request.turn_id, request.revision, messages)))
@@ -466,7 +487,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
         # The reply is committed with the final boundary (one commit): a crash before it
         # resumes from the last commit, which asks the model this request again.
         first: tuple[Command, ...] = (Persist(tuple(events)),) if events else ()
-        return Step(core, (*first, RunBoundary((), None, final=True)))
+        return Step(core, (*first, RunBoundary(writes, None, final=True)))
     continuation = _ok(core.continuation.checkpoint_tool_group(request.id, messages, calls))
     checkpoint = continuation.checkpoint
     assert checkpoint is not None
@@ -514,6 +535,20 @@ def _ended(core: Core) -> str:
     """How a turn whose last reply is in ended: ``cut`` when that reply was still cut
     at the output limit after the last continuation."""
     return "cut" if core.cut_off else "completed"
+
+
+#: the call id and tool name of the state writes of a structured reply
+REPLY_CALL = "reply"
+
+
+def _retry_reply(core: Core, text: str, problem: str, limits: Limits) -> Step:
+    """A final reply that does not match the phase's ``reply`` schema, the first time in
+    this request: sent back (that reply, then :data:`RETRY_TEXT` with the problem) within
+    the same request of the ledger; the reply that answers replaces it in the history."""
+    request_id = f"{core.session_id}:{core.turn}:{core.step}:reply"
+    core = evolve(core, reply_retry=text or " ", reply_problem=problem,
+                  request_id=request_id, attempt=0, recovered=0)
+    return _ask(core, (), limits)
 
 
 def _continue_cut(core: Core, text: str, reasoning: str, limits: Limits) -> Step:
@@ -814,7 +849,8 @@ def _fail(core: Core, code: str, message: str) -> Step:
     why, the session ``failed``."""
     core = _close_request(core)
     execution = core.execution.fail(message) if core.execution.active else core.execution
-    core = evolve(core, execution=execution, cut="", cut_reasoning="", cut_parts=0)
+    core = evolve(core, execution=execution, cut="", cut_reasoning="", cut_parts=0,
+                  reply_retry="", reply_problem="")
     error = ev.ErrorEvent(code=code, message=message, turn=core.turn)
     finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
                                input_tokens=core.input_tokens,
@@ -965,7 +1001,8 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     writes = core.group.writes() if core.group is not None else ()
     core = _close_request(core)
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,
-                  folding=None, cut="", cut_reasoning="", cut_parts=0)
+                  folding=None, cut="", cut_reasoning="", cut_parts=0, reply_retry="",
+                  reply_problem="")
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens,
                                cached_input_tokens=core.cached_input_tokens)

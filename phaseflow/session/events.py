@@ -246,7 +246,7 @@ class SessionForked(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorEvent(_Event):
     """Something went wrong that the host should know: ``code`` is stable
-    (``provider_error``, ``tool_error``, ``write_refused``, ``step_limit``,
+    (``provider_error``, ``tool_error``, ``write_refused``, ``step_limit``, ``reply_invalid``,
     ``effect_error``, ``guard_error``, ``template_error``, ``workflow_changed``, ...)."""
 
     type: ClassVar[str] = "error"

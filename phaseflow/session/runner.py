@@ -85,7 +85,7 @@ from phaseflow.session.view import (
     tool_specs,
     workflow_specs,
 )
-from phaseflow.spec.model import CallEffect, Workflow
+from phaseflow.spec.model import DEFAULT_ROLE, CallEffect, ReplyShape, Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import (
     FunctionTool,
@@ -98,6 +98,7 @@ from phaseflow.turn.execution import Mode, PromptKind
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.media import MediaRefused
 from phaseflow.turn.messages import (
+    AssistantMessage,
     History,
     MediaPart,
     Message,
@@ -189,6 +190,40 @@ class RunnerConfig:
     #: the tools each request offers: the ``phase``'s, or every tool of the ``workflow``
     #: in one stable order (the phase's view still decides what may run)
     offer_tools: Literal["phase", "workflow"] = "phase"
+    #: the providers by model role (``default`` is ``provider``): a phase's requests go
+    #: to its role's (``Workflow.role_of``); empty: ``provider`` for every phase
+    providers: Mapping[str, Provider] = field(default_factory=dict)
+
+    def role_provider(self, role: str) -> Provider:
+        """The provider of ``role`` (``provider`` for ``default`` or an unmapped role)."""
+        return self.providers.get(role, self.provider)
+
+    def model_of(self, provider: Provider) -> str:
+        """The model name a request to ``provider`` carries: the agent's ``model`` for its
+        default provider, otherwise the provider's own ``model``."""
+        if provider is self.provider:
+            return self.model
+        return getattr(provider, "model", "") or self.model
+
+
+def for_provider(history: Sequence[Message], provider: Provider, config: RunnerConfig
+                 ) -> Sequence[Message]:
+    """``history`` as a request to ``provider`` sends it: an assistant message whose
+    carried parts were made by another provider object (another model role's) loses them,
+    its text and calls kept. The history itself when nothing is dropped (no copy: an agent
+    with one provider, or a conversation that stayed on one role)."""
+    if not config.providers or len(set(map(id, config.providers.values()))) == 1:
+        return history
+
+    def foreign(message: Message) -> bool:
+        if not isinstance(message, AssistantMessage) or message.carried is None:
+            return False
+        return config.providers.get(message.carried.role or DEFAULT_ROLE) is not provider
+
+    if not any(foreign(m) for m in history):
+        return history
+    return tuple(replace(m, carried=None) if isinstance(m, AssistantMessage) and foreign(m)
+                 else m for m in history)
 
 
 def _ok_value(value: T | Rejected) -> T:
@@ -610,6 +645,8 @@ class Runner:
         else:
             tools = () if final else tool_specs(view)
             choice = "none" if final or not tools else "auto"
+        provider = config.role_provider(self.model_role())
+        shape = self.reply_shape(final)
         history: Sequence[Any] = command.history
         scope = self.machine.call_scope() if self.machine.call_depth else None
         if scope is not None:  # inside a call whose history is not 'full'
@@ -617,12 +654,30 @@ class Runner:
 
             history = scoped_history(command.history, *scope)
         request = ProviderRequest(
-            model=config.model, system=system, history=history,
+            model=config.model_of(provider), system=system,
+            history=for_provider(history, provider, config),
             tools=tools, request_id=command.request_id, tool_choice=choice,
             max_output_tokens=config.max_output_tokens,
             folded_replies=command.folded_replies, context=context,
+            reply_schema=None if shape is None else shape.schema_json(),
         )
         return request, view
+
+    def reply_shape(self, final: bool = False) -> ReplyShape | None:
+        """The current phase's structured reply (``reply:``), unless the request is the
+        turn's last (the step limit's final request, answered in free text)."""
+        if final:
+            return None
+        phase = self.machine.current_phase  # the innermost workflow's, inside a call
+        return None if phase is None else phase.reply
+
+    def model_role(self) -> str:
+        """The model role the current phase runs on: its own ``model``, else its
+        workflow's (the top workflow's rule; a called workflow's phases name their own)."""
+        phase = self.machine.current_phase
+        if phase is not None and phase.model:
+            return phase.model
+        return self.config.workflow.model or DEFAULT_ROLE
 
     def _sent_chars(self, request: ProviderRequest) -> int:
         """A request's size in characters, when the agent compacts its history (the
@@ -639,7 +694,7 @@ class Runner:
         text is the summary; a failure or an empty text leaves the history as it was."""
         provider = self.config.compaction_provider or self.config.provider
         request = ProviderRequest(
-            model=self.config.model, system=self.config.compaction_prompt,
+            model=self.config.model_of(provider), system=self.config.compaction_prompt,
             history=(UserMessage(summary_input(command.previous, command.messages)),),
             tools=(), request_id=command.request_id, tool_choice="none",
             max_output_tokens=command.max_tokens, purpose="compaction")
@@ -682,7 +737,9 @@ class Runner:
             return
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._stream = queue  # request_cancel() puts _CANCEL here: no task per item
-        pump = asyncio.ensure_future(self._pump(request, queue))
+        role = self.config.workflow.role_of(self.machine.current)
+        provider = self.config.role_provider(role)
+        pump = asyncio.ensure_future(self._pump(request, queue, provider))
         # a pump that ends without its last item (a provider that raised CancelledError
         # of its own) must not leave the turn waiting: its end is an item too
         pump.add_done_callback(lambda _: queue.put_nowait(_PUMP_ENDED))
@@ -701,8 +758,11 @@ class Runner:
                                  at=self.config.clock())
                     continue
                 if isinstance(item, ProviderReply):
+                    if item.carried is not None and provider is not self.config.provider:
+                        item = replace(item, carried=replace(item.carried, role=role))
                     yield Replied(command.request_id, item, view, self._flagged(item, view),
-                                  self._sent_chars(request))
+                                  self._sent_chars(request),
+                                  self.reply_shape(command.final or view.terminal))
                 else:
                     yield RequestFailed(command.request_id, item, self.config.rng.random())
                 return
@@ -711,7 +771,8 @@ class Runner:
             if not pump.done():
                 pump.cancel()
 
-    async def _pump(self, request: ProviderRequest, queue: asyncio.Queue[Any]) -> None:
+    async def _pump(self, request: ProviderRequest, queue: asyncio.Queue[Any],
+                    provider: Provider) -> None:
         """Read the stream into ``queue``: text deltas as they come, then the whole reply
         or the failure. Every event is checked as it comes (``ReplyAssembler``); a
         provider that raises, or yields what the protocol does not allow, is a
@@ -723,7 +784,7 @@ class Runner:
         try:
             # closed as soon as the reply ends: a `break` would leave the provider's
             # stream to be finalised later by the loop, perhaps after it closed
-            stream = self.obs.stream(self.config.provider, request)
+            stream = self.obs.stream(provider, request)
             try:
                 async for item in stream:
                     outcome = assembler.add(item)

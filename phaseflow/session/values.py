@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from phaseflow.providers.protocol import ProviderFailure, ProviderReply
 from phaseflow.session import events as ev
+from phaseflow.spec.model import ReplyShape
 from phaseflow.turn.continuation import Continuation
 from phaseflow.turn.execution import (
     ApprovalDecision,
@@ -269,6 +270,10 @@ class Core:
     cut: str = ""
     cut_reasoning: str = ""
     cut_parts: int = 0
+    #: a final reply that did not match the phase's ``reply`` schema, being sent back
+    #: once with ``reply_problem`` (see phaseflow.session.structured)
+    reply_retry: str = ""
+    reply_problem: str = ""
     #: continuations asked since the last reply that was not cut (max_continuations)
     continued: int = 0
     #: the turn's reply was still cut after the last continuation: it ends ``cut``
@@ -332,6 +337,8 @@ class Replied:
     #: the characters the request carried (system text, tools, history), when the agent
     #: compacts its history: with the reply's usage, the tokens a character costs
     sent_chars: int = 0
+    #: the phase's structured reply (``reply:``) the request asked for, or None
+    shape: ReplyShape | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from collections.abc import Mapping as Mapping_
 from typing import Any, Protocol
 
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
+from phaseflow.expr.describe import did_you_mean
 from phaseflow.expr.jsonvalue import check_json, check_json_object
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.durations import parse_duration, timed_guard
@@ -32,6 +33,7 @@ from phaseflow.spec.model import (
     Phase,
     Position,
     Preparation,
+    ReplyShape,
     SetEffect,
     StateKey,
     Tool,
@@ -79,7 +81,7 @@ ImportResolver = Callable[[str, list[tuple[str, Node]]], SharedParts]
 #: The keys the compiler reads at each level. A test proves these equal the JSON Schema's.
 TOP_KEYS = frozenset(
     {"phaseflow", "name", "description", "initial", "state", "tools", "phases", "navigation",
-     "uses", "imports"}
+     "uses", "imports", "model"}
 )
 STATE_KEY_KEYS = frozenset({"type", "description", "default"})
 TOOL_KEYS = frozenset(
@@ -104,8 +106,11 @@ PHASE_KEYS = frozenset(
         "with",
         "returns",
         "history",
+        "model",
+        "reply",
     }
 )
+REPLY_KEYS = frozenset({"schema", "record"})
 TRANSITION_KEYS = frozenset({"to", "when", "description", "trigger", "handoff", "with", "after"})
 EFFECT_KEYS = frozenset({"set", "unset", "call", "with", "produces", "transcript"})
 PREPARATION_KEYS = EFFECT_KEYS | {"name"}
@@ -273,6 +278,7 @@ class Compiler:
                     use_positions[key.value] = self.position(value)
         imports = tuple((n, self.position(node))
                         for n, node in self.names(top.get("imports", (None, None))[1]))
+        model_node = top.get("model", (None, None))[1]
         workflow = Workflow(
             name=self.text(top.get("name", (None, None))[1]) or "",
             initial=initial or "",
@@ -285,6 +291,8 @@ class Compiler:
             uses=uses,
             use_positions=use_positions,
             imports=imports,
+            model=self.text(model_node),
+            model_position=None if model_node is None else self.position(model_node),
         )
         source = SourceMap(
             self.path,
@@ -358,7 +366,8 @@ class Compiler:
             isinstance(read_only, Scalar) and read_only.value is True,
         )
 
-    def parameters(self, tool: str, key: Scalar, node: Node) -> dict[str, Any] | None:
+    def parameters(self, tool: str, key: Scalar, node: Node, label: str | None = None
+                   ) -> dict[str, Any] | None:
         """A tool's ``parameters`` when it is a valid object schema using only JSON
         Schema's keywords; PF103 (invalid) or PF104 (unknown keyword) at the node a
         problem is about otherwise. The workflow schema already reported a non-mapping or
@@ -369,9 +378,10 @@ class Compiler:
             return None
         from phaseflow.spec.tool_parameters import parameter_problems, unknown_keywords
 
+        owner = label or f"tool '{tool}'"
         unknown = unknown_keywords(node, self.source_text)
         for keyword_node, _, message in unknown:
-            self.report(keyword_node, "PF104", f"tool '{tool}': {message}")
+            self.report(keyword_node, "PF104", f"{owner}: {message}")
         problems = parameter_problems(schema)
         for path, message in problems:
             at, _ = NodeLocator(node).find(list(path))
@@ -379,7 +389,8 @@ class Compiler:
             self.report(
                 at if path else key,
                 "PF103",
-                f"tool '{tool}': parameters{f' at {where!r}' if where else ''} is not a valid "
+                f"{owner}: {'parameters' if label is None else 'schema'}"
+                f"{f' at {where!r}' if where else ''} is not a valid "
                 f"JSON Schema: {message}",
             )
         return None if problems or unknown else schema
@@ -482,6 +493,8 @@ class Compiler:
         terminal_node: Node | None = None
         goal_node: Node | None = None
         call_fields: dict[str, Node] | None = None
+        model_node: Node | None = None
+        reply_node: Node | None = None
         for k, v in entries(node):
             field_name = k.value
             if field_name == "goal":
@@ -490,6 +503,10 @@ class Compiler:
                 if call_fields is None:
                     call_fields = {}
                 call_fields[field_name] = v
+            elif field_name == "model":
+                model_node = v
+            elif field_name == "reply":
+                reply_node = v
             elif field_name == "transitions":
                 transitions_key, transitions_node = k, v
             elif field_name == "tools":
@@ -655,6 +672,9 @@ class Compiler:
             _compiled_position(self.path, key.line, key.column),
             collect,
             self.call(call_fields) if call_fields is not None else None,
+            model=self.text(model_node),
+            model_position=None if model_node is None else self.position(model_node),
+            reply=None if reply_node is None else self.reply(name, reply_node),
         )
         self.nodes[name] = nodes
 
@@ -715,6 +735,49 @@ class Compiler:
             )
             return None
         return seconds
+
+
+    def reply(self, phase: str, node: Node) -> ReplyShape | None:
+        """A phase's ``reply`` (its schema checked as a tool's ``parameters`` are), or
+        ``None`` after a diagnostic. PF431 for a ``record`` entry naming a state key that
+        is not declared (when state is declared) or a property the schema does not have."""
+        if not isinstance(node, Mapping):
+            return None
+        fields = {k.value: (k, v) for k, v in entries(node)}
+        if "schema" not in fields:
+            return None
+        key, schema_node = fields["schema"]
+        schema = self.parameters(phase, key, schema_node, f"phase '{phase}': reply")
+        if schema is None:
+            return None
+        properties = schema.get("properties")
+        known = set(properties) if isinstance(properties, dict) else set()
+        record: dict[str, str] = {}
+        record_node = fields.get("record", (None, None))[1]
+        ok = True
+        if isinstance(record_node, Mapping):
+            for state_key, prop in entries(record_node):
+                name = prop.value if isinstance(prop, Scalar) else None
+                if not isinstance(state_key.value, str) or not isinstance(name, str):
+                    ok = False  # (the workflow schema reported it)
+                    continue
+                if self.state_declared and state_key.value not in self.state:
+                    hint = did_you_mean(state_key.value, self.state)
+                    self.report(state_key, "PF431",
+                                f"phase '{phase}': reply records '{state_key.value}', which is "
+                                f"not a declared state key{hint}")
+                    ok = False
+                elif name not in known:
+                    self.report(prop, "PF431",
+                                f"phase '{phase}': reply records property '{name}', which the "
+                                f"reply's schema does not have (its properties: "
+                                f"{', '.join(sorted(known)) or 'none'})")
+                    ok = False
+                else:
+                    record[state_key.value] = name
+        if not ok:
+            return None
+        return ReplyShape(schema, record, self.position(node))
 
     @staticmethod
     def unchecked(nodes: PhaseNodes, index: int) -> None:

@@ -52,6 +52,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     # Reported by ``phaseflow validate --mcp`` only (it connects to the servers):
     "PF410": ("error", "a catalogue tool NAME.TOOL names a tool its MCP server does not have"),
     "PF411": ("error", "a catalogue tool's parameters disagree with its MCP server's"),
+    # A phase's structured reply (``reply: record``):
+    "PF431": ("error", "a reply records an undeclared state key or a property its schema lacks"),
+    # Reported by ``phaseflow validate --models`` only (the host's model roles):
+    "PF430": ("error", "a workflow or phase names a model role the host does not map"),
     # Across files, when workflows compose (spec/tree.py, spec/composition_checks.py):
     "PF500": ("error", "a workflow 'uses' names a file that is missing or cannot be read"),
     "PF501": ("error", "a workflow 'uses' names a file that has errors"),

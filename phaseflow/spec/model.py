@@ -347,6 +347,31 @@ def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
     return tuple(values)
 
 
+#: the model role of a workflow and phase that name none
+DEFAULT_ROLE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyShape:
+    """A phase's structured reply (``reply:``, docs/format.md "Structured replies"): the
+    JSON Schema its final reply must match, and ``record``: state key -> the reply's
+    top-level property whose value is recorded into it."""
+
+    schema: Mapping[str, Any]
+    record: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    position: Position | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        # shared by every conversation and thread: read-only all the way down
+        object.__setattr__(self, "schema", freeze(self.schema))
+        object.__setattr__(self, "record", MappingProxyType(dict(self.record)))
+
+    def schema_json(self) -> dict[str, Any]:
+        """A fresh plain copy of ``schema`` (for a request, or a validator)."""
+        plain: dict[str, Any] = thaw(self.schema)
+        return plain
+
+
 @dataclass(frozen=True, slots=True)
 class Phase:
     """One phase of a workflow (see docs/format.md, "Phases")."""
@@ -369,6 +394,12 @@ class Phase:
     collect: tuple[str, ...] = ()
     #: the workflow this phase calls (``call:``), or ``None``
     call: Call | None = None
+    #: the model role this phase runs on (None: the workflow's ``model``)
+    model: str | None = None
+    #: the shape of the model's final reply here (None: free text)
+    reply: ReplyShape | None = None
+    #: where ``model`` is written (for the ``validate --models`` diagnostic)
+    model_position: Position | None = field(default=None, compare=False)
 
     def __init__(
         self,
@@ -388,6 +419,9 @@ class Phase:
         position: Position | None = None,
         collect: Iterable[str] = (),
         call: Call | None = None,
+        model: str | None = None,
+        reply: ReplyShape | None = None,
+        model_position: Position | None = None,
     ) -> None:
         setter = object.__setattr__
         setter(self, "name", name)
@@ -406,6 +440,9 @@ class Phase:
         setter(self, "position", position)
         setter(self, "collect", _names(collect) or ())
         setter(self, "call", call)
+        setter(self, "model", model)
+        setter(self, "reply", reply)
+        setter(self, "model_position", model_position)
 
 
 _new = object.__new__
@@ -464,6 +501,10 @@ def _compiled_phase(
     position: Position,
     collect: tuple[str, ...],
     call: Call | None = None,
+    *,
+    model: str | None = None,
+    reply: ReplyShape | None = None,
+    model_position: Position | None = None,
 ) -> Phase:
     """A :class:`Phase` from values the file compiler already built (tuples, a compiled
     guard and template, a bool), as :func:`_compiled_transition` is for a transition: the
@@ -486,6 +527,9 @@ def _compiled_phase(
     put(phase, "position", position)
     put(phase, "collect", collect)
     put(phase, "call", call)
+    put(phase, "model", model)
+    put(phase, "reply", reply)
+    put(phase, "model_position", model_position)
     return phase
 
 
@@ -547,6 +591,29 @@ class Workflow:
                                                   compare=False, repr=False)
     #: the shared files ``imports:`` names (paths relative to this file), with positions
     imports: tuple[tuple[str, Position], ...] = field(default=(), compare=False)
+
+    #: the model role of every phase that names none (None: ``default``)
+    model: str | None = None
+    model_position: Position | None = field(default=None, compare=False)
+
+    def model_roles(self) -> dict[str, Position | None]:
+        """Every model role the workflow names (its own ``model`` and its phases'), each
+        with where it is first written; ``default`` when a phase names none."""
+        roles: dict[str, Position | None] = {}
+        for phase in self.phases.values():
+            if phase.model is not None:
+                roles.setdefault(phase.model, phase.model_position)
+            elif self.model is not None:
+                roles.setdefault(self.model, self.model_position)
+            else:
+                roles.setdefault(DEFAULT_ROLE, None)
+        return roles
+
+    def role_of(self, phase: str) -> str:
+        """The model role ``phase`` runs on."""
+        found = self.phases.get(phase)
+        role = found.model if found is not None else None
+        return role or self.model or DEFAULT_ROLE
 
     def __post_init__(self) -> None:
         setter = object.__setattr__

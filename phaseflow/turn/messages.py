@@ -301,20 +301,29 @@ class Carried:
 
     provider: str
     data: str
+    #: the agent's model role whose provider made it (``""``: the default role); a
+    #: request on a role with another provider object drops it (the session's rule)
+    role: str = ""
     #: its kind as a provider stream event (:mod:`phaseflow.providers.protocol`)
     kind: ClassVar[str] = "carried"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "provider", i.text(self.provider, "carried provider"))
         object.__setattr__(self, "data", i.text(self.data, "carried data"))
+        object.__setattr__(self, "role", i.text(self.role, "carried role"))
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"provider": self.provider, "data": self.data}
+        out: dict[str, JsonValue] = {"provider": self.provider, "data": self.data}
+        if self.role:
+            out["role"] = self.role
+        return out
 
     @classmethod
     def decode(cls, data: object) -> Carried:
         d = j.obj(data, "carried")
-        return cls(j.string(d, "provider", "carried"), j.string(d, "data", "carried"))
+        role = d.get("role", "")
+        return cls(j.string(d, "provider", "carried"), j.string(d, "data", "carried"),
+                   role if isinstance(role, str) else "")
 
 
 def _read_carried(value: object) -> Carried | None:

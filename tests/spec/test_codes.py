@@ -95,6 +95,8 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
     ("pf409_builtin_in_phase_tools.yaml", [("PF409", 7, 30)],
      ["phase 'start'", "'go_to_phase' is a built-in tool", "'model' transitions",
       "this phase has none", "remove it from 'tools'"]),
+    ("pf431_reply_record.yaml", [("PF431", 14, 26)],
+     ["phase 'triage'", "reply records property 'categry'", "its properties: category"]),
 ]
 
 
@@ -122,11 +124,13 @@ def test_fixture_gives_exact_diagnostics(
 ONLINE = {"PF410", "PF411"}
 #: codes of the checks across files: tests/spec/test_composition.py, one folder each
 COMPOSED = {f"PF5{n:02d}" for n in range(10)}
+#: codes only ``validate --models`` reports (the host's roles): tested in tests/cli
+MODELS = {"PF430"}
 
 
 def test_every_code_has_a_fixture() -> None:
     covered = {code for _, expected, _ in CASES for code, _, _ in expected} | {"PF405"}
-    assert covered | ONLINE | COMPOSED == set(CODES)
+    assert covered | ONLINE | COMPOSED | MODELS == set(CODES)
     assert {f"pf{c[2:]}" for c in set(CODES) - ONLINE - COMPOSED} <= {
         p.name[:5] for p in FIXTURES.glob("pf*")}
 

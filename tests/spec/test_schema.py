@@ -117,6 +117,7 @@ tools:
 navigation: {history: 2, template: "{{ goal }}"}
 uses: {other: other.yaml}
 imports: [shared.yaml]
+model: fast
 phases:
   a:
     goal: g
@@ -144,6 +145,8 @@ phases:
   b:
     goal: g
     terminal: true
+    model: strong
+    reply: {schema: {type: object, properties: {c: {type: string}}}, record: {c: c}}
 """.replace("  t: TOOL_LINE", TOOL_LINE)
 
 # level -> (the line to add a key after, its indentation, the keys the loader reads there)
