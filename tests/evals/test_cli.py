@@ -114,7 +114,7 @@ def test_validate_reads_eval_files_with_positions(tmp_path: Path) -> None:
 
 def test_the_bundled_folder_validates_strictly_and_its_tests_still_run() -> None:
     proc = _cli("validate", "--strict", "workflows/", cwd=ROOT)
-    assert (proc.returncode, proc.stdout) == (0, "6 files checked: 0 errors, 0 warnings\n")
+    assert (proc.returncode, proc.stdout) == (0, "10 files checked: 0 errors, 0 warnings\n")
 
 
 def test_the_schema_agrees_with_the_reader_and_accepts_the_bundled_file() -> None:
