@@ -149,8 +149,12 @@ def test_a_retry_on_the_other_worker_is_stored_once_100_of_100(
 
 
 def _cancel_elsewhere(tmp_path: Path, store: str) -> None:
+    """A cancel sent to the worker that does not run the turn reaches the one that does
+    at once (the turn is ``cancelling``), and the turn ends ``cancelled`` when its sync
+    tool's thread has ended, as the turn's own cancel does (a cancel waits for its tools:
+    nothing of the turn lands after the next one starts)."""
     script = '- calls:\n    - block: {}\n- "after the block"\n' + _replies(20)
-    a, b = _two(tmp_path, store, script, block=20.0)
+    a, b = _two(tmp_path, store, script, block=4.0)
     sid = f"s-{uuid.uuid4().hex[:8]}"
     try:
         with httpx.Client(base_url=a.base, timeout=60) as ca, \
@@ -164,15 +168,16 @@ def _cancel_elsewhere(tmp_path: Path, store: str) -> None:
             answer = cb.post(f"/v1/sessions/{sid}/cancel")  # b does not run the turn
             assert answer.status_code == 202, answer.text
             assert answer.json() == {"session_id": sid, "status": "cancelling"}
+            wait_for_events(cb, sid, lambda es: any(
+                e["type"] in ("turn_cancelling", "turn_finished") for e in es),
+                timeout=15, poll=0.05)
+            assert time.monotonic() - asked < 3.5  # reached the holder, not the tool's end
             events = wait_for_events(
                 cb, sid, lambda es: any(e["type"] == "turn_finished" for e in es),
-                timeout=15, poll=0.05)
-            took = time.monotonic() - asked
+                timeout=30, poll=0.05)
             finished = [e for e in events if e["type"] == "turn_finished"]
             assert finished[0]["status"] == "cancelled"
-            assert took < 10, took  # not the sync tool's 20 s: its thread did not hold it
-            result = next(e for e in events if e["type"] == "tool_result")
-            assert result["status"] in ("cancelled", "unknown")
+            assert any(e["type"] == "tool_result" for e in events)
             # the session takes the next message, on either worker
             after = cb.post(f"/v1/sessions/{sid}/messages", json={"text": "next"})
             assert after.json()["status"] == "completed", after.text
