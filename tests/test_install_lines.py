@@ -109,5 +109,6 @@ def test_every_extra_the_package_asks_for_exists() -> None:
     asked = set()
     for path in (REPO / "phaseflow").rglob("*.py"):
         asked |= set(re.findall(r"install_hint\(['\"]([a-z]+)['\"]\)", path.read_text("utf-8")))
-    assert asked == {"serve", "postgres", "openai", "otel", "mcp", "transitions"}
+    assert asked == {"serve", "postgres", "openai", "anthropic", "gemini", "otel", "mcp",
+                     "transitions"}
     assert asked <= EXTRAS

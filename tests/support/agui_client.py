@@ -1,5 +1,7 @@
 """Where the official AG-UI client is: ``@ag-ui/client`` from npm, installed by
-``.ci/run`` into ``.ci/node_modules`` (``PHASEFLOW_AGUI_NODE_MODULES`` names another
+``.ci/run`` into ``.ci/agui/node_modules`` (a folder of its own: mermaid-cli's packages in
+``.ci/node_modules`` would shadow the client's own dependencies, which the chat page
+imports by path; ``PHASEFLOW_AGUI_NODE_MODULES`` names another
 ``node_modules``), and Node to run it.
 
 A test that needs them is skipped, with the reason, when either is missing; under CI
@@ -22,7 +24,7 @@ PACKAGE = "@ag-ui/client"
 
 def node_modules() -> Path:
     named = os.environ.get("PHASEFLOW_AGUI_NODE_MODULES")
-    return Path(named) if named else ROOT / ".ci" / "node_modules"
+    return Path(named) if named else ROOT / ".ci" / "agui" / "node_modules"
 
 
 def _missing() -> str | None:
@@ -30,7 +32,7 @@ def _missing() -> str | None:
         return "node is not installed (apt-get install nodejs npm)"
     if not (node_modules() / PACKAGE / "package.json").exists():
         return (f"{PACKAGE} is not installed in {node_modules()} (.ci/run installs it: "
-                f"cd .ci && npm install --prefix . {PACKAGE})")
+                f"cd .ci/agui && npm install --prefix . {PACKAGE})")
     return None
 
 
