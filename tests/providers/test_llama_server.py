@@ -78,7 +78,9 @@ def test_a_session_turn_through_the_anthropic_provider(server: LlamaServer) -> N
         "phaseflow: 1\nname: hello\ninitial: greet\nphases:\n  greet:\n    goal: Greet.\n")
     agent = Agent(workflow, _providers(server)["anthropic"])
     reply = agent.session_sync("s").reply_sync("Hello!")
-    assert reply.status == "completed" and reply.strip()
+    # the small model may run past the output limit even after the continuations
+    # ('cut'): either way a whole streamed reply came back through the provider
+    assert reply.status in ("completed", "cut") and reply.strip()
 
 
 def _tokens(server: LlamaServer, text: str) -> int:
