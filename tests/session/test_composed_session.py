@@ -18,88 +18,14 @@ from typing import Any
 import pytest
 
 from phaseflow import Agent, ScriptedProvider, SQLiteStore
-
-TOP = """\
-phaseflow: 1
-name: top
-initial: chat
-uses: {mid: mid.yaml}
-state:
-  go: {type: boolean}
-phases:
-  chat:
-    goal: Chat until the user wants the order desk.
-    collect: [go]
-    transitions:
-      - to: enter
-        when: state.go
-  enter:
-    goal: The order desk.
-    call: mid
-    history: HISTORY
-    transitions:
-      - to: end
-        when: returned == 'finished'
-  end:
-    goal: Done.
-    terminal: true
-"""
-
-MID = """\
-phaseflow: 1
-name: mid
-initial: desk
-uses: {inner: inner.yaml}
-phases:
-  desk:
-    goal: Run the order work.
-    call: inner
-    history: HISTORY
-    transitions:
-      - to: finished
-        when: returned == 'closed'
-  finished:
-    goal: Finished.
-    terminal: true
-"""
-
-INNER = """\
-phaseflow: 1
-name: inner
-initial: work
-state:
-  closed: {type: boolean}
-tools:
-  orders.find: {description: Find an order., read_only: true}
-  orders.cancel: {description: Cancel an order., approval: always}
-  orders.note: {description: Leave a note on an order.}
-phases:
-  work:
-    goal: Help with orders.
-    tools: [orders.find, orders.cancel, orders.note]
-    collect: [closed]
-    transitions:
-      - to: closed
-        when: state.closed
-  closed:
-    goal: Closed.
-    terminal: true
-"""
-
-DEEP = ("top", "enter", "mid", "desk", "inner", "work")
-
-
-def tree(folder: Path, history: str = "full") -> str:
-    for name, text in (("top", TOP), ("mid", MID), ("inner", INNER)):
-        (folder / f"{name}.yaml").write_text(text.replace("HISTORY", history),
-                                             encoding="utf-8")
-    return str(folder / "top.yaml")
-
-
-RUNS: list[str] = []
-TOOLS = {"orders.find": lambda order_id: {"order_id": order_id, "status": "paid"},
-         "orders.cancel": lambda order_id: RUNS.append(order_id) or "cancelled"}
-ENTER = {"calls": [{"record": {"go": True}}]}
+from tests.support.composed_tree import (
+    CRASH_SCRIPT,
+    DEEP,
+    ENTER,
+    RUNS,
+    TOOLS,
+    tree,
+)
 
 
 def agent(folder: Path, replies: list[Any], history: str = "full", **options: Any
@@ -187,8 +113,7 @@ CRASHING = """\
 import sys, time
 from pathlib import Path
 from phaseflow import Agent, ScriptedProvider, SQLiteStore
-sys.path.insert(0, {here!r})
-from test_composed_session import CRASH_SCRIPT, TOOLS, tree
+from tests.support.composed_tree import CRASH_SCRIPT, TOOLS, tree
 
 def note(order_id: str) -> str:
     with open({effects!r}, "a", encoding="utf-8") as f:
@@ -203,15 +128,9 @@ session.reply_sync("Hi")
 session.reply_sync("Note O-9")
 """
 
-CRASH_SCRIPT: list[Any] = [ENTER, "In the order desk.",
-                           {"calls": [{"orders.note": {"order_id": "O-9"}}]},
-                           "The note is on O-9.",
-                           {"calls": [{"record": {"closed": True}}]}, "Closed. Bye."]
-
-
 def test_a_crash_while_a_callee_tool_runs_resumes_in_the_callee(tmp_path: Path) -> None:
     effects, db = tmp_path / "effects.txt", tmp_path / "s.db"
-    code = CRASHING.format(here=str(Path(__file__).parent), effects=str(effects),
+    code = CRASHING.format(effects=str(effects),
                            folder=str(tmp_path), db=str(db))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     child = subprocess.Popen([sys.executable, "-c", code], env=env)
