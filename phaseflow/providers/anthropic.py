@@ -28,10 +28,9 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from phaseflow.errors import ConfigError, install_hint
+from phaseflow.errors import ConfigError
 from phaseflow.providers.anthropic_wire import (
     WIRE,
     dumps,
@@ -56,14 +55,20 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.providers.sdk_clients import LoopClients, context_full, redacted
+from phaseflow.providers.sdk_clients import (
+    LoopClients,
+    check_adapter,
+    context_full,
+    hidden,
+    redacted,
+)
 from phaseflow.providers.settings import (
+    PLACEHOLDER_KEY,
     check_base_url,
     check_header,
     check_max_tokens,
     check_timeout,
     shown_url,
-    url_secrets,
 )
 from phaseflow.providers.wire_names import WireNames
 
@@ -333,15 +338,8 @@ class AnthropicProvider:
                  api_key: str | None = None, client: AsyncAnthropic | None = None,
                  timeout: float = 120.0, max_tokens: int | None = None, cache: bool = True,
                  **extra: Any) -> None:
-        if find_spec("anthropic") is None:
-            raise ConfigError("AnthropicProvider needs the anthropic SDK: "
-                              + install_hint("anthropic"))
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ConfigError("AnthropicProvider: model must be a non-empty string")
-        clash = sorted(_RESERVED & set(extra))
-        if clash:
-            raise ConfigError(f"AnthropicProvider: {clash[0]!r} is set by the adapter, not "
-                              "by an extra parameter")
+        check_adapter("AnthropicProvider", ("anthropic", "anthropic", "anthropic"), model,
+                      extra, _RESERVED)
         self.model = model
         self.max_tokens = check_max_tokens(max_tokens, "max_tokens") or DEFAULT_MAX_TOKENS
         self.cache = bool(cache)
@@ -354,16 +352,15 @@ class AnthropicProvider:
                 raise ConfigError("AnthropicProvider needs an API key: pass api_key= or set "
                                   "ANTHROPIC_API_KEY (a local server given by base_url= or "
                                   "ANTHROPIC_BASE_URL needs none)")
-            options = {"api_key": key or "not-needed", "base_url": base,
+            options = {"api_key": key or PLACEHOLDER_KEY, "base_url": base,
                        "timeout": check_timeout(timeout, "timeout"), "max_retries": 0}
             server = base
         else:
             server = str(getattr(client, "base_url", "") or "") or None
-            given_key = getattr(client, "api_key", None)
-            key = given_key if isinstance(given_key, str) else None
+            key = getattr(client, "api_key", None)
         #: the server named in failures
         self.server = shown_url(server or DEFAULT_BASE_URL)
-        self._secrets = tuple(s for s in (key, *url_secrets(server)) if s)
+        self._secrets = hidden(key, server)
         self._base = options.get("base_url")
 
         def make() -> AsyncAnthropic:

@@ -25,10 +25,9 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from phaseflow.errors import ConfigError, install_hint
+from phaseflow.errors import ConfigError
 from phaseflow.providers.carry import carried, carried_parts, restored
 from phaseflow.providers.chat_wire import names_of, plain
 from phaseflow.providers.media import ALL_MEDIA, has_media, media_of, note
@@ -46,14 +45,20 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.providers.sdk_clients import LoopClients, context_full, redacted
+from phaseflow.providers.sdk_clients import (
+    LoopClients,
+    check_adapter,
+    context_full,
+    hidden,
+    redacted,
+)
 from phaseflow.providers.settings import (
+    PLACEHOLDER_KEY,
     check_base_url,
     check_header,
     check_max_tokens,
     check_timeout,
     shown_url,
-    url_secrets,
 )
 from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
@@ -370,15 +375,8 @@ class GeminiProvider:
                  api_key: str | None = None, client: Client | None = None,
                  timeout: float = 120.0, max_tokens: int | None = None,
                  **extra: Any) -> None:
-        if find_spec("google.genai") is None:
-            raise ConfigError("GeminiProvider needs the google-genai SDK: "
-                              + install_hint("gemini"))
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ConfigError("GeminiProvider: model must be a non-empty string")
-        clash = sorted(_RESERVED & set(extra))
-        if clash:
-            raise ConfigError(f"GeminiProvider: {clash[0]!r} is set by the adapter, not by "
-                              "an extra parameter")
+        check_adapter("GeminiProvider", ("google.genai", "google-genai", "gemini"), model,
+                      extra, _RESERVED)
         self.model = model
         self.max_tokens = check_max_tokens(max_tokens, "max_tokens")
         self.extra = dict(extra)
@@ -396,7 +394,7 @@ class GeminiProvider:
                 raise ConfigError("GeminiProvider needs an API key: pass api_key= or set "
                                   "GEMINI_API_KEY (a server given by base_url= needs none)")
             seconds = check_timeout(timeout, "timeout")
-            options = {"api_key": key or "not-needed", "http_options": {
+            options = {"api_key": key or PLACEHOLDER_KEY, "http_options": {
                 "base_url": base_url, "timeout": int(seconds * 1000),
                 "retry_options": {"attempts": 1}}}
             server = base_url
@@ -405,8 +403,7 @@ class GeminiProvider:
             key = getattr(getattr(client, "_api_client", None), "api_key", None)
         #: the server named in failures
         self.server = shown_url(server or DEFAULT_BASE_URL)
-        self._secrets = tuple(s for s in (key if isinstance(key, str) else None,
-                                          *url_secrets(server)) if s and s != "not-needed")
+        self._secrets = hidden(key, server)
         self._base = server
 
         def make() -> Client:

@@ -49,6 +49,7 @@ from phaseflow.providers.protocol import (
     Usage,
 )
 from phaseflow.providers.settings import (
+    PLACEHOLDER_KEY,
     check_base_url,
     check_header,
     check_max_tokens,
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIProvider"]
 
 #: A local server (vLLM, llama.cpp, Ollama) needs no key, but the SDK insists on one.
-PLACEHOLDER_KEY = "not-needed"
 
 #: the server the SDK talks to when no base URL is given
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

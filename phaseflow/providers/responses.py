@@ -23,16 +23,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.carry import carried, carried_parts, restored
 from phaseflow.providers.chat_wire import names_of, plain
 from phaseflow.providers.media import ALL_MEDIA, has_media, media_of, note
 from phaseflow.providers.openai import (
     DEFAULT_BASE_URL,
-    PLACEHOLDER_KEY,
     _client_options,
     failure_of,
 )
@@ -49,8 +46,14 @@ from phaseflow.providers.protocol import (
     ToolCallStart,
     Usage,
 )
-from phaseflow.providers.sdk_clients import LoopClients, context_full, redacted
-from phaseflow.providers.settings import check_max_tokens, check_timeout, shown_url, url_secrets
+from phaseflow.providers.sdk_clients import (
+    LoopClients,
+    check_adapter,
+    context_full,
+    hidden,
+    redacted,
+)
+from phaseflow.providers.settings import check_max_tokens, check_timeout, shown_url
 from phaseflow.providers.wire_names import WireNames
 from phaseflow.turn.messages import (
     AssistantMessage,
@@ -328,15 +331,8 @@ class OpenAIResponsesProvider:
                  api_key: str | None = None, client: AsyncOpenAI | None = None,
                  timeout: float = 120.0, max_tokens: int | None = None, store: bool = False,
                  **extra: Any) -> None:
-        if find_spec("openai") is None:
-            raise ConfigError("OpenAIResponsesProvider needs the openai SDK: "
-                              + install_hint("openai"))
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ConfigError("OpenAIResponsesProvider: model must be a non-empty string")
-        clash = sorted(_RESERVED & set(extra))
-        if clash:
-            raise ConfigError(f"OpenAIResponsesProvider: {clash[0]!r} is set by the adapter, "
-                              "not by an extra parameter")
+        check_adapter("OpenAIResponsesProvider", ("openai", "openai", "openai"), model,
+                      extra, _RESERVED)
         self.model = model
         self.max_tokens = check_max_tokens(max_tokens, "max_tokens")
         self.store = bool(store)
@@ -348,12 +344,10 @@ class OpenAIResponsesProvider:
             key = options["api_key"]
         else:
             server = str(getattr(client, "base_url", "") or "") or None
-            given = getattr(client, "api_key", None)
-            key = given if isinstance(given, str) else None
+            key = getattr(client, "api_key", None)
         #: the server named in failures
         self.server = shown_url(server or DEFAULT_BASE_URL)
-        self._secrets = tuple(s for s in (key, *url_secrets(server))
-                              if s and s != PLACEHOLDER_KEY)
+        self._secrets = hidden(key, server)
         self._base = options.get("base_url")
 
         def make() -> AsyncOpenAI:

@@ -9,14 +9,16 @@ first asked for, and drops the clients of loops already closed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Generic, TypeVar
+from importlib.util import find_spec
+from typing import Any, Generic, TypeVar
 
+from phaseflow.errors import ConfigError, install_hint
 from phaseflow.providers.protocol import CONTEXT_LENGTH_EXCEEDED, ProviderEvent, ProviderFailure
-from phaseflow.providers.settings import redact
+from phaseflow.providers.settings import PLACEHOLDER_KEY, redact, url_secrets
 
-__all__ = ["CONTEXT_FULL", "LoopClients", "context_full", "redacted"]
+__all__ = ["CONTEXT_FULL", "LoopClients", "check_adapter", "context_full", "hidden", "redacted"]
 
 #: how a failure says the prompt no longer fits the model's context window (a request
 #: the server refused as too long: retrying it as it is cannot help)
@@ -86,3 +88,31 @@ def redacted(event: ProviderEvent, secrets: tuple[str, ...]) -> ProviderEvent:
         return event
     message = redact(event.message, secrets)
     return event if message == event.message else replace(event, message=message)
+
+
+def check_adapter(adapter: str, sdk: tuple[str, str, str], model: object,
+                  extra: Mapping[str, Any], reserved: frozenset[str]) -> None:
+    """What every SDK provider checks when it is built, in one place: its SDK is
+    installed (``sdk``: its module, its package's name, phaseflow's extra that installs
+    it), ``model`` is a non-empty string or ``None``, and no ``**extra`` parameter names
+    one the adapter sets itself."""
+    module, package, extra_name = sdk
+    try:
+        found = find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        found = False
+    if not found:
+        raise ConfigError(f"{adapter} needs the {package} SDK: " + install_hint(extra_name))
+    if model is not None and (not isinstance(model, str) or not model):
+        raise ConfigError(f"{adapter}: model must be a non-empty string")
+    clash = sorted(reserved & set(extra))
+    if clash:
+        raise ConfigError(f"{adapter}: {clash[0]!r} is set by the adapter, not by an extra "
+                          "parameter")
+
+
+def hidden(key: object, server: str | None) -> tuple[str, ...]:
+    """The secrets a provider takes out of every message it shows: its key (unless it is
+    the placeholder sent to a local server that needs none) and those in its URL."""
+    given = key if isinstance(key, str) else None
+    return tuple(s for s in (given, *url_secrets(server)) if s and s != PLACEHOLDER_KEY)

@@ -47,6 +47,10 @@ REDACTED = "***"
 _LINE_BREAKS = "\r\n"
 
 
+#: the key sent to a local server that needs none (the SDKs refuse no key at all); never
+#: a secret
+PLACEHOLDER_KEY = "not-needed"
+
 def header_problem(value: str) -> str | None:
     """Why ``value`` cannot be sent as an HTTP header's value (as a key in
     ``Authorization: Bearer KEY``), or ``None``. The message never quotes ``value``."""
