@@ -55,6 +55,7 @@ from phaseflow.turn.messages import (
     Content,
     MediaPart,
     TextPart,
+    ToolResultMessage,
     UserMessage,
     content_from_json,
 )
@@ -162,6 +163,11 @@ class SessionMachine(RuleBasedStateMachine):
         assert record is not None
         checkpoint = record.continuation.checkpoint
         effect = checkpoint.effect(ctx.call_id) if checkpoint is not None else None
+        if effect is None and any(isinstance(m, ToolResultMessage) and m.call_id == ctx.call_id
+                                  for m in record.continuation.messages):
+            # a thread the turn gave up on ('unknown': it may or may not run) that started
+            # only after its call was answered, on a loaded machine: still its one run
+            return
         if effect is None or effect.state is not EffectState.ADMITTED:
             self.problems.append(f"{ctx.call_id} ran while the store said "
                                  f"{None if effect is None else effect.state}")
