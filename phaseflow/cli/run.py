@@ -290,8 +290,9 @@ def _warn_script(agent: Agent, provider: Provider) -> None:
         return
     from phaseflow.expr.describe import did_you_mean
     from phaseflow.session.core import GO_TO_PHASE, RECORD
+    from phaseflow.session.settings import tree_catalogue
 
-    catalogue = agent.workflow.tools
+    catalogue = tree_catalogue(agent.workflow)
     known = {*(catalogue if catalogue is not None else agent.tools), GO_TO_PHASE, RECORD}
     for where, name in provider.unknown_tools(known):
         print(f"phaseflow run: warning: {where} calls {name!r}, which is not a tool of the "

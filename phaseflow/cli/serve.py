@@ -348,9 +348,12 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _tools_for(workflow: Any, tools: Any) -> Any:
-    """The tools of ``workflow``'s catalogue (all of them when it has none), so one
-    ``--tools`` serves several workflows."""
-    catalogue = workflow.tools
+    """The tools of the catalogue of ``workflow`` and every workflow it calls or hands
+    off to (all of them when none has one), so one ``--tools`` serves several
+    workflows."""
+    from phaseflow.session.settings import tree_catalogue
+
+    catalogue = tree_catalogue(workflow)
     if tools is None or catalogue is None:
         return tools
     if isinstance(tools, dict):

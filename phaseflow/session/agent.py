@@ -40,7 +40,7 @@ from phaseflow.session.fork import (
 from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig, transcript_window
-from phaseflow.session.settings import check_agent
+from phaseflow.session.settings import check_agent, tree_catalogue
 from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (
@@ -281,10 +281,9 @@ class Agent:
             wf = replace(wf, registry={**wf.registry, **hooks})
         self.workflow = wf
         self.tools = host_tools
-        catalogue = wf.tools
+        catalogue = tree_catalogue(wf)  # a callee's tools are the session's too
         if catalogue is not None:
-            served = set(catalogue).union(*(w.tools or () for w in wf.used()))  # composed
-            unknown = sorted(set(self.tools) - served)
+            unknown = sorted(set(self.tools) - set(catalogue))
             if unknown:
                 raise ConfigError(
                     f"tools not in the workflow's catalogue: {', '.join(unknown)} "
@@ -389,8 +388,9 @@ class Agent:
         return _run(self.fire_timers(limit=limit))
 
     def missing_tools(self) -> tuple[str, ...]:
-        """Catalogue tools the host did not implement (never offered to the model)."""
-        catalogue = self.workflow.tools or {}
+        """Catalogue tools the host did not implement (never offered to the model), in
+        the whole tree of workflows (a callee's too)."""
+        catalogue = tree_catalogue(self.workflow) or {}
         return tuple(n for n in catalogue if n not in self.tools)
 
     async def session(self, session_id: str, *, state: Mapping[str, Any] | None = None

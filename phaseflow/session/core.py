@@ -256,7 +256,8 @@ def _call(core: Core) -> CallProvider:
                                               continued=core.cut_parts - 1)).append(
             UserMessage(CONTINUE_TEXT))
     return CallProvider(core.request_id, shown, core.final_request,
-                        compaction.replies if compaction is not None else 0)
+                        compaction.replies if compaction is not None else 0,
+                        compaction.upto if compaction is not None else 0)
 
 
 #: what the model is asked after a reply cut at its output limit (with what it said)

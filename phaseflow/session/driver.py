@@ -19,6 +19,7 @@ from typing import Any
 
 from phaseflow.session import events as ev
 from phaseflow.session.runner import Runner
+from phaseflow.session.settings import tree_catalogue
 from phaseflow.session.turn_order import (
     BUSY_MODES as BUSY_MODES,
 )
@@ -230,7 +231,7 @@ class TurnDriver:
         if isinstance(what, Message):
             return Send(what.content, runner.view(), PromptKind(what.kind))
         if isinstance(what, ResumeLeft):
-            catalogue = runner.config.workflow.tools or {}
+            catalogue = tree_catalogue(runner.config.workflow) or {}  # callees' too
             idempotent = frozenset(n for n, t in catalogue.items() if t.idempotent)
             return Resume(runner.view(), idempotent)
         if isinstance(what, Send) and what.timer:  # the note says what fired, as of now

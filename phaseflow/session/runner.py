@@ -51,6 +51,7 @@ from phaseflow.session.outputs import (
     tool_text,
 )
 from phaseflow.session.records import message_json
+from phaseflow.session.settings import tree_catalogue, tree_phases
 from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
 from phaseflow.session.turn_order import taken_into_turn
 from phaseflow.session.values import (
@@ -85,7 +86,7 @@ from phaseflow.session.view import (
     tool_specs,
     workflow_specs,
 )
-from phaseflow.spec.model import DEFAULT_ROLE, CallEffect, ReplyShape, Workflow
+from phaseflow.spec.model import DEFAULT_ROLE, CallEffect, ReplyShape, Tool, Workflow
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import (
     FunctionTool,
@@ -132,10 +133,11 @@ ApprovalPolicy = Callable[[ToolCall, ToolContext], bool]
 
 
 def transcript_window(workflow: Workflow) -> int:
-    """The widest ``transcript: N`` of the workflow's ``call`` effects and preparations
-    (each without one: the default); 0 when it has no call."""
+    """The widest ``transcript: N`` of the ``call`` effects and preparations of the
+    workflow and every workflow it uses (each without one: the default); 0 when none
+    has a call."""
     widest = 0
-    for phase in workflow.phases.values():
+    for phase in tree_phases(workflow):
         effects = (*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare))
         for effect in effects:
             if isinstance(effect, CallEffect):
@@ -590,10 +592,17 @@ class Runner:
         if t.error is not None:
             return ToolDone(call.id, Done(ToolOutcome.error(
                 f"{call.name} failed: {describe_exception(t.error)}"), "error"), duration)
-        catalogue = self.config.workflow.tools
-        entry = catalogue.get(call.name) if catalogue is not None else None
+        entry = self._catalogue_entry(call.name)
         done = await self._outcome(call, t.value, entry.writes if entry is not None else ())
         return ToolDone(call.id, done, duration)
+
+    def _catalogue_entry(self, name: str) -> Tool | None:
+        """Tool ``name``'s catalogue entry (its ``timeout``, ``writes``): the current
+        workflow's, inside a call, else the first of the tree's."""
+        inner = self.machine.workflow
+        if inner is not None and inner.tools is not None and name in inner.tools:
+            return inner.tools[name]
+        return (tree_catalogue(self.config.workflow) or {}).get(name)
 
     def _cancelled(self, done: tuple[ToolDone, ...] = ()) -> Cancel:
         """The input that says the host stopped the turn (``done``: calls that finished).
@@ -648,17 +657,19 @@ class Runner:
         provider = config.role_provider(self.model_role())
         shape = self.reply_shape(final)
         history: Sequence[Any] = command.history
+        folded_replies = command.folded_replies
         scope = self.machine.call_scope() if self.machine.call_depth else None
         if scope is not None:  # inside a call whose history is not 'full'
-            from phaseflow.session.call_history import scoped_history
+            from phaseflow.session.call_history import scoped_history, scoped_out_replies
 
-            history = scoped_history(command.history, *scope)
+            history = scoped_history(command.history, *scope, folded=command.folded)
+            folded_replies += scoped_out_replies(command.history, history)
         request = ProviderRequest(
             model=config.model_of(provider), system=system,
             history=for_provider(history, provider, config),
             tools=tools, request_id=command.request_id, tool_choice=choice,
             max_output_tokens=config.max_output_tokens,
-            folded_replies=command.folded_replies, context=context,
+            folded_replies=folded_replies, context=context,
             reply_schema=None if shape is None else shape.schema_json(),
         )
         return request, view
@@ -867,8 +878,7 @@ class Runner:
             return ToolDone(call.id, await self._read_output(call),
                             time.perf_counter() - started)
         fn = self.config.tools.get(call.name)
-        catalogue = self.config.workflow.tools
-        entry = catalogue.get(call.name) if catalogue is not None else None
+        entry = self._catalogue_entry(call.name)
         if fn is None:  # offered, so implemented: only a host that changed its tools
             return ToolDone(call.id, Done(ToolOutcome.error(
                 f"Tool {call.name!r} has no implementation."), "error"), 0.0)

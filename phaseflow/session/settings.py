@@ -14,7 +14,7 @@ from typing import Any
 
 from phaseflow.errors import ConfigError
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
-from phaseflow.spec.model import CallEffect, Workflow
+from phaseflow.spec.model import CallEffect, Phase, Tool, Workflow
 from phaseflow.tools.function import FunctionTool
 
 
@@ -63,10 +63,36 @@ def no_built_in_names(tools: Iterable[str]) -> None:
                           f"({', '.join(BUILTIN_TOOLS)}); give it another name")
 
 
+def tree_catalogue(workflow: Workflow) -> Mapping[str, Tool] | None:
+    """The tool catalogue of the whole tree of workflows ``workflow`` calls or hands off
+    to (its own entries first, then each used workflow's new ones): what a session of it
+    may ever offer and run. ``None`` when no workflow of the tree declares a catalogue
+    (then every host tool is one). A flat workflow's own catalogue, unchanged."""
+    used = workflow.used() if workflow.library else ()
+    if not used:
+        return workflow.tools
+    catalogues = [w.tools for w in (workflow, *used) if w.tools is not None]
+    if not catalogues:
+        return None
+    merged: dict[str, Tool] = {}
+    for catalogue in catalogues:
+        for name, entry in catalogue.items():
+            merged.setdefault(name, entry)
+    return merged
+
+
+def tree_phases(workflow: Workflow) -> tuple[Phase, ...]:
+    """Every phase of the tree of workflows ``workflow`` uses, its own first: where the
+    hooks a session may run are named."""
+    used = workflow.used() if workflow.library else ()
+    return tuple(p for w in (workflow, *used) for p in w.phases.values())
+
+
 def called_hooks(workflow: Workflow) -> list[str]:
-    """Every ``call`` the workflow's effects and preparations name, in file order."""
+    """Every ``call`` the tree's effects and preparations name, in file order (a
+    callee's too: they run in the same session)."""
     names: list[str] = []
-    for phase in workflow.phases.values():
+    for phase in tree_phases(workflow):
         for effect in (*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare)):
             if isinstance(effect, CallEffect) and effect.name not in names:
                 names.append(effect.name)
@@ -97,8 +123,9 @@ def hooks_present(workflow: Workflow, hooks: Mapping[str, Any] | None) -> None:
 
 
 def signatures_fit(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> None:
-    """A tool whose catalogue entry declares ``parameters`` takes what they declare."""
-    catalogue = workflow.tools or {}
+    """A tool whose catalogue entry (anywhere in the tree) declares ``parameters`` takes
+    what they declare."""
+    catalogue = tree_catalogue(workflow) or {}
     for name, fn in tools.items():
         entry = catalogue.get(name)
         declared = entry.parameters_json() if entry is not None else None

@@ -490,6 +490,9 @@ class CallProvider:
     final: bool = False
     #: replies folded into the summary at the start of ``history`` (compaction)
     folded_replies: int = 0
+    #: messages of the session's history folded into that summary (``Compaction.upto``:
+    #: where a call's start mark falls in ``history``)
+    folded: int = 0
 
 
 @dataclass(frozen=True, slots=True)

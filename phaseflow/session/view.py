@@ -19,8 +19,9 @@ from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.navigation import FINAL_PHASE_NOTE
 from phaseflow.providers.protocol import ToolSpec
 from phaseflow.session.core import GO_TO_PHASE, RECORD
+from phaseflow.session.settings import tree_catalogue
 from phaseflow.session.values import OfferedTool, PhaseView
-from phaseflow.spec.model import CallEffect, Phase, Workflow
+from phaseflow.spec.model import CallEffect, Phase, StateKey, Workflow
 from phaseflow.tools.arguments import ArgumentValidator, compile_validator
 from phaseflow.tools.function import FunctionTool
 
@@ -34,6 +35,14 @@ _TYPE_SCHEMAS: dict[str, dict[str, Any]] = {
     "object": {"type": "object"},
     "any": {},
 }
+
+
+def tree_tool_names(workflow: Workflow, tools: Mapping[str, FunctionTool]
+                    ) -> tuple[str, ...]:
+    """:func:`tool_names` of the whole tree of workflows ``workflow`` uses: its
+    catalogue's, then each callee's new ones; the host's when none has a catalogue."""
+    catalogue = tree_catalogue(workflow)
+    return tuple(catalogue) if catalogue is not None else tuple(tools)
 
 
 def tool_names(workflow: Workflow, tools: Mapping[str, FunctionTool]) -> tuple[str, ...]:
@@ -104,7 +113,7 @@ def _static(machine: PhaseMachine, workflow: Workflow, tools: Mapping[str, Funct
         for key in phase.collect:
             state_key = workflow.state.get(key)
             collect[key] = state_key.type if state_key is not None else "any"
-    record = _record_tool(collect, workflow) if collect else None
+    record = _record_tool(collect, workflow.state) if collect else None
     return tuple(offered), collect, record, phase is not None and _quiet(phase, workflow)
 
 
@@ -177,11 +186,11 @@ def _move_tool(targets: list[str]) -> OfferedTool:
     )
 
 
-def _record_tool(collect: Mapping[str, str], workflow: Workflow) -> OfferedTool:
+def _record_tool(collect: Mapping[str, str], state: Mapping[str, StateKey]) -> OfferedTool:
     properties: dict[str, Any] = {}
     for key, declared in collect.items():
         schema = dict(_TYPE_SCHEMAS.get(declared, {}))
-        entry = workflow.state.get(key)
+        entry = state.get(key)
         if entry is not None and entry.description:
             schema["description"] = entry.description
         properties[key] = schema
@@ -218,12 +227,15 @@ def workflow_specs(workflow: Workflow, tools: Mapping[str, FunctionTool],
     ``record`` check the arguments)."""
     if cache is not None and cache.workflow is not None:
         return cache.workflow
-    phases = list(workflow.phases.values())
+    tree = (workflow, *(workflow.used() if workflow.library else ()))  # callees' too
+    phases = [p for w in tree for p in w.phases.values()]
     offered: list[OfferedTool] = []
-    for name in tool_names(workflow, tools):
+    for name in tree_tool_names(workflow, tools):
         fn = tools.get(name)
         if fn is not None and any(_allows(p, name) for p in phases):
-            offered.append(_host_tool(name, fn, workflow))
+            owner = next((w for w in tree if w.tools is not None and name in w.tools),
+                         workflow)
+            offered.append(_host_tool(name, fn, owner))
     targets: list[str] = []
     for phase in phases:
         for t in phase.transitions:
@@ -232,12 +244,16 @@ def workflow_specs(workflow: Workflow, tools: Mapping[str, FunctionTool],
     if targets:
         offered.append(_move_tool(targets))
     collect: dict[str, str] = {}
-    for phase in phases:
-        for key in phase.collect or ():
-            state_key = workflow.state.get(key)
-            collect.setdefault(key, state_key.type if state_key is not None else "any")
+    declared: dict[str, StateKey] = {}
+    for w in tree:
+        for phase in w.phases.values():
+            for key in phase.collect or ():
+                state_key = w.state.get(key)
+                collect.setdefault(key, state_key.type if state_key is not None else "any")
+                if state_key is not None:
+                    declared.setdefault(key, state_key)
     if collect:
-        offered.append(_record_tool(collect, workflow))
+        offered.append(_record_tool(collect, declared))
     specs = tuple(ToolSpec(t.name, t.description, t.parameters) for t in offered)
     if cache is not None:
         cache.workflow = specs

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from phaseflow.expr.describe import did_you_mean, did_you_mean_or_list
+from phaseflow.session.settings import tree_phases
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.model import CallEffect, Workflow
 from phaseflow.testing.testfile import Scenario, ScenarioStep, Spot, TestFile, TestFileProblem
@@ -25,9 +26,10 @@ BUILTINS = BUILTIN_TOOLS
 
 
 def call_names(workflow: Workflow) -> set[str]:
-    """Every callable name the workflow's effects and preparations call."""
+    """Every callable name the effects and preparations of the workflow and of every
+    workflow it uses call (a callee's run in the same conversation)."""
     names: set[str] = set()
-    for phase in workflow.phases.values():
+    for phase in tree_phases(workflow):
         effects = [*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare)]
         names.update(e.name for e in effects if isinstance(e, CallEffect))
     return names
