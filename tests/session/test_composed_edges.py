@@ -32,6 +32,7 @@ from tests.support.composed_desk import (
     LOG,
     PNG,
     Desk,
+    project,
     tree,
 )
 from tests.support.phaseflow_cli import cli_env, run_phaseflow
@@ -399,3 +400,139 @@ def test_an_image_in_a_message_inside_a_callee_reaches_the_provider(tmp_path: Pa
     assert session.reply_sync((TextPart("What is this?"), part)) == "A photo."
     assert session.path == INSIDE
     assert model.requests[-1].attachments == {part.token: PNG}
+
+
+# --- as a user: phaseflow run, phaseflow sessions, phaseflow test, phaseflow serve ----------
+
+
+def test_sessions_output_reads_a_callee_s_capture_after_the_call_returned(
+        tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    script = [ENTER, "In.", {"calls": [{"logs.dump": {}}]}, "Dumped.", CLOSE, "Closed."]
+    desk, _, _ = agent(tmp_path, script, output_lines=20, store=SQLiteStore(path))
+    session = desk.session_sync("cli")
+    for text in ("Hi", "dump the logs", "close"):
+        session.reply_sync(text)
+    assert session.path == AFTER
+    done = run_phaseflow("sessions", "output", "cli", reference("cli"), "--store", str(path),
+                         "--offset", "5", "--limit", "4", cwd=tmp_path, env=cli_env(),
+                         timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == LOG[5:9]
+
+
+def test_run_attaches_an_image_and_continues_a_cut_reply_inside_a_callee(
+        tmp_path: Path, fake_openai: Any) -> None:
+    """``phaseflow run`` with the tools and the hook from ``--tools``/``--hooks``: the
+    conversation enters the callee, ``@photo.png`` reaches the model as an image part, a
+    reply cut at the output limit is continued there."""
+    import base64
+
+    from tests.support.fake_openai_server import reply, text_reply
+    from tests.support.run_cli import run
+
+    project(tmp_path)
+    fake_openai.push(reply(ENTER), text_reply("In."), text_reply("A PNG."),
+                     text_reply("One, two,", finish="length"), text_reply(" three."))
+    done = run(tmp_path, "desk.yaml", "--tools", "desk_tools:TOOLS", "--hooks",
+               "desk_tools:HOOKS", "--base-url", fake_openai.base_url, "--model", "vision",
+               "--store", "memory", "-m", "Hi", "-m", "@photo.png What is this?",
+               "-m", "count", env=cli_env(OPENAI_API_KEY="sk-loopback"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = [m for m in fake_openai.requests[2].body["messages"] if m["role"] == "user"]
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert sent[-1]["content"] == [{"type": "text", "text": "What is this?"},
+                                   {"type": "image_url", "image_url": {"url": url}}]
+    assert ("agent: One, two,\n[reply cut at the output limit: continuing (1 of 2)]\n"
+            "agent:  three.\n") in done.stdout
+    assert len(fake_openai.requests) == 5
+
+
+def test_a_conversation_test_mocks_a_hook_only_the_callee_calls(tmp_path: Path) -> None:
+    """``phaseflow test``: a mock of a hook called only inside the callee is no unused
+    mock, ``expect called`` names it, and the hook's result comes back through
+    ``returns``."""
+    tree(tmp_path)
+    (tmp_path / "desk.test.yaml").write_text("""\
+phaseflow-test: 1
+workflow: desk.yaml
+mocks:
+  summarise: {returns: {outcome: all done}}
+scenarios:
+  - name: "conversation: the callee's hook"
+    conversation:
+      - user: "Hi"
+      - model: {calls: [{record: {go: true}}]}
+      - model: "In."
+      - expect: {phase: work}
+      - user: "Close it"
+      - model: {calls: [{record: {closed: true}}]}
+      - expect: {phase: after, called: [summarise], state: {outcome: all done}}
+      - model: "Closed."
+""", encoding="utf-8")
+    done = run_phaseflow("test", "desk.test.yaml", cwd=tmp_path, env=cli_env(), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "1 passed, 0 failed" in done.stdout
+
+
+def test_a_callee_s_edges_over_http_against_a_real_serve(tmp_path: Path,
+                                                         fake_openai: Any) -> None:
+    """``phaseflow serve --tools`` with a caller that has a catalogue of its own serves
+    the callee's tools too: a long output captured in the callee is read over HTTP
+    there and after the call returned, a session-wide approval given there is listed
+    and holds after the return, and an image in a message reaches the model."""
+    import base64
+
+    import httpx
+
+    from tests.support.fake_openai_server import reply, text_reply
+    from tests.support.serve_server import serving
+
+    project(tmp_path)
+    args = ["desk.yaml", "--tools", "desk_tools:TOOLS", "--hooks", "desk_tools:HOOKS",
+            "--provider", "openai", "--base-url", fake_openai.base_url, "--model", "m",
+            "--store", str(tmp_path / "s.db")]
+    as_json = {"Accept": "application/json"}
+    with serving(args, tmp_path / "server.log", cwd=tmp_path,
+                 env=cli_env(OPENAI_API_KEY="sk-loopback")) as server, \
+            httpx.Client(base_url=server.base, timeout=60) as client:
+        created = client.post("/v1/sessions", json={"workflow": "desk"})
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+
+        def say(text: str, *replies: Any, **extra: Any) -> dict[str, Any]:
+            fake_openai.push(*replies)
+            answer = client.post(f"/v1/sessions/{sid}/messages",
+                                 json={"text": text, **extra}, headers=as_json)
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+
+        say("Hi", reply(ENTER), text_reply("In."))
+        assert client.get(f"/v1/sessions/{sid}").json()["path"] == list(INSIDE)
+        dumped = say("dump the logs", reply({"calls": [{"logs.dump": {}}]}),
+                     text_reply("Dumped."))
+        assert dumped["reply"] == "Dumped.", dumped
+        ref = reference(sid)
+        whole = client.get(f"/v1/sessions/{sid}/outputs/{ref}")
+        assert whole.status_code == 200, whole.text
+        assert whole.content == LOG.encode()
+        waiting = say("refund O-1", reply(_refund("O-1")))
+        assert waiting["status"] == "awaiting_approval", waiting
+        fake_openai.push(text_reply("Refunded."))
+        decided = client.post(f"/v1/sessions/{sid}/approvals/"
+                              f"{waiting['pending_approval']['call_id']}",
+                              json={"decision": "approve_session"}, headers=as_json)
+        assert decided.status_code == 200, decided.text
+        url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+        say("What is this?", text_reply("A PNG."), attachments=[url])
+        sent = [m for m in fake_openai.requests[-1].body["messages"] if m["role"] == "user"]
+        assert sent[-1]["content"][1] == {"type": "image_url", "image_url": {"url": url}}
+        say("close", reply(CLOSE), text_reply("Closed."))
+        assert client.get(f"/v1/sessions/{sid}").json()["path"] == list(AFTER)
+        part = client.get(f"/v1/sessions/{sid}/outputs/{ref}",
+                          params={"offset": 5, "limit": 4})
+        assert part.status_code == 200 and part.content == LOG[5:9].encode()
+        trust = client.get(f"/v1/sessions/{sid}/trust").json()["trust"]
+        assert [(t["tool"], t["covers"]) for t in trust] == [
+            ("orders.refund", "same_arguments")]
