@@ -448,11 +448,14 @@ def test_run_attaches_an_image_and_continues_a_cut_reply_inside_a_callee(
     assert len(fake_openai.requests) == 5
 
 
-def test_a_conversation_test_mocks_a_hook_only_the_callee_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("history", ["full", "since_call", "summary"])
+def test_a_conversation_test_mocks_a_hook_only_the_callee_calls(tmp_path: Path,
+                                                                history: str) -> None:
     """``phaseflow test``: a mock of a hook called only inside the callee is no unused
     mock, ``expect called`` names it, and the hook's result comes back through
-    ``returns``."""
-    tree(tmp_path)
+    ``returns``; the script's replies are counted as the conversation's, whatever the
+    call's ``history`` leaves out of the requests."""
+    tree(tmp_path, history)
     (tmp_path / "desk.test.yaml").write_text("""\
 phaseflow-test: 1
 workflow: desk.yaml
@@ -465,6 +468,9 @@ scenarios:
       - model: {calls: [{record: {go: true}}]}
       - model: "In."
       - expect: {phase: work}
+      - user: "One more thing"
+      - model: "Yes?"
+      - expect: {reply: "Yes?"}
       - user: "Close it"
       - model: {calls: [{record: {closed: true}}]}
       - expect: {phase: after, called: [summarise], state: {outcome: all done}}
