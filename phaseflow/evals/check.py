@@ -57,6 +57,7 @@ def check_eval_file(path: str) -> list[Diagnostic]:
     if found is None or not found.workflow_path:
         return out
     from phaseflow.errors import WorkflowError
+    from phaseflow.session.settings import tree_catalogue
     from phaseflow.spec.loader import compile_file
     from phaseflow.testing.crosscheck import call_names
 
@@ -68,7 +69,7 @@ def check_eval_file(path: str) -> list[Diagnostic]:
     except WorkflowError:
         return [*out, EvalDiagnostic(path, 1, 1, "EV001", f"workflow {found.workflow_path} "
                                      "has errors: phaseflow validate it")]
-    catalogue = workflow.tools
+    catalogue = tree_catalogue(workflow)  # a callee's tools are the session's too
     calls = call_names(workflow)
     for scenario in found.scenarios:
         for name, stand_in in scenario.tools.items():
@@ -88,7 +89,8 @@ def check_eval_file(path: str) -> list[Diagnostic]:
                                       "return nothing; add them under 'mocks')"))
     for criterion in _criteria(found):
         for phase in _ENTERED.findall(criterion.source):
-            if phase not in workflow.phases:
+            if phase not in workflow.phases and not any(  # a callee's phase is entered too
+                    phase in used.phases for used in workflow.used()):
                 out.append(EvalDiagnostic(path, criterion.line, criterion.column, "EV002",
                                           f"entered('{phase}'): the workflow has no phase "
                                           f"'{phase}'"))

@@ -74,9 +74,24 @@ def test_the_callee_s_tools_are_checked_offered_and_run_with_their_catalogue_ent
     offered = [[t.name for t in r.tools] for r in model.requests]
     for names in offered:
         assert {"desk.hello", "logs.dump", "orders.refund", "slow.block"} <= set(names), names
+    record = next(t for t in model.requests[-1].tools if t.name == "record")
+    assert set(record.parameters["properties"]) == {"go", "closed"}  # the callee's key too
     # a hook a callee calls is checked when the agent is made, as the caller's are
     with pytest.raises(ConfigError, match="summarise"):
         Agent(tree(tmp_path), ScriptedProvider([]), tools=host.tools())
+    # and so is a callee's tool against the ``parameters`` its own catalogue declares
+    work = tmp_path / "work.yaml"
+    work.write_text(work.read_text(encoding="utf-8").replace(
+        "  orders.refund: {description: Refund an order., approval: always}",
+        "  orders.refund:\n    approval: always\n    parameters:\n      type: object\n"
+        "      properties: {order: {type: string}}"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"orders\.refund.*'order'"):
+        Agent(tmp_path / "desk.yaml", ScriptedProvider([]), tools=host.tools(),
+              hooks=host.hooks())
+    # a host tool that no workflow of the tree declares is refused, naming the tree's
+    with pytest.raises(ConfigError, match="not in the workflow's catalogue: stray"):
+        Agent(tree(tmp_path), ScriptedProvider([]), tools={**desk.tools, "stray": len},
+              hooks=host.hooks())
 
 
 # --- a cut reply --------------------------------------------------------------------
@@ -542,3 +557,21 @@ def test_a_callee_s_edges_over_http_against_a_real_serve(tmp_path: Path,
         trust = client.get(f"/v1/sessions/{sid}/trust").json()["trust"]
         assert [(t["tool"], t["covers"]) for t in trust] == [
             ("orders.refund", "same_arguments")]
+
+
+def test_validate_reads_an_eval_file_s_stand_ins_and_mocks_of_a_callee(tmp_path: Path) -> None:
+    """``phaseflow validate``: an eval file's stand-in for a callee's tool, its mock of a
+    callee's hook and ``entered`` of a callee's phase are no EV002 (the tree's catalogue,
+    calls and phases); a stray tool still is."""
+    tree(tmp_path)
+    (tmp_path / "desk.eval.yaml").write_text(
+        "phaseflow-eval: 1\nworkflow: desk.yaml\n"
+        "tools:\n  logs.dump: {returns: {}}\n  logs.nope: {returns: {}}\n"
+        "mocks:\n  summarise: {returns: {outcome: done}}\n"
+        "scenarios:\n  - name: one\n    user: {goal: close the work}\n"
+        "    expect: [\"entered('work')\", \"entered('after')\"]\n", encoding="utf-8")
+    done = run_phaseflow("validate", str(tmp_path), cwd=tmp_path, env=cli_env(), timeout=120)
+    warnings = [line for line in done.stdout.splitlines() if "EV002" in line]
+    assert len(warnings) == 1 and "tool 'logs.nope' is not in the workflow's catalogue" in \
+        warnings[0], done.stdout + done.stderr
+    assert "EV001" not in done.stdout, done.stdout
