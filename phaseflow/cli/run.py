@@ -290,7 +290,7 @@ def _warn_script(agent: Agent, provider: Provider) -> None:
         return
     from phaseflow.expr.describe import did_you_mean
     from phaseflow.session.core import GO_TO_PHASE, RECORD
-    from phaseflow.session.settings import tree_catalogue
+    from phaseflow.spec.model import tree_catalogue
 
     catalogue = tree_catalogue(agent.workflow)
     known = {*(catalogue if catalogue is not None else agent.tools), GO_TO_PHASE, RECORD}

@@ -351,7 +351,7 @@ def _tools_for(workflow: Any, tools: Any) -> Any:
     """The tools of the catalogue of ``workflow`` and every workflow it calls or hands
     off to (all of them when none has one), so one ``--tools`` serves several
     workflows."""
-    from phaseflow.session.settings import tree_catalogue
+    from phaseflow.spec.model import tree_catalogue
 
     catalogue = tree_catalogue(workflow)
     if tools is None or catalogue is None:

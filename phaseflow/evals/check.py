@@ -57,8 +57,8 @@ def check_eval_file(path: str) -> list[Diagnostic]:
     if found is None or not found.workflow_path:
         return out
     from phaseflow.errors import WorkflowError
-    from phaseflow.session.settings import tree_catalogue
     from phaseflow.spec.loader import compile_file
+    from phaseflow.spec.model import tree_catalogue
     from phaseflow.testing.crosscheck import call_names
 
     if not os.path.isfile(found.workflow_path):

@@ -29,7 +29,7 @@ import mcp_types
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.mcp.config import McpConfigError
 from phaseflow.mcp.hub import McpHub
-from phaseflow.spec.model import Tool, Workflow
+from phaseflow.spec.model import Tool, Workflow, tree_catalogue
 from phaseflow.tools.function import FunctionTool, ToolContext, ToolResult, tool
 from phaseflow.tools.schema import tool_name_problem
 
@@ -75,7 +75,7 @@ def server_tools(workflow: Workflow, hub: McpHub, server: str, *, strict: bool =
     changed while the agent runs) such a tool is left out, so it is not offered."""
     out: dict[str, FunctionTool] = {}
     listed = hub.tools(server)
-    catalogue = workflow.tools
+    catalogue = tree_catalogue(workflow)  # the workflows it calls declare theirs
     wanted: list[tuple[str, str, Tool | None]] = []  # (catalogue name, tool, its entry)
     if catalogue is None:
         wanted = [(f"{server}.{t}", t, None) for t in listed

@@ -12,6 +12,7 @@ from typing import Any
 from phaseflow.machine.calls import snapshot_path
 from phaseflow.serve.problems import Problem
 from phaseflow.session.records import history, message_json, pending_json
+from phaseflow.spec.model import tree_catalogue
 from phaseflow.stores.base import SessionRecord, SessionSummary, StoredEvent
 
 #: the statuses a session may have (``?status=`` is one of them)
@@ -78,7 +79,7 @@ def page(rows: Sequence[SessionSummary], *, limit: int) -> dict[str, Any]:
 
 def workflow_json(name: str, content_hash: str, workflow: Any,
                   implemented: Mapping[str, Any]) -> dict[str, Any]:
-    catalogue = workflow.tools or {}
+    catalogue = tree_catalogue(workflow) or {}  # the tools of the workflows it calls, too
     return {"name": name, "hash": content_hash, "initial": workflow.initial,
             "description": workflow.description or "",
             "phases": [{"name": p.name, "goal": p.goal, "terminal": p.terminal}

@@ -40,7 +40,7 @@ from phaseflow.session.fork import (
 from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig, transcript_window
-from phaseflow.session.settings import check_agent, tree_catalogue
+from phaseflow.session.settings import check_agent
 from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (
@@ -55,7 +55,7 @@ from phaseflow.session.values import (
     SetMode,
 )
 from phaseflow.session.workers import new_worker_id
-from phaseflow.spec.model import DEFAULT_ROLE, Workflow
+from phaseflow.spec.model import DEFAULT_ROLE, Workflow, tree_catalogue
 from phaseflow.spec.model_roles import unmapped_roles
 from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore

@@ -19,7 +19,6 @@ from typing import Any
 
 from phaseflow.session import events as ev
 from phaseflow.session.runner import Runner
-from phaseflow.session.settings import tree_catalogue
 from phaseflow.session.turn_order import (
     BUSY_MODES as BUSY_MODES,
 )
@@ -44,6 +43,7 @@ from phaseflow.session.turn_order import (
 )
 from phaseflow.session.values import Input, Interrupt, Resume, Send
 from phaseflow.session.workers import holder_is_gone
+from phaseflow.spec.model import tree_catalogue
 from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.turn.execution import PromptKind
 from phaseflow.turn.messages import Content, content_to_json

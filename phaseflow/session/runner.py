@@ -51,7 +51,6 @@ from phaseflow.session.outputs import (
     tool_text,
 )
 from phaseflow.session.records import message_json
-from phaseflow.session.settings import tree_catalogue, tree_phases
 from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
 from phaseflow.session.turn_order import taken_into_turn
 from phaseflow.session.values import (
@@ -86,7 +85,15 @@ from phaseflow.session.view import (
     tool_specs,
     workflow_specs,
 )
-from phaseflow.spec.model import DEFAULT_ROLE, CallEffect, ReplyShape, Tool, Workflow
+from phaseflow.spec.model import (
+    DEFAULT_ROLE,
+    CallEffect,
+    ReplyShape,
+    Tool,
+    Workflow,
+    tree_catalogue,
+    tree_phases,
+)
 from phaseflow.stores.base import Lease, SessionRecord, Store
 from phaseflow.tools.function import (
     FunctionTool,

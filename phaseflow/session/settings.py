@@ -14,7 +14,7 @@ from typing import Any
 
 from phaseflow.errors import ConfigError
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
-from phaseflow.spec.model import CallEffect, Phase, Tool, Workflow
+from phaseflow.spec.model import CallEffect, Workflow, tree_catalogue, tree_phases
 from phaseflow.tools.function import FunctionTool
 
 
@@ -61,31 +61,6 @@ def no_built_in_names(tools: Iterable[str]) -> None:
     if taken:
         raise ConfigError(f"tool {taken[0]!r} has the name of a built-in tool "
                           f"({', '.join(BUILTIN_TOOLS)}); give it another name")
-
-
-def tree_catalogue(workflow: Workflow) -> Mapping[str, Tool] | None:
-    """The tool catalogue of the whole tree of workflows ``workflow`` calls or hands off
-    to (its own entries first, then each used workflow's new ones): what a session of it
-    may ever offer and run. ``None`` when no workflow of the tree declares a catalogue
-    (then every host tool is one). A flat workflow's own catalogue, unchanged."""
-    used = workflow.used() if workflow.library else ()
-    if not used:
-        return workflow.tools
-    catalogues = [w.tools for w in (workflow, *used) if w.tools is not None]
-    if not catalogues:
-        return None
-    merged: dict[str, Tool] = {}
-    for catalogue in catalogues:
-        for name, entry in catalogue.items():
-            merged.setdefault(name, entry)
-    return merged
-
-
-def tree_phases(workflow: Workflow) -> tuple[Phase, ...]:
-    """Every phase of the tree of workflows ``workflow`` uses, its own first: where the
-    hooks a session may run are named."""
-    used = workflow.used() if workflow.library else ()
-    return tuple(p for w in (workflow, *used) for p in w.phases.values())
 
 
 def called_hooks(workflow: Workflow) -> list[str]:

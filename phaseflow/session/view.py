@@ -19,9 +19,8 @@ from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.navigation import FINAL_PHASE_NOTE
 from phaseflow.providers.protocol import ToolSpec
 from phaseflow.session.core import GO_TO_PHASE, RECORD
-from phaseflow.session.settings import tree_catalogue
 from phaseflow.session.values import OfferedTool, PhaseView
-from phaseflow.spec.model import CallEffect, Phase, StateKey, Workflow
+from phaseflow.spec.model import CallEffect, Phase, StateKey, Workflow, tree_catalogue
 from phaseflow.tools.arguments import ArgumentValidator, compile_validator
 from phaseflow.tools.function import FunctionTool
 

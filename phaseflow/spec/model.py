@@ -662,3 +662,28 @@ class Workflow:
                 "or call PhaseMachine.from_workflow(workflow)"
             )
         return factory(self, clock)
+
+
+def tree_catalogue(workflow: Workflow) -> Mapping[str, Tool] | None:
+    """The tool catalogue of the whole tree of workflows ``workflow`` calls or hands off
+    to (its own entries first, then each used workflow's new ones): what a session of it
+    may ever offer and run. ``None`` when no workflow of the tree declares a catalogue
+    (then every host tool is one). A flat workflow's own catalogue, unchanged."""
+    used = workflow.used() if workflow.library else ()
+    if not used:
+        return workflow.tools
+    catalogues = [w.tools for w in (workflow, *used) if w.tools is not None]
+    if not catalogues:
+        return None
+    merged: dict[str, Tool] = {}
+    for catalogue in catalogues:
+        for name, entry in catalogue.items():
+            merged.setdefault(name, entry)
+    return merged
+
+
+def tree_phases(workflow: Workflow) -> tuple[Phase, ...]:
+    """Every phase of the tree of workflows ``workflow`` uses, its own first: where the
+    hooks a session may run are named."""
+    used = workflow.used() if workflow.library else ()
+    return tuple(p for w in (workflow, *used) for p in w.phases.values())

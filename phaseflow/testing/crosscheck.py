@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from phaseflow.expr.describe import did_you_mean, did_you_mean_or_list
-from phaseflow.session.settings import tree_phases
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
-from phaseflow.spec.model import CallEffect, Workflow
+from phaseflow.spec.model import CallEffect, Workflow, tree_phases
 from phaseflow.testing.testfile import Scenario, ScenarioStep, Spot, TestFile, TestFileProblem
 
 __all__ = ["call_names", "check_against"]

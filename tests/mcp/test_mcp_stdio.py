@@ -312,3 +312,45 @@ async def test_approval_and_timeout_come_from_the_catalogue(tmp_path: Path,
         assert (name, status) == ("demo.pid", "ok")
         assert int(content) in server_pids(pids)
         assert agent.mcp.links["demo"].connections == 1  # the timeout cancelled one call only
+
+
+FRONT = """\
+phaseflow: 1
+name: front
+initial: chat
+uses: {desk: desk.yaml}
+state:
+  go: {type: boolean}
+tools:
+  front.hello: {}
+phases:
+  chat:
+    goal: Chat until the customer wants the desk.
+    collect: [go]
+    transitions:
+      - to: inside
+        when: state.go
+  inside:
+    goal: The desk.
+    call: desk
+"""
+
+
+@asynchronous
+async def test_a_called_workflow_s_server_tools_are_attached(tmp_path: Path,
+                                                              pids: Path) -> None:
+    """The server tools a callee's catalogue names are the session's, though the caller
+    has a catalogue of its own without them."""
+    _workflow(tmp_path)
+    (tmp_path / "front.yaml").write_text(FRONT, encoding="utf-8")
+    provider = ScriptedProvider([{"calls": [{"record": {"go": True}}]}, "In.",
+                                 {"calls": [{"demo.lookup": {"email": "ada@example.com"}}]},
+                                 "Found Ada."])
+    async with Agent(tmp_path / "front.yaml", provider, mcp=stdio_servers(pids)) as agent:
+        assert agent.missing_tools() == ("front.hello",)
+        session = await agent.session("s1")
+        await _send(session, "Hi")
+        assert session.path == ("front", "inside", "mcp-desk", "work")
+        [(name, status, content)] = _results(await _send(session, "I am ada@example.com"))
+        assert (name, status) == ("demo.lookup", "ok")
+        assert json.loads(content)["customer_id"] == "C-ada"

@@ -518,6 +518,10 @@ def test_a_callee_s_edges_over_http_against_a_real_serve(tmp_path: Path,
     with serving(args, tmp_path / "server.log", cwd=tmp_path,
                  env=cli_env(OPENAI_API_KEY="sk-loopback")) as server, \
             httpx.Client(base_url=server.base, timeout=60) as client:
+        (listed,) = client.get("/v1/workflows").json()["workflows"]
+        assert [(t["name"], t["implemented"]) for t in listed["tools"]] == [
+            ("desk.hello", True), ("logs.dump", True), ("orders.refund", True),
+            ("slow.block", True)]
         created = client.post("/v1/sessions", json={"workflow": "desk"})
         assert created.status_code == 201, created.text
         sid = created.json()["id"]
