@@ -30,15 +30,14 @@ def _text(message: Message) -> str:
     return " ".join(getattr(part, "text", "") for part in content or ())
 
 
-def scoped_history(
-    history: Sequence[Message], mode: str, mark: int, workflow: str, folded: int = 0
-) -> list[Message]:
+def scoped_history(history: Sequence[Message], mode: str, mark: int, workflow: str,
+                   folded: int = 0) -> list[Message]:
     """The messages a request inside a call carries (see the module docstring).
     ``folded``: the session's messages the summary at ``history[0]`` stands for (0: the
     history is not compacted). A slice that would not start with a user message starts
     with one that says where the conversation is, so that every provider accepts it."""
     if folded:
-        if mark <= folded:  # the fold reached into the call: the summary stays
+        if mark < folded:  # the fold reached into the call: the summary stays
             return list(history)
         summary, history, mark = history[0], history[1:], mark - folded
     else:
@@ -48,20 +47,13 @@ def scoped_history(
     before = [m for m in history[:mark] if isinstance(m, UserMessage)]
     lead: list[Message] = []
     if mode == "summary" and before:
-        lead.append(
-            UserMessage(
-                f"(Before this step, in short: the customer said "
-                f"{_text(before[-1])!r}.) Go on with {workflow}."
-            )
-        )
+        lead.append(UserMessage(f"(Before this step, in short: the customer said "
+                                f"{_text(before[-1])!r}.) Go on with {workflow}."))
     elif mode == "summary" and summary is not None:  # all before the call was folded
         lead.append(summary)
     elif not since or not isinstance(since[0], UserMessage):
-        lead.append(
-            UserMessage(
-                f"(The conversation goes on in {workflow}; what was said before is not shown.)"
-            )
-        )
+        lead.append(UserMessage(f"(The conversation goes on in {workflow}; what was said "
+                                "before is not shown.)"))
     return lead + since
 
 
@@ -69,7 +61,6 @@ def scoped_out_replies(history: Sequence[Message], scoped: Sequence[Message]) ->
     """The model's replies ``history`` holds that ``scoped`` does not (a request's
     ``folded_replies`` counts them, so the replies so far are counted as without the
     scope)."""
-
     def replies(messages: Sequence[Message]) -> int:
         return sum(m.replies for m in messages if isinstance(m, AssistantMessage))
 
