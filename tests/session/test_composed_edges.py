@@ -26,6 +26,7 @@ from phaseflow.stores.base import capture_owner
 from phaseflow.turn.messages import AssistantMessage, MediaPart, TextPart, UserMessage
 from tests.support.composed_desk import (
     AFTER,
+    AGAIN,
     CLOSE,
     ENTER,
     INSIDE,
@@ -75,7 +76,7 @@ def test_the_callee_s_tools_are_checked_offered_and_run_with_their_catalogue_ent
     for names in offered:
         assert {"desk.hello", "logs.dump", "orders.refund", "slow.block"} <= set(names), names
     record = next(t for t in model.requests[-1].tools if t.name == "record")
-    assert set(record.parameters["properties"]) == {"go", "closed"}  # the callee's key too
+    assert set(record.parameters["properties"]) == {"go", "again", "closed"}  # the callee's too
     # a hook a callee calls is checked when the agent is made, as the caller's are
     with pytest.raises(ConfigError, match="summarise"):
         Agent(tree(tmp_path), ScriptedProvider([]), tools=host.tools())
@@ -214,25 +215,14 @@ def _refund(order_id: str) -> dict[str, Any]:
 
 
 def test_trust_inside_a_callee_is_the_session_s_and_holds_after_the_call_returned(
-    tmp_path: Path,
-) -> None:
+        tmp_path: Path) -> None:
     """Trust is keyed by tool name across the whole tree: a session-wide approval given
     inside the callee covers the same call later, a host grant covers any arguments, and
-    both stay with the session after the callee returned (to be used by a later call of
-    the same workflow, or taken back)."""
-    script = [
-        ENTER,
-        "In.",
-        _refund("O-1"),
-        "one",
-        _refund("O-1"),
-        "again",
-        _refund("O-2"),
-        "two",
-        CLOSE,
-        "Closed.",
-        "After.",
-    ]
+    both stay with the session after the callee returned: the callee called again runs
+    the same call without asking, until the trust is revoked."""
+    script = [ENTER, "In.", _refund("O-1"), "one", _refund("O-1"), "again",
+              _refund("O-2"), "two", CLOSE, "Closed.", AGAIN, "Back in.",
+              _refund("O-1"), "three", _refund("O-1"), "asked"]
     desk, _, host = agent(tmp_path, script)
     session = desk.session_sync("t")
     session.reply_sync("Hi")
@@ -240,7 +230,8 @@ def test_trust_inside_a_callee_is_the_session_s_and_holds_after_the_call_returne
     assert waiting.status == "awaiting_approval" and session.path == INSIDE
     session.approve_sync(waiting.approval.call_id, scope="session")  # type: ignore[union-attr]
     (entry,) = session.trust()
-    assert (entry.tool, entry.covers, entry.scope) == ("orders.refund", "same_arguments", "session")
+    assert (entry.tool, entry.covers, entry.scope) == ("orders.refund", "same_arguments",
+                                                       "session")
     assert session.reply_sync("Refund O-1 again").status == "completed"
     session.grant_trust_sync("orders.refund")
     assert session.reply_sync("Refund O-2").status == "completed"
@@ -248,16 +239,16 @@ def test_trust_inside_a_callee_is_the_session_s_and_holds_after_the_call_returne
     session.reply_sync("Close it")
     assert session.path == AFTER
     assert {(t.tool, t.covers) for t in session.trust()} == {
-        ("orders.refund", "same_arguments"),
-        ("orders.refund", "any_arguments"),
-    }
+        ("orders.refund", "same_arguments"), ("orders.refund", "any_arguments")}
+    assert session.reply_sync("One more refund, please") == "Back in."
+    assert session.path == INSIDE  # the same callee, called again
+    assert session.reply_sync("Refund O-1").status == "completed"  # without asking
     session.revoke_trust_sync("orders.refund")
     assert session.trust() == ()
-    changes = [
-        (e.change, e.tool)
-        for e in session.events_sync()  # type: ignore[union-attr]
-        if e.type == "trust_changed"
-    ]
+    assert session.reply_sync("Refund O-1 once more").status == "awaiting_approval"
+    assert host.refunded == ["O-1", "O-1", "O-2", "O-1"]
+    changes = [(e.change, e.tool) for e in session.events_sync()  # type: ignore[union-attr]
+               if e.type == "trust_changed"]
     assert changes == [("granted", "orders.refund"), ("revoked", "orders.refund")]
 
 

@@ -19,6 +19,7 @@ initial: chat
 uses: {work: work.yaml}
 state:
   go: {type: boolean}
+  again: {type: boolean}
   outcome: {type: string}
 tools:
   desk.hello: {description: Say hello., read_only: true}
@@ -41,6 +42,10 @@ phases:
   after:
     goal: Follow up on the work.
     tools: [desk.hello]
+    collect: [again]
+    transitions:
+      - to: working
+        when: state.again
 """
 
 WORK = """\
@@ -80,6 +85,8 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(48))
 #: the model's first reply: it records ``go``, the conversation enters the callee
 ENTER: dict[str, Any] = {"calls": [{"record": {"go": True}}]}
 CLOSE: dict[str, Any] = {"calls": [{"record": {"closed": True}}]}
+#: in the caller after the call returned: the model records ``again``, the call again
+AGAIN: dict[str, Any] = {"calls": [{"record": {"again": True}}]}
 
 
 def tree(folder: Path, history: str = "full") -> Path:
