@@ -271,6 +271,21 @@ class SQLiteStore(DurableStore):
                         *_history(conn, "marks", session_id))
         return await self._run(read)
 
+    async def _read_due(self, now: float, limit: int, after: tuple[float, str] | None,
+                        workflows: Sequence[str]) -> list[Sequence[Any]]:
+        statement = sql.due_sessions(after=after is not None, workflows=len(workflows))
+        params = (now, *(after or ()), *workflows, limit)
+
+        def read(conn: sqlite3.Connection) -> list[Sequence[Any]]:
+            with _reading(conn):  # one snapshot: the page and the history rows it counts
+                rows = conn.execute(statement, params).fetchall()
+                ids = [r[4] for r in rows]
+                messages = _histories(conn, "messages", ids)
+                marks = _histories(conn, "marks", ids)
+            empty: tuple[list[Any], list[Any]] = ([], [])
+            return [(*r, *messages.get(r[4], empty), *marks.get(r[4], empty)) for r in rows]
+        return await self._run(read)
+
     async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
                             ) -> tuple[tuple[int, ...], codec.Known]:
         """Group commit: the commits that wait for the store's thread together (several
@@ -550,6 +565,27 @@ def _history(conn: sqlite3.Connection, table: str, session_id: str,
         + (" ORDER BY idx" if below is None else " AND idx < ? ORDER BY idx"),
         (session_id,) if below is None else (session_id, below)).fetchall()
     return [i for i, _ in rows], [d for _, d in rows]
+
+
+#: the most session ids one statement of :func:`_histories` names (well below SQLite's
+#: limit of bound parameters)
+_IDS_AT_ONCE = 500
+
+
+def _histories(conn: sqlite3.Connection, table: str, session_ids: Sequence[str]
+               ) -> dict[str, tuple[list[Any], list[Any]]]:
+    """The ``messages`` or ``marks`` rows of several sessions (:func:`_history` of each),
+    read by a statement per :data:`_IDS_AT_ONCE` sessions, not one per session."""
+    found: dict[str, tuple[list[Any], list[Any]]] = {}
+    for start in range(0, len(session_ids), _IDS_AT_ONCE):
+        part = session_ids[start:start + _IDS_AT_ONCE]
+        for sid, idx, data in conn.execute(
+                f"SELECT session_id, idx, data FROM {table} WHERE session_id IN"
+                f" ({', '.join('?' * len(part))}) ORDER BY session_id, idx", part):
+            indexes, texts = found.setdefault(sid, ([], []))
+            indexes.append(idx)
+            texts.append(data)
+    return found
 
 
 @contextlib.contextmanager
