@@ -21,8 +21,8 @@ runs under cProfile, its statistics written to FILE when it stops.
 
 from __future__ import annotations
 
-import asyncio
 import argparse
+import asyncio
 import os
 import shutil
 import sqlite3

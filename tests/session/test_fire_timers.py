@@ -76,7 +76,8 @@ def _agent(path: Path, clock: Clock, provider: ScriptedProvider, worker: str) ->
 async def _sessions(path: Path, clock: Clock, count: int) -> Agent:
     """``count`` sessions, one turn each, a millisecond apart (``s000``'s timer is due
     first), every timer due."""
-    agent = _agent(path, clock, ScriptedProvider(["Hello.", "Welcome back.", "Glad to hear."]), "setup")
+    replies = ["Hello.", "Welcome back.", "Glad to hear."]
+    agent = _agent(path, clock, ScriptedProvider(replies), "setup")
     for k in range(count):
         await (await agent.session(f"s{k:03d}")).reply("hi")
         clock.now += 0.001
