@@ -105,7 +105,8 @@ def test_two_servers_on_one_postgres_fire_each_timer_once(tmp_path: Path, pg: st
 
 SEEDED = WORKFLOW.replace("  followed: {type: integer, default: 0}\n",
                           "  followed: {type: integer, default: 0}\n"
-                          "  name: {type: string, default: ''}\n")
+                          "  name: {type: string, default: ''}\n").replace("after: 2s",
+                                                                          "after: 5s")
 
 NAMED_HOOKS = """
 import os
@@ -121,13 +122,13 @@ HOOKS = {"noted": noted}
 
 
 async def _seed(store: Any, path: Path, count: int) -> list[str]:
-    """``count`` sessions of the waiter that talked an hour ago (the agent's clock set
-    back): every one's timer is due when the servers start."""
+    """``count`` sessions of the waiter, one turn each: each one's timer is due five
+    seconds after it was made."""
     from phaseflow.providers.scripted import ScriptedProvider
     from phaseflow.session import Agent
 
     agent = Agent(str(path), ScriptedProvider(["Hello."]), store=store,
-                  hooks={"noted": lambda ctx, **_: None}, clock=lambda: time.time() - 3600)
+                  hooks={"noted": lambda ctx, **_: None})
     sessions = [f"t{k:03d}-{uuid.uuid4().hex[:6]}" for k in range(count)]
     gate = asyncio.Semaphore(16)
 
@@ -152,10 +153,10 @@ async def _turns(store: Any, sessions: list[str]) -> dict[str, tuple[str, int, i
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_two_servers_on_one_store_fire_150_due_timers_each_once(
         tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
-    """Two servers run on one store; 150 sessions are made there whose timers are due
-    as soon as each is stored: the servers' timer loops read the same pages at the
-    same time, and each timer fires exactly once (one timer turn, ``on_enter``'s
-    effect once, by one of them)."""
+    """Two servers run on one store; 150 sessions are made there, each one's timer due
+    five seconds later: the servers' timer loops read the same pages at the same time,
+    and each timer fires exactly once (one timer turn, ``on_enter``'s effect once, by
+    one of them)."""
     path = tmp_path / "waiter.yaml"
     path.write_text(SEEDED, encoding="utf-8")
     (tmp_path / "waiter_hooks.py").write_text(NAMED_HOOKS, encoding="utf-8")
