@@ -113,12 +113,6 @@ class TimerLoop:
         return started
 
 
-async def fire_due(hub: Hub, concurrency: int = firing.CONCURRENCY) -> int:
-    """One sweep: a timer turn started for every due session this server serves; how
-    many started (those still running are not waited for)."""
-    return await TimerLoop(hub, concurrency).sweep(1.0)
-
-
 async def timers_forever(hub: Hub, every: float,
                          concurrency: int = firing.CONCURRENCY) -> None:
     """Sweep the index of timers every ``every`` seconds (a sweep reads it to its end,
