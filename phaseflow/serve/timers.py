@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 
 from phaseflow.errors import PhaseflowError
@@ -50,10 +51,14 @@ class TimerLoop:
         #: damaged sessions already logged (each is named once, not at every sweep)
         self._damaged: set[str] = set()
 
-    def _freed(self) -> None:
+    def _freed(self, session_id: str) -> None:
+        """The timer turn of ``session_id`` is over: its slot is free (its task may
+        still be letting the session go; the hub knows it runs there until then)."""
+        self.in_flight.pop(session_id, None)
         self._room.set()
 
     def _prune(self) -> None:
+        """Slots of tasks that ended without running their turn (refused, cancelled)."""
         for sid in [s for s, a in self.in_flight.items() if a.done]:
             del self.in_flight[sid]
 
@@ -100,12 +105,14 @@ class TimerLoop:
                 if hub.draining or due.record is None:
                     break
                 try:
-                    accepted, _ = await hub.submit(hub.served[due.record.workflow],
-                                                   due.session_id, _firing(self._freed),
-                                                   record=due.record)
+                    accepted, _ = await hub.submit(
+                        hub.served[due.record.workflow], due.session_id,
+                        _firing(functools.partial(self._freed, due.session_id)),
+                        record=due.record)
                 except Problem:
                     continue
-                self.in_flight[due.session_id] = accepted
+                if not accepted.done:  # (a turn over already has freed its slot)
+                    self.in_flight[due.session_id] = accepted
                 started += 1
             after = plan.after
             if not plan.more:
