@@ -129,6 +129,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fire the due timers of the workflow's sessions, each once (run it from cron)")
     tick.add_argument("--limit", default="1000", metavar="N",
                       help="the most timers fired by one run (default: 1000, soonest first)")
+    tick.add_argument("--concurrency", default="64", metavar="N",
+                      help="timer turns run at once (default: 64; their commits are "
+                      "written together)")
     _agent_arguments(tick)
 
 
@@ -710,6 +713,7 @@ async def _tick(store: Store, args: argparse.Namespace, workflow: Any, tools: An
 
     try:
         limit = positive_integer(args.limit, "--limit") or 1000
+        concurrency = positive_integer(args.concurrency, "--concurrency") or 64
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     agent: Agent | None = None
@@ -720,9 +724,11 @@ async def _tick(store: Store, args: argparse.Namespace, workflow: Any, tools: An
                           mcp=args.mcp)
         except PhaseflowError as exc:
             raise Misuse(str(exc)) from None
-        fired = await agent.fire_timers(limit=limit)
+        fired = await agent.fire_timers(limit=limit, concurrency=concurrency)
         print(f"fired {fired} timer(s) of {agent.workflow.name}")
-        return 0
+        for session_id, problem in fired.problems:
+            print(f"{session_id}: its timer cannot fire: {problem}", file=sys.stderr)
+        return 1 if fired.problems else 0
     finally:
         if agent is not None:
             await agent.aclose()

@@ -42,7 +42,7 @@ from phaseflow.session.agent import (
 from phaseflow.session.attachments import AttachmentRefused
 from phaseflow.session.core import ResolutionRefused
 from phaseflow.stores import rules
-from phaseflow.stores.base import StoreError, StoreFenced
+from phaseflow.stores.base import SessionRecord, StoreError, StoreFenced
 
 #: how many Idempotency-Keys a process remembers (the oldest are forgotten first)
 KEYS_KEPT = 10_000
@@ -231,11 +231,14 @@ class Hub:
 
     async def submit(self, served: Served, session_id: str, action: Action, *,
                      busy: str = "queue", key: str | None = None,
-                     fingerprint: str = "", claimed: bool = False) -> tuple[Accepted, bool]:
+                     fingerprint: str = "", claimed: bool = False,
+                     record: SessionRecord | None = None) -> tuple[Accepted, bool]:
         """Start ``action`` on the session in a server-owned task; the
         :class:`Accepted` and whether it is a repeat of an earlier request (same
         ``key``). ``claimed``: the request claimed ``key`` in the store
-        (:meth:`claim`); it is let go if the task stores nothing."""
+        (:meth:`claim`); it is let go if the task stores nothing. ``record``: the
+        session as just read from the store (a page of due timers), opened from it
+        instead of reading it again."""
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             if key is not None:
@@ -255,7 +258,7 @@ class Hub:
             if role == "reject" and self.running_here(session_id):
                 raise Problem(409, "session_busy", f"session {session_id!r} is running a "
                               "turn; busy=reject stores nothing", session_id=session_id)
-            agent, session = await self._checkout(served, session_id, role)
+            agent, session = await self._checkout(served, session_id, role, record)
             accepted = Accepted(session_id, fingerprint, session.phase)
             if claimed:
                 accepted.key = key
@@ -292,11 +295,11 @@ class Hub:
         if idle is not None:
             idle.served.give(idle.agent)
 
-    async def _checkout(self, served: Served, session_id: str, role: str
-                        ) -> tuple[Agent, Session]:
+    async def _checkout(self, served: Served, session_id: str, role: str,
+                        record: SessionRecord | None = None) -> tuple[Agent, Session]:
         """An agent of ``served`` and its object of the session, for one task: the kept
         one while it is still the session as stored, else a new one opened from the
-        store."""
+        store (from ``record`` when given: read from the store a moment ago)."""
         idle = self.idle.take(session_id)
         if idle is not None:
             if idle.served is served and idle.agent.busy == role and await self._current(
@@ -305,7 +308,7 @@ class Hub:
             idle.served.give(idle.agent)
         agent = served.take(role)
         try:
-            return agent, await self._open(agent, session_id)
+            return agent, await self._open(agent, session_id, record)
         except BaseException:
             served.give(agent)
             raise
@@ -325,8 +328,11 @@ class Hub:
                           headers={"Retry-After": "1"}) from None
         return False
 
-    async def _open(self, agent: Agent, session_id: str) -> Session:
+    async def _open(self, agent: Agent, session_id: str,
+                    record: SessionRecord | None = None) -> Session:
         try:
+            if record is not None:
+                return agent.session_from(record)
             return await agent.session(session_id)
         except SessionError as exc:
             raise Problem(409, "session_unusable", str(exc), session_id=session_id) from None

@@ -15,6 +15,7 @@ from phaseflow.session.agent import (
     SessionBusy,
     SessionError,
     SessionFinished,
+    TimersFired,
     Trusted,
     TurnFailed,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "SessionForked",
     "StateChanged",
     "TextDeltaEvent",
+    "TimersFired",
     "ToolCallEvent",
     "ToolResultEvent",
     "TrustChanged",

@@ -26,6 +26,7 @@ from phaseflow.machine.state import ReadOnlyMapping, State
 from phaseflow.observe.switch import observer_for
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
+from phaseflow.session import firing
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
 from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
@@ -54,7 +55,7 @@ from phaseflow.session.values import (
     Send,
     SetMode,
 )
-from phaseflow.session.workers import new_worker_id
+from phaseflow.session.workers import holder_is_gone, new_worker_id
 from phaseflow.spec.model import DEFAULT_ROLE, Workflow, tree_catalogue
 from phaseflow.spec.model_roles import unmapped_roles
 from phaseflow.stores.base import SessionRecord, Store
@@ -81,7 +82,7 @@ T = TypeVar("T")
 
 #: the exceptions a host catches, importable from here as before
 __all__ = ["Agent", "ForkRefused", "PendingApproval", "Reply", "Session", "SessionBusy",
-           "SessionError", "SessionFinished", "Trusted", "TurnFailed"]
+           "SessionError", "SessionFinished", "TimersFired", "Trusted", "TurnFailed"]
 
 
 class Reply(str):
@@ -100,6 +101,31 @@ class Reply(str):
         reply.status = status
         reply.approval = approval
         return reply
+
+
+class TimersFired(int):
+    """How many timer turns :meth:`Agent.fire_timers` ran (it *is* that number), with
+    ``problems``: the sessions whose timer could not fire, as ``(session id, why)`` (a
+    damaged session, one whose turn failed with a store or session error)."""
+
+    problems: tuple[tuple[str, str], ...]
+
+    def __new__(cls, fired: int, *, problems: tuple[tuple[str, str], ...] = ()
+                ) -> TimersFired:
+        value = super().__new__(cls, fired)
+        value.problems = problems
+        return value
+
+
+def _count(name: str, value: object, *, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an integer of at least {low}, not {value!r}")
+    return value
+
+
+def _gone(owners: frozenset[str]) -> frozenset[str]:
+    """The lease holders of ``owners`` that are stopped processes of this machine."""
+    return frozenset(o for o in owners if holder_is_gone(o))
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -369,23 +395,82 @@ class Agent:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def fire_timers(self, *, limit: int = 1000) -> int:
-        """Fire the due timers of this agent's workflow's sessions in its store (up to
-        ``limit``, soonest first): each runs as :meth:`Session.fire_timer` under the
-        session's lease, so among workers doing the same, each timer fires once. The
-        number of timer turns run here."""
-        fired = 0
-        for session_id, _due in await self.store.due_timers(self.config.clock(), limit):
-            record = await self.store.load(session_id)
-            if record is None or record.workflow != self.workflow.name:
-                continue
-            session = self._resume(record)
-            if any(isinstance(e, ev.TurnStartedEvent) for e in await session.fire_timer()):
-                fired += 1
-        return fired
+    async def fire_timers(self, *, limit: int = 1000,
+                          concurrency: int = firing.CONCURRENCY) -> TimersFired:
+        """Fire the due timers of this agent's workflow's sessions in its store: up to
+        ``limit`` timer turns, soonest first, at most ``concurrency`` of them at once
+        (their commits are written together: a SQLite store's group commit). The due
+        sessions are read a page at a time with their records
+        (:meth:`Store.due_sessions`), the next page once half of the slots are free
+        (:mod:`phaseflow.session.firing`). Each turn runs as :meth:`Session.fire_timer`
+        under the session's lease, so among workers doing the same, each timer fires
+        once. The number of timer turns run here (a :class:`TimersFired`, an ``int``),
+        with the sessions that could not fire (a damaged one, one whose turn failed
+        with a store or session error) in its ``problems``: one such session stops no
+        other."""
+        limit = _count("limit", limit, low=0)
+        concurrency = _count("concurrency", concurrency, low=1)
+        running: dict[str, asyncio.Task[bool]] = {}
+        problems: list[tuple[str, str]] = []
+        fired = started = 0
+        after: tuple[float, str] | None = None
+        sweeping = True
+        try:
+            while True:
+                wanted = min(firing.to_read(len(running), concurrency), limit - started)
+                if sweeping and wanted > 0:
+                    now = self.config.clock()
+                    page = await self.store.due_sessions(
+                        now, wanted, after=after, workflows=(self.workflow.name,))
+                    plan = firing.plan_page(
+                        page, asked=wanted, slots=wanted, now=now, in_flight=running,
+                        gone=_gone(firing.holders(page, now)),
+                        workflows=(self.workflow.name,))
+                    problems.extend(plan.damaged)
+                    after, sweeping = plan.after, plan.more
+                    for due in plan.fire:
+                        assert due.record is not None
+                        running[due.session_id] = asyncio.ensure_future(
+                            self._fire(due.record))
+                    started += len(plan.fire)
+                    if plan.fire or plan.more:
+                        continue
+                if not running:
+                    return TimersFired(fired, problems=tuple(problems))
+                done, _ = await asyncio.wait(running.values(),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for sid, task in list(running.items()):
+                    if task not in done:
+                        continue
+                    del running[sid]
+                    try:
+                        fired += task.result()
+                    except PhaseflowError as exc:
+                        problems.append((sid, str(exc)))
+        finally:
+            for task in running.values():
+                task.cancel()
+            if running:
+                await asyncio.wait(running.values())
 
-    def fire_timers_sync(self, *, limit: int = 1000) -> int:
-        return _run(self.fire_timers(limit=limit))
+    async def _fire(self, record: SessionRecord) -> bool:
+        """One timer turn from a page's record; whether it ran (the timer was still due
+        and this worker took the lease)."""
+        events = await self.session_from(record).fire_timer()
+        return any(isinstance(e, ev.TurnStartedEvent) for e in events)
+
+    def fire_timers_sync(self, *, limit: int = 1000,
+                         concurrency: int = firing.CONCURRENCY) -> TimersFired:
+        return _run(self.fire_timers(limit=limit, concurrency=concurrency))
+
+    def session_from(self, record: SessionRecord) -> Session:
+        """The session ``record`` describes (one of this agent's workflow, read from its
+        store, e.g. by :meth:`Store.due_sessions`), opened without reading it again. A
+        record older than the store's is no risk: a turn takes the session's lease
+        first, and the lease says whether another worker committed since (the session
+        is then read again). :class:`SessionError` for a session of another workflow,
+        or in a phase this one no longer has."""
+        return self._resume(record)
 
     def missing_tools(self) -> tuple[str, ...]:
         """Catalogue tools the host did not implement (never offered to the model), in

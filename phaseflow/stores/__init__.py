@@ -7,6 +7,7 @@ protocol; see :mod:`phaseflow.stores.base` for what a commit is.
 from typing import TYPE_CHECKING, Any
 
 from phaseflow.stores.base import (
+    DueSession,
     InvalidSessionId,
     Lease,
     QueuedMessage,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from phaseflow.stores.postgres import PostgresStore as PostgresStore
 
 __all__ = [
+    "DueSession",
     "InvalidSessionId",
     "Lease",
     "MemoryStore",

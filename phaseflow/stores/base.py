@@ -191,6 +191,26 @@ class SessionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class DueSession:
+    """A session whose timer is due, as :meth:`Store.due_sessions` reads it: its record
+    (what opening it gives, so firing its timer reads nothing more) and its lease as
+    stored (expired or not; ``None``: nobody holds it). ``problem``: ``None``, or why
+    the session cannot be read back, naming it (a damaged row); ``record`` is then
+    ``None`` (a damaged row hides no other session of the page)."""
+
+    session_id: str
+    due_at: float
+    record: SessionRecord | None
+    lease: Lease | None = None
+    problem: str | None = None
+
+    @property
+    def key(self) -> tuple[float, str]:
+        """Its place in the index of timers: the ``after`` of the page that follows."""
+        return self.due_at, self.session_id
+
+
+@dataclass(frozen=True, slots=True)
 class SessionsPage:
     """What :meth:`Store.sessions_page` is asked for: at most ``limit`` sessions, most
     recently updated first (by ``updated_at``, then id, both descending), those before
@@ -318,6 +338,18 @@ class Store(Protocol):
         """Up to ``limit`` sessions whose next timer is due at ``now`` (wall clock), soonest
         first, as (session id, deadline): read from the store's index of deadlines, never
         by reading every session."""
+        ...
+
+    async def due_sessions(self, now: float, limit: int, *,
+                           after: tuple[float, str] | None = None,
+                           workflows: Sequence[str] | None = None
+                           ) -> tuple[DueSession, ...]:
+        """One page of the sessions whose next timer is due at ``now``, with their
+        records, in one read (never a read per session): at most ``limit``, in the
+        index's order (deadline, then id), those after ``after`` (the :attr:`DueSession.key`
+        of the last one of the previous page; ``None``: from the soonest), of
+        ``workflows`` only when given. A damaged session is listed with its
+        ``problem``."""
         ...
 
     async def claim_owner(self, session_id: str, owner: str) -> str:

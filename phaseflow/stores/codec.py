@@ -226,11 +226,15 @@ class Known:
     timer: float | None = math.nan
 
 
+#: the one encoder of :func:`dumps` (``json.dumps`` with options builds one a call)
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """JSON text every database stores: ASCII (a lone surrogate, which a model can send
     in JSON, is written as its escape, which :func:`loads` gives back exactly), with no
     NaN or infinity (``ValueError``: they are not JSON)."""
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def encode_events(session_id: str, events: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 from phaseflow.stores import codec, operations, sql
 from phaseflow.stores.base import (
     CAPTURE_CHUNK,
+    DueSession,
     Lease,
     QueuedMessage,
     SessionRecord,
@@ -60,6 +61,13 @@ class DurableStore(CommitEntry, ABC):
     @abstractmethod
     async def _read_session(self, session_id: str) -> LoadRow | None:
         """The session's row and its history rows, from one snapshot (:data:`LoadRow`)."""
+
+    @abstractmethod
+    async def _read_due(self, now: float, limit: int, after: tuple[float, str] | None,
+                        workflows: Sequence[str]) -> list[Sequence[Any]]:
+        """The rows of :func:`sql.due_sessions` (``workflows``: none means any), each
+        followed by the session's message indexes and texts and its mark indexes and
+        texts, all from one snapshot."""
 
     @abstractmethod
     async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
@@ -236,6 +244,30 @@ class DurableStore(CommitEntry, ABC):
     async def due_timers(self, now: float, limit: int) -> tuple[tuple[str, float], ...]:
         rows = await self._all(sql.DUE_TIMERS, (now, int(limit)))
         return tuple((str(r[0]), float(r[1])) for r in rows)
+
+    async def due_sessions(self, now: float, limit: int, *,
+                           after: tuple[float, str] | None = None,
+                           workflows: Sequence[str] | None = None
+                           ) -> tuple[DueSession, ...]:
+        if int(limit) <= 0 or (workflows is not None and not workflows):
+            return ()
+        rows = await self._read_due(now, int(limit), after, tuple(workflows or ()))
+        return tuple(self._due(row) for row in rows)
+
+    def _due(self, row: Sequence[Any]) -> DueSession:
+        """One row of a page of due sessions, decoded as :meth:`load` decodes one (a
+        damaged one named in its ``problem``)."""
+        sid, due_at = str(row[4]), float(row[0])
+        try:
+            lease = codec.stored_lease(sid, row[1], row[2], row[3])
+            record, known = codec.decode(
+                codec.Row(*row[4:14]),
+                codec.complete("messages", sid, row[14], row[16], row[17]),
+                codec.complete("marks", sid, row[15], row[18], row[19]))
+        except StoreError as exc:
+            return DueSession(sid, due_at, None, problem=str(exc))
+        self._known[sid] = known
+        return DueSession(sid, due_at, record, lease)
 
     async def claim_owner(self, session_id: str, owner: str) -> str:
         await self._all(sql.CLAIM_OWNER, (check_session_id(session_id), owner))

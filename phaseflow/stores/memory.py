@@ -15,6 +15,7 @@ from typing import Any
 
 from phaseflow.stores import rules
 from phaseflow.stores.base import (
+    DueSession,
     Lease,
     QueuedMessage,
     SessionRecord,
@@ -170,6 +171,23 @@ class MemoryStore(CommitEntry):
     async def due_timers(self, now: float, limit: int) -> tuple[tuple[str, float], ...]:
         due = sorted((at, sid) for sid, at in self._timers.items() if at <= now)
         return tuple((sid, at) for at, sid in due[:limit])
+
+    async def due_sessions(self, now: float, limit: int, *,
+                           after: tuple[float, str] | None = None,
+                           workflows: Sequence[str] | None = None
+                           ) -> tuple[DueSession, ...]:
+        """Sorted here (a dict has no index: see :meth:`sessions_page`)."""
+        page: list[DueSession] = []
+        for at, sid in sorted((at, sid) for sid, at in self._timers.items() if at <= now):
+            if len(page) >= limit:
+                break
+            entry = self._sessions.get(sid)
+            record = None if entry is None else entry.record
+            if record is None or (after is not None and (at, sid) <= after) or (
+                    workflows is not None and record.workflow not in workflows):
+                continue
+            page.append(DueSession(sid, at, record, entry.lease if entry else None))
+        return tuple(page)
 
     async def take_cancels(self, session_ids: Sequence[str]) -> dict[str, float]:
         return {s: self._cancels.pop(s) for s in session_ids if s in self._cancels}

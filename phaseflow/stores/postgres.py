@@ -171,6 +171,14 @@ _LOAD = """SELECT id, workflow, workflow_hash, version, status, phase, turn, sna
     ARRAY(SELECT data FROM marks WHERE session_id = s.id ORDER BY idx)
     FROM sessions AS s WHERE id = %s"""
 
+#: the history columns a page of due sessions adds to :func:`sql.due_sessions`' (one
+#: statement: the page and its history from one snapshot)
+_DUE_HISTORY = """,
+    ARRAY(SELECT idx FROM messages WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT data FROM messages WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT idx FROM marks WHERE session_id = s.id ORDER BY idx),
+    ARRAY(SELECT data FROM marks WHERE session_id = s.id ORDER BY idx)"""
+
 _EVENTS = """SELECT (SELECT event_count FROM sessions WHERE id = %(id)s),
     ARRAY(SELECT seq FROM events WHERE session_id = %(id)s AND seq > %(after)s ORDER BY seq),
     ARRAY(SELECT data FROM events WHERE session_id = %(id)s AND seq > %(after)s ORDER BY seq)"""
@@ -376,6 +384,12 @@ class PostgresStore(DurableStore):
         # One statement, so one snapshot: the row and the history rows it counts
         # (separate statements could see a commit land between them).
         return await self._one(_LOAD, (session_id,))
+
+    async def _read_due(self, now: float, limit: int, after: tuple[float, str] | None,
+                        workflows: Sequence[str]) -> list[Sequence[Any]]:
+        statement = sql.due_sessions(after=after is not None, workflows=len(workflows),
+                                     history=_DUE_HISTORY)
+        return await self._all(statement, (now, *(after or ()), *workflows, limit))
 
     async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
                             ) -> tuple[tuple[int, ...], codec.Known]:

@@ -100,6 +100,30 @@ DROP_TIMER = "DELETE FROM timers WHERE session_id = ?"
 DUE_TIMERS = ("SELECT session_id, due_at FROM timers WHERE due_at <= ?"
               " ORDER BY due_at, session_id LIMIT ?")
 
+#: what :func:`due_sessions` reads of each due session: its deadline, its lease, then
+#: what a load reads of its row (:data:`~phaseflow.stores.durable.LoadRow`'s first
+#: twelve columns)
+DUE_COLUMNS = ("t.due_at, s.lease_owner, s.lease_expires, s.lease_epoch, s.id, s.workflow,"
+               " s.workflow_hash, s.version, s.status, s.phase, s.turn, s.snapshot,"
+               " s.created_at, s.updated_at, s.message_count, s.mark_count")
+
+
+def due_sessions(*, after: bool, workflows: int, history: str = "") -> str:
+    """One page of the sessions whose timer is due, read along the ``timers_due`` index
+    from ``after`` (keyset pagination), joined with their rows (a lease's placeholder
+    is no session): :data:`DUE_COLUMNS`, then ``history`` (columns a backend adds);
+    parameters: now, after's due_at and id (when ``after``), the ``workflows`` names,
+    the limit."""
+    where = ["t.due_at <= ?", "s.version > 0"]
+    if after:
+        where.append("(t.due_at, t.session_id) > (?, ?)")
+    if workflows:
+        where.append(f"s.workflow IN ({', '.join('?' * workflows)})")
+    return (f"SELECT {DUE_COLUMNS}{history} FROM timers AS t JOIN sessions AS s"
+            f" ON s.id = t.session_id WHERE {' AND '.join(where)}"
+            " ORDER BY t.due_at, t.session_id LIMIT ?")
+
+
 CLAIM_OWNER = ("INSERT INTO owners (session_id, owner) VALUES (?, ?)"
                " ON CONFLICT (session_id) DO NOTHING")
 OWNER = "SELECT owner FROM owners WHERE session_id = ?"

@@ -37,7 +37,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -271,6 +271,21 @@ class SQLiteStore(DurableStore):
                         *_history(conn, "marks", session_id))
         return await self._run(read)
 
+    async def _read_due(self, now: float, limit: int, after: tuple[float, str] | None,
+                        workflows: Sequence[str]) -> list[Sequence[Any]]:
+        statement = sql.due_sessions(after=after is not None, workflows=len(workflows))
+        params = (now, *(after or ()), *workflows, limit)
+
+        def read(conn: sqlite3.Connection) -> list[Sequence[Any]]:
+            with _reading(conn):  # one snapshot: the page and the history rows it counts
+                rows = conn.execute(statement, params).fetchall()
+                ids = [r[4] for r in rows]
+                messages = _histories(conn, "messages", ids)
+                marks = _histories(conn, "marks", ids)
+            empty: tuple[list[Any], list[Any]] = ([], [])
+            return [(*r, *messages.get(r[4], empty), *marks.get(r[4], empty)) for r in rows]
+        return await self._run(read)
+
     async def _drive_commit(self, steps: Steps[tuple[tuple[int, ...], codec.Known]]
                             ) -> tuple[tuple[int, ...], codec.Known]:
         """Group commit: the commits that wait for the store's thread together (several
@@ -278,45 +293,62 @@ class SQLiteStore(DurableStore):
         of its own, so they share one wait for the disk. Each is still all or nothing
         (a refused one is rolled back to its savepoint alone) and is answered only once
         the transaction holding it is durable; one alone is written as before."""
-        waiting = _Waiting(steps, Future())
+        return await self._batched(steps, synced=True)
+
+    async def _batched(self, steps: Steps[T], *, synced: bool) -> T:
+        """``steps`` written in the next batch of the store's thread (see
+        :meth:`_drive_commit`); ``synced``: a commit point (a lease is not one: see
+        :meth:`_drive_lease`)."""
+        loop = asyncio.get_running_loop()
+        waiting: _Waiting = _Waiting(steps, loop.create_future(), loop, synced)
         with self._waiting_lock:
             self._waiting.append(waiting)
             first = len(self._waiting) == 1
-        if first:  # else a batch already asked for takes this commit too
+        if first:  # else a batch already asked for takes this one too
             self._executor.submit(self._commit_waiting)
         try:
-            result: tuple[tuple[int, ...], codec.Known] = await asyncio.wrap_future(
-                waiting.done)
+            result: T = await waiting.done
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: {exc}") from None
         return result
 
     def _commit_waiting(self) -> None:
-        """On the store's thread: every commit waiting now, in one transaction."""
+        """On the store's thread: every commit and lease waiting now, in one
+        transaction (one alone without a savepoint); the answers handed to each event
+        loop at once (one wake-up of the loop for the batch, not one per commit)."""
         with self._waiting_lock:
             batch, self._waiting = self._waiting, []
         # a commit whose caller gave up before it was written is not written
-        batch = [w for w in batch if w.done.set_running_or_notify_cancel()]
+        batch = [w for w in batch if not w.done.cancelled()]
         if not batch:
             return
+        # Leases alone are not synced (see _LEASE_SYNC); with a commit, they are
+        # written in its transaction and synced with it (at no extra wait).
+        relaxed = self._synchronous in ("FULL", "EXTRA") and not any(w.synced for w in batch)
         outcomes: list[tuple[bool, Any]] = []
         try:
             with self._lock:
                 conn = self._connection()
-                with _writing(conn):
-                    for w in batch:
-                        outcomes.append(_in_savepoint(conn, w.steps))
-        except BaseException as exc:  # the transaction failed: no commit of it landed
-            for w in batch:
-                w.done.set_exception(exc)
+                if relaxed:
+                    conn.execute(f"PRAGMA synchronous={_LEASE_SYNC}")
+                try:
+                    with _writing(conn):
+                        if len(batch) == 1:
+                            outcomes.append(
+                                (True, operations.drive(batch[0].steps,
+                                                        lambda step: _do(conn, step))))
+                        else:
+                            for w in batch:
+                                outcomes.append(_in_savepoint(conn, w.steps))
+                finally:
+                    if relaxed:
+                        self._restore_sync(conn)
+        except BaseException as exc:  # the transaction failed: nothing of it landed
+            _answer_all(batch, [(False, exc)] * len(batch))
             if not isinstance(exc, Exception):
                 raise
             return
-        for w, (ok, value) in zip(batch, outcomes, strict=True):
-            if ok:
-                w.done.set_result(value)
-            else:
-                w.done.set_exception(value)
+        _answer_all(batch, outcomes)
 
     async def _read_turn(self, session_id: str, turn: int) -> Sequence[Any] | None:
         def read(conn: sqlite3.Connection) -> Sequence[Any] | None:
@@ -390,20 +422,12 @@ class SQLiteStore(DurableStore):
                         (f"{owner}-", f"{owner}."))
 
     async def _drive_lease(self, steps: Steps[Lease | None]) -> Lease | None:
-        def take(conn: sqlite3.Connection) -> Lease | None:
-            # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
-            # session, and the log is sequential, so the turn's first commit, synced,
-            # makes this write durable with it.
-            relaxed = self._synchronous in ("FULL", "EXTRA")
-            if relaxed:
-                conn.execute(f"PRAGMA synchronous={_LEASE_SYNC}")
-            try:
-                with _writing(conn):
-                    return operations.drive(steps, lambda step: _do(conn, step))
-            finally:
-                if relaxed:
-                    self._restore_sync(conn)
-        return await self._run(take)
+        # Not synced (see _LEASE_SYNC): taking the turn is no commit point of the
+        # session, and the log is sequential, so the turn's first commit, synced, makes
+        # this write durable with it. Written in the next batch of the store's thread,
+        # with the commits waiting there (so many turns starting at once take their
+        # leases in one transaction).
+        return await self._batched(steps, synced=False)
 
     def _restore_sync(self, conn: sqlite3.Connection) -> None:
         """Back to the store's ``synchronous`` after a lease; a connection that cannot
@@ -446,10 +470,36 @@ class SQLiteStore(DurableStore):
 
 @dataclass(slots=True)
 class _Waiting:
-    """A commit waiting for the store's thread, and where its answer goes."""
+    """A commit (or a lease) waiting for the store's thread, and where its answer goes
+    (a future of the event loop that waits for it)."""
 
-    steps: Steps[tuple[tuple[int, ...], codec.Known]]
-    done: Future[tuple[tuple[int, ...], codec.Known]]
+    steps: Steps[Any]
+    done: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    #: a commit point (synced); a lease is not
+    synced: bool
+
+
+def _answer_all(batch: list[_Waiting], outcomes: list[tuple[bool, Any]]) -> None:
+    """On the store's thread: each commit's outcome to its caller, by one call into each
+    event loop of the batch (usually one)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for w, (ok, value) in zip(batch, outcomes, strict=True):
+        by_loop.setdefault(w.loop, []).append((w.done, ok, value))
+    for loop, answers in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(_answer, answers)
+
+
+def _answer(answers: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    """On the event loop: the outcomes set (a caller that gave up meanwhile is skipped)."""
+    for done, ok, value in answers:
+        if done.done():
+            continue
+        if ok:
+            done.set_result(value)
+        else:
+            done.set_exception(value)
 
 
 def _in_savepoint(conn: sqlite3.Connection, steps: Steps[Any]) -> tuple[bool, Any]:
@@ -550,6 +600,27 @@ def _history(conn: sqlite3.Connection, table: str, session_id: str,
         + (" ORDER BY idx" if below is None else " AND idx < ? ORDER BY idx"),
         (session_id,) if below is None else (session_id, below)).fetchall()
     return [i for i, _ in rows], [d for _, d in rows]
+
+
+#: the most session ids one statement of :func:`_histories` names (well below SQLite's
+#: limit of bound parameters)
+_IDS_AT_ONCE = 500
+
+
+def _histories(conn: sqlite3.Connection, table: str, session_ids: Sequence[str]
+               ) -> dict[str, tuple[list[Any], list[Any]]]:
+    """The ``messages`` or ``marks`` rows of several sessions (:func:`_history` of each),
+    read by a statement per :data:`_IDS_AT_ONCE` sessions, not one per session."""
+    found: dict[str, tuple[list[Any], list[Any]]] = {}
+    for start in range(0, len(session_ids), _IDS_AT_ONCE):
+        part = session_ids[start:start + _IDS_AT_ONCE]
+        for sid, idx, data in conn.execute(
+                f"SELECT session_id, idx, data FROM {table} WHERE session_id IN"
+                f" ({', '.join('?' * len(part))}) ORDER BY session_id, idx", part):
+            indexes, texts = found.setdefault(sid, ([], []))
+            indexes.append(idx)
+            texts.append(data)
+    return found
 
 
 @contextlib.contextmanager

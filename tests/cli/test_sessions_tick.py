@@ -61,3 +61,38 @@ def test_validate_refuses_a_bad_duration_at_its_position(tmp_path: Path,
     assert checked.returncode == 1
     assert "wf.yaml:9:16: error PF105" in checked.stdout
     assert "'after' must be a duration" in checked.stdout
+
+
+def test_tick_names_a_damaged_session_exits_1_and_fires_the_others(
+        tmp_path: Path, phaseflow_cli: RunCli) -> None:
+    import sqlite3
+
+    (tmp_path / "wf.yaml").write_text(WORKFLOW)
+    (tmp_path / "replies.yaml").write_text("- Hello.\n- Any news?\n")
+    store = str(tmp_path / "s.db")
+    for sid in ("c1", "c2", "c3"):
+        ran = phaseflow_cli("run", "wf.yaml", "--provider", "scripted:replies.yaml",
+                            "--store", store, "--session", sid, "-m", "hi", cwd=tmp_path,
+                            env=cli_env())
+        assert ran.returncode == 0, ran.stderr
+    db = sqlite3.connect(store, isolation_level=None)
+    db.execute("UPDATE sessions SET snapshot = '{\"broken\": ' WHERE id = 'c2'")
+    due = db.execute("SELECT max(due_at) FROM timers").fetchone()[0]
+    db.close()
+    time.sleep(max(0.0, due - time.time()) + 0.1)
+    tick = ("sessions", "tick", "--store", store, "--workflow", "wf.yaml", "--provider",
+            "scripted:replies.yaml", "--concurrency", "2")
+    first = phaseflow_cli(*tick, cwd=tmp_path, env=cli_env())
+    assert first.returncode == 1, first.stderr
+    assert first.stdout.strip() == "fired 2 timer(s) of waiter"
+    assert "Traceback" not in first.stderr
+    [line] = first.stderr.splitlines()
+    assert line.startswith("c2: its timer cannot fire: session 'c2'"), line
+    for sid in ("c1", "c3"):
+        shown = json.loads(phaseflow_cli("sessions", "show", sid, "--store", store,
+                                         "--json", env=cli_env()).stdout)
+        assert (shown["phase"], shown["turn"]) == ("follow_up", 2)
+    again = phaseflow_cli(*tick, cwd=tmp_path, env=cli_env())
+    assert (again.returncode, again.stdout.strip()) == (1, "fired 0 timer(s) of waiter")
+    refused = phaseflow_cli(*tick[:-1], "0", cwd=tmp_path, env=cli_env())
+    assert refused.returncode == 2 and "--concurrency" in refused.stderr
