@@ -268,7 +268,7 @@ def _raw(served: Server, head: str, chunks: Iterator[bytes]) -> bytes:
                 sock.sendall(chunk)
             except (BlockingIOError, BrokenPipeError, ConnectionResetError):
                 break
-        sock.setblocking(True)
+        sock.settimeout(10)  # (setblocking(True) would wait forever)
         while b"\r\n\r\n" not in answer:
             more = sock.recv(65536)
             if not more:
@@ -310,3 +310,22 @@ def test_a_form_over_the_body_limit_is_refused_before_it_is_read(
                                                    "image/png"))])
     assert too_big.status_code == 413 and too_big.json()["code"] == "body_too_large"
     assert client.get(f"/v1/sessions/{sid}/history").json()["messages"] == []
+
+
+def test_a_form_repeated_with_its_idempotency_key_is_one_message(
+        client: httpx.Client, model: FakeOpenAIServer) -> None:
+    """A retried form is the same message (its files by their digest), a different file
+    under the same key is refused as another request."""
+    sid = _new(client)
+    model.push(text_reply("Once."))
+    files = [("attachments", ("photo.png", PNG, "image/png"))]
+    first = _form(client, sid, files, {"text": "look"}, **{"Idempotency-Key": "k1"})
+    assert first.status_code == 200, first.text
+    sent = len(model.requests)
+    again = _form(client, sid, files, {"text": "look"}, **{"Idempotency-Key": "k1"})
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    other = _form(client, sid, [("attachments", ("photo.png", PNG + b"x", "image/png"))],
+                  {"text": "look"}, **{"Idempotency-Key": "k1"})
+    assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+    assert len(model.requests) == sent
+    assert len(client.get(f"/v1/sessions/{sid}/history").json()["messages"]) == 2
