@@ -12,6 +12,13 @@ ended with (``interruptId`` is the call id; ``status: resolved`` with ``payload`
 ``{"decision": "approve"|"approve_turn"|"approve_session"|"reject", "reason"}``, the
 decision ``approve`` when the payload names none; ``status: cancelled`` rejects it).
 
+Two of phaseflow's turn events have no event of the protocol, and are ``CUSTOM`` events
+(named ``phaseflow.*``): ``phaseflow.reply_continued`` (the reply was cut at the model's
+output limit and the model is asked to go on: the continuation's text goes on in the same
+assistant message, so a client shows one message with the stitched text) and
+``phaseflow.turn_cancelling`` (the run was cancelled and waits for its tools' threads;
+a ``cancelling`` step is open until the run ends).
+
 A run for a thread whose turn runs is refused as a run (``RUN_STARTED``, then
 ``RUN_ERROR`` with code ``session_busy``): the request was right, the run failed.
 
@@ -49,6 +56,8 @@ from phaseflow.stores.base import StoreConflict
 from phaseflow.turn.messages import Content
 
 DECISIONS = ("approve", "approve_turn", "approve_session", "reject")
+#: the step a cancelled run is in while it waits for its tools' threads
+CANCELLING = "cancelling"
 
 
 def _pointer(key: str) -> str:
@@ -98,6 +107,8 @@ class _Run:
         #: call's parent); a tool's result ends it
         self.reply: str | None = None
         self.step: str | None = None
+        #: the ``cancelling`` step, once the turn waits for its tools after a cancel
+        self.cancelling: str | None = None
         self.count = 0
         self.errors: list[ev.ErrorEvent] = []
 
@@ -118,8 +129,11 @@ class _Run:
         return [self.out("TEXT_MESSAGE_END", messageId=ended)]
 
     def _close(self) -> list[dict[str, Any]]:
-        """The open text message and step, closed: what precedes a run's end."""
+        """The open text message and steps, closed: what precedes a run's end."""
         out = self._close_text()
+        if self.cancelling is not None:
+            out.append(self.out("STEP_FINISHED", stepName=self.cancelling))
+            self.cancelling = None
         if self.step is not None:
             out.append(self.out("STEP_FINISHED", stepName=self.step))
             self.step = None
@@ -180,6 +194,18 @@ class _Run:
         if isinstance(event, ev.ErrorEvent):
             self.errors.append(event)
             return []
+        if isinstance(event, ev.ReplyContinued):
+            # the text message stays open: the continuation's text goes on in it
+            return [self.out("CUSTOM", name="phaseflow.reply_continued", value={
+                "messageId": self.reply, "continuation": event.continuation,
+                "of": event.of, "calls": event.calls})]
+        if isinstance(event, ev.TurnCancelling):
+            out = [self.out("CUSTOM", name="phaseflow.turn_cancelling",
+                            value={"tools": list(event.tools)})]
+            if self.cancelling is None and self.step != CANCELLING:
+                self.cancelling = CANCELLING
+                out.append(self.out("STEP_STARTED", stepName=CANCELLING))
+            return out
         if isinstance(event, ev.ApprovalRequested):
             interrupt = {"id": event.call_id, "reason": "tool_approval",
                          "message": event.reason or f"{event.name} needs approval",

@@ -5,7 +5,9 @@ field.
 A hostile body is refused before it costs anything: a ``Content-Length`` over the limit
 at once (413), a body that grows past the limit while it streams in as soon as it does,
 JSON nested deeper than :data:`MAX_DEPTH` (400), ``NaN`` and ``Infinity`` (not JSON),
-text that is not UTF-8.
+text that is not UTF-8. A ``multipart/form-data`` body (:func:`read_form`) is refused for
+a bad boundary before it is read, and read into its parts by
+:mod:`phaseflow.serve.multipart` (400 ``invalid_multipart`` for a body that is not one).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from starlette.requests import Request
 
 from phaseflow.expr.describe import json_kind
+from phaseflow.serve.multipart import MultipartRefused, Part, boundary_of, parse_form
 from phaseflow.serve.problems import Problem
 
 #: how deep a body's objects and arrays may nest
@@ -90,6 +93,23 @@ async def read_object(request: Request, limit: int, *, empty_ok: bool = False
     if not _depth(value, MAX_DEPTH):
         raise Problem(400, "invalid_json", f"the JSON nests deeper than {MAX_DEPTH} levels")
     return value
+
+
+def media_type(request: Request, default: str = "application/json") -> str:
+    """The body's media type (lowercase, without parameters)."""
+    return request.headers.get("content-type", default).split(";")[0].strip().lower()
+
+
+async def read_form(request: Request, limit: int) -> tuple[Part, ...]:
+    """The parts of a ``multipart/form-data`` body of at most ``limit`` bytes (413
+    beyond; 400 ``invalid_multipart`` for a boundary or a body that cannot be read)."""
+    boundary = boundary_of(request.headers.get("content-type", ""))
+    if isinstance(boundary, MultipartRefused):
+        raise Problem(400, "invalid_multipart", boundary.message)
+    parts = parse_form(await read_body(request, limit), boundary)
+    if isinstance(parts, MultipartRefused):
+        raise Problem(400, "invalid_multipart", parts.message)
+    return parts
 
 
 def known_fields(body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from phaseflow.turn.media import MEDIA_TYPES
+
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -62,13 +64,17 @@ TURN = {
 
 def _op(summary: str, responses: dict[str, Any], *, params: list[Any] | None = None,
         body: dict[str, Any] | None = None, secured: bool = True,
-        body_required: bool = True) -> dict[str, Any]:
+        body_required: bool = True, form: dict[str, Any] | None = None) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": responses}
     if params:
         op["parameters"] = params
     if body is not None:
         op["requestBody"] = {"required": body_required,
                              "content": {JSON: {"schema": body}}}
+        if form is not None:
+            op["requestBody"]["content"]["multipart/form-data"] = {
+                "schema": form, "encoding": {"attachments": {"contentType": ", ".join(
+                    sorted(MEDIA_TYPES)) + ", application/octet-stream"}}}
     if not secured:
         op["security"] = []
     return op
@@ -133,6 +139,18 @@ SCHEMAS: dict[str, Any] = {
                                               "properties": {
                                                   "url": {"type": "string"},
                                                   "media_type": {"type": "string"}}}]}}}},
+    "MessageForm": {"type": "object", "additionalProperties": False,
+                    "description": "the message as a multipart/form-data form: text and "
+                    "busy as fields (each at most once), each attachment a file part "
+                    "(its Content-Type, or its bytes when application/octet-stream, "
+                    "says its type) or a field holding a URL as in JSON; text is "
+                    "required unless attachments are given",
+                    "properties": {"text": {"type": "string"},
+                                   "busy": {"enum": ["queue", "reject", "steer",
+                                                     "interrupt"]},
+                                   "attachments": {"type": "array", "maxItems": 16,
+                                                   "items": {"type": "string",
+                                                             "format": "binary"}}}},
     "Decision": {"type": "object", "required": ["decision"], "additionalProperties": False,
                  "properties": {"decision": {"enum": ["approve", "approve_turn",
                                                       "approve_session", "reject"]},
@@ -233,8 +251,11 @@ def document(secured: bool = True) -> dict[str, Any]:
                              "schema": {"type": "string"}}])},
             s + "/messages": {"post": _op("a turn", {
                 **TURN, "422": _problem("an attachment refused (attachment_refused: "
-                                        "its reason, its field)")}, params=[
-                SESSION_ID, IDEMPOTENCY, PREFER], body=_ref("Message"))},
+                                        "its reason, its field), or an Idempotency-Key "
+                                        "reused for another request"),
+                "415": _problem("neither JSON nor multipart/form-data")}, params=[
+                SESSION_ID, IDEMPOTENCY, PREFER], body=_ref("Message"),
+                form=_ref("MessageForm"))},
             s + "/events": {"get": _op("the session's events (SSE), resumable", {
                 "200": _ok({"type": "array", "items": _ref("Event")},
                            "?follow=false: the stored events; otherwise an SSE stream",

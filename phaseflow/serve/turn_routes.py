@@ -17,10 +17,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from phaseflow.observe.observer import trace_parent
-from phaseflow.serve.bodies import known_fields, read_object, text_field
+from phaseflow.serve.bodies import known_fields, media_type, read_form, read_object, text_field
 from phaseflow.serve.common import int_param, path_session, served_for, stored
 from phaseflow.serve.hub import Hub
-from phaseflow.serve.media import message_content
+from phaseflow.serve.media import Attachment, Upload, message_content
+from phaseflow.serve.multipart import Part
 from phaseflow.serve.problems import Problem, problem_response
 from phaseflow.serve.resources import hub_of
 from phaseflow.serve.streams import TurnStream, guarded, pinged, session_stream
@@ -152,14 +153,75 @@ def _attachments(body: dict[str, Any]) -> list[tuple[str, str | None]]:
     return out
 
 
+#: the fields of a message
+MESSAGE_FIELDS = ("text", "busy", "attachments")
+
+
+def _form_message(parts: tuple[Part, ...]
+                  ) -> tuple[dict[str, Any], list[Attachment]]:
+    """A ``multipart/form-data`` message: its ``text`` and ``busy`` fields (each at most
+    once, UTF-8) as a body the JSON one would be, and its ``attachments`` (file parts,
+    or fields holding a URL as in JSON). A file part with no name and no bytes is a
+    browser's "no file chosen" and is left out. The body's ``attachments`` hold each
+    upload's digest, for an ``Idempotency-Key``'s fingerprint."""
+    body: dict[str, Any] = {}
+    attachments: list[Attachment] = []
+    named: list[str] = []
+    for part in parts:
+        if part.name not in MESSAGE_FIELDS:
+            known_fields({part.name: None}, MESSAGE_FIELDS)
+        if part.name == "attachments":
+            if part.is_file and not part.filename and not part.data:
+                continue
+            where = f"attachments[{len(attachments)}]"
+            if part.is_file:
+                attachments.append(Upload(part.data, part.media_type))
+                named.append(hashlib.sha256(part.data).hexdigest())
+                continue
+            url = _field_text(part, where)
+            attachments.append((url, None))
+            named.append(url)
+            continue
+        if part.is_file:
+            raise Problem(400, "invalid_field", f"the field {part.name!r} must be a text "
+                          "field, not a file", field=part.name)
+        if part.name in body:
+            raise Problem(400, "invalid_field", f"the field {part.name!r} is given twice",
+                          field=part.name)
+        body[part.name] = _field_text(part, part.name)
+    if named:
+        body["attachments"] = named
+    return body, attachments
+
+
+def _field_text(part: Part, field: str) -> str:
+    try:
+        return part.data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Problem(400, "invalid_field", f"the field {field!r} is not UTF-8 text",
+                      field=field) from None
+
+
+async def _message_body(request: Request, limit: int
+                        ) -> tuple[dict[str, Any], list[Attachment]]:
+    """A message's fields and attachments, from a JSON body or a form."""
+    kind = media_type(request)
+    if kind == "multipart/form-data":
+        return _form_message(await read_form(request, limit))
+    if kind and kind != "application/json" and not kind.endswith("+json"):
+        raise Problem(415, "unsupported_media_type", f"the body is {kind}; send "
+                      "application/json or multipart/form-data")
+    body = await read_object(request, limit)
+    known_fields(body, MESSAGE_FIELDS)
+    return body, list(_attachments(body))
+
+
 async def post_message(request: Request) -> Response:
     hub = hub_of(request)
     config = request.app.state.config
     sid = path_session(request)
     key = _idempotency_key(request)
-    body = await read_object(request, config.max_body)
-    known_fields(body, ("text", "busy", "attachments"))
-    attachments = _attachments(body)
+    body, attachments = await _message_body(request, config.max_body)
     text = text_field(body, "text", required=not attachments, default="",
                       max_chars=config.max_text)
     busy = text_field(body, "busy", default="queue", choices=BUSY)
@@ -179,7 +241,7 @@ async def post_message(request: Request) -> Response:
 
 async def _post_message(request: Request, hub: Hub, sid: str, key: str | None,
                         fingerprint: str, text: str, busy: str,
-                        attachments: list[tuple[str, str | None]]) -> Response:
+                        attachments: list[Attachment]) -> Response:
     if busy == "interrupt" and hub.running_here(sid):
         # the turn running here stops at once (its tools cancelled, as cancel() stops
         # them); the interrupting message then takes the turn over (Session.send)

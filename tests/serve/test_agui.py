@@ -12,6 +12,8 @@ import httpx
 from ag_ui.core import Event, EventType, RunAgentInput, UserMessage
 from pydantic import TypeAdapter
 
+from phaseflow.serve.agui import _Run
+from phaseflow.session import events as ev
 from tests.support.serve_server import DEMO, Server, frames
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
@@ -112,3 +114,61 @@ def test_bad_runs_are_problems(client: httpx.Client) -> None:
                                                    "resolved"}]})
     assert r.status_code == 409 and r.json()["code"] == "resolution_refused", r.text
     assert json.loads(r.text)["session_id"] == base["threadId"]
+
+
+def _mapped(events: list[ev.Event]) -> list[Event]:
+    run = _Run("t1", "r1", "work", ("desk", "work"), "desk")
+    out = run.start({})
+    for event in events:
+        out += run.map(event)
+    return [EVENTS.validate_python(e) for e in out]
+
+
+def test_a_continued_reply_is_one_message_and_a_custom_event() -> None:
+    """``reply_continued`` is ``phaseflow.reply_continued`` naming the open message; the
+    continuation's text goes on in it (one message, the stitched text); a cut reply's
+    calls (none run) end that message, and the text after them is a message of its
+    own, as in the history."""
+    out = _mapped([ev.TextDeltaEvent(text="Once upon a "),
+                   ev.ReplyContinued(continuation=1, of=3),
+                   ev.TextDeltaEvent(text="time."),
+                   ev.TurnFinished(reply="Once upon a time.", status="completed")])
+    kinds = [e.type for e in out]
+    assert kinds.count(EventType.TEXT_MESSAGE_START) == 1
+    [custom] = [e for e in out if e.type == EventType.CUSTOM]
+    assert custom.name == "phaseflow.reply_continued"
+    assert custom.value == {"messageId": "r1-m1", "continuation": 1, "of": 3, "calls": 0}
+    assert "".join(e.delta for e in out if e.type == EventType.TEXT_MESSAGE_CONTENT) == \
+        "Once upon a time."
+    with_calls = _mapped([ev.TextDeltaEvent(text="Let me "),
+                          ev.ReplyContinued(continuation=1, of=3, calls=1),
+                          ev.ToolCallEvent(call_id="c1", name="note", arguments={}),
+                          ev.ToolResultEvent(call_id="c1", name="note", status="refused",
+                                             content="Not run"),
+                          ev.TextDeltaEvent(text="Done."),
+                          ev.TurnFinished(reply="Done.", status="completed")])
+    [custom] = [e for e in with_calls if e.type == EventType.CUSTOM]
+    assert custom.value["calls"] == 1 and custom.value["messageId"] == "r1-m1"
+    assert [e.message_id for e in with_calls if e.type == EventType.TEXT_MESSAGE_START
+            ] == ["r1-m1", "r1-m2"]
+
+
+def test_a_cancel_that_waits_is_a_custom_event_and_a_step_closed_at_the_end() -> None:
+    out = _mapped([ev.ToolCallEvent(call_id="c1", name="slow", arguments={}),
+                   ev.TurnCancelling(tools=("slow",)),
+                   ev.TurnCancelling(tools=("slow",)),  # once open, the step stays one
+                   ev.ToolResultEvent(call_id="c1", name="slow", status="cancelled"),
+                   ev.TurnFinished(status="cancelled")])
+    steps = [(e.type, e.step_name) for e in out
+             if e.type in (EventType.STEP_STARTED, EventType.STEP_FINISHED)]
+    assert steps == [(EventType.STEP_STARTED, "work"), (EventType.STEP_STARTED, "cancelling"),
+                     (EventType.STEP_FINISHED, "cancelling"),
+                     (EventType.STEP_FINISHED, "work")]
+    customs = [e for e in out if e.type == EventType.CUSTOM]
+    assert [(e.name, e.value) for e in customs] == [
+        ("phaseflow.turn_cancelling", {"tools": ["slow"]})] * 2
+    assert out[-1].type == EventType.RUN_FINISHED and out[-1].outcome.type == "cancelled"
+    # a phase named "cancelling": no second step of that name (the protocol refuses it)
+    run = _Run("t1", "r1", "cancelling")
+    out2 = run.start({}) + run.map(ev.TurnCancelling(tools=("slow",)))
+    assert [e["type"] for e in out2][-1] == "CUSTOM"

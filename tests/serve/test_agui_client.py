@@ -22,11 +22,13 @@ from pydantic import TypeAdapter
 
 from tests.support.agui_client import need_client
 from tests.support.chat_project import MESSAGES, write_chat
+from tests.support.edge_project import CONTINUED, write_edges
 from tests.support.phaseflow_cli import cli_env
 from tests.support.serve_server import Server, serving
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 SCRIPT = Path(__file__).with_name("agui_client.mjs")
+EDGE_SCRIPT = Path(__file__).with_name("agui_edges.mjs")
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +166,59 @@ def test_sse_lines_end_with_lf(chat: tuple[Server, Path]) -> None:
         assert b"\r" not in body, body[:200]
     assert events.startswith(b": phaseflow events\nretry: 1000\n\n")
     assert b'"turn_finished"' in events and b"\n\n: ping - " in events
+
+
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    folder = tmp_path_factory.mktemp("edges")
+    holds = folder / "holds"
+    with serving(write_edges(folder), folder / "server.log", cwd=folder,
+                 env=cli_env(EDGE_HOLDS=str(holds))) as server:
+        yield server, holds
+
+
+def test_the_official_client_sees_a_cancel_wait_and_a_continued_reply(
+        edges: tuple[Server, Path]) -> None:
+    """A cancel that waits for a sync tool's thread is ``phaseflow.turn_cancelling`` and
+    a ``cancelling`` step while the thread runs; a reply cut at the output limit is
+    ``phaseflow.reply_continued`` and one assistant message with the stitched text."""
+    server, holds = edges
+    node, package = need_client()
+    done = subprocess.run([node, str(EDGE_SCRIPT), server.base, "edge-desk", str(holds),
+                           str(package)], capture_output=True, text=True, timeout=120,
+                          env=cli_env())
+    assert done.returncode == 0, done.stderr + server.log()
+    report = json.loads(done.stdout)
+    assert report["console"] == []
+    for event in report["events"]:
+        EVENTS.validate_python(event)
+    cancelled, continued = _runs(report["events"])
+    assert [r["error"] for r in report["runs"]] == [None, None]
+    assert report["cancel"] == {"status": 202, "body": {
+        "session_id": report["threadId"], "status": "cancelling"}}
+    # run 1: cancelling while the thread still ran (its hold file was there), in a step
+    # of its own inside the phase's; then cancelled, every step closed
+    assert report["heldWhenCancelling"] is True
+    kinds = [(e["type"], e.get("name") or e.get("stepName")) for e in cancelled]
+    at = kinds.index(("CUSTOM", "phaseflow.turn_cancelling"))
+    assert kinds[at + 1] == ("STEP_STARTED", "cancelling")
+    assert kinds[-3:] == [("STEP_FINISHED", "cancelling"), ("STEP_FINISHED", "work"),
+                          ("RUN_FINISHED", None)]
+    assert cancelled[at]["value"] == {"tools": ["slow"]}
+    assert cancelled[-1]["outcome"] == {"type": "cancelled"}
+    assert report["runs"][0]["finished"] == "cancelled"
+    # run 2: one assistant message, the parts stitched; the custom event names it
+    [custom] = [e for e in continued if e["type"] == "CUSTOM"]
+    assert custom["name"] == "phaseflow.reply_continued"
+    [start] = [e for e in continued if e["type"] == "TEXT_MESSAGE_START"]
+    assert custom["value"] == {"messageId": start["messageId"], "continuation": 1,
+                               "of": custom["value"]["of"], "calls": 0}
+    assert custom["value"]["of"] >= 1
+    assert report["runs"][1]["result"]["reply"] == CONTINUED
+    assistant = [m for m in report["messages"] if m["role"] == "assistant"]
+    assert assistant[-1]["content"] == CONTINUED
+    assert assistant[-1]["id"] == start["messageId"]
+    with httpx.Client(base_url=server.base, timeout=30) as client:
+        history = client.get(f"/v1/sessions/{report['threadId']}/history").json()
+    assert _project(report["messages"], client=True) == _project(history["messages"],
+                                                                 client=False)

@@ -20,6 +20,8 @@
   // turns whose turn_finished was shown: a text delta of theirs that arrives late (a
   // live delta queued while the stored events were read) is not shown again
   const finishedTurns = new Set();
+  // turns whose reply was cut at the output limit and continued: turn -> continuations
+  const continued = new Map();
   const startedAt = new Map(); // turn -> when it started (its end says how long it took)
   let refreshing = null;
   let ended = false; // the session has finished: its stream has nothing more to bring
@@ -169,10 +171,29 @@
         item("error", turn, el("p", {}, badge("error"), " ", el("code", {text: e.code}), " ", e.message));
         step(turn, "error", badge("error"), " ", e.code);
         break;
+      case "reply_continued":
+        // the reply was cut at the model's output limit; the model goes on, and the
+        // parts are one reply (its message is marked "continued" when it is shown)
+        continued.set(turn, e.continuation);
+        if (typing) typing.querySelector(".who").replaceChildren("Assistant (typing) ", badge("continued"));
+        step(turn, "continued", "reply cut at the output limit: continuation " + e.continuation + " of " + e.of,
+             e.calls ? el("span", {class: "muted", text: " (" + e.calls + " call" + (e.calls === 1 ? "" : "s") + " not run)"}) : null);
+        break;
+      case "turn_cancelling":
+        item("note cancelling", turn, el("p", {}, badge("cancelling"), " cancelled; waiting for ",
+             ...(e.tools || []).flatMap((name, i) => [i ? ", " : "", el("span", {class: "tool", text: name})]),
+             " to stop"));
+        step(turn, "cancelling", badge("cancelling"), " waiting for ", (e.tools || []).join(", "));
+        break;
       case "turn_finished":
         finishedTurns.add(turn);
         if (typing) { typing.remove(); typing = null; }
-        if (e.reply) item("assistant", turn, el("p", {class: "who", text: "Assistant · turn " + turn}), el("p", {class: "text", text: e.reply}));
+        if (e.reply) {
+          const parts = continued.get(turn);
+          const who = el("p", {class: "who", text: "Assistant · turn " + turn});
+          if (parts) who.append(" ", el("span", {class: "badge continued", title: "cut at the output limit and continued " + parts + (parts === 1 ? " time" : " times"), text: "continued"}));
+          item("assistant" + (parts ? " continued" : ""), turn, who, el("p", {class: "text", text: e.reply}));
+        }
         item("finished", turn, el("p", {class: "muted"}, "turn " + turn + " ended: ", badge(e.status)));
         step(turn, "finished", "turn ended: ", badge(e.status),
              startedAt.has(turn) && e.at ? " after " + took(Math.max(0, e.at - startedAt.get(turn))) : "");
