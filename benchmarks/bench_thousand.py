@@ -6,9 +6,9 @@ process of its own): every ``POST /v1/chat/completions`` streams a reply of ``--
 text chunks spread over ``--seconds`` (2 s), the first one at once. ``phaseflow serve``
 (``--workers 1``, an SQLite file, or ``--pg`` a private PostgreSQL cluster with
 ``--workers 2``; ``--store-pool N`` sizes each worker's PostgreSQL pool) serves a
-one-phase workflow without tools through ``--provider openai`` on it. N clients
-(``httpx``, one connection each) each create a session; after one warm-up turn (the
-first imports the SDK), the turns are sent with ``Accept: text/event-stream`` and their
+one-phase workflow without tools through ``--provider openai`` on it. After one
+warm-up turn (the first imports the SDK), N clients (``httpx``, one connection each)
+each create a session; the turns are sent with ``Accept: text/event-stream`` and their
 events read:
 
 * burst (the default): all N at once, ``--rounds`` times (each round once the previous
