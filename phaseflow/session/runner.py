@@ -371,6 +371,11 @@ class Runner:
         self.lease = lease
         self.released = False
         self.release_at_end = True
+        if not self._commit_lock.locked():
+            # a lock of this turn's loop: the keeper's renewals and the commits may wait
+            # for each other, which binds a lock to its loop, and a host may drive one
+            # session from several loops in turn (as the cancel event, see drive)
+            self._commit_lock = asyncio.Lock()
         self._keeper = _LeaseKeeper.start(self)
 
     async def let_go(self, taken: Lease) -> Lease | None:
