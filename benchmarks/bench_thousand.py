@@ -24,7 +24,8 @@ Reported:
 * the latency it adds to the first streamed token: the client's time to the first
   ``text_delta`` (the model sends its first chunk at once);
 * CPU per turn: the server processes' user + system CPU (``/proc``) over the turns,
-  divided by the turns;
+  divided by the turns (and, to see where the machine's cores went, the CPU the model
+  server and this process's clients used meanwhile);
 * memory: the server's resident memory (RSS, all its processes) once the sessions are
   made (after the warm-up turn), the most while turns wait on the model (the growth per
   open conversation), and 2 s after the last turn ended, every session kept by the
@@ -245,8 +246,8 @@ async def _sessions(client: httpx.AsyncClient, n: int, errors: list[str]) -> lis
     return ids
 
 
-async def _run(base: str, n: int, seconds: float, serve_pid: int, *, rounds: int,
-               steady: float, think: tuple[float, float]) -> dict[str, Any]:
+async def _run(base: str, n: int, seconds: float, serve_pid: int, model_pid: int, *,
+               rounds: int, steady: float, think: tuple[float, float]) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
     errors: list[str] = []
     results: list[tuple[float, float] | None] = []
@@ -259,6 +260,7 @@ async def _run(base: str, n: int, seconds: float, serve_pid: int, *, rounds: int
         ids = await _sessions(client, n, errors)
         await asyncio.sleep(1)
         rss_before, cpu_before = _rss(serve_pid), _cpu(serve_pid)
+        model_before, client_before = _cpu(model_pid), time.process_time()
         load_before = os.getloadavg()
         t0 = time.perf_counter()
         with _Sampler(serve_pid) as sampler:
@@ -279,13 +281,16 @@ async def _run(base: str, n: int, seconds: float, serve_pid: int, *, rounds: int
                                                       for sid in ids))
         wall = time.perf_counter() - t0
         cpu = _cpu(serve_pid) - cpu_before
+        model_cpu = _cpu(model_pid) - model_before
+        client_cpu = time.process_time() - client_before
         load_after = os.getloadavg()
         await asyncio.sleep(2)
         rss_idle = _rss(serve_pid)
     done = [r for r in results if r is not None]
     return {"sessions": len(ids), "turns": len(done), "errors": errors, "wall": wall,
             "first": [f for f, _ in done], "total": [t - seconds for _, t in done],
-            "cpu": cpu, "rss_before": rss_before, "rss_open": sampler.rss,
+            "cpu": cpu, "model_cpu": model_cpu, "client_cpu": client_cpu,
+            "rss_before": rss_before, "rss_open": sampler.rss,
             "rss_idle": rss_idle, "rss_warm": rss_warm, "fds_open": sampler.fds,
             "load": (load_before[0], load_after[0])}
 
@@ -301,7 +306,8 @@ def _report(label: str, n: int, r: dict[str, Any], rss_empty: int) -> None:
         print(f"  first token: p50 {_pct(r['first'], 50) * 1000:.1f} ms, "
               f"p99 {_pct(r['first'], 99) * 1000:.1f} ms")
         print(f"  CPU per turn: {r['cpu'] / max(1, r['turns']) * 1000:.2f} ms "
-              f"({r['cpu']:.1f} s over {r['wall']:.0f} s)")
+              f"({r['cpu']:.1f} s over {r['wall']:.0f} s; meanwhile the model server used "
+              f"{r['model_cpu']:.1f} s and the clients {r['client_cpu']:.1f} s)")
     print(f"  memory: empty {rss_empty / 1e6:.1f} MB, after the warm-up turn "
           f"{r['rss_warm'] / 1e6:.1f} MB, {r['sessions']} sessions made "
           f"{r['rss_before'] / 1e6:.1f} MB, turns open (most) {r['rss_open'] / 1e6:.1f} MB "
@@ -380,7 +386,7 @@ def main() -> None:
                   f"{_pids(server.process.pid)[1:] or 'itself'})", flush=True)
             low, high = (float(x) for x in args.think.split(","))
             result = asyncio.run(_run(base, args.conversations, args.seconds,
-                                      server.process.pid, rounds=args.rounds,
+                                      server.process.pid, model.pid, rounds=args.rounds,
                                       steady=args.steady, think=(low, high)))
             mode = (f"steady {args.steady:g} s, think {args.think} s" if args.steady
                     else f"burst x{args.rounds}")
