@@ -41,10 +41,12 @@ def test_a_tool_longer_than_the_lease_ends_with_the_lease_still_held(tmp_path: P
         seen.append((await store.lease("s"), time.time()))
         return "done"
 
-    script = ScriptedProvider([{"calls": [{"slow": {}}]}, "First.",
-                               {"calls": [{"slow": {}}]}, "Second."])
-    agent = Agent(load_workflow_text(WORKFLOW), script, tools=[slow], store=store,
-                  lease=0.2, worker="w1")
+    script = ScriptedProvider(
+        [{"calls": [{"slow": {}}]}, "First.", {"calls": [{"slow": {}}]}, "Second."]
+    )
+    agent = Agent(
+        load_workflow_text(WORKFLOW), script, tools=[slow], store=store, lease=0.2, worker="w1"
+    )
     session = agent.session_sync("s")
     assert session.reply_sync("one") == "First."
     assert session.reply_sync("two") == "Second."  # another event loop
