@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="STORE", default=None,
                         help="a SQLite file (default phaseflow-sessions.db), a "
                         "postgresql:// URL, or 'memory'")
+    parser.add_argument("--store-pool", metavar="N",
+                        help="the most connections each worker opens to a PostgreSQL "
+                        "store (default 4; the pool a worker's turns and streams share)")
     parser.add_argument("--lease", metavar="SECONDS",
                         help="how long a worker holds a session's turn before renewing it "
                         "(default 30)")
@@ -262,7 +265,9 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
         provider = make_provider(args.provider, args.model, args.base_url,
                                  max_tokens=max_tokens)
         roles = make_role_providers(role_specs, max_tokens=max_tokens)
-        store = open_store(args.store)
+        pool = None if args.store_pool is None else int(_number(
+            args.store_pool, "--store-pool", low=1, high=10_000, integer=True))
+        store = open_store(args.store, pool_size=pool)
     except ConfigError as exc:
         raise Misuse(str(exc)) from None
     served: dict[str, Served] = {}

@@ -62,23 +62,29 @@ def is_url(value: str) -> bool:
     return bool(sep) and scheme.replace("+", "").isalnum()
 
 
-def open_store(value: str | None, *, must_exist: bool = False) -> Store:
+def open_store(value: str | None, *, must_exist: bool = False,
+               pool_size: int | None = None) -> Store:
     """The store ``value`` names (``None``: :data:`DEFAULT_STORE`).
 
     ``must_exist``: a file store that is not there is an error instead of a new, empty
-    file (commands that only read sessions must not leave a file behind). Every problem
-    is a :class:`~phaseflow.errors.ConfigError` whose message can be shown as it is.
+    file (commands that only read sessions must not leave a file behind). ``pool_size``:
+    the most connections a PostgreSQL store opens (``--store-pool``; None: the store's
+    default); refused for any other store. Every problem is a
+    :class:`~phaseflow.errors.ConfigError` whose message can be shown as it is.
     """
     chosen = DEFAULT_STORE if value is None else value
     if not chosen:
         raise ConfigError("--store needs a value: a file path, a postgresql:// URL or "
                           f"{MEMORY!r}")
+    if pool_size is not None and not is_postgres(chosen):
+        raise ConfigError(f"--store-pool sizes a PostgreSQL store's pool of connections; "
+                          f"--store {store_name(chosen)} has none")
     if chosen == MEMORY:
         from phaseflow.stores.memory import MemoryStore
 
         return MemoryStore()
     if is_postgres(chosen):
-        return _postgres(chosen)
+        return _postgres(chosen, pool_size)
     if is_url(chosen):
         scheme = chosen.partition("://")[0]
         raise ConfigError(f"--store {store_name(chosen)}: unknown kind of store {scheme!r} "
@@ -94,8 +100,9 @@ def open_store(value: str | None, *, must_exist: bool = False) -> Store:
     return SQLiteStore(chosen)
 
 
-def _postgres(dsn: str) -> Store:
-    """A ``PostgresStore`` when the module and psycopg are installed."""
+def _postgres(dsn: str, pool_size: int | None = None) -> Store:
+    """A ``PostgresStore`` (of ``pool_size`` connections at most, when given) when the
+    module and psycopg are installed."""
     missing = (f"--store {store_name(dsn)}: PostgreSQL stores need psycopg 3 and "
                f"phaseflow's PostgreSQL store: {POSTGRES_HINT}")
     try:
@@ -105,7 +112,8 @@ def _postgres(dsn: str) -> Store:
     from phaseflow.stores.base import StoreError
 
     try:
-        store: Store = postgres.PostgresStore(dsn)
+        options = {} if pool_size is None else {"pool_size": pool_size}
+        store: Store = postgres.PostgresStore(dsn, **options)
     except ImportError:  # a module that imports psycopg only when it is used
         raise ConfigError(missing) from None
     except StoreError as exc:  # psycopg missing, or the store refuses its settings

@@ -440,10 +440,9 @@ class OpenAIProvider:
             names = names_of(request)
             params = self.parameters(request, names)
             client = self._client()
-            # the SDK's transport, retries and status errors, but the stream read here:
-            # one json.loads a chunk instead of the SDK's model object a chunk
-            response = await client.chat.completions.with_streaming_response.create(
-                **params).__aenter__()
+            # the SDK's transport, auth, retries and status errors, but the body posted
+            # as prepared and the stream read here (see _post)
+            response = await _post(client, params)
         except Exception as error:  # every failure is a value (module docstring)
             yield failure_of(error, self.server)
             return
@@ -475,6 +474,37 @@ class OpenAIProvider:
         self._clients = {k: v for k, v in self._clients.items() if not v[0].is_closed()}
         if held is not None and held[0] is loop:
             await held[1].close()
+
+
+#: the keyword arguments of ``chat.completions.create`` that are request options, not
+#: members of the body, and the option each becomes
+_OPTIONS = {"extra_body": "extra_json", "extra_query": "params", "timeout": "timeout"}
+
+
+async def _post(client: AsyncOpenAI, params: dict[str, Any]) -> Any:
+    """``chat.completions.create(**params)`` as a streamed raw response (what
+    ``with_streaming_response.create`` gives), posted through the client's own ``post``:
+    the same transport, authentication, retries and status errors, but the body sent as
+    :meth:`OpenAIProvider.parameters` made it. ``create`` first walks the whole body
+    against the API's typed dictionaries (``_async_transform_recursive``), which changes
+    nothing in a body of plain JSON values and cost about a third of a served turn's CPU
+    (docs/benchmarks.md, A thousand conversations on one worker)."""
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    body = dict(params)
+    # the header ``with_streaming_response`` sets: the response comes back unread
+    headers = {**(body.pop("extra_headers", None) or {}), "X-Stainless-Raw-Response": "stream"}
+    options: dict[str, Any] = {"headers": headers, "security": {"bearer_auth": True}}
+    for argument, option in _OPTIONS.items():
+        if argument in body:
+            value = body.pop(argument)
+            if value is not None:
+                options[option] = value
+    # (``options``: the SDK's RequestOptions, a TypedDict, built from the arguments)
+    return await client.post(  # type: ignore[call-overload]
+        "/chat/completions", cast_to=ChatCompletion, body=body, options=options,
+        stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
 
 
 async def _chunks(http: Any) -> AsyncIterator[Any]:

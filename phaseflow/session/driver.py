@@ -189,7 +189,7 @@ class TurnDriver:
             self.running = False
             let_go, self._let_go = self._let_go, None
             try:
-                held = self.runner.let_go(command.lease)
+                held = await self.runner.let_go(command.lease)
                 if held is not None:  # the turn's last commit did not let it go
                     await store.release(held)
             finally:

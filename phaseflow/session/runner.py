@@ -94,7 +94,7 @@ from phaseflow.spec.model import (
     tree_catalogue,
     tree_phases,
 )
-from phaseflow.stores.base import Lease, SessionRecord, Store
+from phaseflow.stores.base import Lease, SessionRecord, Store, StoreError
 from phaseflow.tools.function import (
     FunctionTool,
     ToolContext,
@@ -255,6 +255,55 @@ class _ToolThread:
     error: BaseException | None = None
 
 
+class _LeaseKeeper:
+    """Renews a running turn's lease every third of its length, whatever the turn waits
+    for. A turn renews it at its commits too, but between two commits it may wait longer
+    than the lease lasts (a model streaming for seconds on a loaded worker, a slow tool):
+    unrenewed, the lease would expire under a live turn, and another worker's sweep would
+    take the turn over and fence this one's next commit. A renewal that fails (the store
+    unreachable) is tried again at the next tick; one refused (another worker took the
+    session) ends the keeping: the turn's next commit is refused."""
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def start(cls, runner: Runner) -> _LeaseKeeper:
+        keeper = cls(runner)
+        keeper._task = asyncio.get_running_loop().create_task(keeper._keep())
+        return keeper
+
+    async def _keep(self) -> None:
+        every = max(self._runner.config.lease / 3, 0.01)
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), every)
+            if self._stop.is_set():
+                return
+            try:
+                if not await self._runner.keep_lease():
+                    return
+            except (StoreError, OSError):
+                continue  # the store is unreachable now: the next tick tries again
+
+    async def stop(self) -> None:
+        """Stop renewing (a renewal under way finishes first: never cut mid-query)."""
+        self._stop.set()
+        task = self._task
+        if task is None:
+            return
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        error = None if task.cancelled() else task.exception()
+        if error is not None:  # not the store's (those are retried): shown where it lets go
+            raise error
+
+
 #: what request_cancel() puts into the stream's queue
 _CANCEL = object()
 #: what the stream's queue gets when the task reading the provider has ended
@@ -293,6 +342,8 @@ class Runner:
         #: the turn); ``released`` says it was
         self.release_at_end = False
         self.released = False
+        #: renews the lease while a turn holds it (see hold)
+        self._keeper: _LeaseKeeper | None = None
         #: what the current (or last) drive reports to (see phaseflow.observe.observer)
         self.obs: TurnObserver = IDLE
         #: outputs captured whose calls' results the core has not recorded yet (their
@@ -324,19 +375,45 @@ class Runner:
 
     def hold(self, lease: Lease) -> None:
         """A turn runs under ``lease`` now: commits carry it (fencing a stale worker),
-        renew it, and the turn's last commit lets it go."""
+        a keeper renews it while the turn waits between commits (on its model, on a
+        tool), and the turn's last commit lets it go."""
         self.lease = lease
         self.released = False
         self.release_at_end = True
+        if not self._commit_lock.locked():
+            # a lock of this turn's loop: the keeper's renewals and the commits may wait
+            # for each other, which binds a lock to its loop, and a host may drive one
+            # session from several loops in turn (as the cancel event, see drive)
+            self._commit_lock = asyncio.Lock()
+        self._keeper = _LeaseKeeper.start(self)
 
-    def let_go(self, taken: Lease) -> Lease | None:
-        """The turn is over here: the lease still to release (the renewed one, or
-        ``taken`` when none was held yet), or None when the last commit released it."""
+    async def let_go(self, taken: Lease) -> Lease | None:
+        """The turn is over here: the keeper stopped, and the lease still to release (the
+        renewed one, or ``taken`` when none was held yet), or None when the last commit
+        released it."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            await keeper.stop()
         self.release_at_end = False
         held = None if self.released else (self.lease or taken)
         self.lease = None
         self.released = False
         return held
+
+    async def keep_lease(self) -> bool:
+        """One renewal by the keeper, between commits (under the commit lock, so a commit
+        never carries a lease being renewed): False when there is nothing more to keep
+        (the last commit let it go, or another worker holds the session now)."""
+        async with self._commit_lock:
+            lease = self.lease
+            if lease is None:
+                return False
+            renewed = await self.config.store.acquire(
+                lease.session_id, lease.owner, self.config.lease, self.config.clock())
+            if renewed is None:
+                return False  # taken over: the next commit is refused (StoreFenced)
+            self.lease = renewed
+            return True
 
     # --- driving ----------------------------------------------------------------------
 

@@ -262,7 +262,8 @@ class PostgresStore(DurableStore):
         self._pool_timeout = pool_timeout
         self._check = check_connections
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
-        self._opening: asyncio.Lock | None = None
+        #: the lock that opening takes, and the event loop it belongs to
+        self._opening: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         super().__init__()
 
@@ -278,9 +279,12 @@ class PostgresStore(DurableStore):
         loop = asyncio.get_running_loop()
         if self._pool is not None and self._loop is loop:
             return
-        if self._opening is None or self._loop is not loop:
-            self._opening = asyncio.Lock()
-        async with self._opening:
+        # One lock per loop that opens, kept with that loop: every coroutine that meets
+        # the store not yet open on this loop waits on the same lock, so one pool is
+        # opened (a lock made per caller opened a pool each: "too many clients").
+        if self._opening is None or self._opening[0] is not loop:
+            self._opening = (loop, asyncio.Lock())
+        async with self._opening[1]:
             if self._pool is not None and self._loop is loop:
                 return
             if self._pool is not None:

@@ -159,10 +159,26 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def _connections(dsn: str, name: str) -> int:
+    """The PostgreSQL server's connections whose application is ``name``."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity"
+                           " WHERE application_name = %s", (name,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def test_workers_share_one_socket(tmp_path: Path, pg: str) -> None:
+    """Two workers behind one socket, each with a pool of 2 connections (``--store-pool
+    2``): 8 conversations at once are answered, and the server never sees more than each
+    worker's 2 pooled connections and the two it listens and notifies on."""
+    from psycopg.conninfo import make_conninfo
+
     args = write_desk(tmp_path)
-    server = start([*args, "--store", pg, "--workers", "2"], tmp_path / "log",
-                   cwd=tmp_path, env=cli_env(DESK_DELAY="0"))
+    dsn = make_conninfo(pg, application_name="pool-of-two")
+    server = start([*args, "--store", dsn, "--workers", "2", "--store-pool", "2"],
+                   tmp_path / "log", cwd=tmp_path, env=cli_env(DESK_DELAY="0.2"))
     try:
         deadline = time.monotonic() + 30
         while len(_children(server.process.pid)) < 2:
@@ -180,6 +196,23 @@ def test_workers_share_one_socket(tmp_path: Path, pg: str) -> None:
                     out = fresh.post(f"/v1/sessions/{sid}/messages",
                                      json={"text": f"m{n}"}).json()
                     assert out["status"] == "completed" and out["reply"] == f"reply {n + 1}"
+            most = [0]
+
+            def converse(k: int) -> None:
+                with httpx.Client(base_url=server.base, timeout=120) as own:
+                    own.post("/v1/sessions", json={"id": f"{sid}-{k}"})
+                    for n in range(2):
+                        out = own.post(f"/v1/sessions/{sid}-{k}/messages",
+                                       json={"text": f"m{n}"}).json()
+                        assert out["status"] == "completed", out
+                        most[0] = max(most[0], _connections(pg, "pool-of-two"))
+
+            threads = [threading.Thread(target=converse, args=(k,)) for k in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert 0 < most[0] <= 2 * (2 + 2), most
         workers = _children(server.process.pid)
         assert len(workers) == 2
     finally:

@@ -68,6 +68,32 @@ def test_one_store_serves_many_tasks_through_a_small_pool(pg: Backend) -> None:
     pg.run(body)
 
 
+def test_tasks_meeting_a_store_not_yet_open_share_one_pool(pg: Backend) -> None:
+    """Many tasks whose first operation finds the store not open yet (a server's first
+    burst of requests) open one pool between them. The store connects as a role allowed
+    3 connections: one pool of 2 fits; a pool opened by each task (as before) did not,
+    as a burst of 1,000 conversations ran PostgreSQL out of connections."""
+    import uuid
+
+    from psycopg.conninfo import make_conninfo
+
+    from phaseflow.stores.postgres import PostgresStore
+
+    async def body() -> None:
+        await seed(await pg.open(), "s")
+        role = f"burst_{uuid.uuid4().hex[:8]}"
+        schema = pg.schema  # type: ignore[attr-defined]
+        await pg.sql(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 3")
+        await pg.sql(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        await pg.sql(f"GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        await pg.sql(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+        store = PostgresStore(make_conninfo(pg.dsn, user=role), pool_size=2)
+        pg._opened.append(store)
+        loaded = await asyncio.gather(*(store.load("s") for _ in range(20)))
+        assert all(r is not None and r.session_id == "s" for r in loaded)
+    pg.run(body)
+
+
 def test_a_closed_store_reopens_and_async_with_closes(pg: Backend) -> None:
     async def body() -> None:
         from phaseflow.stores.postgres import PostgresStore

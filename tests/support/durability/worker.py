@@ -40,7 +40,7 @@ import phaseflow
 from phaseflow.providers import ScriptedProvider
 from phaseflow.providers.protocol import ProviderRequest
 from phaseflow.session import Agent
-from phaseflow.stores import SQLiteStore
+from phaseflow.stores import SQLiteStore, StoreError
 from phaseflow.stores.base import Lease, QueuedMessage, SessionRecord, SessionSummary, StoredEvent
 from phaseflow.tools import ToolContext, tool
 
@@ -203,6 +203,8 @@ class KillingStore:
         self.killer = killer
         self.delay_enqueue = delay_enqueue
         self.marker = marker
+        #: while set, renewing a lease fails as if the store could not be reached
+        self.cut_off = False
 
     async def commit(self, record: SessionRecord, events: Sequence[Mapping[str, Any]], *,
                      expected_version: int, lease: Lease | None = None,
@@ -228,6 +230,8 @@ class KillingStore:
 
     async def acquire(self, session_id: str, owner: str, ttl: float, now: float, *,
                       force: bool = False, replacing: Lease | None = None) -> Lease | None:
+        if self.cut_off:  # a held worker renews nothing (see build_agent's effect)
+            raise StoreError("cut off from the store (a held worker)")
         return await self.inner.acquire(session_id, owner, ttl, now,  # type: ignore[no-any-return]
                                         force=force, replacing=replacing)
 
@@ -300,8 +304,14 @@ def build_agent(spec: WorkerSpec, killer: Killer, store: Any = None) -> tuple[Ag
         _append(log, f"start {name} {key} {os.getpid()}")
         killer.hit("tool-start")
         if spec.release:
-            while not os.path.exists(spec.release):
-                await asyncio.sleep(0.005)
+            # held: this worker is cut off from the store until released (its lease
+            # is not renewed meanwhile, so another worker can take the session over)
+            store.cut_off = True
+            try:
+                while not os.path.exists(spec.release):
+                    await asyncio.sleep(0.005)
+            finally:
+                store.cut_off = False
         elif slow:
             await asyncio.sleep(slow)
         killer.hit("tool-middle")
