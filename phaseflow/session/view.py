@@ -177,11 +177,13 @@ def _move_tool(targets: list[str]) -> OfferedTool:
     )
 
 
-def _record_tool(collect: Mapping[str, str], workflow: Workflow) -> OfferedTool:
+def _record_tool(collect: Mapping[str, str], *workflows: Workflow) -> OfferedTool:
+    """``record`` for the ``collect`` keys, each described as the first of ``workflows``
+    that declares it describes it."""
     properties: dict[str, Any] = {}
     for key, declared in collect.items():
         schema = dict(_TYPE_SCHEMAS.get(declared, {}))
-        entry = workflow.state.get(key)
+        entry = next((w.state[key] for w in workflows if key in w.state), None)
         if entry is not None and entry.description:
             schema["description"] = entry.description
         properties[key] = schema
@@ -213,31 +215,37 @@ def workflow_specs(workflow: Workflow, tools: Mapping[str, FunctionTool],
     ``offer_tools="workflow"`` offers in every request, so a phase change leaves the
     tool definitions, and what follows them, as they were): the host's tools in
     :func:`tool_names` order that some phase allows, then ``go_to_phase`` with every
-    ``model`` target of the workflow, then ``record`` with every collected key. The
-    current phase's view still decides what may run (a narrower ``go_to_phase`` and
-    ``record`` check the arguments)."""
+    ``model`` target of the workflow, then ``record`` with every collected key. A
+    workflow that calls or hands off to others (``uses:``) offers theirs too, after its
+    own (each tool once, as the first workflow that has it declares it), so a call
+    keeps the prefix as a phase change does. The current phase's view still decides
+    what may run (a narrower ``go_to_phase`` and ``record`` check the arguments)."""
     if cache is not None and cache.workflow is not None:
         return cache.workflow
-    phases = list(workflow.phases.values())
+    tree = (workflow, *workflow.used())
     offered: list[OfferedTool] = []
-    for name in tool_names(workflow, tools):
-        fn = tools.get(name)
-        if fn is not None and any(_allows(p, name) for p in phases):
-            offered.append(_host_tool(name, fn, workflow))
+    seen: set[str] = set()
+    for each in tree:
+        phases = list(each.phases.values())
+        for name in tool_names(each, tools):
+            fn = tools.get(name)
+            if fn is not None and name not in seen and any(_allows(p, name) for p in phases):
+                seen.add(name)
+                offered.append(_host_tool(name, fn, each))
     targets: list[str] = []
-    for phase in phases:
-        for t in phase.transitions:
-            if t.trigger == "model" and t.to not in targets:
-                targets.append(t.to)
+    collect: dict[str, str] = {}
+    for each in tree:
+        for phase in each.phases.values():
+            for t in phase.transitions:
+                if t.trigger == "model" and t.to not in targets:
+                    targets.append(t.to)
+            for key in phase.collect or ():
+                state_key = each.state.get(key)
+                collect.setdefault(key, state_key.type if state_key is not None else "any")
     if targets:
         offered.append(_move_tool(targets))
-    collect: dict[str, str] = {}
-    for phase in phases:
-        for key in phase.collect or ():
-            state_key = workflow.state.get(key)
-            collect.setdefault(key, state_key.type if state_key is not None else "any")
     if collect:
-        offered.append(_record_tool(collect, workflow))
+        offered.append(_record_tool(collect, *tree))
     specs = tuple(ToolSpec(t.name, t.description, t.parameters) for t in offered)
     if cache is not None:
         cache.workflow = specs
