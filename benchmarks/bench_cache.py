@@ -1,5 +1,6 @@
 """What a long conversation's requests leave to a prompt cache (run by hand:
-``python benchmarks/bench_cache.py --server http://127.0.0.1:8093``).
+``python benchmarks/bench_cache.py [--server URL] [--turns N] [--layouts A,B]
+[--per-request] [--json FILE]``).
 
 The workload: a 40-turn conversation on a 4-phase workflow (10 turns a phase; the
 phases move on by ``when`` guards on a counter). In 34 of the 40 turns the model first
@@ -29,7 +30,12 @@ Measured, per layout:
    ``usage.prompt_tokens_details.cached_tokens``, e.g. llama.cpp's ``llama-server``):
    every recorded request sent in order through the ``openai`` SDK, as
    ``OpenAIProvider`` sends it (``max_tokens=1``: the reply is not what is measured),
-   its prompt tokens and cached tokens.
+   its prompt tokens and cached tokens, and beside them the *template-shared prefix*:
+   the tokens the request shares with the request sent before it, both laid out by the
+   server's own chat template (``/apply-template``, then ``/tokenize``, llama.cpp's
+   endpoints): the most a prefix cache can reuse. The layouts run one after the other
+   on the same server (its cache holds the previous layout's last request when the
+   next layout starts).
 
 Reported: per request and per turn the uncached figure; for the conversation the total,
 the ratio to the ``system`` layout, and the targets of the issue: the mean uncached a turn
@@ -42,9 +48,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
 import statistics
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,36 +284,124 @@ def targets(turns: dict[int, int]) -> tuple[float, float, float]:
     return early, late, late / early
 
 
-def on_server(recorded: Recorded, url: str) -> list[tuple[int, int]]:
-    """(prompt tokens, cached tokens) of every request, sent in order to ``url``."""
+def phase_of(request: ProviderRequest) -> str:
+    """The phase a request was sent in, as its navigation block names it."""
+    found = re.search(r"Current phase: (\w+)", request.context or request.system)
+    return found.group(1) if found else "?"
+
+
+def _post(url: str, path: str, body: dict[str, Any]) -> Any:
+    ask = urllib.request.Request(
+        url.rstrip("/") + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(ask, timeout=600) as answer:
+        return json.load(answer)
+
+
+def template_tokens(url: str, body: dict[str, Any]) -> list[int]:
+    """The tokens of ``body`` as the server's chat template lays it out (its
+    ``/apply-template``, then ``/tokenize``): what its prompt cache compares."""
+    prompt = _post(
+        url,
+        "/apply-template",
+        {k: v for k, v in body.items() if k in ("messages", "tools", "tool_choice")},
+    )
+    tokens = _post(url, "/tokenize", {"content": prompt["prompt"]})["tokens"]
+    return [int(t) for t in tokens]
+
+
+def common_tokens(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class Sent:
+    """One request on the server: its prompt tokens, the tokens the server read from its
+    cache, and the tokens it shares, as its template lays them out, with the request
+    sent before it (the most any prefix cache can reuse)."""
+
+    turn: int
+    phase: str
+    tools: int
+    prompt: int
+    cached: int
+    shared: int
+
+    @property
+    def uncached(self) -> int:
+        return self.prompt - self.cached
+
+
+def on_server(recorded: Recorded, url: str, previous: list[int]) -> list[Sent]:
+    """Every request of ``recorded`` sent in order to ``url`` through the ``openai`` SDK,
+    as ``OpenAIProvider`` sends it; ``previous`` holds the tokens of the request the
+    server saw last (updated in place)."""
     from openai import OpenAI
 
-    client = OpenAI(base_url=url.rstrip("/") + "/v1", api_key="none", max_retries=0,
-                    timeout=600)
-    out: list[tuple[int, int]] = []
-    for _, request in recorded.requests:
+    client = OpenAI(base_url=url.rstrip("/") + "/v1", api_key="none", max_retries=0, timeout=3600)
+    out: list[Sent] = []
+    for turn, request in recorded.requests:
         body = wire(request)
+        tokens = template_tokens(url, body)
+        shared = common_tokens(previous, tokens)
+        previous[:] = tokens
         reply = client.chat.completions.create(**body, max_tokens=1, temperature=0)
         usage = reply.usage
         assert usage is not None
         details = usage.prompt_tokens_details
         cached = (details.cached_tokens or 0) if details is not None else 0
-        out.append((usage.prompt_tokens, cached))
+        out.append(
+            Sent(turn, phase_of(request), len(request.tools), usage.prompt_tokens, cached, shared)
+        )
     return out
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f} {five:.1f} {fifteen:.1f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", help="an OpenAI-compatible server reporting cached tokens")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="an OpenAI-compatible server reporting cached tokens (llama.cpp's "
+        "llama-server: its /apply-template and /tokenize give the "
+        "template-shared prefix)",
+    )
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=TURNS,
+        help=f"the conversation's turns (default {TURNS}; the phases keep their shares of it)",
+    )
+    parser.add_argument(
+        "--layouts",
+        default=",".join(LAYOUTS),
+        help=f"the layouts to run, in this order (default: all: {','.join(LAYOUTS)})",
+    )
     parser.add_argument("--per-request", action="store_true", help="print every request")
-    parser.add_argument("--server-turns", type=int, default=TURNS,
-                        help="the turns of the conversation sent to the server (a slow "
-                        "server: fewer; the phases keep their shares of it)")
+    parser.add_argument("--json", metavar="FILE", help="write every figure as JSON")
     args = parser.parse_args()
-    recorded = {layout: asyncio.run(converse(layout)) for layout in LAYOUTS}
-    base = recorded["system"]
-    print(f"{TURNS} turns, {len(base.requests)} requests; phases after each quarter: "
-          f"{[base.phases[TURNS * q // 4 - 1] for q in (1, 2, 3, 4)]}")
+    layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
+    unknown = [name for name in layouts if name not in LAYOUTS]
+    if unknown or not layouts:
+        parser.error(f"--layouts: expected some of {','.join(LAYOUTS)}, got {args.layouts!r}")
+    turns = args.turns
+    if turns < 8:
+        parser.error("--turns: at least 8 (turns 3-5 and the last 5 are compared)")
+    recorded = {layout: asyncio.run(converse(layout, turns)) for layout in layouts}
+    first = recorded[layouts[0]]
+    print(
+        f"{turns} turns, {len(first.requests)} requests; phases after each quarter: "
+        f"{[first.phases[turns * q // 4 - 1] for q in (1, 2, 3, 4)]}"
+    )
+    report: dict[str, Any] = {"turns": turns, "layouts": {}}
     print("\nFrom the requests alone (characters as a template lays them out):")
     totals: dict[str, int] = {}
     for layout, rec in recorded.items():
@@ -312,33 +409,87 @@ def main() -> None:
         totals[layout] = sum(values)
         early, late, ratio = targets(per_turn(rec, values))
         full = sum(len(prompt_text(r)) for _, r in rec.requests)
-        print(f"  {layout:13} uncached {totals[layout]:>8,} of {full:>9,} chars "
-              f"({totals[layout] / totals['system']:.2f}x system); a turn: turns 3-5 "
-              f"{early:,.0f}, last 5 {late:,.0f} ({ratio:.2f}x)")
-    if not args.server:
-        return
-    print(f"\nOn the server {args.server} ({args.server_turns} turns; tokens):")
-    if args.server_turns != TURNS:
-        recorded = {layout: asyncio.run(converse(layout, args.server_turns))
-                    for layout in LAYOUTS}
-    for layout, rec in recorded.items():
-        started = time.perf_counter()
-        figures = on_server(rec, args.server)
-        seconds = time.perf_counter() - started
-        uncached = [p - c for p, c in figures]
-        prompt = sum(p for p, _ in figures)
-        early, late, ratio = targets(per_turn(rec, uncached))
-        totals[layout + " (server)"] = sum(uncached)
-        print(f"  {layout:13} prompt {prompt:>7,}  cached {prompt - sum(uncached):>7,}  "
-              f"uncached {sum(uncached):>6,} "
-              f"({sum(uncached) / totals.get('system (server)', sum(uncached)):.2f}x system); "
-              f"a turn: turns 3-5 {early:,.0f}, last 5 {late:,.0f} ({ratio:.2f}x); "
-              f"{seconds:.0f} s")
-        if args.per_request:
-            for i, ((turn, request), (p, c)) in enumerate(zip(rec.requests, figures,
-                                                              strict=True)):
-                print(f"    {i + 1:>3} turn {turn:>2} tools {len(request.tools)} "
-                      f"prompt {p:>5} cached {c:>5} uncached {p - c:>5}")
+        against = f"{totals[layout] / totals['system']:.2f}x system" if "system" in totals else "-"
+        print(
+            f"  {layout:13} uncached {totals[layout]:>8,} of {full:>9,} chars "
+            f"({against}); a turn: turns 3-5 {early:,.0f}, last 5 {late:,.0f} "
+            f"({ratio:.2f}x)"
+        )
+        report["layouts"][layout] = {
+            "requests": len(rec.requests),
+            "chars": full,
+            "uncached_chars": totals[layout],
+            "chars_turns_3_5": early,
+            "chars_last_5": late,
+        }
+    if args.server:
+        print(f"\nOn the server {args.server} ({turns} turns; tokens; {_load()}):")
+        previous: list[int] = []  # what the server's single slot holds
+        server_totals: dict[str, int] = {}
+        for layout, rec in recorded.items():
+            started, load_before = time.perf_counter(), _load()
+            sent = on_server(rec, args.server, previous)
+            seconds = time.perf_counter() - started
+            uncached = sum(s.uncached for s in sent)
+            prompt = sum(s.prompt for s in sent)
+            server_totals[layout] = uncached
+            early, late, ratio = targets(per_turn(rec, [s.uncached for s in sent]))
+            equal = sum(s.cached == s.shared for s in sent)
+            against = (
+                f"{uncached / server_totals['system']:.2f}x system"
+                if "system" in server_totals
+                else "-"
+            )
+            print(
+                f"  {layout:13} prompt {prompt:>7,}  cached {prompt - uncached:>7,}  "
+                f"uncached {uncached:>6,} ({against}); a turn: turns 3-5 {early:,.0f}, "
+                f"last 5 {late:,.0f} ({ratio:.2f}x); cached = template-shared prefix "
+                f"on {equal}/{len(sent)} requests; {seconds:.0f} s "
+                f"({uncached / seconds:.0f} prefilled tokens/s; {load_before}, after: "
+                f"{_load()})"
+            )
+            entry = report["layouts"][layout]
+            entry.update(
+                {
+                    "prompt_tokens": prompt,
+                    "cached_tokens": prompt - uncached,
+                    "uncached_tokens": uncached,
+                    "tokens_turns_3_5": early,
+                    "tokens_last_5": late,
+                    "cached_is_shared": equal,
+                    "seconds": seconds,
+                    "load_before": load_before,
+                    "load_after": _load(),
+                    "per_request": [{**vars(s), "uncached": s.uncached} for s in sent],
+                }
+            )
+            if args.per_request:
+                for i, s in enumerate(sent, 1):
+                    mark = "" if s.cached == s.shared else f"  (shared {s.shared})"
+                    print(
+                        f"    {i:>3} turn {s.turn:>2} {s.phase:9} tools {s.tools} "
+                        f"prompt {s.prompt:>5} cached {s.cached:>5} "
+                        f"uncached {s.uncached:>5}{mark}"
+                    )
+    _summary(report["layouts"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+def _summary(layouts: dict[str, dict[str, Any]]) -> None:
+    """The targets of the issue, per layout: the total against ``system`` (at most 0.3x)
+    and the last 5 turns against turns 3-5 (at most 1.5x)."""
+    print("\nTargets (total at most 0.3x system; last 5 turns at most 1.5x turns 3-5):")
+    for unit in ("chars", "tokens"):
+        base = layouts.get("system", {}).get(f"uncached_{unit}")
+        for layout, entry in layouts.items():
+            if f"uncached_{unit}" not in entry:
+                continue
+            total = entry[f"uncached_{unit}"]
+            against = f"{total / base:.2f}x system" if base else "no system run"
+            growth = entry[f"{unit}_last_5"] / entry[f"{unit}_turns_3_5"]
+            print(f"  {unit:6} {layout:13} uncached {total:>8,} ({against}); "
+                  f"last 5 / turns 3-5 {growth:.2f}x")
 
 
 if __name__ == "__main__":

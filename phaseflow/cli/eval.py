@@ -82,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="host tools for the tools the eval file gives no stand-in")
     parser.add_argument("--hooks", metavar="MODULE:ATTR",
                         help="host callables for the 'call's the eval file does not mock")
+    from phaseflow.cli.agent_options import add_request_layout
+
+    add_request_layout(parser)
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="compare: exit 1 when a scenario is significantly worse in B")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -329,7 +332,9 @@ def _run(args: argparse.Namespace) -> int:
                          model=args.model or "", judge=judge,
                          judge_model=args.judge_model or "", concurrency=concurrency,
                          budget=Budget(max_cost, int(max_turns) if max_turns else None),
-                         prices=prices, tools=tools, hooks=hooks, on_done=progress)
+                         prices=prices, tools=tools, hooks=hooks, on_done=progress,
+                         context_position=args.context_position or "end",
+                         offer_tools=args.offer_tools or "phase")
     runner = EvalRun(options)
     started = time.perf_counter()
 
@@ -359,7 +364,8 @@ def _run(args: argparse.Namespace) -> int:
             "judge_provider": args.judge_provider or "", "trials": trials,
             "concurrency": concurrency, "seed": args.seed, "store": store_name(args.store),
             "seconds": time.perf_counter() - started, "stopped": runner.stopped,
-            "planned": len(jobs)}
+            "planned": len(jobs), "context_position": options.context_position,
+            "offer_tools": options.offer_tools}
     return _report(args, files, jobs, runner.conversations, meta, min_rate)
 
 

@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a test file with warnings (a mock no scenario calls, a state key the "
         "workflow does not declare) fails too",
     )
+    from phaseflow.cli.agent_options import add_request_layout
+
+    add_request_layout(parser)
 
 
 def _is_test_file(path: str) -> bool:
@@ -58,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     passed = failed = 0
     coverage: dict[str, Coverage] = {}
     for path in files:
-        result = run_test_file(path)
+        result = run_test_file(path, context_position=args.context_position or "end",
+                               offer_tools=args.offer_tools or "phase")
         out.write(f"{path}\n")
         for problem in result.warnings:
             out.write(f"  {problem.format(path)}\n")

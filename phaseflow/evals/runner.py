@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from phaseflow.errors import ConfigError, PhaseflowError
 from phaseflow.evals.evalfile import EvalFile, EvalScenario
@@ -88,6 +88,9 @@ class RunOptions:
     hooks: Mapping[str, Callable[..., Any]] | None = None
     #: called with each conversation as it ends (the progress bar)
     on_done: Callable[[Conversation], None] | None = None
+    #: how each model request is laid out (``Agent(context_position=, offer_tools=)``)
+    context_position: Literal["end", "system"] = "end"
+    offer_tools: Literal["phase", "workflow"] = "phase"
 
 
 def session_id(run_id: str, scenario: str, trial: int) -> str:
@@ -206,7 +209,9 @@ class EvalRun:
         try:
             agent = Agent(job.workflow, provider, tools=stand_ins.tools(options.tools),
                           hooks=stand_ins.hooks(options.hooks), store=options.store,
-                          model=options.model or None)
+                          model=options.model or None,
+                          context_position=options.context_position,
+                          offer_tools=options.offer_tools)
             session = await agent.session(sid, state=scenario.state or None)
             reply: str | None = None
             while True:

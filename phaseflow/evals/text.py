@@ -65,9 +65,13 @@ def terminal(report: Mapping[str, Any]) -> str:
         lines.append(f"stopped early ({stopped}): the figures are of the conversations "
                      "that finished")
     cost = f", ${totals['cost']:.4f}" if totals["cost"] else ""
+    layout = [f"--{key.replace('_', '-')} {report[key]}"
+              for key, default in (("context_position", "end"), ("offer_tools", "phase"))
+              if report.get(key, default) != default]
     lines.append(f"{totals['conversations']} conversations: {totals['passed']} passed, "
                  f"{totals['failed']} failed ({totals['tokens']} tokens{cost}); "
-                 f"run {report.get('run_id', '')}")
+                 f"run {report.get('run_id', '')}"
+                 + (f" ({', '.join(layout)})" if layout else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -185,6 +185,21 @@ def _items(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def _count(value: Any) -> int:
+    """A token count the server sent: a whole number, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_of(usage: dict[str, Any]) -> Usage:
+    """A Chat Completions ``usage`` object as a :class:`Usage`: ``prompt_tokens``,
+    ``completion_tokens``, and of the prompt the tokens read from the server's cache
+    (``prompt_tokens_details.cached_tokens``: OpenAI's cached input, llama.cpp's reused
+    prefix; 0 where the server says nothing)."""
+    details = _field(usage, "prompt_tokens_details")
+    return Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
+                 cached_input_tokens=_count(_field(details, "cached_tokens")))
+
+
 class _Reader:
     """Turns chunks into events: one object per reply, so fragments can be keyed."""
 
@@ -202,8 +217,7 @@ class _Reader:
         events: list[ProviderEvent] = []
         usage = _field(chunk, "usage")
         if isinstance(usage, dict):
-            self.usage = Usage(int(usage.get("prompt_tokens") or 0),
-                               int(usage.get("completion_tokens") or 0))
+            self.usage = usage_of(usage)
         for choice in _items(_field(chunk, "choices")):
             if _field(choice, "index") not in (0, None):
                 continue  # only the first choice is the reply (n is never set above 1)

@@ -145,7 +145,8 @@ class ToolCallEnd:
 class Usage:
     """A reply's tokens. ``input_tokens`` counts the whole prompt, of which
     ``cached_input_tokens`` were read from the server's prompt cache (Anthropic's
-    ``cache_read_input_tokens``, the Responses API's ``cached_tokens``, Gemini's
+    ``cache_read_input_tokens``, Chat Completions' ``prompt_tokens_details.cached_tokens``
+    and the Responses API's ``cached_tokens``, Gemini's
     ``cached_content_token_count``; 0 where the server says nothing)."""
 
     input_tokens: int = 0

@@ -221,12 +221,14 @@ def workflow_specs(workflow: Workflow, tools: Mapping[str, FunctionTool],
     ``offer_tools="workflow"`` offers in every request, so a phase change leaves the
     tool definitions, and what follows them, as they were): the host's tools in
     :func:`tool_names` order that some phase allows, then ``go_to_phase`` with every
-    ``model`` target of the workflow, then ``record`` with every collected key. The
-    current phase's view still decides what may run (a narrower ``go_to_phase`` and
-    ``record`` check the arguments)."""
+    ``model`` target of the workflow, then ``record`` with every collected key. A
+    workflow that calls or hands off to others (``uses:``) offers theirs too, after its
+    own (each tool once, as the first workflow that has it declares it), so a call
+    keeps the prefix as a phase change does. The current phase's view still decides
+    what may run (a narrower ``go_to_phase`` and ``record`` check the arguments)."""
     if cache is not None and cache.workflow is not None:
         return cache.workflow
-    tree = (workflow, *(workflow.used() if workflow.library else ()))  # callees' too
+    tree = (workflow, *workflow.used())  # callees' too
     phases = [p for w in tree for p in w.phases.values()]
     offered: list[OfferedTool] = []
     for name in tree_tool_names(workflow, tools):
@@ -236,21 +238,20 @@ def workflow_specs(workflow: Workflow, tools: Mapping[str, FunctionTool],
                          workflow)
             offered.append(_host_tool(name, fn, owner))
     targets: list[str] = []
-    for phase in phases:
-        for t in phase.transitions:
-            if t.trigger == "model" and t.to not in targets:
-                targets.append(t.to)
-    if targets:
-        offered.append(_move_tool(targets))
     collect: dict[str, str] = {}
     declared: dict[str, StateKey] = {}
     for w in tree:
         for phase in w.phases.values():
+            for t in phase.transitions:
+                if t.trigger == "model" and t.to not in targets:
+                    targets.append(t.to)
             for key in phase.collect or ():
                 state_key = w.state.get(key)
                 collect.setdefault(key, state_key.type if state_key is not None else "any")
                 if state_key is not None:
                     declared.setdefault(key, state_key)
+    if targets:
+        offered.append(_move_tool(targets))
     if collect:
         offered.append(_record_tool(collect, declared))
     specs = tuple(ToolSpec(t.name, t.description, t.parameters) for t in offered)

@@ -143,6 +143,8 @@ class _Conversation:
         self.unstubbed: list[str] = []
         replies = [step.value for step in self.steps if step.kind == "model"]
         self.model = _Model(self, ScriptedProvider(replies))
+        #: how the agent lays its requests out (``Agent(context_position=, offer_tools=)``)
+        self.layout = {"context_position": "end", "offer_tools": "phase"}
         self.store = MemoryStore()
         self.turn: _Turn | None = None
         self.failures: list[str] = []
@@ -179,7 +181,9 @@ class _Conversation:
             names += [n for n in (used.tools or ()) if n not in names]
         tools = {name: self._tool(name) for name in names}
         return Agent(self.workflow, self.model, tools=tools, hooks=self.hooks,
-                     store=self.store, clock=self.wall_clock, phase_clock=self.phase_clock)
+                     store=self.store, clock=self.wall_clock, phase_clock=self.phase_clock,
+                     context_position=self.layout["context_position"],
+                     offer_tools=self.layout["offer_tools"])
 
     def phase_clock(self) -> float:
         """The machine's time: it moves only at a ``wait`` step (0 at the start)."""
@@ -509,8 +513,12 @@ class _Conversation:
 
 
 def run_conversation(test: TestFile, scenario: Scenario, workflow: Workflow,
-                     coverage: Coverage, used: set[Spot]) -> str | None:
+                     coverage: Coverage, used: set[Spot], *, context_position: str = "end",
+                     offer_tools: str = "phase") -> str | None:
     """Run a conversation scenario; its failure (``path:line: ...``) or ``None``.
-    ``used`` collects where the mocks and tool stand-ins it called are written."""
-    return asyncio.run(_Conversation(test, scenario, workflow, coverage, used).run())
+    ``used`` collects where the mocks and tool stand-ins it called are written; the
+    agent lays its requests out as ``context_position`` and ``offer_tools`` say."""
+    run = _Conversation(test, scenario, workflow, coverage, used)
+    run.layout = {"context_position": context_position, "offer_tools": offer_tools}
+    return asyncio.run(run.run())
 

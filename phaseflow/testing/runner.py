@@ -262,14 +262,20 @@ def run_scenario(
     workflow: Workflow,
     coverage: Coverage,
     used: set[Spot] | None = None,
+    *,
+    context_position: str = "end",
+    offer_tools: str = "phase",
 ) -> ScenarioResult:
     """Run one scenario; ``used`` collects where the mocks (and tool stand-ins) it
-    called are written."""
+    called are written. A conversation's agent lays its requests out as
+    ``context_position`` and ``offer_tools`` say (``Agent``'s options)."""
     if scenario.conversation is not None:
         from phaseflow.testing.conversation import run_conversation
 
         failure = run_conversation(test, scenario, workflow, coverage,
-                                   used if used is not None else set())
+                                   used if used is not None else set(),
+                                   context_position=context_position,
+                                   offer_tools=offer_tools)
         return ScenarioResult(scenario.name, scenario.line, failure)
     run = _Run(test, scenario, workflow, coverage, used)
     for step in scenario.steps:
@@ -308,10 +314,12 @@ def _unused_mocks(test: TestFile, workflow: Workflow, used: set[Spot]) -> list[T
     return problems
 
 
-def run_test_file(path: str) -> TestFileResult:
+def run_test_file(path: str, *, context_position: str = "end",
+                  offer_tools: str = "phase") -> TestFileResult:
     """Load ``path`` and its workflow, check the test file against the workflow, and run
-    every scenario. Never raises for anything in the files: problems become the result's
-    ``error`` or ``warnings``, or a scenario's failure."""
+    every scenario (a conversation's requests laid out as ``context_position`` and
+    ``offer_tools`` say). Never raises for anything in the files: problems become the
+    result's ``error`` or ``warnings``, or a scenario's failure."""
     from phaseflow.spec.loader import check_text
     from phaseflow.spec.tree import load_tree
     from phaseflow.testing.testfile import TestFileError, read_test_file
@@ -338,7 +346,9 @@ def run_test_file(path: str) -> TestFileResult:
     result.coverage = Coverage.for_workflow(workflow)
     used: set[Spot] = set()
     for scenario in test.scenarios:
-        result.scenarios.append(run_scenario(test, scenario, workflow, result.coverage, used))
+        result.scenarios.append(run_scenario(test, scenario, workflow, result.coverage, used,
+                                             context_position=context_position,
+                                             offer_tools=offer_tools))
     warnings = problems + _unused_mocks(test, workflow, used)
     result.warnings = sorted(warnings, key=lambda p: (p.line, p.column))
     return result

@@ -135,3 +135,18 @@ def test_bundled_workflow_tests_pass_with_full_coverage() -> None:
     reports = [line for line in proc.stdout.splitlines() if line.startswith("coverage ")]
     assert len(reports) >= 4
     assert all("(100% of phases and transitions)" in line for line in reports), reports
+
+
+def test_the_conversations_run_in_either_request_layout() -> None:
+    path = str(ROOT / "workflows" / "refund-desk.test.yaml")
+    # the block in the system message: every check holds (navigation: reads both)
+    system = run_cli("test", path, "--context-position", "system", timeout=300)
+    assert system.returncode == 0, system.stdout
+    assert re.fullmatch(r"\d+ passed, 0 failed", system.stdout.splitlines()[-1])
+    # every tool of the workflow in every request: an 'offered:' check sees them all
+    every = run_cli("test", path, "--offer-tools", "workflow", timeout=300)
+    assert every.returncode == 1
+    assert ("offered: expected [crm.lookup_customer, crm.verify_identity, go_to_phase], "
+            "found [approvals.check_status, crm.lookup_customer, crm.verify_identity, "
+            "go_to_phase, orders.search, orders.select, payments.issue_refund, record]"
+            ) in every.stdout

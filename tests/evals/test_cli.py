@@ -273,3 +273,37 @@ def test_bad_input_is_one_clear_message_and_exit_2(
         f"{broken}:4:5: scenario 'scenario 1' has no criteria: give expect, never or judge\n"
         f"{broken}:4:11: scenario 'scenario 1' user needs a goal (for a simulated user) or a "
         "script (for a scripted one)\n")
+
+
+@pytest.mark.parametrize("layout", [(), ("--context-position", "system", "--offer-tools",
+                                         "workflow")])
+def test_the_request_layout_is_chosen_for_the_agent_s_model(
+        tmp_path: Path, fake_openai: Any, layout: tuple[str, ...]) -> None:
+    from tests.support.fake_openai_server import text_reply
+
+    scenario = cooperative()
+    del scenario["model"]  # the agent's model is the server's
+    path = write_eval(tmp_path, [scenario])
+    fake_openai.push(*(text_reply("Hello, how can I help?") for _ in range(4)))
+    report = tmp_path / "r.json"
+    # the model only greets: the scenario fails its criteria (exit 1)
+    assert main(["eval", str(path), "--provider", "openai", "--model", "m", "--base-url",
+                 fake_openai.base_url, "--store", "memory", "--json", str(report),
+                 "--quiet", *layout]) == 1
+    first = fake_openai.requests[0].body
+    messages, tools = first["messages"], {t["function"]["name"] for t in first["tools"]}
+    written = json.loads(report.read_text())
+    if layout:
+        # the block in the one system message; every tool of the workflow offered, the
+        # phase's named at the end of the block
+        assert messages[0]["role"] == "system" and "[Navigation]" in messages[0]["content"]
+        assert [m["role"] for m in messages[1:]] == ["user"]
+        assert "payments__issue_refund" in tools and "crm__lookup_customer" in tools
+        assert "Tools: only these may be called" in messages[0]["content"]
+        assert (written["context_position"], written["offer_tools"]) == ("system", "workflow")
+    else:
+        # the default: the block after the history, the phase's tools only
+        assert messages[-1]["role"] == "system" and "[Navigation]" in messages[-1]["content"]
+        assert "[Navigation]" not in messages[0]["content"]
+        assert "payments__issue_refund" not in tools and "crm__lookup_customer" in tools
+        assert (written["context_position"], written["offer_tools"]) == ("end", "phase")

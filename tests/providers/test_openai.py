@@ -451,3 +451,34 @@ def test_without_the_sdk_installed_the_provider_says_how_to_get_it(
 def test_both_adapters_are_providers(fake_openai: FakeOpenAIServer) -> None:
     assert isinstance(_provider(fake_openai), Provider)
     assert isinstance(ScriptedProvider([]), Provider)
+
+
+# -- the prompt cache ----------------------------------------------------------------------
+
+def test_the_tokens_read_from_the_cache_reach_the_turns_end(fake_openai: FakeOpenAIServer) -> None:
+    import phaseflow
+    from phaseflow.session import Agent
+    from tests.support.hostile_desk import collect as collect_events
+
+    workflow = phaseflow.load_workflow_text(
+        "phaseflow: 1\nname: hello\ninitial: greet\nphases:\n  greet:\n    goal: Greet.\n")
+    # a server with a prompt cache reports what it reused (OpenAI's cached input,
+    # llama.cpp's reused prefix); one without says nothing: 0
+    fake_openai.push([*text_reply("Hi!", usage=None), usage_chunk(510, 3, cached=0)],
+                     [*text_reply("Bye!", usage=None), usage_chunk(530, 3, cached=500)],
+                     text_reply("Again.", usage=(540, 4)))
+    session = Agent(workflow, _provider(fake_openai)).session_sync("s")
+    ends = [next(e for e in collect_events(session.send(m)) if e.type == "turn_finished")
+            for m in ("hello", "bye", "again")]
+    assert [(e.input_tokens, e.cached_input_tokens) for e in ends] == [
+        (510, 0), (530, 500), (540, 0)]
+
+
+@pytest.mark.parametrize("details", [None, "x", {"cached_tokens": "500"},
+                                     {"cached_tokens": -3}, {}])
+def test_cached_tokens_the_server_garbles_count_as_none(
+        fake_openai: FakeOpenAIServer, details: object) -> None:
+    usage = usage_chunk(20, 9)
+    usage["usage"]["prompt_tokens_details"] = details
+    reply = _reply(fake_openai, [*text_reply("Hi", usage=None), usage])
+    assert reply.usage == Usage(20, 9, cached_input_tokens=0)

@@ -148,3 +148,29 @@ def test_with_the_phases_tools_only_a_phase_change_loses_the_prefix() -> None:
     changed = [prev.tools != cur.tools for prev, cur in itertools.pairwise(requests)]
     assert sum(changed) == 3
     assert kept == [not c for c in changed]
+
+
+def test_every_tool_offered_includes_the_workflows_it_calls_and_hands_off_to() -> None:
+    # triage hands off to the billing desk, which calls the identity check: their
+    # tools are offered from the first request on, and stay the same inside the call
+    from phaseflow.api import load_workflow
+
+    root = Path(__file__).resolve().parents[2] / "workflows" / "desks"
+    tools = {"crm.lookup_customer": lambda email: {"customer_id": "C-1"},
+             "crm.verify_identity": lambda answer: {"verified": True},
+             "billing.find_invoice": lambda: {"invoice_id": "I-1"}}
+    provider = ScriptedProvider([
+        {"calls": [{"record": {"email": "ada@example.com", "topic": "billing"}}]},
+        {"calls": [{"crm.lookup_customer": {"email": "ada@example.com"}}]}, "Your pet?"])
+    agent = Agent(load_workflow(str(root / "triage.yaml")), provider, tools=tools,
+                  store=MemoryStore(), offer_tools="workflow")
+    session = agent.session_sync("s")
+    session.reply_sync("Hi, it's ada@example.com, about an invoice")
+    assert list(session.path) == ["billing-desk", "verify", "identity-check", "question"]
+    names = [t.name for t in provider.requests[0].tools]
+    assert names == ["crm.lookup_customer", "crm.verify_identity", "billing.find_invoice",
+                     "go_to_phase", "record"]
+    assert all(r.tools == provider.requests[0].tools for r in provider.requests)
+    # inside the call the phase's own tool is the one allowed
+    assert "only these may be called in this phase (any other is refused): " \
+           "crm.lookup_customer" in provider.requests[1].context

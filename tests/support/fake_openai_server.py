@@ -124,13 +124,16 @@ def chunk(delta: Mapping[str, Any] | None = None, finish: str | None = None,
     }
 
 
-def usage_chunk(prompt: int, completion: int) -> Chunk:
-    """The last chunk of ``include_usage``: no choices, only usage."""
+def usage_chunk(prompt: int, completion: int, cached: int | None = None) -> Chunk:
+    """The last chunk of ``include_usage``: no choices, only usage (with ``cached``, the
+    ``prompt_tokens_details.cached_tokens`` of a server with a prompt cache)."""
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return {
         "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-        "model": "fake-model", "choices": [],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                  "total_tokens": prompt + completion},
+        "model": "fake-model", "choices": [], "usage": usage,
     }
 
 

@@ -77,3 +77,15 @@ def llama_server() -> Iterator[LlamaServer]:
                 os.kill(server.pid, 0)
                 time.sleep(0.05)
             os.kill(server.pid, signal.SIGKILL)
+
+
+def tokens(server: LlamaServer, text: str) -> int:
+    """How many tokens the server's model makes of ``text`` (its ``/tokenize``)."""
+    import json
+    import urllib.request
+
+    body = json.dumps({"content": text}).encode()
+    ask = urllib.request.Request(f"{server.root}/tokenize", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(ask, timeout=60) as answer:
+        return len(json.load(answer)["tokens"])
