@@ -186,7 +186,9 @@ def _number(node: ast.expr) -> float | None:
 
 
 def _shown(node: ast.expr) -> str:
+    """The expression as a message quotes it (a long one cut)."""
     try:
-        return ast.unparse(node)
+        text = ast.unparse(node)
     except (ValueError, RecursionError):  # pragma: no cover - a node ast made
         return SECONDS
+    return text if len(text) <= 60 else text[:57] + "..."
