@@ -7,6 +7,11 @@ second time, whoever asks (two agents on one store, a crash between)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -402,3 +407,65 @@ def test_the_timer_note_is_its_own_turn_and_queued_messages_stay_the_users(tmp_p
         assert "note" not in started[1].to_json()
 
     asyncio.run(body())
+
+
+#: a worker that fires the due timer and is killed (SIGKILL) in the on_enter of the phase
+#: the timer moves to, after the timer turn's start was committed
+FIRING = """\
+import time
+from phaseflow import Agent, ScriptedProvider, SQLiteStore, load_workflow_text
+
+def entered(ctx):
+    with open({marks!r}, "a", encoding="utf-8") as f:
+        f.write(ctx.phase + "\\n")
+    time.sleep(120)  # killed here
+    return {{}}
+
+start = time.time()
+clock = lambda: {now!r} + (time.time() - start)
+agent = Agent(load_workflow_text({workflow!r}, {{"entered": entered}}),
+              ScriptedProvider(["Any news?"]), store=SQLiteStore({db!r}), clock=clock,
+              phase_clock=clock)
+agent.fire_timers_sync()
+"""
+
+
+def test_a_worker_killed_in_a_timer_turn_leaves_it_to_finish_once(tmp_path: Path) -> None:
+    """A real process fires the due timer and is killed with SIGKILL inside the turn
+    (in the on_enter of the phase the timer moves to). Reopened, the timer's turn is
+    finished once: the move, then one model request in the new phase; no second timer
+    turn, the note in the history once."""
+    clock = Clock()
+    marks, db = tmp_path / "marks.txt", tmp_path / "sessions.db"
+
+    def entered(ctx: Any) -> dict[str, Any]:
+        with marks.open("a", encoding="utf-8") as f:
+            f.write(ctx.phase + "\n")
+        return {}
+
+    first, _ = _agent(tmp_path, clock, ["Hello."], text=HOOKED, hooks={"entered": entered})
+    first.session_sync("s").reply_sync("hi")
+    code = FIRING.format(marks=str(marks), now=clock.now + 601, workflow=HOOKED, db=str(db))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    child = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marks.exists() and marks.read_text()) and time.monotonic() < deadline:
+            assert child.poll() is None, "the worker ended before the timer's move"
+            time.sleep(0.05)
+        assert marks.read_text() == "follow_up\n", "the timer's move never started"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    clock.now += 601 + 60  # (the dead worker's lease has expired by now)
+    other, provider = _agent(tmp_path, clock, ["Any news?", "Still there?"], "w2",
+                             text=HOOKED, hooks={"entered": entered})
+    left = other.session_sync("s")
+    assert (left.status, left.phase, left.turn) == ("running", "wait", 2)
+    other.fire_timers_sync()
+    s = other.session_sync("s")
+    assert (s.status, s.phase, s.turn, s.state["followed"]) == ("idle", "follow_up", 2, 1)
+    assert len(provider.requests) == 1 and "Follow up with the customer" in provider.told()
+    assert [m.note for m in s.history if isinstance(m, UserMessage)] == ["", "timer"]
+    assert len(_timer_turns(s.events_sync())) == 1
+    assert other.fire_timers_sync() == 0 and s.next_timer_at is None
