@@ -810,6 +810,27 @@ class TimerMachine(SessionMachine):
             event(f"a timer fired in {new[0].message.split(chr(39))[1]}")
         self._note_dropped()
 
+    @precondition(lambda self: self.session.turn >= 1)
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        """A fork as every machine makes it; its deadline is the forked turn's end's,
+        as far ahead of the fork's making as it was of that turn's end (its clock starts
+        again there). The fork is then deleted: ``fire_timers`` would fire its timers
+        too, and its requests are not this session's."""
+        super().fork(data)
+        new_id = f"fork-c{self.next_id}"
+        made = self.run(self.store.load(new_id))
+        if made is None:
+            return
+        kept = self.run(self.store.turn_record(SID, made.turn))
+        assert kept is not None
+        if kept.next_timer_at is None:
+            assert made.next_timer_at is None
+        else:
+            assert made.next_timer_at == pytest.approx(
+                kept.next_timer_at + (made.updated_at - kept.updated_at))
+        assert self.run(self.store.delete(new_id))
+
     @invariant()
     def each_deadline_fired_at_most_one_timer_turn(self) -> None:
         assert len(self._timer_turns()) == len(self.fired)
