@@ -27,6 +27,7 @@ from phaseflow.session.turn_order import (
     Now,
     ReadHolder,
     ReadQueue,
+    ResumeLeft,
     Run,
     TakeLease,
     turn_order,
@@ -102,9 +103,11 @@ def _lease() -> Lease:
     return Lease("s", "me", 1, 100.0, version=3)
 
 
-def _walk(first: Send, leases: list[Lease | None], due: bool) -> list[Any]:
+def _walk(first: Send, leases: list[Lease | None], due: bool, status: str = "idle"
+          ) -> list[Any]:
     seen: list[Any] = []
-    plan = turn_order(first, lambda: Now(Core("s"), "wait", 3, False, due), busy="queue")
+    core = Core("s", status=status)  # type: ignore[arg-type]
+    plan = turn_order(first, lambda: Now(core, "wait", 3, False, due), busy="queue")
     answer: Any = None
     while True:
         try:
@@ -136,6 +139,13 @@ def test_a_due_timer_runs_under_the_lease_and_one_spent_meanwhile_does_not() -> 
     assert Run(timer) not in _walk(timer, [_lease()], due=False)
     # another worker holds the session: a timer is never queued as a message
     assert _walk(timer, [None], due=True) == [TakeLease(), ReadHolder()]
+
+
+def test_a_timer_finishes_a_left_turn_and_is_never_fed_to_it_as_a_message() -> None:
+    timer = Send("", PhaseView("wait"), timer=True)
+    walked = _walk(timer, [_lease()], due=False, status="running")
+    assert Run(ResumeLeft()) in walked
+    assert Run(timer, feed=True) not in walked and Run(timer) not in walked
 
 
 # --- through the API, on SQLite ---------------------------------------------------------
