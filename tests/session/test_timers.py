@@ -479,3 +479,28 @@ def test_a_worker_killed_in_a_timer_turn_leaves_it_to_finish_once(tmp_path: Path
     assert [m.note for m in s.history if isinstance(m, UserMessage)] == ["", "timer"]
     assert len(_timer_turns(s.events_sync())) == 1
     assert other.fire_timers_sync() == 0 and s.next_timer_at is None
+
+
+def test_a_forks_deadline_is_as_far_ahead_as_at_the_forked_turns_end(tmp_path: Path
+                                                                     ) -> None:
+    """A fork's clock starts again from the forked turn's end (its time in the phase is
+    that turn's): its timer is due as long after the fork is made as it was after that
+    turn ended, and it fires once, in the fork alone."""
+    async def body() -> None:
+        clock = Clock()
+        agent, provider = _agent(tmp_path, clock, ["Hello.", "Any news?", "Any news?"])
+        session = await agent.session("s")
+        await session.reply("hi")
+        assert session.next_timer_at == clock.now + 600
+        clock.now += 500  # 100 s before the original's timer
+        fork = await session.fork("f", at_turn=1)
+        assert fork.next_timer_at == clock.now + 600
+        clock.now += 100
+        assert await agent.fire_timers() == 1  # the original's, due now
+        clock.now += 500
+        assert await agent.fire_timers() == 1  # the fork's
+        forked = await agent.session("f")
+        assert (forked.turn, forked.phase) == (2, "follow_up")
+        assert len(provider.requests) == 3  # hi, the original's timer, the fork's
+        assert await agent.fire_timers() == 0
+    asyncio.run(body())
