@@ -866,7 +866,7 @@ def _fail(core: Core, code: str, message: str) -> Step:
     core = _close_request(core)
     execution = core.execution.fail(message) if core.execution.active else core.execution
     core = evolve(core, execution=execution, cut="", cut_reasoning="", cut_parts=0,
-                  reply_retry="", reply_problem="")
+                  reply_retry="", reply_problem="", awaits_first_boundary=False)
     error = ev.ErrorEvent(code=code, message=message, turn=core.turn)
     finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
                                input_tokens=core.input_tokens,
@@ -1018,7 +1018,7 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     core = _close_request(core)
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,
                   folding=None, cut="", cut_reasoning="", cut_parts=0, reply_retry="",
-                  reply_problem="")
+                  reply_problem="", awaits_first_boundary=False)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens,
                                cached_input_tokens=core.cached_input_tokens)
