@@ -108,7 +108,9 @@ def request_messages(request: ProviderRequest, names: WireNames, *,
             out.append({"role": role, "content": blocks})
 
     for message in request.history:
-        if isinstance(message, SystemMessage):
+        if isinstance(message, SystemMessage) or (isinstance(message, UserMessage)
+                                                  and message.note):
+            # (the session's note of a timer's turn too: system text in the user's turn)
             add("user", [{"type": "text", "text": f"[system] {_text(message.content)}"}])
         elif isinstance(message, UserMessage):
             add("user", _blocks(message.content, request.attachments)

@@ -126,6 +126,9 @@ def _history_messages(request: ProviderRequest, names: WireNames) -> list[dict[s
     for index, message in enumerate(request.history):
         if isinstance(message, SystemMessage):
             out.append({"role": "system", "content": _text(message.content)})
+        elif isinstance(message, UserMessage) and message.note:
+            # the session's note (a timer's turn): a system message, not the user's words
+            out.append({"role": "system", "content": _text(message.content)})
         elif isinstance(message, UserMessage):
             out.append({"role": "user",
                         "content": _user_content(message.content, request.attachments)})

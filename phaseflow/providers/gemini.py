@@ -161,7 +161,9 @@ def request_contents(request: ProviderRequest, names: WireNames) -> list[dict[st
             contents.append({"role": role, "parts": parts})
 
     for message in request.history:
-        if isinstance(message, SystemMessage):
+        if isinstance(message, SystemMessage) or (isinstance(message, UserMessage)
+                                                  and message.note):
+            # (the session's note of a timer's turn too: system text in the user's turn)
             add("user", [{"text": f"[system] {_text(message.content)}"}])
         elif isinstance(message, UserMessage):
             add("user", _user(message.content, request.attachments))

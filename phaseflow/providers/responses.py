@@ -117,6 +117,9 @@ def request_input(request: ProviderRequest, names: WireNames) -> list[dict[str, 
     for message in request.history:
         if isinstance(message, SystemMessage):
             items.append({"role": "system", "content": _text(message.content)})
+        elif isinstance(message, UserMessage) and message.note:
+            # the session's note (a timer's turn): a developer message
+            items.append({"role": "developer", "content": _text(message.content)})
         elif isinstance(message, UserMessage):
             items.append({"role": "user",
                           "content": _user(message.content, request.attachments)})

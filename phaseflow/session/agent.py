@@ -546,7 +546,7 @@ class Agent:
             core = core_from_json(sid, record.core, record.execution, record.continuation)
             runner = Runner(self.config, core, machine, state, record.version,
                             record.created_at)
-            runner.timer_at, runner.timer_turn = record.next_timer_at, record.turn
+            runner.timer_at = record.next_timer_at
             runner.core = replace(runner.core, view=runner.view())
         except PhaseflowError as exc:
             # Damaged or foreign contents: an error that names the session, never a

@@ -166,33 +166,49 @@ def plain_text(content: Content) -> str:
 
 
 def _on_send(core: Core, event: Send, limits: Limits) -> Step:
+    if event.timer:
+        # A timer's turn: the session's note alone (messages still queued from an
+        # aborted turn stay queued: they start the next turn, never joined to the note)
+        if core.execution.active:
+            return Step(core)  # a turn holds the session: its boundary sees the timer
+        started = _ok(core.execution.begin_turn())
+        return _start_turn(evolve(core, execution=started, view=event.view),
+                           event.content, limits, note=TIMER)
     admitted = core.execution.admit_prompt(event.kind, event.content)
     core = evolve(core, execution=admitted.execution, view=event.view)
     outcome = admitted.action
     if isinstance(outcome, Queued):
         return Step(core, (Persist(),))
     contents = (outcome.content,) if isinstance(outcome, SendNow) else outcome.contents
-    return _start_turn(core, joined_content(contents), limits, boundary=event.timer)
+    return _start_turn(core, joined_content(contents), limits)
 
 
-def _start_turn(core: Core, content: Content, limits: Limits, *, boundary: bool = False
-                ) -> Step:
+#: the note of a timer's turn's input (its user message and ``turn_started`` event)
+TIMER = "timer"
+
+
+def _start_turn(core: Core, content: Content, limits: Limits, *, note: str = "") -> Step:
+    """A turn begins with ``content``. ``note`` ``"timer"``: a timer's turn, whose
+    first step is the boundary (the timer's transition taken, ``on_enter`` run), then
+    the model's first request in the phase it leads to; until that boundary is done the
+    turn ``awaits_first_boundary``, and a worker that resumes it takes the boundary
+    first (never a request in the phase the timer leaves)."""
     turn = core.turn + 1
     request_id = f"{core.session_id}:{turn}"
-    continuation = _ok(core.continuation.begin_request(request_id, TurnId(turn), content))
+    continuation = _ok(core.continuation.begin_request(request_id, TurnId(turn), content,
+                                                       note))
+    boundary = note == TIMER
     execution = _ok(core.execution.provider_started())
     core = evolve(
         core, execution=execution, continuation=continuation,
         status="running", turn=turn, step=0, attempt=0, group=None, request_id=None,
         final_request=False, reply="", input_tokens=0, output_tokens=0, cached_input_tokens=0,
         cut="", cut_reasoning="", cut_parts=0, continued=0, cut_off=False, recovered=0,
-        reply_retry="", reply_problem="",
+        reply_retry="", reply_problem="", awaits_first_boundary=boundary,
     )
     events: tuple[ev.Event, ...] = (
-        ev.TurnStartedEvent(message=plain_text(content), turn=turn),)
+        ev.TurnStartedEvent(message=plain_text(content), turn=turn, note=note),)
     if boundary:
-        # A timer's turn: the boundary first (the timer's transition taken, on_enter
-        # run), then the model's first request in the phase it leads to.
         return Step(core, (Persist(events), RunBoundary((), None, final=False)))
     nxt = _next_request(core, limits)
     return Step(nxt.core, (Persist(events), *nxt.commands))
@@ -790,7 +806,7 @@ def _on_tool_done(core: Core, event: ToolDone, limits: Limits) -> Step:
 def _on_boundary(core: Core, event: BoundaryDone, limits: Limits) -> Step:
     if core.pending:  # a quiet boundary's group results: committed with it
         event = replace(event, events=(*core.pending, *event.events))
-    core = evolve(core, view=event.view, pending=())
+    core = evolve(core, view=event.view, pending=(), awaits_first_boundary=False)
     if event.final and core.group is not None:
         core = _end_after_group(core)  # the boundary after a cut reply's group
     if event.final:
@@ -851,7 +867,7 @@ def _fail(core: Core, code: str, message: str) -> Step:
     core = _close_request(core)
     execution = core.execution.fail(message) if core.execution.active else core.execution
     core = evolve(core, execution=execution, cut="", cut_reasoning="", cut_parts=0,
-                  reply_retry="", reply_problem="")
+                  reply_retry="", reply_problem="", awaits_first_boundary=False)
     error = ev.ErrorEvent(code=code, message=message, turn=core.turn)
     finished = ev.TurnFinished(reply="", status="failed", turn=core.turn,
                                input_tokens=core.input_tokens,
@@ -1003,7 +1019,7 @@ def _on_cancel(core: Core, event: Cancel, limits: Limits = DEFAULT_LIMITS) -> St
     core = _close_request(core)
     core = evolve(core, execution=core.execution.abort(), status="idle", request_id=None,
                   folding=None, cut="", cut_reasoning="", cut_parts=0, reply_retry="",
-                  reply_problem="")
+                  reply_problem="", awaits_first_boundary=False)
     finished = ev.TurnFinished(reply="", status="cancelled", turn=core.turn,
                                input_tokens=core.input_tokens, output_tokens=core.output_tokens,
                                cached_input_tokens=core.cached_input_tokens)
@@ -1048,6 +1064,9 @@ def _on_resume(core: Core, event: Resume, limits: Limits) -> Step:
         return _on_cancel(core, Cancel(0.0, given_up=open_ids), limits)
     if core.status != "running":
         return Step(core)
+    if core.awaits_first_boundary:
+        # a timer's turn stopped before its first boundary: the timer's move first
+        return Step(core, (RunBoundary((), None, final=False),))
     group = core.group
     if group is not None and group.admitted:
         c = core.continuation

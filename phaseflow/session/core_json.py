@@ -88,6 +88,7 @@ def core_to_json(core: Core) -> dict[str, Any]:
         **({"continued": core.continued} if core.continued else {}),
         **({"cut_off": True} if core.cut_off else {}),
         **({"recovered": core.recovered} if core.recovered else {}),
+        **({"awaits_first_boundary": True} if core.awaits_first_boundary else {}),
         **({"captures": [list(c) for c in core.captures]} if core.captures else {}),
         "group": None if group is None else {
             "checkpoint_id": group.checkpoint_id,
@@ -209,6 +210,7 @@ def _cut(data: Mapping[str, Any]) -> dict[str, Any]:
     out["continued"] = _count(data.get("continued", 0), "continued")
     out["cut_off"] = data.get("cut_off", False) is True
     out["recovered"] = _count(data.get("recovered", 0), "recovered")
+    out["awaits_first_boundary"] = data.get("awaits_first_boundary", False) is True
     captures = data.get("captures", ())
     out["captures"] = tuple((str(r), _count(n, "capture size")) for r, n in captures)
     return out

@@ -41,10 +41,20 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnStartedEvent(_Event):
-    """A turn began with the user's message (the queued prompts joined, in order)."""
+    """A turn began with the user's message (the queued prompts joined, in order), or
+    with a timer's note."""
 
     type: ClassVar[str] = "turn_started"
     message: str = ""
+    #: ``"timer"``: a timer's turn (``message`` is the session's note, no user wrote it);
+    #: left out of the JSON when empty
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = _Event.to_json(self)
+        if not self.note:
+            del out["note"]
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,8 +77,12 @@ async def fork_record(store: Store, session_id: str, new_id: str, at_turn: int, 
         # only now the session itself is read, to say why (a kept turn has ended, so the
         # fork needs no read of the session's whole current history)
         raise ForkRefused(await _why_not(store, session_id, at_turn))
+    # The fork's clock starts again from the turn's end: its time in the phase is the
+    # record's (aged from ``now``), so its next timer is as far ahead as it was then.
+    timer = ended.next_timer_at
     record = replace(ended, session_id=new_id, version=1, created_at=now, updated_at=now,
-                     core=_renamed(ended.core, new_id))
+                     core=_renamed(ended.core, new_id),
+                     next_timer_at=None if timer is None else timer + (now - ended.updated_at))
     try:
         core_from_json(new_id, record.core, record.execution, record.continuation)
     except PhaseflowError as exc:

@@ -16,6 +16,7 @@ from phaseflow.turn.messages import (
     AssistantMessage,
     Message,
     ToolResultMessage,
+    UserMessage,
     content_to_json,
 )
 
@@ -36,6 +37,8 @@ def message_json(message: Message) -> dict[str, Any]:
             out["reasoning"] = message.reasoning
         if message.continued:
             out["continued"] = message.continued  # a reply cut and continued: stitched
+    elif isinstance(message, UserMessage) and message.note:
+        out["note"] = message.note  # the session's note ("timer"), not the user's words
     return out
 
 

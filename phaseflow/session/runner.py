@@ -322,9 +322,10 @@ class Runner:
         self.version = version
         self.created_at = created_at
         #: the session's next timer (wall clock; None: none ahead), as the last commit
-        #: stored it, and the turn that commit was in (session/timers.py)
+        #: stored it, and when this runner last ran a turn boundary (which spends a due
+        #: timer: session/timers.py)
         self.timer_at: float | None = None
-        self.timer_turn = core.turn
+        self.evaluated_at: float | None = None
         self._machine_snapshot: dict[str, Any] = machine.snapshot()
         self._cancel = asyncio.Event()
         #: the cancel is an interrupt (see request_cancel)
@@ -568,7 +569,7 @@ class Runner:
         phase = machine.current_phase  # the innermost workflow's, inside a call
         if phase is None:
             return None
-        return next_deadline(self.timer_at, self.timer_turn, self.core.turn, phase,
+        return next_deadline(self.timer_at, self.evaluated_at, phase,
                              machine.current_phase_duration(), now,
                              self.core.status == "finished")
 
@@ -622,7 +623,7 @@ class Runner:
                 lease=self.lease, consumed=self.consumed, release=release, keep_turn=keep))
             self.consumed = 0
             self.version = record.version
-            self.timer_at, self.timer_turn = record.next_timer_at, record.turn
+            self.timer_at = record.next_timer_at
             if release:
                 self.lease = None
                 self.released = True
@@ -1221,6 +1222,7 @@ class Runner:
         return self._state_events(before, "tools") if writes else []
 
     async def _boundary(self, command: RunBoundary) -> BoundaryDone:
+        self.evaluated_at = self.config.clock()  # a due timer's transition is evaluated
         events = self._apply_writes(command.writes)
         before = self.state.to_dict()
         turn = self.core.turn

@@ -1,12 +1,15 @@
 """A session's timers, as pure decisions: when the next one is due, and whether it is.
 
-A timer is an ``auto`` transition with ``after`` (docs/format.md, "Timers"): it can hold
-once the conversation has been ``after`` seconds in its phase. The session keeps one
-deadline, by the wall clock (the one clock two processes share), recomputed at every
-commit from the phase and its time in it: the earliest ``after`` still ahead. A turn
-that runs once a timer is due (the timer's own turn, or a user's message) evaluates the
-transition at its boundary, and its commit moves the deadline past it: so a timer is
-spent by the first turn after it is due, and fires at most once.
+A timer is the moment an ``auto`` transition's guard can first become true by time
+alone: its ``after`` (docs/format.md, "Timers"), or what a guard on ``seconds_in_phase``
+says (``seconds_in_phase >= 600``; :mod:`phaseflow.expr.time_terms`), each a
+transition's ``timers``. The session keeps one deadline, by the wall clock (the one
+clock two processes share), recomputed at every commit from the phase and its time in
+it: the earliest moment still ahead. A deadline that has passed is kept until a turn
+boundary runs at or after it - the timer's own turn's first boundary, or the next
+boundary of a turn that was running or starts meanwhile (a user's message) - which
+evaluates the transition: so a timer is spent by the first boundary after it is due,
+and fires at most one turn.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ TIMER_NOTE = ("[timer] No message from the user: the timer of phase {phase!r} (a
               "{after}) fired after {waited} in the phase. Continue from here.")
 
 
+def _moments(phase: Phase) -> list[float]:
+    return [m for t in phase.transitions if t.trigger == "auto" for m in t.timers]
+
+
 def timer_deadline(phase: Phase, seconds_in_phase: float, now: float, finished: bool
                    ) -> float | None:
     """The wall-clock time the phase's next timer is due, seen at ``now`` with
@@ -25,22 +32,21 @@ def timer_deadline(phase: Phase, seconds_in_phase: float, now: float, finished: 
     spent, or the session finished)."""
     if finished:
         return None
-    ahead = [t.after for t in phase.transitions
-             if t.after is not None and t.trigger == "auto" and t.after > seconds_in_phase]
+    ahead = [m for m in _moments(phase) if m > seconds_in_phase]
     if not ahead:
         return None
     return now + (min(ahead) - seconds_in_phase)
 
 
-def next_deadline(kept: float | None, kept_turn: int, turn: int, phase: Phase,
+def next_deadline(kept: float | None, evaluated_at: float | None, phase: Phase,
                   seconds_in_phase: float, now: float, finished: bool) -> float | None:
-    """The deadline a commit stores. A due one (``kept``, stored at turn ``kept_turn``)
-    stays until a turn starts after it (a commit that runs no turn - a note, a setting,
-    a save - never spends a timer); otherwise the phase's next, by
-    :func:`timer_deadline`."""
+    """The deadline a commit made at ``now`` stores. A due one (``kept``) stays until a
+    turn boundary has run at or after it (``evaluated_at``: when this process last ran
+    one; a commit that runs none - a turn's start, a note, a setting, a save - never
+    spends a timer); otherwise the phase's next, by :func:`timer_deadline`."""
     if finished:
         return None
-    if kept is not None and kept <= now and turn == kept_turn:
+    if kept is not None and kept <= now and (evaluated_at is None or evaluated_at < kept):
         return kept
     return timer_deadline(phase, seconds_in_phase, now, finished)
 
@@ -53,9 +59,8 @@ def is_due(deadline: float | None, now: float, status: str) -> bool:
 
 
 def due_after(phase: Phase, seconds_in_phase: float) -> float | None:
-    """The ``after`` of the latest timer of ``phase`` already due (what the note says)."""
-    due = [t.after for t in phase.transitions
-           if t.after is not None and t.trigger == "auto" and t.after <= seconds_in_phase]
+    """The moment of the latest timer of ``phase`` already due (what the note says)."""
+    due = [m for m in _moments(phase) if m <= seconds_in_phase]
     return max(due) if due else None
 
 

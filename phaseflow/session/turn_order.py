@@ -257,14 +257,16 @@ def _holding(lease: Lease, first: Input | None, now: Callable[[], Now]) -> Plan:
         yield CommitNotes()
         if now().core.status in ("running", "cancelling") and not isinstance(  # 3.
                 first, Interrupt):
-            if isinstance(first, Send):
+            if isinstance(first, Send) and not _is_timer(first):
                 # The message takes its place in the queue first (committed), then the
                 # interrupted turn is finished; its end sends what is queued.
                 yield Run(first, feed=True)
                 first = None
             yield Run(ResumeLeft())
         if _is_timer(first) and not now().timer_due:
-            first = None  # spent meanwhile (another worker fired it, or a turn ran)
+            # spent meanwhile (another worker fired it, or a turn's boundary ran after it,
+            # the left turn's included): a timer is never a queued message
+            first = None
         if first is not None and not (isinstance(first, Send)
                                       and now().core.status == "finished"):
             yield Run(first)  # 4.

@@ -285,6 +285,9 @@ class Core:
     #: history compacted for it, to this many tokens: a second refusal fails the turn
     #: (0: no recovery made for this request)
     recovered: int = 0
+    #: a timer's turn that has not run its first boundary yet (the timer's transition):
+    #: a turn resumed from here takes that boundary before it asks the model
+    awaits_first_boundary: bool = False
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:

@@ -30,6 +30,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "PF206": ("warning", "a transition can never be taken"),
     "PF207": ("warning", "the same transition is written twice"),
     "PF208": ("warning", "a guard counts visits of a phase that does not exist"),
+    "PF209": ("warning", "a guard on time has no moment a timer can wait for"),
     "PF300": ("error", "guard expression: syntax error or forbidden construct"),
     "PF301": ("warning", "guard reads a state key that is not declared"),
     "PF302": ("error", "template syntax error"),

@@ -1,5 +1,5 @@
-"""The graph checks (PF200-PF208): is every phase reachable, can every conversation end,
-can every transition be taken?
+"""The graph checks (PF200-PF209): is every phase reachable, can every conversation end,
+can every transition be taken, and when, if it waits for time?
 
 Each check is a function of the compiled workflow and its :class:`SourceMap` (for the
 positions) to a list of diagnostics; :func:`check_graph` runs them in order. They read
@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from phaseflow.expr.describe import clip, closest_hint
+from phaseflow.expr.time_terms import SECONDS, time_moments
 from phaseflow.spec.diagnostics import Diagnostic
 from phaseflow.spec.edges import always_ready
 from phaseflow.spec.model import Workflow
 from phaseflow.spec.sourcemap import SourceMap
+from phaseflow.spec.yamlnodes import Mapping as MappingNode
 from phaseflow.spec.yamlnodes import Node
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "transition_checks",
     "unknown_initial",
     "unknown_visits",
+    "untimed_guards",
 ]
 
 
@@ -254,6 +257,31 @@ def unknown_visits(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
     return found
 
 
+def untimed_guards(workflow: Workflow, source: SourceMap) -> list[Diagnostic]:
+    """PF209: an ``auto`` transition's guard reads ``seconds_in_phase`` in a way whose
+    moment cannot be derived (phaseflow.expr.time_terms): no timer fires it, so it is
+    looked at only when something else happens (a message, a tool's result)."""
+    found: list[Diagnostic] = []
+    for name, nodes in source.phases.items():
+        for index, (transition, item, _to) in enumerate(nodes.transitions):
+            when = transition.when
+            if when is None or transition.trigger != "auto" or SECONDS not in when.source:
+                continue
+            problem = time_moments(when.source).problem
+            if not problem:
+                continue
+            at: Node = item
+            if isinstance(item, MappingNode):
+                at = item.get("when") or item
+            found.append(source.diagnostic(
+                at, "PF209",
+                f"phase '{name}': transition {index + 1}: {problem}, so no timer "
+                f"fires it (it is looked at only when something else happens: a message, "
+                f"a tool's result); compare {SECONDS} alone with a number "
+                f"({SECONDS} >= 600) or write 'after: 10m' on the transition"))
+    return found
+
+
 #: The graph checks, in the order they run.
 GRAPH_CHECKS: tuple[Callable[[Workflow, SourceMap], list[Diagnostic]], ...] = (
     unknown_initial,
@@ -261,6 +289,7 @@ GRAPH_CHECKS: tuple[Callable[[Workflow, SourceMap], list[Diagnostic]], ...] = (
     endings,
     reachability,
     unknown_visits,
+    untimed_guards,
 )
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from phaseflow.errors import ConfigError
 from phaseflow.expr import Guard, GuardCompileError, compile_guard
 from phaseflow.expr.jsonvalue import check_json_object
+from phaseflow.expr.time_terms import time_moments
 from phaseflow.spec.durations import parse_duration, timed_guard
 from phaseflow.spec.frozenjson import freeze, thaw
 from phaseflow.template import (
@@ -309,6 +310,10 @@ class Transition:
     #: ``after``: seconds in the phase before the transition can hold (a timer: the
     #: session fires it with no user message); ``when`` already includes it.
     after: float | None = None
+    #: the moments (seconds in the phase, ascending) at which an ``auto`` transition's
+    #: guard can first become true by time alone - its ``after``, and what its
+    #: ``seconds_in_phase`` terms say (phaseflow.expr.time_terms): the session's timers
+    timers: tuple[float, ...] = field(default=(), compare=False)
 
     def __init__(
         self,
@@ -337,6 +342,15 @@ class Transition:
         object.__setattr__(self, "position", position)
         object.__setattr__(self, "handoff", handoff)
         object.__setattr__(self, "after", seconds)
+        object.__setattr__(self, "timers", transition_timers(guard, trigger))
+
+
+def transition_timers(when: Guard | None, trigger: str) -> tuple[float, ...]:
+    """The moments an ``auto`` transition's guard ``when`` can first become true by
+    time alone (none for a ``model`` one: the model's move is checked when it is made)."""
+    if when is None or trigger != "auto":
+        return ()
+    return time_moments(when.source).moments
 
 
 def _names(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -481,6 +495,7 @@ def _compiled_transition(
     put(transition, "position", position)
     put(transition, "handoff", None)
     put(transition, "after", after)
+    put(transition, "timers", transition_timers(when, trigger))
     return transition
 
 

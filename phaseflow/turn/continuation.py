@@ -362,9 +362,10 @@ class Continuation:
     # --- requests ---
 
     def begin_request(
-        self, request_id: str, turn_id: TurnId, content: Content | None
+        self, request_id: str, turn_id: TurnId, content: Content | None, note: str = ""
     ) -> Continuation | Rejected:
-        """Record a request: the history plus ``content`` as a user message (if given).
+        """Record a request: the history plus ``content`` as a user message (if given;
+        ``note``: the session's, not the user's: see :class:`UserMessage`).
 
         O(1): the request shares the history. The canonical history changes only when
         the outcome is applied.
@@ -377,7 +378,7 @@ class Continuation:
         try:
             request_id = i.text(request_id, "request id")
             turn_id = TurnId(i.integer(turn_id, "turn id"))
-            message = None if content is None else UserMessage(content)
+            message = None if content is None else UserMessage(content, note)
         except i.TurnInputError as exc:
             return Rejected(R.INVALID_REQUEST, str(exc))
         if not request_id:

@@ -282,10 +282,16 @@ class SystemMessage:
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
+    """A message in the user's place. ``note``: not written by the user but by the
+    session (``"timer"``: a timer's turn); a provider sends it as a system note in its
+    own form (a system or developer message, or ``[system] ...`` text)."""
+
     content: Content
+    note: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", freeze_content(self.content, "user content"))
+        object.__setattr__(self, "note", i.text(self.note, "user note"))
 
     role: ClassVar[Role] = Role.USER
 
@@ -402,6 +408,8 @@ def _message_json(message: Message) -> dict[str, JsonValue]:
     elif isinstance(message, ToolResultMessage):
         out["call_id"] = message.call_id
         out["is_error"] = message.is_error
+    elif isinstance(message, UserMessage) and message.note:
+        out["note"] = message.note
     return out
 
 
@@ -412,7 +420,7 @@ def decode_message(data: object) -> Message:
     if role is Role.SYSTEM:
         return SystemMessage(content)
     if role is Role.USER:
-        return UserMessage(content)
+        return UserMessage(content, j.opt_string(d, "note", "message") or "")
     if role is Role.ASSISTANT:
         raw_calls = d.get("tool_calls", [])
         if not isinstance(raw_calls, list):

@@ -69,9 +69,12 @@ from tests.support.session_fakes import (
 )
 from tests.support.stateful_session import (
     HALLUCINATED,
+    ON_ENTER,
     REFUND,
     SCRIPT,
     SMALL,
+    TIMED_PHASES,
+    TIMER_DESK,
     answered_at,
     continues,
     is_summary,
@@ -478,7 +481,7 @@ class SessionMachine(RuleBasedStateMachine):
     def _user_parts(self) -> list[str]:
         parts: list[str] = []
         for m in self.session.transcript:
-            if isinstance(m, UserMessage):
+            if isinstance(m, UserMessage) and not m.note:  # (a timer's note: no user's)
                 parts.extend(_texts(m.content))
         return parts
 
@@ -707,6 +710,151 @@ class ThreadedToolMachine(SessionMachine):
             event("a cancel waited for a tool's thread")
 
 
+class FakeClock:
+    """The agents' wall and phase clock: moved by the test; every reading a millisecond
+    later than the last (so no two deadlines of the run are the same number)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+class TimerMachine(SessionMachine):
+    """The same machine on the desk with timers (intake: ``after: 10m``; review: a guard
+    ``seconds_in_phase >= 1800``), and a clock the test moves: among messages, approvals,
+    cancels and crashes, the time passes and due timers are fired - by the session or by
+    the agent's ``fire_timers`` - or a timer turn is killed at a gate (in the ``on_enter``
+    of the phase the timer moves to, at the model, a tool or a retry's wait). Besides the
+    invariants of every machine (no tool effect twice, no message lost, every call one
+    result): each deadline fires at most one timer turn, and a timer turn asks the model
+    only after its move (never in the phase its timer leaves, also when it was resumed
+    by another worker)."""
+
+    desk = TIMER_DESK
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.on_enter_gated = False
+        #: the deadlines that fired a timer turn
+        self.fired: set[float] = set()
+        super().__init__()
+        ON_ENTER[0] = self
+
+    def teardown(self) -> None:
+        ON_ENTER[0] = None
+        super().teardown()
+
+    def _agent(self) -> Agent:
+        async def sleep(seconds: float) -> None:
+            self.sleeps.append(seconds)
+            await self.gate.point("sleep")
+
+        return Agent(self.desk.workflow, self.provider, tools=self.tools.mapping(),
+                     store=self.store, approve=self.desk.policy, max_steps=4, max_retries=2,
+                     sleep=sleep, max_continuations=1, clock=self.clock,
+                     phase_clock=self.clock)
+
+    def _timer_turns(self) -> list[ev.TurnStartedEvent]:
+        return [e for e in self._events()
+                if isinstance(e, ev.TurnStartedEvent) and e.note == "timer"]
+
+    @precondition(lambda self: self.session.status != "finished")
+    @rule(data=st.data(), seconds=st.sampled_from([1.0, 299.0, 600.0, 1200.0, 1800.0]),
+          by=st.sampled_from(["session", "agent"]), crash=st.booleans())
+    def tick(self, data: st.DataObject, seconds: float, by: str, crash: bool) -> None:
+        """The time passes; the session's due timer is fired (``crash``: its turn is
+        killed at the first gate it reaches, then the host restarts)."""
+        self._model(data, may_hang=crash)
+        self.clock.now += seconds
+        record = self.run(self.store.load(SID))
+        due = record.next_timer_at if record is not None else None
+        before = len(self._timer_turns())
+        if crash:
+            self.on_enter_gated = True
+            self.gate.arm()
+
+        async def go() -> None:
+            firing = asyncio.ensure_future(
+                self._collect(self.session.firing_timer()) if by == "session"
+                else self.agent.fire_timers())
+            reached = asyncio.ensure_future(self.gate.reached.wait())
+            await asyncio.wait({firing, reached}, return_when=asyncio.FIRST_COMPLETED)
+            if crash and self.gate.reached.is_set() and not firing.done():
+                firing.cancel()  # the worker dies here
+                await asyncio.gather(firing, return_exceptions=True)
+                self.crashes += 1
+            else:
+                await firing
+            reached.cancel()
+            await asyncio.gather(reached, return_exceptions=True)
+
+        crashes = self.crashes
+        try:
+            self.run(go())
+        finally:
+            self.on_enter_gated = False
+            self.gate.disarm()
+        event(f"tick: {by}, gate {self.gate.where or 'not reached'}"
+              f"{', crashed' if self.crashes != crashes else ''}")
+        if by == "agent" or self.crashes != crashes:
+            self.reopen()  # (the agent fired it through a session of its own)
+        new = self._timer_turns()[before:]
+        assert len(new) <= 1
+        if new:
+            assert due is not None and due <= self.clock.now, (due, self.clock.now)
+            assert due not in self.fired, f"the deadline {due} fired a second timer turn"
+            self.fired.add(due)
+            event(f"a timer fired in {new[0].message.split(chr(39))[1]}")
+        self._note_dropped()
+
+    @precondition(lambda self: self.session.turn >= 1)
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        """A fork as every machine makes it; its deadline is the forked turn's end's,
+        as far ahead of the fork's making as it was of that turn's end (its clock starts
+        again there). The fork is then deleted: ``fire_timers`` would fire its timers
+        too, and its requests are not this session's."""
+        super().fork(data)
+        new_id = f"fork-c{self.next_id}"
+        made = self.run(self.store.load(new_id))
+        if made is None:
+            return
+        kept = self.run(self.store.turn_record(SID, made.turn))
+        assert kept is not None
+        if kept.next_timer_at is None:
+            assert made.next_timer_at is None
+        else:
+            assert made.next_timer_at == pytest.approx(
+                kept.next_timer_at + (made.updated_at - kept.updated_at))
+        assert self.run(self.store.delete(new_id))
+
+    @invariant()
+    def each_deadline_fired_at_most_one_timer_turn(self) -> None:
+        assert len(self._timer_turns()) == len(self.fired)
+
+    @invariant()
+    def a_timer_turn_asks_the_model_only_after_its_move(self) -> None:
+        for started in self._timer_turns():
+            left = started.message.split("'")[1]  # "... the timer of phase 'intake' ..."
+            if left not in TIMED_PHASES:
+                continue
+            first = [r for r in self.provider.requests
+                     if r.request_id == f"{SID}:{started.turn}:1"]
+            assert all(f"Current phase: {left} " not in r.context for r in first), (
+                f"turn {started.turn} asked the model in {left}, the phase its timer left")
+
+    @invariant()
+    def a_timer_note_is_never_a_users_message(self) -> None:
+        for m in self.session.transcript:
+            if isinstance(m, UserMessage) and isinstance(m.content, str) and (
+                    m.content.startswith("[timer]")):
+                assert m.note == "timer"
+        assert not any(isinstance(c, str) and "[timer]" in c for c in self._queued())
+
+
 class RefundDeskMachine(SessionMachine):
     """The same machine on the bundled refund desk (preparations, guards, needs)."""
 
@@ -727,6 +875,8 @@ TestCompacting = CompactingMachine.TestCase
 TestRefundDesk = RefundDeskMachine.TestCase
 ThreadedToolMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 3))
 TestThreadedTool = ThreadedToolMachine.TestCase
+TimerMachine.TestCase.settings = settings(SETTINGS, max_examples=max(1, EXAMPLES // 2))
+TestTimers = TimerMachine.TestCase
 
 
 class _Script:

@@ -19,8 +19,8 @@ from phaseflow.spec.loader import check_file, check_text
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "invalid"
 
 #: The spec's severities, written out here so that a change in CODES is caught.
-WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF301", "PF303", "PF305",
-            "PF401", "PF402", "PF403", "PF404", "PF407"}
+WARNINGS = {"PF202", "PF203", "PF205", "PF206", "PF207", "PF208", "PF209", "PF301", "PF303",
+            "PF305", "PF401", "PF402", "PF403", "PF404", "PF407"}
 
 # file, [(code, line, column)], words the (first) message must contain
 CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
@@ -52,6 +52,9 @@ CASES: list[tuple[str, list[tuple[str, int, int]], list[str]]] = [
      ["'done'", "written twice", "transition 1"]),
     ("pf208_unknown_visits.yaml", [("PF208", 9, 15)],
      ["'implemnt'", "not a phase", "did you mean 'implement'?"]),
+    ("pf209_untimed_guard.yaml", [("PF209", 11, 15)],
+     ["transition 1", "seconds_in_phase > state.patience", "no timer fires it",
+      "seconds_in_phase >= 600", "after: 10m"]),
     ("pf300_code_in_guard.yaml", [("PF300", 9, 15)], ["not allowed"]),
     ("pf300_misspelt_name.yaml", [("PF300", 9, 16)],
      ["unknown name 'stat'", "did you mean 'state'?"]),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from phaseflow.session.compaction import SUMMARY_HEADING
 from phaseflow.session.core import CONTINUE_TEXT
-from phaseflow.spec.loader import compile_file
+from phaseflow.spec.loader import compile_file, compile_text
 from phaseflow.spec.model import Workflow
 from phaseflow.turn.messages import ToolCall, UserMessage
 from tests.support.session_fakes import (
@@ -24,6 +24,7 @@ from tests.support.session_fakes import (
     DESK_IDEMPOTENT,
     DESK_PHASES,
     DESK_WRITES,
+    DESK_YAML,
     REFUND_PATH,
     REFUND_PHASES,
     DeskTools,
@@ -108,6 +109,42 @@ REFUND = Desk(
                                        '{"order_id": "O-1", "amount": "lots"}']},
     records=[{"refund_reason": "broken"}, {"refund_reason": 3}, {"amount": 1}, {}],
     offered_moves=2, forward_moves=0,
+)
+
+#: the small desk with timers: intake moves to work after 10 minutes (``after``), review
+#: back to work after 30 (a guard on ``seconds_in_phase``); work's ``on_enter`` hook
+#: stops at the gate while ``ON_ENTER[0]`` (the running test machine) has it gated
+TIMER_DESK_YAML = DESK_YAML.replace("""        description: The customer is known
+""", """        description: The customer is known
+      - to: work
+        after: 10m
+""").replace("""      - to: work
+        trigger: model
+  closed:""", """      - to: work
+        trigger: model
+      - to: work
+        when: seconds_in_phase >= 1800
+  closed:""")
+#: the phases whose timer moves the conversation on whenever it fires
+TIMED_PHASES = ("intake", "review")
+ON_ENTER: list[Any] = [None]
+
+
+async def gated_audit_hook(ctx: Any) -> dict[str, Any]:
+    """work's ``on_enter`` call in the timer desk: as the small desk's, and a point where
+    a test stops (and kills) the turn that enters work."""
+    machine = ON_ENTER[0]
+    if machine is not None and machine.on_enter_gated:
+        await machine.gate.point("on_enter")
+    return {"audit": "entered"}
+
+
+TIMER_DESK = Desk(
+    name="timer-desk", workflow=compile_text(TIMER_DESK_YAML, {"audit_hook": gated_audit_hook},
+                                             path="timer-desk.yaml"),
+    tools=SMALL.tools, phases=SMALL.phases, writes=SMALL.writes, idempotent=SMALL.idempotent,
+    approval=SMALL.approval, valid=SMALL.valid, invalid=SMALL.invalid, records=SMALL.records,
+    policy=SMALL.policy,
 )
 
 HALLUCINATED = ["delete_all", "crm.lookup", "pay "]

@@ -122,7 +122,9 @@
     const turn = e.turn || 0;
     switch (e.type) {
       case "turn_started":
-        item("user", turn, el("p", {class: "who", text: "User · turn " + turn}), el("p", {class: "text", text: e.message}));
+        // a timer's turn: no user wrote its input (the session's note)
+        if (e.note === "timer") item("user timer", turn, el("p", {class: "who", text: "Timer · turn " + turn}), el("p", {class: "text", text: e.message}));
+        else item("user", turn, el("p", {class: "who", text: "User · turn " + turn}), el("p", {class: "text", text: e.message}));
         startedAt.set(turn, e.at);
         turnBlock(turn).append(el("li", {class: "step started"}, "turn started ",
           el("time", {datetime: new Date(e.at * 1000).toISOString(), title: when(e.at), text: clock(e.at)})));
