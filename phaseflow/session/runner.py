@@ -266,31 +266,39 @@ class _LeaseKeeper:
 
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
-        self._stop = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._every = max(runner.config.lease / 3, 0.01)
+        self._stopped = False
+        #: the next renewal's timer (a turn shorter than a third of the lease costs only
+        #: this); a renewal runs as a task of its own while it is due
+        self._handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
     def start(cls, runner: Runner) -> _LeaseKeeper:
         keeper = cls(runner)
-        keeper._task = asyncio.get_running_loop().create_task(keeper._keep())
+        keeper._handle = keeper._loop.call_later(keeper._every, keeper._due)
         return keeper
 
-    async def _keep(self) -> None:
-        every = max(self._runner.config.lease / 3, 0.01)
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), every)
-            if self._stop.is_set():
-                return
-            try:
-                if not await self._runner.keep_lease():
-                    return
-            except (StoreError, OSError):
-                continue  # the store is unreachable now: the next tick tries again
+    def _due(self) -> None:
+        self._handle = None
+        if not self._stopped:
+            self._task = self._loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        try:
+            kept = await self._runner.keep_lease()
+        except (StoreError, OSError):
+            kept = True  # the store is unreachable now: the next tick tries again
+        if kept and not self._stopped:
+            self._handle = self._loop.call_later(self._every, self._due)
 
     async def stop(self) -> None:
         """Stop renewing (a renewal under way finishes first: never cut mid-query)."""
-        self._stop.set()
+        self._stopped = True
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
         task = self._task
         if task is None:
             return
