@@ -40,7 +40,8 @@ from phaseflow.session.fork import (
 )
 from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
-from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig, transcript_window
+from phaseflow.session.runner import Runner
+from phaseflow.session.runner_config import ApprovalPolicy, RunnerConfig, transcript_window
 from phaseflow.session.settings import check_agent
 from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open

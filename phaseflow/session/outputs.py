@@ -13,13 +13,16 @@ holds and where the rest begins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from phaseflow.errors import PhaseflowError
-from phaseflow.session.values import OfferedTool
+from phaseflow.session.values import Done, OfferedTool
 from phaseflow.spec.builtin_tools import READ_OUTPUT
 from phaseflow.stores.base import Store, capture_owner
+from phaseflow.turn.messages import ToolCall, ToolOutcome
 
 __all__ = ["READ_OUTPUT", "READ_OUTPUT_TOOL", "OutputNotFound", "owns", "read_output",
-           "shown_range"]
+           "run_read_output", "shown_range"]
 
 #: the most bytes one read returns when the reader gives no limit
 DEFAULT_LIMIT = 20_000
@@ -102,3 +105,23 @@ def tool_text(reference: str, data: bytes, offset: int, size: int) -> str:
         rest = (f"{size - end} more bytes: read_output(reference={reference!r}, "
                 f"offset={end})")
     return f"{text}\n[bytes {start}-{end} of {size} of output {reference}; {rest}]"
+
+
+async def run_read_output(store: Store, session_id: str,
+                          captures: Sequence[tuple[str, int]], call: ToolCall) -> Done:
+    """The ``read_output`` tool's call: a range of one of the session's captured outputs
+    (``captures``: those its core recorded, named when the reference is not one)."""
+    arguments = call.argument_value()
+    if not isinstance(arguments, dict):
+        return Done(ToolOutcome.error("read_output needs a reference"), "refused")
+    reference = arguments.get("reference")
+    offset = arguments.get("offset", 0)
+    limit = arguments.get("limit")
+    try:
+        data, size = await read_output(store, session_id,
+                                       str(reference), offset, limit)
+    except OutputNotFound as missing:
+        known = ", ".join(r for r, _ in captures) or "none"
+        return Done(ToolOutcome.error(f"{missing}; this session's outputs: {known}"),
+                    "error")
+    return Done(ToolOutcome.ok(tool_text(str(reference), data, offset, size)), "ok")

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import random
-import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
 from phaseflow.errors import PhaseflowError
@@ -28,30 +25,30 @@ from phaseflow.expr.describe import describe_exception
 from phaseflow.machine.machine import PhaseMachine
 from phaseflow.machine.results import ModelTrigger
 from phaseflow.machine.state import ReadOnlyMapping, State
-from phaseflow.observe.observer import IDLE, NOOP, Observer, TurnObserver
-from phaseflow.providers.assembly import ReplyAssembler
+from phaseflow.observe.observer import IDLE, TurnObserver
 from phaseflow.providers.media import accepted_media
 from phaseflow.providers.protocol import (
-    Provider,
     ProviderFailure,
     ProviderReply,
     ProviderRequest,
-    TextDelta,
 )
 from phaseflow.session import events as ev
 from phaseflow.session.attachments import attach, history_media, load
-from phaseflow.session.compaction import DEFAULT_PROMPT, history_chars, summary_input
+from phaseflow.session.compaction import history_chars
 from phaseflow.session.core import GO_TO_PHASE, named_calls, step
 from phaseflow.session.core_json import core_to_json
+from phaseflow.session.lease_keeper import LeaseKeeper
+from phaseflow.session.model_stream import pump_stream, summarize
 from phaseflow.session.outputs import (
     READ_OUTPUT,
     READ_OUTPUT_TOOL,
-    OutputNotFound,
-    read_output,
-    tool_text,
+    run_read_output,
 )
+from phaseflow.session.presentation import present
 from phaseflow.session.records import message_json
+from phaseflow.session.runner_config import RunnerConfig, for_provider
 from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
+from phaseflow.session.tool_threads import ToolThread, in_thread, timed_out
 from phaseflow.session.turn_order import taken_into_turn
 from phaseflow.session.values import (
     BoundaryDone,
@@ -59,11 +56,9 @@ from phaseflow.session.values import (
     Cancel,
     Cancelling,
     Compact,
-    Compacted,
     Core,
     Done,
     Input,
-    Limits,
     Pause,
     Persist,
     PhaseView,
@@ -78,7 +73,6 @@ from phaseflow.session.values import (
     TurnOver,
 )
 from phaseflow.session.view import (
-    ViewCache,
     context_text,
     joined,
     phase_view,
@@ -87,16 +81,12 @@ from phaseflow.session.view import (
 )
 from phaseflow.spec.model import (
     DEFAULT_ROLE,
-    CallEffect,
     ReplyShape,
     Tool,
-    Workflow,
     tree_catalogue,
-    tree_phases,
 )
-from phaseflow.stores.base import Lease, SessionRecord, Store, StoreError
+from phaseflow.stores.base import Lease, SessionRecord
 from phaseflow.tools.function import (
-    FunctionTool,
     ToolContext,
     ToolResult,
     output_text,
@@ -106,211 +96,16 @@ from phaseflow.turn.execution import Mode, PromptKind
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.media import MediaRefused
 from phaseflow.turn.messages import (
-    AssistantMessage,
     History,
     MediaPart,
     Message,
     TextPart,
     ToolCall,
     ToolOutcome,
-    UserMessage,
     content_from_json,
 )
-from phaseflow.turn.output import (
-    Capture,
-    CaptureComplete,
-    CaptureIncomplete,
-    CaptureReason,
-    OutputReference,
-    PresentationComplete,
-    PresentationTruncated,
-    Selection,
-    SelectionKind,
-    SelectionUnit,
-    ToolOutput,
-    present_lines,
-    result,
-)
-from phaseflow.turn.rejections import Rejected
 
 T = TypeVar("T")
-
-#: who decides whether a call needs a human: ``approve(call, ctx) -> bool``
-ApprovalPolicy = Callable[[ToolCall, ToolContext], bool]
-
-
-def transcript_window(workflow: Workflow) -> int:
-    """The widest ``transcript: N`` of the ``call`` effects and preparations of the
-    workflow and every workflow it uses (each without one: the default); 0 when none
-    has a call."""
-    widest = 0
-    for phase in tree_phases(workflow):
-        effects = (*phase.on_enter, *phase.on_exit, *(p.effect for p in phase.prepare))
-        for effect in effects:
-            if isinstance(effect, CallEffect):
-                widest = max(widest, effect.transcript_window)
-    return widest
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerConfig:
-    """An agent's settings, shared by its sessions."""
-
-    workflow: Workflow
-    workflow_hash: str
-    provider: Provider
-    tools: Mapping[str, FunctionTool]
-    store: Store
-    system: str = ""
-    model: str = ""
-    limits: Limits = field(default_factory=Limits)
-    approve: ApprovalPolicy | None = None
-    #: lines of a tool's output the model is shown; the rest is kept by the store
-    output_lines: int = 200
-    #: characters of a tool's output the model is shown (after the line limit)
-    output_chars: int = 20_000
-    #: the most bytes of one tool output kept for ``read_output`` (capture_byte_limit)
-    capture_bytes: int = 10 * 2**20
-    #: the most bytes of tool output one session keeps (session_disk_quota)
-    session_capture_bytes: int = 100 * 2**20
-    max_concurrency: int = 8
-    clock: Callable[[], float] = time.time
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    rng: random.Random = field(default_factory=random.Random)
-    #: seconds a worker's lease on a session lasts (renewed while a turn runs)
-    lease: float = 30.0
-    #: this worker's name in leases
-    worker: str = ""
-    #: the most tokens a model reply may have, sent with every request (None: no limit)
-    max_output_tokens: int | None = None
-    #: what each phase offers, worked out once per phase (see ViewCache)
-    views: ViewCache = field(default_factory=ViewCache)
-    #: the most messages a ``call`` effect or preparation of the workflow receives
-    #: (``transcript: N``; 0: none has a call, and no transcript is built)
-    transcript_window: int = 0
-    #: who summarizes a compacted history (None: ``provider``), and what it is told
-    compaction_provider: Provider | None = None
-    compaction_prompt: str = DEFAULT_PROMPT
-    #: who watches the turns (traces and metrics; see phaseflow.observe)
-    observer: Observer = NOOP
-    #: where the phase's instructions and the navigation block go: ``end`` (after the
-    #: history, ``ProviderRequest.context``) or ``system`` (in the system text)
-    context_position: Literal["end", "system"] = "end"
-    #: the tools each request offers: the ``phase``'s, or every tool of the ``workflow``
-    #: in one stable order (the phase's view still decides what may run)
-    offer_tools: Literal["phase", "workflow"] = "phase"
-    #: the providers by model role (``default`` is ``provider``): a phase's requests go
-    #: to its role's (``Workflow.role_of``); empty: ``provider`` for every phase
-    providers: Mapping[str, Provider] = field(default_factory=dict)
-
-    def role_provider(self, role: str) -> Provider:
-        """The provider of ``role`` (``provider`` for ``default`` or an unmapped role)."""
-        return self.providers.get(role, self.provider)
-
-    def model_of(self, provider: Provider) -> str:
-        """The model name a request to ``provider`` carries: the agent's ``model`` for its
-        default provider, otherwise the provider's own ``model``."""
-        if provider is self.provider:
-            return self.model
-        return getattr(provider, "model", "") or self.model
-
-
-def for_provider(history: Sequence[Message], provider: Provider, config: RunnerConfig
-                 ) -> Sequence[Message]:
-    """``history`` as a request to ``provider`` sends it: an assistant message whose
-    carried parts were made by another provider object (another model role's) loses them,
-    its text and calls kept. The history itself when nothing is dropped (no copy: an agent
-    with one provider, or a conversation that stayed on one role)."""
-    if not config.providers or len(set(map(id, config.providers.values()))) == 1:
-        return history
-
-    def foreign(message: Message) -> bool:
-        if not isinstance(message, AssistantMessage) or message.carried is None:
-            return False
-        return config.providers.get(message.carried.role or DEFAULT_ROLE) is not provider
-
-    if not any(foreign(m) for m in history):
-        return history
-    return tuple(replace(m, carried=None) if isinstance(m, AssistantMessage) and foreign(m)
-                 else m for m in history)
-
-
-def _ok_value(value: T | Rejected) -> T:
-    """A turn-core value built from values the runner made itself: a rejection is a bug."""
-    if isinstance(value, Rejected):
-        raise PhaseflowError(f"turn core refused the runner's value: {value}")
-    return value
-
-
-@dataclass(slots=True)
-class _ToolThread:
-    """A sync tool's thread: its call, when it started and its deadline
-    (``time.perf_counter``), and, once ``ended``, what it returned or raised."""
-
-    call: ToolCall
-    started: float
-    deadline: float
-    ended: asyncio.Event
-    value: Any = None
-    error: BaseException | None = None
-
-
-class _LeaseKeeper:
-    """Renews a running turn's lease every third of its length, whatever the turn waits
-    for. A turn renews it at its commits too, but between two commits it may wait longer
-    than the lease lasts (a model streaming for seconds on a loaded worker, a slow tool):
-    unrenewed, the lease would expire under a live turn, and another worker's sweep would
-    take the turn over and fence this one's next commit. A renewal that fails (the store
-    unreachable) is tried again at the next tick; one refused (another worker took the
-    session) ends the keeping: the turn's next commit is refused."""
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        self._loop = asyncio.get_running_loop()
-        self._every = max(runner.config.lease / 3, 0.01)
-        self._stopped = False
-        #: the next renewal's timer (a turn shorter than a third of the lease costs only
-        #: this); a renewal runs as a task of its own while it is due
-        self._handle: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @classmethod
-    def start(cls, runner: Runner) -> _LeaseKeeper:
-        keeper = cls(runner)
-        keeper._handle = keeper._loop.call_later(keeper._every, keeper._due)
-        return keeper
-
-    def _due(self) -> None:
-        self._handle = None
-        if not self._stopped:
-            self._task = self._loop.create_task(self._renew())
-
-    async def _renew(self) -> None:
-        try:
-            kept = await self._runner.keep_lease()
-        except (StoreError, OSError):
-            kept = True  # the store is unreachable now: the next tick tries again
-        if kept and not self._stopped:
-            self._handle = self._loop.call_later(self._every, self._due)
-
-    async def stop(self) -> None:
-        """Stop renewing (a renewal under way finishes first: never cut mid-query)."""
-        self._stopped = True
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        task = self._task
-        if task is None:
-            return
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        error = None if task.cancelled() else task.exception()
-        if error is not None:  # not the store's (those are retried): shown where it lets go
-            raise error
-
 
 #: what request_cancel() puts into the stream's queue
 _CANCEL = object()
@@ -352,7 +147,7 @@ class Runner:
         self.release_at_end = False
         self.released = False
         #: renews the lease while a turn holds it (see hold)
-        self._keeper: _LeaseKeeper | None = None
+        self._keeper: LeaseKeeper | None = None
         #: what the current (or last) drive reports to (see phaseflow.observe.observer)
         self.obs: TurnObserver = IDLE
         #: outputs captured whose calls' results the core has not recorded yet (their
@@ -363,9 +158,9 @@ class Runner:
         #: the history the last request was looked at for attachments, and those it named
         self._media_scan: tuple[History | None, frozenset[str]] = (None, frozenset())
         #: the threads of sync tools with a timeout, by call id, while they run
-        self._threads: dict[str, _ToolThread] = {}
+        self._threads: dict[str, ToolThread] = {}
         #: the threads a cancel found still running (the drive waits for them)
-        self._lingering: list[_ToolThread] = []
+        self._lingering: list[ToolThread] = []
         #: another worker said it stored a steering message for this session (a store
         #: whose reads are not local is read only then: see _steering_due)
         self.steering_stored = False
@@ -394,7 +189,7 @@ class Runner:
             # for each other, which binds a lock to its loop, and a host may drive one
             # session from several loops in turn (as the cancel event, see drive)
             self._commit_lock = asyncio.Lock()
-        self._keeper = _LeaseKeeper.start(self)
+        self._keeper = LeaseKeeper.start(self.config.lease, self.keep_lease)
 
     async def let_go(self, taken: Lease) -> Lease | None:
         """The turn is over here: the keeper stopped, and the lease still to release (the
@@ -490,7 +285,7 @@ class Runner:
                         else:
                             inputs.append(item)
                 elif isinstance(command, Compact):
-                    work = asyncio.ensure_future(self._summarize(command))
+                    work = asyncio.ensure_future(summarize(command, self.config, self.obs))
                     if await self._until_cancelled(work):
                         inputs.clear()
                         inputs.append(self._cancelled())
@@ -678,7 +473,7 @@ class Runner:
                 given_up.append(t.call.id)
         out.append(replace(cancel, done=tuple(done), given_up=tuple(given_up)))
 
-    async def _thread_result(self, t: _ToolThread) -> ToolDone:
+    async def _thread_result(self, t: ToolThread) -> ToolDone:
         """The result of a sync tool whose thread ended after its turn was cancelled."""
         call = t.call
         duration = time.perf_counter() - t.started
@@ -792,41 +587,6 @@ class Runner:
                 + sum(len(t.name) + len(t.description) + len(str(t.parameters))
                       for t in request.tools))
 
-    async def _summarize(self, command: Compact) -> Compacted:
-        """One compaction request: the folded messages (and the earlier summary) as one
-        user message, the agent's compaction prompt as the system text, no tools. Its
-        text is the summary; a failure or an empty text leaves the history as it was."""
-        provider = self.config.compaction_provider or self.config.provider
-        request = ProviderRequest(
-            model=self.config.model_of(provider), system=self.config.compaction_prompt,
-            history=(UserMessage(summary_input(command.previous, command.messages)),),
-            tools=(), request_id=command.request_id, tool_choice="none",
-            max_output_tokens=command.max_tokens, purpose="compaction")
-        assembler = ReplyAssembler()
-        try:
-            stream = self.obs.stream(provider, request)
-            try:
-                async for item in stream:
-                    outcome = assembler.add(item)
-                    if isinstance(outcome, ProviderFailure):
-                        return Compacted(command.request_id, None, outcome.message)
-                    if outcome == "end":
-                        break
-            finally:
-                closing = getattr(stream, "aclose", None)
-                if closing is not None:
-                    await closing()
-            reply = assembler.reply()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a provider that raises: its message, never a traceback
-            return Compacted(command.request_id, None, describe_exception(exc))
-        if isinstance(reply, ProviderFailure):
-            return Compacted(command.request_id, None, reply.message)
-        if not reply.text.strip():
-            return Compacted(command.request_id, None, "the summary was empty")
-        return Compacted(command.request_id, reply.text.strip())
-
     async def _call(self, command: CallProvider) -> AsyncIterator[ev.TextDeltaEvent | Input]:
         """One model request: text deltas as they stream, then the reply (or the failure,
         or a Cancel when the host cancelled: the stream is closed at once)."""
@@ -843,7 +603,7 @@ class Runner:
         self._stream = queue  # request_cancel() puts _CANCEL here: no task per item
         role = self.config.workflow.role_of(self.machine.current)
         provider = self.config.role_provider(role)
-        pump = asyncio.ensure_future(self._pump(request, queue, provider))
+        pump = asyncio.ensure_future(pump_stream(request, queue, provider, self.obs))
         # a pump that ends without its last item (a provider that raised CancelledError
         # of its own) must not leave the turn waiting: its end is an item too
         pump.add_done_callback(lambda _: queue.put_nowait(_PUMP_ENDED))
@@ -874,44 +634,6 @@ class Runner:
             self._stream = None
             if not pump.done():
                 pump.cancel()
-
-    async def _pump(self, request: ProviderRequest, queue: asyncio.Queue[Any],
-                    provider: Provider) -> None:
-        """Read the stream into ``queue``: text deltas as they come, then the whole reply
-        or the failure. Every event is checked as it comes (``ReplyAssembler``); a
-        provider that raises, or yields what the protocol does not allow, is a
-        non-retryable failure. Whatever happens, the queue gets its last item, so the
-        turn reading it never waits for ever; only the host's cancellation (and an
-        interpreter exit) leaves here as an exception."""
-        assembler = ReplyAssembler()
-        last: Any = None
-        try:
-            # closed as soon as the reply ends: a `break` would leave the provider's
-            # stream to be finalised later by the loop, perhaps after it closed
-            stream = self.obs.stream(provider, request)
-            try:
-                async for item in stream:
-                    outcome = assembler.add(item)
-                    if isinstance(outcome, TextDelta):
-                        await queue.put(ev.TextDeltaEvent(text=outcome.text))
-                    elif isinstance(outcome, ProviderFailure):
-                        last = outcome
-                        break
-                    elif outcome == "end":
-                        break
-            finally:
-                closing = getattr(stream, "aclose", None)
-                if closing is not None:
-                    await closing()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # a provider that raises: its message, not a traceback
-            if last is None:
-                last = ProviderFailure(describe_exception(exc), retryable=False)
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                queue.put_nowait(last)
-                raise  # the process is stopping: the turn ends, the process decides
-        queue.put_nowait(last if last is not None else assembler.reply())
 
     def _flagged(self, reply: ProviderReply, view: PhaseView) -> frozenset[int]:
         """The positions of the calls the host's approval policy wants a human for,
@@ -968,7 +690,8 @@ class Runner:
             done = await self._check_move(call)
             return ToolDone(call.id, done, time.perf_counter() - started)
         if call.name == READ_OUTPUT:
-            return ToolDone(call.id, await self._read_output(call),
+            return ToolDone(call.id, await run_read_output(
+                self.config.store, self.core.session_id, self.core.captures, call),
                             time.perf_counter() - started)
         fn = self.config.tools.get(call.name)
         entry = self._catalogue_entry(call.name)
@@ -986,7 +709,8 @@ class Runner:
                 # ends the wait even while the function runs (see FunctionTool.invoke);
                 # the runner keeps the thread, so that a cancel can wait for it
                 work = asyncio.ensure_future(
-                    self._in_thread(fn, call, started + timeout) if threaded else
+                    in_thread(fn, call, self._context(call.id), started + timeout,
+                              self._threads) if threaded else
                     fn.invoke(call.argument_value(), self._context(call.id)))
                 try:
                     # the deadline is ours only when it passed: a TimeoutError the tool
@@ -997,7 +721,7 @@ class Runner:
                     raise
                 if not done_:
                     work.cancel()
-                    return ToolDone(call.id, self._timed_out(call, timeout, threaded),
+                    return ToolDone(call.id, timed_out(call, timeout, threaded),
                                     time.perf_counter() - started)
                 value = work.result()
         except asyncio.CancelledError:
@@ -1010,53 +734,6 @@ class Runner:
         done = await self._outcome(call, value, writes_allowed)
         return ToolDone(call.id, done, time.perf_counter() - started)
 
-    async def _in_thread(self, fn: FunctionTool, call: ToolCall, deadline: float) -> Any:
-        """``fn`` called in a daemon thread of its own, awaited without blocking the loop;
-        the thread is kept (``_threads``) until it ends, so that a cancelled turn can
-        wait for it. A wait that is cancelled leaves the thread to finish on its own."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        t = _ToolThread(call, time.perf_counter(), deadline, asyncio.Event())
-        arguments, ctx = call.argument_value(), self._context(call.id)
-        context = contextvars.copy_context()
-
-        def ended(value: Any, error: BaseException | None) -> None:
-            t.value, t.error = value, error
-            t.ended.set()
-            if self._threads.get(call.id) is t:
-                del self._threads[call.id]
-            if future.done():
-                return  # the wait was cancelled (a timeout, a cancel): read from ``t``
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(value)
-
-        def work() -> None:
-            try:
-                value, error = context.run(asyncio.run, fn.invoke(arguments, ctx)), None
-            except BaseException as exc:  # handed to the awaiting coroutine, not lost here
-                value, error = None, exc
-            with contextlib.suppress(RuntimeError):  # (a loop closed meanwhile)
-                loop.call_soon_threadsafe(ended, value, error)
-
-        self._threads[call.id] = t
-        threading.Thread(target=work, name="phaseflow-tool", daemon=True).start()
-        return await future
-
-    @staticmethod
-    def _timed_out(call: ToolCall, timeout: float, threaded: bool) -> Done:
-        """A call past its deadline. An async tool was cancelled at its ``await``: an
-        error. A sync tool's thread runs on (nothing can stop it), so what it does is
-        not known: ``unknown``, and the model is told not to take it as a failure."""
-        if not threaded:
-            return Done(ToolOutcome.error(f"{call.name} timed out after {timeout:g} s"),
-                        "error")
-        return Done(ToolOutcome.error(
-            f"{call.name} timed out after {timeout:g} s; it may still complete, so its "
-            f"outcome is unknown: do not assume it failed, and do not call it again to "
-            f"retry"), "unknown")
-
     async def _outcome(self, call: ToolCall, value: Any, allowed: tuple[str, ...]) -> Done:
         try:
             output, candidates = split_return(value, allowed)
@@ -1065,7 +742,10 @@ class Runner:
             return Done(ToolOutcome.error(f"{call.name} returned a value that is not JSON: "
                                           f"{describe_exception(exc)}"), "error")
         # the writes asked for, as they came: the core judges them (catalogue, types)
-        outcome, captured = await self._present(text)
+        outcome, captured = await present(text, self.config, self.core.session_id,
+                                          self._captured_bytes)
+        if captured is not None:
+            self._capturing[captured[0]] = captured[1]
         if isinstance(value, ToolResult) and value.attachments and not outcome.is_error:
             parts: list[MediaPart] = []
             for item in value.attachments:
@@ -1081,54 +761,6 @@ class Runner:
             outcome = ToolOutcome(outcome.status, (*lead, *parts))
         return Done(outcome, "error" if outcome.is_error else "ok", tuple(candidates.items()),
                     captured=captured)
-
-    async def _present(self, text: str) -> tuple[ToolOutcome, tuple[str, int] | None]:
-        """The model's view of a tool's output, cut by the turn core's presentation rules
-        (whole lines, at most ``output_lines`` of them and ``output_chars`` characters; a
-        first line longer than that is cut by bytes), the whole capture kept by the
-        store under a reference of the session the note names (``read_output`` reads
-        it back), and that capture. An output larger than the capture bounds
-        (``capture_bytes`` an output, ``session_capture_bytes`` a session) is kept as
-        far as they allow, and the result is an error naming why (never a silent cut)."""
-        limit_lines, limit_chars = self.config.output_lines, self.config.output_chars
-        lines = text.splitlines(keepends=True)
-        if len(lines) <= limit_lines and len(text) <= limit_chars:
-            return ToolOutcome.ok(text), None
-        data = text.encode()
-        room = max(0, self.config.session_capture_bytes - self._captured_bytes())
-        keep = min(len(data), self.config.capture_bytes, room)
-        capture: Capture = CaptureComplete()
-        if keep < len(data):
-            capture = CaptureIncomplete(CaptureReason.CAPTURE_BYTE_LIMIT
-                                        if keep == self.config.capture_bytes
-                                        else CaptureReason.SESSION_DISK_QUOTA)
-            text = data[:keep].decode(errors="ignore")  # the part that could be kept
-            data = text.encode()
-            lines = text.splitlines(keepends=True)
-        fit, size = 0, 0
-        for line in lines[:limit_lines]:
-            size += len(line)
-            if size > limit_chars:
-                break
-            fit += 1
-        if fit == len(lines) or not data:  # what could be kept is all shown
-            whole = ToolOutput.create(text, capture, PresentationComplete())
-            return result(_ok_value(whole)), None
-        token = await self.config.store.put_capture(data, session_id=self.core.session_id)
-        self._capturing[token] = len(data)
-        digest = token.rpartition("-")[2]
-        reference = _ok_value(OutputReference.create(token, "text/plain", len(data), digest))
-        captured = (token, len(data))
-        if fit:
-            return result(_ok_value(present_lines(text, fit, capture=capture,
-                                                  reference=reference))), captured
-        prefix = data[:limit_chars].decode(errors="ignore")
-        shown = len(prefix.encode())
-        selection = _ok_value(Selection.create(SelectionKind.CAPTURED_PREFIX,
-                                               SelectionUnit.BYTES, 0, shown, len(data)))
-        output = ToolOutput.create(prefix, capture, PresentationTruncated(len(data) - shown),
-                                   selection, reference)
-        return result(_ok_value(output)), captured
 
     def _named_media(self, history: Sequence[Message]) -> frozenset[str]:
         """The stored attachments ``history`` names: the new messages since the last
@@ -1151,23 +783,6 @@ class Runner:
         for reference in [r for r in self._capturing if r in known]:
             del self._capturing[reference]  # recorded by the core since
         return sum(n for _, n in recorded) + sum(self._capturing.values())
-
-    async def _read_output(self, call: ToolCall) -> Done:
-        """``read_output``: a range of one of this session's captured outputs."""
-        arguments = call.argument_value()
-        if not isinstance(arguments, dict):
-            return Done(ToolOutcome.error("read_output needs a reference"), "refused")
-        reference = arguments.get("reference")
-        offset = arguments.get("offset", 0)
-        limit = arguments.get("limit")
-        try:
-            data, size = await read_output(self.config.store, self.core.session_id,
-                                           str(reference), offset, limit)
-        except OutputNotFound as missing:
-            known = ", ".join(r for r, _ in self.core.captures) or "none"
-            return Done(ToolOutcome.error(f"{missing}; this session's outputs: {known}"),
-                        "error")
-        return Done(ToolOutcome.ok(tool_text(str(reference), data, offset, size)), "ok")
 
     async def _check_move(self, call: ToolCall) -> Done:
         """``go_to_phase``: checked as the machine's ``request`` checks it; a target only

@@ -91,7 +91,7 @@ def test_on_exit_and_preparation_receive_the_last_messages_of_the_history() -> N
 
 
 def test_a_workflow_without_call_effects_builds_no_transcript() -> None:
-    from phaseflow.session.runner import transcript_window
+    from phaseflow.session.runner_config import transcript_window
 
     plain = load_workflow_text("phaseflow: 1\nname: p\ninitial: a\nphases:\n  a: {goal: A.}\n")
     assert transcript_window(plain) == 0
