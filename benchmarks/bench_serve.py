@@ -75,7 +75,7 @@ def serve(port_file: str, store_path: str) -> None:
     from phaseflow.serve.hub import Served
     from phaseflow.serve.logs import Log
     from phaseflow.serve.process import GracefulServer, uvicorn_config
-    from phaseflow.session.agent import workflow_hash
+    from phaseflow.session.agent_setup import workflow_hash
 
     workflow, make = _agents(store_path)
     agent = make("queue")
@@ -173,7 +173,7 @@ def through_app(folder: Path, sessions: int) -> dict[str, tuple[list[float], flo
     from phaseflow.serve.config import ServeConfig
     from phaseflow.serve.hub import Served
     from phaseflow.serve.logs import Log
-    from phaseflow.session.agent import workflow_hash
+    from phaseflow.session.agent_setup import workflow_hash
 
     workflow, make = _agents(str(folder / "app.db"))
     agent = make("queue")

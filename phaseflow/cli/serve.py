@@ -235,7 +235,7 @@ def _config(args: argparse.Namespace, tokens: tuple[str, ...], max_body: int,
     from phaseflow.serve.logs import Log
     from phaseflow.serve.served import Served
     from phaseflow.session import Agent
-    from phaseflow.session.agent import workflow_hash
+    from phaseflow.session.agent_setup import workflow_hash
     from phaseflow.session.settings import MissingHooks
     from phaseflow.session.workers import new_worker_id
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from phaseflow.session.agent import Agent, workflow_hash
+from phaseflow.session.agent import Agent
+from phaseflow.session.agent_setup import workflow_hash
 
 
 class Served:

@@ -9,9 +9,7 @@ coroutine to completion on a private loop and is nothing more.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -27,10 +25,18 @@ from phaseflow.observe.switch import observer_for
 from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session import firing
+from phaseflow.session.agent_setup import (
+    COMPACTION_ROLE,
+    compiled_workflow,
+    providers_by_role,
+    tools_by_name,
+    workflow_hash,
+)
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
 from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import TurnDriver
+from phaseflow.session.fire_timers import TimersFired, fire_due
 from phaseflow.session.fork import (
     ForkRefused,
     branches,
@@ -56,13 +62,10 @@ from phaseflow.session.values import (
     Send,
     SetMode,
 )
-from phaseflow.session.workers import holder_is_gone, new_worker_id
+from phaseflow.session.workers import new_worker_id
 from phaseflow.spec.model import DEFAULT_ROLE, Workflow, tree_catalogue
-from phaseflow.spec.model_roles import unmapped_roles
 from phaseflow.stores.base import SessionRecord, Store
 from phaseflow.stores.memory import MemoryStore
-from phaseflow.tools.function import FunctionTool
-from phaseflow.tools.function import tool as make_tool
 from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.execution import (
     ApprovalDecision,
@@ -104,31 +107,6 @@ class Reply(str):
         return reply
 
 
-class TimersFired(int):
-    """How many timer turns :meth:`Agent.fire_timers` ran (it *is* that number), with
-    ``problems``: the sessions whose timer could not fire, as ``(session id, why)`` (a
-    damaged session, one whose turn failed with a store or session error)."""
-
-    problems: tuple[tuple[str, str], ...]
-
-    def __new__(cls, fired: int, *, problems: tuple[tuple[str, str], ...] = ()
-                ) -> TimersFired:
-        value = super().__new__(cls, fired)
-        value.problems = problems
-        return value
-
-
-def _count(name: str, value: object, *, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an integer of at least {low}, not {value!r}")
-    return value
-
-
-def _gone(owners: frozenset[str]) -> frozenset[str]:
-    """The lease holders of ``owners`` that are stopped processes of this machine."""
-    return frozenset(o for o in owners if holder_is_gone(o))
-
-
 def _run(coro: Coroutine[Any, Any, T]) -> T:
     """The synchronous twins' one driver."""
     try:
@@ -137,16 +115,6 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     raise ConfigError("a *_sync method was called inside a running event loop: "
                       "await the coroutine instead")
-
-
-def workflow_hash(workflow: Workflow) -> str:
-    """The content hash a session is pinned to (the file's bytes when it has one)."""
-    if workflow.path:
-        try:
-            return hashlib.sha256(Path(workflow.path).read_bytes()).hexdigest()
-        except OSError:
-            pass
-    return hashlib.sha256(repr(sorted(workflow.phases)).encode()).hexdigest()
 
 
 def _aged(record: SessionRecord, now: float) -> Mapping[str, Any]:
@@ -163,83 +131,6 @@ def _aged(record: SessionRecord, now: float) -> Mapping[str, Any]:
             or not math.isfinite(waited) or waited <= 0):
         return snapshot  # (a malformed snapshot is refused by restore, naming the field)
     return {**snapshot, "elapsed": float(elapsed) + waited}
-
-
-def _load(workflow: Workflow | str | Path) -> Workflow:
-    if isinstance(workflow, Workflow):
-        return workflow
-    if isinstance(workflow, str | Path):
-        from phaseflow.spec.loader import compile_file
-
-        loaded: Workflow = compile_file(str(workflow))
-        return loaded
-    raise ConfigError(f"workflow must be a path or a Workflow, not {type(workflow).__name__}")
-
-
-def _tools(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, FunctionTool]:
-    """The host's tools by the name the workflow uses: ``@tool`` functions, plain
-    callables (made tools by their name), or a mapping from name to either."""
-    out: dict[str, FunctionTool] = {}
-    if tools is None:
-        return out
-    items: Iterable[tuple[str | None, Any]] = (
-        tools.items() if isinstance(tools, Mapping) else ((None, t) for t in tools))
-    for name, value in items:
-        if isinstance(value, FunctionTool):
-            fn = value if name is None or name == value.name else value.with_name(name)
-        elif callable(value):
-            fn = make_tool(name=name)(value) if name else make_tool(value)
-        else:
-            raise ConfigError(f"tool {name or value!r} is not a callable")
-        if fn.name in out:
-            raise ConfigError(f"two tools are named {fn.name!r}")
-        out[fn.name] = fn
-    return out
-
-
-#: the role of the provider that summarizes a compacted history (falls back to ``default``)
-COMPACTION_ROLE = "compaction"
-
-
-def _roles(workflow: Workflow, provider: Provider | None,
-           providers: Mapping[str, Provider] | None,
-           compaction: Provider | None) -> dict[str, Provider]:
-    """The agent's providers by role, each checked: ``provider`` is the ``default`` role
-    (given once), every role the workflow names is mapped, each is a Provider."""
-    if providers is not None and not isinstance(providers, Mapping):
-        raise ConfigError("providers must be a mapping of model roles to providers, not "
-                          f"{type(providers).__name__}")
-    roles = dict(providers or {})
-    if provider is not None:
-        if DEFAULT_ROLE in roles and roles[DEFAULT_ROLE] is not provider:
-            raise ConfigError("two default providers: give it as provider= or as "
-                              "providers['default'], not both")
-        roles[DEFAULT_ROLE] = provider
-    if DEFAULT_ROLE not in roles:
-        raise ConfigError("an agent needs a provider: provider=... (or providers="
-                          "{'default': ...})")
-    if compaction is not None and COMPACTION_ROLE in roles and roles[COMPACTION_ROLE] \
-            is not compaction:
-        raise ConfigError("two compaction providers: give it as compaction_provider= or "
-                          "as providers['compaction'], not both")
-    for role, given in roles.items():
-        if not isinstance(role, str) or not _ROLE.fullmatch(role):
-            raise ConfigError(f"providers: {role!r} is not a model role name (lowercase "
-                              "letters, digits, '_' and '-', starting with a letter)")
-        if not callable(getattr(given, "stream", None)):
-            what = "provider" if role == DEFAULT_ROLE else f"providers[{role!r}]"
-            raise ConfigError(f"{what} must have a stream(request) method (the Provider "
-                              f"protocol), not {type(given).__name__}")
-    missing = unmapped_roles(workflow, roles)
-    if missing:
-        raise ConfigError(
-            f"workflow {workflow.name!r} runs on model role(s) {', '.join(missing)}, which "
-            f"the agent does not map (providers: {', '.join(sorted(roles))}): map each, "
-            "e.g. providers={'fast': ...} or --provider fast=anthropic:MODEL")
-    return roles
-
-
-_ROLE = re.compile(r"[a-z][a-z0-9_-]*")
 
 
 class Agent:
@@ -283,12 +174,12 @@ class Agent:
         session_capture_bytes: int = 100 * 2**20,
         trusted_tools: Iterable[str] = (),
     ) -> None:
-        wf = _load(workflow)
-        roles = _roles(wf, provider, providers, compaction_provider)
+        wf = compiled_workflow(workflow)
+        roles = providers_by_role(wf, provider, providers, compaction_provider)
         provider = roles[DEFAULT_ROLE]
         if compaction_provider is None:
             compaction_provider = roles.get(COMPACTION_ROLE)
-        host_tools = _tools(tools)
+        host_tools = tools_by_name(tools)
         check_agent(
             workflow=wf, tools=host_tools, hooks=hooks,
             values={"max_steps": max_steps, "max_retries": max_retries,
@@ -409,50 +300,8 @@ class Agent:
         with the sessions that could not fire (a damaged one, one whose turn failed
         with a store or session error) in its ``problems``: one such session stops no
         other."""
-        limit = _count("limit", limit, low=0)
-        concurrency = _count("concurrency", concurrency, low=1)
-        running: dict[str, asyncio.Task[bool]] = {}
-        problems: list[tuple[str, str]] = []
-        fired = started = 0
-        after: tuple[float, str] | None = None
-        sweeping = True
-        try:
-            while True:
-                wanted = min(firing.to_read(len(running), concurrency), limit - started)
-                if sweeping and wanted > 0:
-                    now = self.config.clock()
-                    page = await self.store.due_sessions(
-                        now, wanted, after=after, workflows=(self.workflow.name,))
-                    plan = firing.plan_page(
-                        page, asked=wanted, slots=wanted, now=now, in_flight=running,
-                        gone=_gone(firing.holders(page, now)),
-                        workflows=(self.workflow.name,))
-                    problems.extend(plan.damaged)
-                    after, sweeping = plan.after, plan.more
-                    for due in plan.fire:
-                        assert due.record is not None
-                        running[due.session_id] = asyncio.ensure_future(
-                            self._fire(due.record))
-                    started += len(plan.fire)
-                    if plan.fire or plan.more:
-                        continue
-                if not running:
-                    return TimersFired(fired, problems=tuple(problems))
-                done, _ = await asyncio.wait(running.values(),
-                                             return_when=asyncio.FIRST_COMPLETED)
-                for sid, task in list(running.items()):
-                    if task not in done:
-                        continue
-                    del running[sid]
-                    try:
-                        fired += task.result()
-                    except PhaseflowError as exc:
-                        problems.append((sid, str(exc)))
-        finally:
-            for task in running.values():
-                task.cancel()
-            if running:
-                await asyncio.wait(running.values())
+        return await fire_due(self.store, self.config.clock, self.workflow.name, self._fire,
+                              limit=limit, concurrency=concurrency)
 
     async def _fire(self, record: SessionRecord) -> bool:
         """One timer turn from a page's record; whether it ran (the timer was still due

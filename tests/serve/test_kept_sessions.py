@@ -188,7 +188,7 @@ def _worker(db: Path) -> Any:
     from phaseflow.serve.logs import Log
     from phaseflow.serve.served import Served
     from phaseflow.session import Agent
-    from phaseflow.session.agent import workflow_hash
+    from phaseflow.session.agent_setup import workflow_hash
     from phaseflow.stores.sqlite import SQLiteStore
 
     store = SQLiteStore(str(db))
