@@ -1,7 +1,7 @@
 """A model's reply stream, read: a turn's request into the queue the runner reads it
-from (:func:`pump_stream`), and a compaction request into a summary (:func:`summarize`). Every
-event is checked as it comes (``ReplyAssembler``); a provider that raises is a failure
-named by its message, never a traceback."""
+from (:func:`pump_stream`), and a compaction request into a summary
+(:func:`summarize`). Every event is checked as it comes (``ReplyAssembler``); a provider
+that raises is a failure named by its message, never a traceback."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from phaseflow.session.values import Compact, Compacted
 from phaseflow.turn.messages import UserMessage
 
 
-async def pump_stream(request: ProviderRequest, queue: asyncio.Queue[Any], provider: Provider,
-               obs: TurnObserver) -> None:
+async def pump_stream(request: ProviderRequest, queue: asyncio.Queue[Any],
+                      provider: Provider, obs: TurnObserver) -> None:
     """Read the stream into ``queue``: text deltas as they come, then the whole reply
     or the failure. Every event is checked as it comes (``ReplyAssembler``); a
     provider that raises, or yields what the protocol does not allow, is a
