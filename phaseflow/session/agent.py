@@ -28,7 +28,6 @@ from phaseflow.providers.protocol import Provider, ProviderRequest
 from phaseflow.session import events as ev
 from phaseflow.session import firing
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
-from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import TurnDriver
 from phaseflow.session.fork import (
@@ -42,6 +41,7 @@ from phaseflow.session.host_inputs import CompactionRefused, ModeRefused
 from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinished, TurnFailed
 from phaseflow.session.runner import ApprovalPolicy, Runner, RunnerConfig, transcript_window
 from phaseflow.session.settings import check_agent
+from phaseflow.session.tool_calls import arguments_hash
 from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (

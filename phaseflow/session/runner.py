@@ -41,7 +41,7 @@ from phaseflow.providers.protocol import (
 from phaseflow.session import events as ev
 from phaseflow.session.attachments import attach, history_media, load
 from phaseflow.session.compaction import DEFAULT_PROMPT, history_chars, summary_input
-from phaseflow.session.core import GO_TO_PHASE, named_calls, step
+from phaseflow.session.core import GO_TO_PHASE, step
 from phaseflow.session.core_json import core_to_json
 from phaseflow.session.outputs import (
     READ_OUTPUT,
@@ -52,6 +52,7 @@ from phaseflow.session.outputs import (
 )
 from phaseflow.session.records import message_json
 from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
+from phaseflow.session.tool_calls import named_calls
 from phaseflow.session.turn_order import taken_into_turn
 from phaseflow.session.values import (
     BoundaryDone,
