@@ -33,7 +33,6 @@ from phaseflow.session.agent_setup import (
     workflow_hash,
 )
 from phaseflow.session.compaction import DEFAULT_PROMPT, visible
-from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
 from phaseflow.session.driver import TurnDriver
 from phaseflow.session.fire_timers import TimersFired, fire_due
@@ -49,6 +48,7 @@ from phaseflow.session.refusals import SessionBusy, SessionError, SessionFinishe
 from phaseflow.session.runner import Runner
 from phaseflow.session.runner_config import ApprovalPolicy, RunnerConfig, transcript_window
 from phaseflow.session.settings import check_agent
+from phaseflow.session.tool_calls import arguments_hash
 from phaseflow.session.trust import Trusted, trusted
 from phaseflow.session.turn_order import BUSY_MODES, Busy, check_open
 from phaseflow.session.values import (

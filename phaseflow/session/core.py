@@ -20,7 +20,6 @@ it and reports what it did (:class:`BoundaryDone`) and where the conversation no
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -36,7 +35,15 @@ from phaseflow.session.host_inputs import (
     on_limit_edits,
     on_mode,
 )
+from phaseflow.session.prompt_text import joined_content, plain_text, unanswered
 from phaseflow.session.structured import RETRY_TEXT, check_reply, recorded
+from phaseflow.session.tool_calls import (
+    arguments_hash,
+    judged_writes,
+    named_calls,
+    plan,
+    shown_arguments,
+)
 from phaseflow.session.values import (
     BoundaryDone,
     CallProvider,
@@ -57,7 +64,6 @@ from phaseflow.session.values import (
     Limits,
     Pause,
     Persist,
-    PhaseView,
     Planned,
     Replied,
     RequestFailed,
@@ -77,25 +83,20 @@ from phaseflow.session.values import (
 from phaseflow.spec.builtin_tools import BUILTIN_TOOLS
 from phaseflow.spec.builtin_tools import GO_TO_PHASE as GO_TO_PHASE  # the session's names
 from phaseflow.spec.builtin_tools import RECORD as RECORD
-from phaseflow.tools.arguments import validate_arguments
-from phaseflow.tools.state_types import check_state_type
 from phaseflow.turn.continuation import OUTCOME_UNKNOWN_TEXT, RequestOutcome
 from phaseflow.turn.execution import (
     ApprovalRequest,
     ApprovalResolved,
     CompletionFinished,
-    Mode,
     PromptKind,
     Queued,
     SendNext,
     SendNow,
-    TurnExecution,
 )
 from phaseflow.turn.inputs import evolve
 from phaseflow.turn.messages import (
     AssistantMessage,
     Content,
-    TextPart,
     ToolCall,
     ToolOutcome,
     UserMessage,
@@ -103,9 +104,8 @@ from phaseflow.turn.messages import (
 from phaseflow.turn.progress import TurnId
 from phaseflow.turn.rejections import Rejected
 
-#: the key the history keeps a call's arguments under when the model's text was not JSON
-UNPARSED = "__unparsed__"
 BUILTINS = BUILTIN_TOOLS
+
 
 class CoreError(PhaseflowError):
     """The session's values and an input do not fit: a bug in the runner, never a domain
@@ -142,27 +142,6 @@ def _between_turns(handler: Callable[[Core, Any], Step]) -> Callable[[Core, Any,
 
 
 # --- a turn begins -----------------------------------------------------------------------
-
-
-def joined_content(contents: tuple[Content, ...]) -> Content:
-    """Several queued prompts as the one user message of the next turn, in order."""
-    if len(contents) == 1:
-        return contents[0]
-    if all(isinstance(c, str) for c in contents):
-        return "\n\n".join(c for c in contents if isinstance(c, str))
-    parts: list[Any] = []
-    for c in contents:
-        parts.extend((TextPart(c),) if isinstance(c, str) else c)
-    return tuple(parts)
-
-
-def plain_text(content: Content) -> str:
-    """A message's text parts, joined (what events and the unanswered record show); an
-    attachment is named by its type (``[image/png]``)."""
-    if isinstance(content, str):
-        return content
-    return "".join(p.text if isinstance(p, TextPart) else f"[{p.media_type}]"
-                   for p in content)
 
 
 def _on_send(core: Core, event: Send, limits: Limits) -> Step:
@@ -348,15 +327,6 @@ def _close_request(core: Core) -> Core:
     return evolve(core, continuation=done, group=None, request_id=None, steer=None)
 
 
-def unanswered(contents: tuple[Content, ...], turn: int) -> ev.ErrorEvent:
-    """The record of messages queued for a session that finished before it could answer
-    them: nothing a user sent is dropped without a trace (``sessions show`` prints it)."""
-    dropped = "; ".join(plain_text(c)[:80] for c in contents)
-    return ev.ErrorEvent(code="session_finished", turn=turn, message=(
-        f"the session finished with {len(contents)} queued message(s) unanswered: "
-        f"{dropped}"))
-
-
 def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limits) -> Step:
     """The turn is over: completion, then the queued prompts start the next turn."""
     execution = core.execution
@@ -394,53 +364,6 @@ def _finish(core: Core, status: str, events: tuple[ev.Event, ...], limits: Limit
 
 
 # --- the model replied -------------------------------------------------------------------
-
-
-def named_calls(calls: tuple[tuple[str, str, str], ...], core: Core) -> list[ToolCall]:
-    """The reply's calls with ids the history can hold: non-empty, and unique within the
-    turn (a model that omits an id, repeats one in a reply, or numbers its calls
-    ``call_0`` in every reply gets a fresh one for the later call), so every call has
-    exactly one result and its own idempotency key. The runner's approval policy judges
-    these very calls (the same ids) before the reply is stepped. Checked against this
-    turn's messages only, so the cost does not grow with the conversation: ids from
-    providers are unique anyway, and a model that reuses an id of an earlier turn keeps it
-    (documented)."""
-    seen: set[str] = set()
-    if core.continuation.request is not None:
-        for m in core.history().after(len(core.continuation.messages)):
-            if isinstance(m, AssistantMessage):
-                seen.update(c.id for c in m.tool_calls)
-    out: list[ToolCall] = []
-    for position, (call_id, name, arguments) in enumerate(calls):
-        cid = call_id or f"call_{core.turn}_{core.step}_{position}"
-        while cid in seen:
-            cid = f"{cid}_{core.step}_{position}"
-        seen.add(cid)
-        try:
-            out.append(ToolCall(cid, name, arguments))
-        except PhaseflowError:
-            # Arguments that are not JSON: keep the call (it needs a result), with
-            # its text as a string argument, and refuse it when it is checked.
-            out.append(ToolCall(cid, name, json.dumps({UNPARSED: arguments})))
-    return out
-
-
-def _unparsed(arguments: Any) -> str | None:
-    """The model's text of arguments that were not JSON (kept under one marker key so
-    the call can stay in the history), or ``None``."""
-    if isinstance(arguments, dict) and len(arguments) == 1:
-        text = arguments.get(UNPARSED)
-        if isinstance(text, str):
-            return text
-    return None
-
-
-def _shown_arguments(call: ToolCall) -> Any:
-    """A call's arguments as the events show them: the model's own text when it was not
-    JSON (never the marker the history keeps it under)."""
-    value = call.argument_value()
-    text = _unparsed(value)
-    return value if text is None else text
 
 
 def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
@@ -519,7 +442,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
                                             of=limits.max_continuations, calls=len(calls),
                                             turn=core.turn))
     else:
-        planned = _plan(calls, event.view, event.flagged, core.execution)
+        planned = plan(calls, event.view, event.flagged, core.execution)
         listed = tuple(p.call for p in planned if p.kind == "planned")
         if listed:
             core = evolve(core, plan=(*core.plan, *listed))
@@ -527,7 +450,7 @@ def _on_reply(core: Core, event: Replied, limits: Limits) -> Step:
                   group=Group(checkpoint.id, planned, cut=cut and not more))
     for call in calls:
         events.append(ev.ToolCallEvent(call_id=call.id, name=call.name, turn=core.turn,
-                                       arguments=_shown_arguments(call)))
+                                       arguments=shown_arguments(call)))
     # Calls decided without running anything get their results now: in the same commit
     # as the checkpoint, so none of them can ever be admitted later.
     for p in planned:
@@ -580,122 +503,6 @@ def _continue_cut(core: Core, text: str, reasoning: str, limits: Limits) -> Step
     continued = ev.ReplyContinued(continuation=k, of=limits.max_continuations,
                                   turn=core.turn)
     return _ask(core, (Persist((continued,)),), limits)
-
-
-#: the result of a call in plan mode of a tool that is not ``read_only``
-PLANNED_TEXT = ("Not run: the session is in plan mode, where only read-only tools run. This "
-                "call is listed in the plan; it runs when the user switches the session to "
-                "exec mode and you make it again.")
-
-
-def _available(view: PhaseView) -> str:
-    return ", ".join(view.names) or "none"
-
-
-def _plan(calls: list[ToolCall], view: PhaseView, flagged: frozenset[int],
-          execution: TurnExecution) -> tuple[Planned, ...]:
-    """Decide each call: refused (unknown, not offered now, invalid arguments), ignored
-    (a second move), recorded, a move to check, or a tool to run (after approval)."""
-    planned: list[Planned] = []
-    moved = False
-    for position, call in enumerate(calls):
-        offered = view.tool(call.name)
-        if offered is None:
-            planned.append(Planned(call, "refused", (
-                f"Tool {call.name!r} is not available in this phase ({view.phase}). "
-                f"Tools available now: {_available(view)}.")))
-            continue
-        try:
-            arguments = call.argument_value()
-        except ValueError:  # pragma: no cover - ToolCall holds canonical JSON
-            arguments = None
-        if _unparsed(arguments) is not None:
-            planned.append(Planned(call, "refused", (
-                f"Invalid arguments for {call.name}: not JSON (write one JSON object).")))
-            continue
-        if call.name == GO_TO_PHASE:
-            # Not checked against the offered enum: a target that is not open now gets
-            # the machine's reason (the condition, the missing keys) from the runner.
-            target = arguments.get("phase") if isinstance(arguments, dict) else None
-            problem = None if isinstance(target, str) else "'phase' must be a phase name"
-        elif offered.check is not None:
-            problem = offered.check(arguments)
-        else:
-            problem = validate_arguments(dict(offered.parameters), arguments)
-        if problem is not None:
-            planned.append(Planned(call, "refused", f"Invalid arguments for {call.name}: "
-                                                    f"{problem}"))
-            continue
-        if call.name == GO_TO_PHASE:
-            if moved:
-                planned.append(Planned(call, "ignored", "ignored: one phase change per step"))
-            else:
-                moved = True
-                planned.append(Planned(call, "move"))
-            continue
-        if call.name == RECORD:
-            writes, problem = _record_writes(arguments, view)
-            if problem:
-                planned.append(Planned(call, "refused", f"Invalid arguments for record: "
-                                                        f"{problem}"))
-            else:
-                planned.append(Planned(call, "record", writes=writes))
-            continue
-        if execution.mode is Mode.PLAN and not offered.read_only:
-            planned.append(Planned(call, "planned", PLANNED_TEXT))
-            continue
-        needs = offered.approval or position in flagged
-        if needs and execution.trusted_scope(call) is None:
-            planned.append(Planned(call, "approval"))
-        else:
-            planned.append(Planned(call, "run"))
-    return tuple(planned)
-
-
-def _record_writes(arguments: Any, view: PhaseView
-                   ) -> tuple[tuple[tuple[str, Any], ...], str]:
-    if not isinstance(arguments, dict):
-        return (), "the arguments must be an object"
-    writes: list[tuple[str, Any]] = []
-    for key, value in arguments.items():
-        declared = view.collect.get(key)
-        if declared is None:
-            allowed = ", ".join(view.collect) or "none"
-            return (), f"{key!r} cannot be recorded here (keys this phase collects: {allowed})"
-        problem = check_state_type(value, declared)
-        if problem is not None:
-            return (), f"{key!r}: {problem}"
-        writes.append((key, value))
-    return tuple(writes), ""
-
-
-def judged_writes(done: Done, call: ToolCall, view: PhaseView | None) -> Done:
-    """A host tool's result with the state writes it may make: only the keys its
-    catalogue entry lists (``writes``), each of its declared type. The others are
-    refused, and the host sees why beside the result (a ``write_refused`` event, before
-    the result's own); the model's view of the result is unchanged."""
-    if not done.writes:
-        return done
-    tool = view.tool(call.name) if view is not None else None
-    allowed = tool.writes if tool is not None else ()
-    types = tool.write_types if tool is not None else {}
-    writes: list[tuple[str, Any]] = []
-    problems: list[str] = []
-    for key, value in done.writes:
-        if key not in allowed:
-            problems.append(f"{key!r} is not in the tool's writes")
-            continue
-        declared = types.get(key)
-        problem = check_state_type(value, declared) if declared is not None else None
-        if problem is not None:
-            problems.append(f"{key!r}: {problem}")
-            continue
-        writes.append((key, value))
-    if not problems:
-        return done
-    refused = ev.ErrorEvent(code="write_refused", message=(
-        f"{call.name} ({call.id}): not written: {'; '.join(problems)}"))
-    return replace(done, writes=tuple(writes), notes=(*done.notes, refused))
 
 
 def _settle(core: Core, call: ToolCall, done: Done) -> tuple[Core, ev.ToolResultEvent]:
@@ -772,13 +579,6 @@ def _close_group(core: Core, events: tuple[ev.Event, ...]) -> Step:
         return Step(evolve(core, status="running", pending=events), (boundary,))
     core = evolve(core, status="running", pending=())
     return Step(core, (Persist(events), boundary))
-
-
-def arguments_hash(call: ToolCall) -> str:
-    """The SHA-256 of a call's canonical arguments: what an approval is bound to."""
-    import hashlib
-
-    return hashlib.sha256(f"{call.name}\0{call.arguments}".encode()).hexdigest()
 
 
 # --- tools finish ------------------------------------------------------------------------

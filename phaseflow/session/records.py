@@ -8,8 +8,8 @@ from typing import Any
 
 from phaseflow.errors import PhaseflowError
 from phaseflow.session.compaction import visible
-from phaseflow.session.core import arguments_hash
 from phaseflow.session.core_json import core_from_json
+from phaseflow.session.tool_calls import arguments_hash
 from phaseflow.session.values import Core
 from phaseflow.stores.base import SessionRecord
 from phaseflow.turn.messages import (

@@ -35,7 +35,7 @@ from phaseflow.providers.protocol import (
 from phaseflow.session import events as ev
 from phaseflow.session.attachments import attach, history_media, load
 from phaseflow.session.compaction import history_chars
-from phaseflow.session.core import GO_TO_PHASE, named_calls, step
+from phaseflow.session.core import GO_TO_PHASE, step
 from phaseflow.session.core_json import core_to_json
 from phaseflow.session.lease_keeper import LeaseKeeper
 from phaseflow.session.model_stream import pump_stream, summarize
@@ -48,6 +48,7 @@ from phaseflow.session.presentation import present
 from phaseflow.session.records import message_json
 from phaseflow.session.runner_config import RunnerConfig, for_provider
 from phaseflow.session.timers import due_after, is_due, next_deadline, timer_note
+from phaseflow.session.tool_calls import named_calls
 from phaseflow.session.tool_threads import ToolThread, in_thread, timed_out
 from phaseflow.session.turn_order import taken_into_turn
 from phaseflow.session.values import (

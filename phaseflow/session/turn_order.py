@@ -39,13 +39,9 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from phaseflow.session.core import (
-    ResolutionRefused,
-    check_resolution,
-    joined_content,
-    unanswered,
-)
+from phaseflow.session.core import ResolutionRefused, check_resolution
 from phaseflow.session.events import Event
+from phaseflow.session.prompt_text import joined_content, unanswered
 from phaseflow.session.refusals import SessionBusy, SessionFinished
 from phaseflow.session.values import Core, Input, Interrupt, Resolve, Send
 from phaseflow.stores.base import Lease, QueuedMessage

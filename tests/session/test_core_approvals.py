@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from phaseflow.session import events as ev
-from phaseflow.session.core import ResolutionRefused, arguments_hash
+from phaseflow.session.core import ResolutionRefused
+from phaseflow.session.tool_calls import arguments_hash
 from phaseflow.session.values import (
     BoundaryDone,
     Pause,

@@ -5,7 +5,7 @@ its catalogue entry lists, each of its declared type; the rest are refused with 
 from __future__ import annotations
 
 from phaseflow.session import events as ev
-from phaseflow.session.core import judged_writes
+from phaseflow.session.tool_calls import judged_writes
 from phaseflow.session.values import Done, OfferedTool, PhaseView
 from phaseflow.turn.messages import ToolCall, ToolOutcome
 

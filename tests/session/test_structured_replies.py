@@ -15,7 +15,7 @@ import phaseflow
 from phaseflow.providers import AnthropicProvider, GeminiProvider, OpenAIResponsesProvider
 from phaseflow.providers.openai import OpenAIProvider
 from phaseflow.session import Agent
-from phaseflow.session.core import plain_text
+from phaseflow.session.prompt_text import plain_text
 from phaseflow.tools import tool
 from phaseflow.turn.messages import AssistantMessage, UserMessage
 from tests.support.fake_openai_server import FakeOpenAIServer
